@@ -1,0 +1,85 @@
+//! # devspan
+//!
+//! Typed spans and ndarray-style strided views over GPU memory, whoever owns it, with the
+//! copy, fill and cast kernels and host <-> device transfers that every user of such views
+//! otherwise writes by hand.
+//!
+//! ## Layers
+//!
+//! | devspan | what it is | nearest relative |
+//! |---|---|---|
+//! | [`DeviceBytes`] / [`DeviceBytesMut`] | device pointer + byte length + device + keep-alive | `&[u8]`, `bytes::Bytes` |
+//! | [`DeviceSpan<T>`] / [`DeviceSpanMut<T>`] | typed 1-D, alignment and length checked once | `&[T]`, cudarc `CudaView<T>` |
+//! | [`DeviceView<T, D>`] / [`DeviceViewMut<T, D>`] | shape, signed strides (elements), offset | ndarray `ArrayView<T, D>` |
+//! | [`DeviceArray<T, D>`] | the one owning type: allocation + standard layout | ndarray `Array<T, D>`, cudarc `CudaSlice<T>` |
+//! | [`Layout<D>`] | the metadata alone, every layout operation | ndarray's shape/strides |
+//! | [`DeviceOwner`] | whatever keeps foreign memory alive | `Arc<dyn Any>` in `Bytes::from_owner` |
+//!
+//! Views never own. They borrow (a lifetime `'a` over a `CudaSlice`, `CudaView`,
+//! [`DeviceArray`] or another view) or hold an `Arc<dyn DeviceOwner>` (`'static` views over
+//! memory owned by an FFI producer, DLPack, another library). Every constructor that takes raw
+//! parts validates bounds, alignment and overflow and answers `Err`, never a panic.
+//!
+//! | ndarray / std | devspan |
+//! |---|---|
+//! | `a.slice(s![..])`, `slice_axis`, `index_axis` | the same names, on views ([`DeviceView::slice`]) |
+//! | `t()`, `reversed_axes`, `permuted_axes`, `swap_axes`, `invert_axis` | the same |
+//! | `insert_axis`, `remove_axis`, `broadcast`, `to_shape` | the same; [`DeviceView::reshape`] is `Err` when a copy is needed |
+//! | `split_at`, `chunks` | [`ViewBase::split_at`], [`DeviceSpan::chunks`] |
+//! | `is_standard_layout` | the same, plus [`ViewBase::is_dense`] |
+//! | `Array::from(..)`, `to_owned` | [`DeviceArray::from_host`], [`DeviceArray::to_host`] |
+//!
+//! ## Quick start
+//!
+//! ```no_run
+//! # fn main() -> devspan::Result<()> {
+//! use ndarray::{Array2, s};
+//! use devspan::DeviceArray;
+//!
+//! let stream = devspan::default_stream(0)?; // Err(NoDevice) without a GPU, never a panic
+//! let host = Array2::from_shape_fn((4, 6), |(i, j)| (10 * i + j) as f32);
+//! let dev = DeviceArray::from_host(&stream, &host.view())?;
+//!
+//! // Views are metadata: slicing and transposing move no data.
+//! let v = dev.view().slice(s![1..3, ..;-2]).t();
+//! assert_eq!(v.shape(), &[3, 2]);
+//! assert_eq!(v.strides(), &[-2, 6]);
+//!
+//! // Hand (pointer, shape, strides) to your own kernel ...
+//! let (ptr, shape, strides) = (v.device_ptr(), v.shape(), v.strides());
+//! # let _ = (ptr, shape, strides);
+//! // ... or bring the data back.
+//! assert_eq!(dev.to_host(&stream)?, host);
+//! # Ok(()) }
+//! ```
+//!
+//! Without a GPU, [`device_count`] and every device entry point return `Err` with
+//! [`ErrorKind::NoDevice`]; layout code ([`Layout`]) works everywhere.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod array;
+mod bytes;
+mod device;
+mod element;
+mod error;
+pub mod interop;
+mod layout;
+mod owner;
+mod span;
+mod view;
+
+pub use array::DeviceArray;
+pub use bytes::{DeviceBytes, DeviceBytesMut};
+pub use device::{context, default_stream, device_count, gpu_available, new_stream};
+pub use element::{DType, DeviceElement};
+pub use error::{Error, ErrorKind, Result};
+pub use layout::Layout;
+pub use owner::DeviceOwner;
+pub use span::{DeviceSpan, DeviceSpanMut};
+pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
+
+pub use cudarc;
+pub use half;
+pub use ndarray;
