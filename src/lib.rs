@@ -61,13 +61,18 @@
 
 mod array;
 mod bytes;
+mod convert;
 mod device;
 mod element;
 mod error;
 pub mod interop;
+mod kernels;
 mod layout;
+mod ops;
 mod owner;
+mod plan;
 mod span;
+pub mod testing;
 mod view;
 
 pub use array::DeviceArray;
@@ -79,6 +84,12 @@ pub use layout::Layout;
 pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
 pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
+
+/// The embedded PTX modules, `(name, text)`, for tools that validate them.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::kernels::ptx::modules as ptx_modules;
+}
 
 pub use cudarc;
 pub use half;

@@ -232,6 +232,21 @@ impl<D: Dimension> Layout<D> {
         Ok(())
     }
 
+    /// Whether the layout passes invariant 4: no two indices reach the same element, checked
+    /// by the sufficient test mutable views use (some non-overlapping interleaved layouts
+    /// answer `false`).
+    ///
+    /// ```
+    /// use devspan::Layout;
+    /// use ndarray::Ix2;
+    /// assert!(Layout::contiguous(Ix2(3, 4)).is_unaliased());
+    /// assert!(!Layout::new_strided(Ix2(3, 4), &[0, 1], 0, 4).unwrap().is_unaliased());
+    /// assert!(!Layout::new_strided(Ix2(3, 4), &[2, 1], 0, 8).unwrap().is_unaliased());
+    /// ```
+    pub fn is_unaliased(&self) -> bool {
+        !may_self_overlap(self.shape(), self.strides())
+    }
+
     /// Axis lengths.
     ///
     /// ```

@@ -1,0 +1,80 @@
+//! A first tour of devspan: views, slicing, transposes, and copies to and from the device.
+//!
+//! Run with `cargo run --release --example tour`. Without a GPU it shows the layout part (pure
+//! metadata), says that no GPU was found, and exits cleanly.
+
+use devspan::{DeviceArray, Layout, testing::Tolerance};
+use ndarray::{Array2, Array3, Ix2, s};
+
+fn layouts() {
+    println!("-- layouts: metadata only, the same rules as ndarray");
+    let l = Layout::contiguous(Ix2(4, 6));
+    println!("4x6 standard layout:            {l:?}");
+    let sl = l.slice(s![1..3, ..;-2]).expect("valid slice");
+    println!("slice s![1..3, ..;-2]:          {sl:?}");
+    println!("its transpose:                  {:?}", sl.clone().reversed_axes());
+    match l.slice(s![.., ..7]) {
+        Ok(_) => unreachable!(),
+        Err(e) => println!("s![.., ..7] is refused:         {e}"),
+    }
+    match sl.reshape(12usize) {
+        Ok(_) => unreachable!(),
+        Err(e) => println!("flattening the slice needs a copy: {e}"),
+    }
+}
+
+fn device() -> devspan::Result<()> {
+    let stream = devspan::new_stream(0)?;
+    let ctx = stream.context();
+    println!("-- device 0: {}", ctx.name()?);
+
+    let host = Array2::from_shape_fn((1024, 768), |(i, j)| (i * 768 + j) as f32);
+    let dev = DeviceArray::from_host(&stream, &host.view())?;
+    println!("uploaded {:?} f32 ({} bytes)", dev.shape(), dev.len() * 4);
+
+    // Slicing and transposing are metadata; to_contiguous runs the planner's kernel.
+    let view = dev.view().slice(s![100..900;2, ..;-3]).t();
+    println!("view: shape {:?}, strides {:?}, dense: {}", view.shape(), view.strides(), view.is_dense());
+    let packed = view.to_contiguous(&stream)?;
+    devspan::testing::assert_close(&stream, &packed.view(), &host.slice(s![100..900;2, ..;-3]).t(), Tolerance::exact());
+    println!("to_contiguous of the strided transpose matches ndarray");
+
+    // Fused copy + cast.
+    let halves = dev.view().cast::<half::f16>(&stream)?;
+    let back = halves.view().cast::<f32>(&stream)?.to_host(&stream)?;
+    let worst = (&back - &host).iter().zip(host.iter()).map(|(d, h)| (d / h.max(1.0)).abs()).fold(0.0f32, f32::max);
+    println!("f32 -> f16 -> f32 round trip, worst relative error {worst:.2e}");
+
+    // Fill a strided view, then read it back.
+    let mut cube = DeviceArray::<i32, _>::zeros(&stream, (4, 5, 6))?;
+    cube.view_mut().slice_mut(s![.., 1..;2, ..;3]).fill(&stream, 7)?;
+    let h = cube.to_host(&stream)?;
+    let mut expect = Array3::<i32>::zeros((4, 5, 6));
+    expect.slice_mut(s![.., 1..;2, ..;3]).fill(7);
+    assert_eq!(h, expect);
+    println!("strided fill of s![.., 1..;2, ..;3] matches ndarray ({} sevens)", h.iter().filter(|&&x| x == 7).count());
+
+    // Broadcast assign: every row gets the same vector.
+    let row = DeviceArray::from_host(&stream, &ndarray::arr1(&[1.0f64, 2.0, 3.0]).view())?;
+    let mut m = DeviceArray::<f64, _>::zeros(&stream, (2, 3))?;
+    m.view_mut().assign(&stream, &row.view())?;
+    println!("broadcast assign:\n{}", m.to_host(&stream)?);
+    Ok(())
+}
+
+fn main() {
+    layouts();
+    match devspan::device_count() {
+        Err(e) => {
+            println!("-- no GPU: {e}");
+            println!("the device part of the tour needs a CUDA GPU; nothing else to do.");
+        }
+        Ok(n) => {
+            println!("-- {n} CUDA device(s)");
+            if let Err(e) = device() {
+                eprintln!("device tour failed: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Executes plans over host memory with the kernels' own index math, so that the planner can be
+//! tested against ndarray on machines without a GPU.
+
+use half::{bf16, f16};
+
+use crate::convert::cast_scalar;
+use super::Plan;
+use crate::element::DType;
+use crate::kernels::args::CONTIG_ALIGN;
+
+/// Host buffers standing in for device allocations at chosen addresses.
+#[derive(Default, Debug)]
+pub(crate) struct HostMem {
+    regions: Vec<(u64, Vec<u8>)>,
+}
+
+impl HostMem {
+    pub(crate) fn add(&mut self, base: u64, bytes: Vec<u8>) {
+        self.regions.push((base, bytes));
+    }
+
+    pub(crate) fn region(&self, base: u64) -> &[u8] {
+        &self.regions.iter().find(|r| r.0 == base).expect("no region at base").1
+    }
+
+    fn locate(&self, addr: u64, len: usize) -> (usize, usize) {
+        for (i, (base, buf)) in self.regions.iter().enumerate() {
+            if addr >= *base && addr + len as u64 <= base + buf.len() as u64 {
+                return (i, (addr - base) as usize);
+            }
+        }
+        panic!("plan touches 0x{addr:x}+{len}, outside every allocation");
+    }
+
+    fn read(&self, addr: u64, len: usize) -> Vec<u8> {
+        let (i, o) = self.locate(addr, len);
+        self.regions[i].1[o..o + len].to_vec()
+    }
+
+    fn write(&mut self, addr: u64, bytes: &[u8]) {
+        let (i, o) = self.locate(addr, bytes.len());
+        self.regions[i].1[o..o + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+macro_rules! dispatch_to {
+    ($from:ty, $x:expr, $to:expr) => {
+        match $to {
+            DType::U8 => bytemuck::bytes_of(&cast_scalar::<$from, u8>($x)).to_vec(),
+            DType::I8 => bytemuck::bytes_of(&cast_scalar::<$from, i8>($x)).to_vec(),
+            DType::U16 => bytemuck::bytes_of(&cast_scalar::<$from, u16>($x)).to_vec(),
+            DType::I16 => bytemuck::bytes_of(&cast_scalar::<$from, i16>($x)).to_vec(),
+            DType::U32 => bytemuck::bytes_of(&cast_scalar::<$from, u32>($x)).to_vec(),
+            DType::I32 => bytemuck::bytes_of(&cast_scalar::<$from, i32>($x)).to_vec(),
+            DType::U64 => bytemuck::bytes_of(&cast_scalar::<$from, u64>($x)).to_vec(),
+            DType::I64 => bytemuck::bytes_of(&cast_scalar::<$from, i64>($x)).to_vec(),
+            DType::F16 => bytemuck::bytes_of(&cast_scalar::<$from, f16>($x)).to_vec(),
+            DType::BF16 => bytemuck::bytes_of(&cast_scalar::<$from, bf16>($x)).to_vec(),
+            DType::F32 => bytemuck::bytes_of(&cast_scalar::<$from, f32>($x)).to_vec(),
+            DType::F64 => bytemuck::bytes_of(&cast_scalar::<$from, f64>($x)).to_vec(),
+        }
+    };
+}
+
+/// One element converted between element types, as little-endian bytes (the host reference
+/// of the cast kernels).
+pub(crate) fn convert(from: DType, to: DType, b: &[u8]) -> Vec<u8> {
+    macro_rules! go {
+        ($t:ty) => {{
+            let x: $t = bytemuck::pod_read_unaligned(b);
+            dispatch_to!($t, x, to)
+        }};
+    }
+    match from {
+        DType::U8 => go!(u8),
+        DType::I8 => go!(i8),
+        DType::U16 => go!(u16),
+        DType::I16 => go!(i16),
+        DType::U32 => go!(u32),
+        DType::I32 => go!(i32),
+        DType::U64 => go!(u64),
+        DType::I64 => go!(i64),
+        DType::F16 => go!(f16),
+        DType::BF16 => go!(bf16),
+        DType::F32 => go!(f32),
+        DType::F64 => go!(f64),
+    }
+}
+
+fn copy_elem(mem: &mut HostMem, dst: u64, to: DType, src: u64, from: DType) {
+    let v = mem.read(src, from.size());
+    mem.write(dst, &convert(from, to, &v));
+}
+
+fn at(base: u64, off: i64, size: usize) -> u64 {
+    (base as i64 + off * size as i64) as u64
+}
+
+/// Runs `plan` over `mem`, panicking if it touches memory outside the regions or breaks a
+/// kernel's alignment precondition.
+pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
+    match *plan {
+        Plan::Nothing => {}
+        Plan::Memset { dst, n, size, bits } => {
+            assert_eq!(dst % size as u64, 0, "memset destination misaligned");
+            for i in 0..n {
+                mem.write(dst + (i * size) as u64, &bits.to_le_bytes()[..size]);
+            }
+        }
+        Plan::Memcpy { dst, src, bytes } => {
+            let v = mem.read(src, bytes);
+            mem.write(dst, &v);
+        }
+        Plan::Memcpy2D { dst, dst_pitch, src, src_pitch, width, height } => {
+            assert!(dst_pitch >= width && src_pitch >= width, "2-D copy pitch below width");
+            for r in 0..height {
+                let v = mem.read(src + (r * src_pitch) as u64, width);
+                mem.write(dst + (r * dst_pitch) as u64, &v);
+            }
+        }
+        Plan::FillContig { dst, n, head, size, bits } => {
+            if head < n {
+                assert_eq!((dst + head * size as u64) % CONTIG_ALIGN, 0, "fill head does not align");
+            }
+            for i in 0..n {
+                mem.write(dst + i * size as u64, &bits.to_le_bytes()[..size]);
+            }
+        }
+        Plan::FillStrided32 { ref args, size, bits } => {
+            for i in 0..args.n {
+                let (d, _) = args.offsets(i);
+                mem.write(at(args.dst, d as i64, size), &bits.to_le_bytes()[..size]);
+            }
+        }
+        Plan::FillStrided64 { ref args, size, bits } => {
+            for i in 0..args.n {
+                let (d, _) = args.offsets(i);
+                mem.write(at(args.dst, d, size), &bits.to_le_bytes()[..size]);
+            }
+        }
+        Plan::Contig { dst, src, n, head, from, to } => {
+            if head < n {
+                assert_eq!((dst + head * to.size() as u64) % CONTIG_ALIGN, 0, "contig head misaligns dst");
+                assert_eq!((src + head * from.size() as u64) % CONTIG_ALIGN, 0, "contig head misaligns src");
+            }
+            for i in 0..n {
+                copy_elem(mem, dst + i * to.size() as u64, to, src + i * from.size() as u64, from);
+            }
+        }
+        Plan::Strided32 { ref args, from, to } => {
+            for i in 0..args.n {
+                let (d, s) = args.offsets(i);
+                copy_elem(mem, at(args.dst, d as i64, to.size()), to, at(args.src, s as i64, from.size()), from);
+            }
+        }
+        Plan::Strided64 { ref args, from, to } => {
+            for i in 0..args.n {
+                let (d, s) = args.offsets(i);
+                copy_elem(mem, at(args.dst, d, to.size()), to, at(args.src, s, from.size()), from);
+            }
+        }
+        Plan::Transpose { ref args, from, to } => {
+            let rank = args.batch_rank as usize;
+            for b in 0..args.batch {
+                let (mut x, mut bd, mut bs) = (b, 0i64, 0i64);
+                for k in 0..rank {
+                    let q = args.batch_div[k].div(x);
+                    let c = (x - q * args.batch_shape[k]) as i64;
+                    bd += c * args.batch_dst_strides[k];
+                    bs += c * args.batch_src_strides[k];
+                    x = q;
+                }
+                for r in 0..args.rows as i64 {
+                    for c in 0..args.cols as i64 {
+                        let d = at(args.dst, bd + r * args.dst_row_stride + c, to.size());
+                        let s = at(args.src, bs + r + c * args.src_col_stride, from.size());
+                        copy_elem(mem, d, to, s, from);
+                    }
+                }
+            }
+        }
+    }
+}

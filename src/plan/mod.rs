@@ -1,0 +1,318 @@
+//! The copy / fill / cast planner: pure host code that normalises the operands' layouts and
+//! picks one execution path. [`interp`] executes plans over host memory for the tests.
+//!
+//! Normalisation, in order:
+//! 1. drop axes of length 1 (an empty shape plans to [`Plan::Nothing`]);
+//! 2. flip every axis whose destination stride is negative (both operands together: a
+//!    relabelling of the index that leaves the element pairs unchanged);
+//! 3. order the axes by the destination's `|stride|`, outermost first;
+//! 4. merge neighbouring axes that are contiguous in every operand
+//!    (`stride_outer == stride_inner * len_inner`);
+//! 5. choose 32-bit indexing when the element count and every reachable offset fit in `i32`.
+//!
+//! Then the path: driver memset / memcpy / 2-D memcpy where they are the fastest, a vectorised
+//! contiguous kernel, a shared-memory tiled transpose when the two operands' fastest axes
+//! differ, and otherwise the general strided kernel with fast division.
+
+#[cfg(test)]
+pub(crate) mod interp;
+#[cfg(test)]
+mod tests;
+
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::kernels::args::{
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, StridedArgs32, StridedArgs64, TransposeArgs, contig_head, fast_div32,
+    fill_head,
+};
+
+/// One axis after normalisation. Strides in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PAxis {
+    pub len: usize,
+    pub dst: isize,
+    pub src: isize,
+}
+
+/// Operands after normalisation: axes innermost first, offsets (elements) of the new index
+/// zero from the old one.
+#[derive(Clone, Debug)]
+pub(crate) struct Normalized {
+    pub axes: Vec<PAxis>,
+    pub dst_off: isize,
+    pub src_off: isize,
+    pub n: usize,
+}
+
+pub(crate) fn normalize(shape: &[usize], dst: &[isize], src: &[isize]) -> Normalized {
+    let n = shape.iter().product();
+    let mut axes: Vec<PAxis> = shape
+        .iter()
+        .zip(dst.iter().zip(src))
+        .filter(|(len, _)| **len != 1)
+        .map(|(&len, (&d, &s))| PAxis { len, dst: d, src: s })
+        .collect();
+    let (mut dst_off, mut src_off) = (0isize, 0isize);
+    if n == 0 {
+        return Normalized { axes: Vec::new(), dst_off, src_off, n };
+    }
+    for a in &mut axes {
+        if a.dst < 0 {
+            let last = a.len as isize - 1;
+            dst_off += last * a.dst;
+            src_off += last * a.src;
+            a.dst = -a.dst;
+            a.src = -a.src;
+        }
+    }
+    // Outermost first: larger destination strides, then larger source strides.
+    axes.sort_by(|a, b| b.dst.cmp(&a.dst).then(b.src.unsigned_abs().cmp(&a.src.unsigned_abs())));
+    let mut merged: Vec<PAxis> = Vec::with_capacity(axes.len());
+    for a in axes {
+        if let Some(outer) = merged.last_mut() {
+            let inner = a;
+            if outer.dst == inner.dst * inner.len as isize && outer.src == inner.src * inner.len as isize {
+                outer.len *= inner.len;
+                outer.dst = inner.dst;
+                outer.src = inner.src;
+                continue;
+            }
+        }
+        merged.push(a);
+    }
+    merged.reverse();
+    Normalized { axes: merged, dst_off, src_off, n }
+}
+
+/// What runs on the device.
+#[derive(Clone, Debug)]
+pub(crate) enum Plan {
+    /// No element to touch.
+    Nothing,
+    /// `cuMemsetD8/D16/D32Async` of `n` elements of `size` bytes.
+    Memset { dst: u64, n: usize, size: usize, bits: u64 },
+    /// `cuMemcpyDtoDAsync`.
+    Memcpy { dst: u64, src: u64, bytes: usize },
+    /// `cuMemcpy2DAsync`: `height` rows of `width` bytes.
+    Memcpy2D { dst: u64, dst_pitch: usize, src: u64, src_pitch: usize, width: usize, height: usize },
+    /// `fill_contig_bN`.
+    FillContig { dst: u64, n: u64, head: u64, size: usize, bits: u64 },
+    /// `fill_strided32_bN`.
+    FillStrided32 { args: StridedArgs32, size: usize, bits: u64 },
+    /// `fill_strided64_bN`.
+    FillStrided64 { args: StridedArgs64, size: usize, bits: u64 },
+    /// `copy_contig_bN` / `cast_contig_S_D`.
+    Contig { dst: u64, src: u64, n: u64, head: u64, from: DType, to: DType },
+    /// `copy_strided32_bN` / `cast_strided32_S_D`.
+    Strided32 { args: StridedArgs32, from: DType, to: DType },
+    /// `copy_strided64_bN` / `cast_strided64_S_D`.
+    Strided64 { args: StridedArgs64, from: DType, to: DType },
+    /// `copy_transpose_bN` / `cast_transpose_S_D`.
+    Transpose { args: TransposeArgs, from: DType, to: DType },
+}
+
+impl Plan {
+    /// A short name of the path, for tests and benchmarks.
+    pub(crate) fn path(&self) -> &'static str {
+        match self {
+            Plan::Nothing => "nothing",
+            Plan::Memset { .. } => "memset",
+            Plan::Memcpy { .. } => "memcpy",
+            Plan::Memcpy2D { .. } => "memcpy2d",
+            Plan::FillContig { .. } => "fill_contig",
+            Plan::FillStrided32 { .. } => "fill_strided32",
+            Plan::FillStrided64 { .. } => "fill_strided64",
+            Plan::Contig { .. } => "contig",
+            Plan::Strided32 { .. } => "strided32",
+            Plan::Strided64 { .. } => "strided64",
+            Plan::Transpose { .. } => "transpose",
+        }
+    }
+}
+
+/// Options that steer the planner (benchmarks use them to compare paths).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PlanOptions {
+    /// Never use the driver's memset / memcpy paths.
+    pub no_driver: bool,
+    /// Never use 32-bit indexing.
+    pub force_64: bool,
+}
+
+fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
+    (base as i64 + off_elems as i64 * size as i64) as u64
+}
+
+/// Largest `|offset|` reachable (elements) in one operand, with the element count.
+fn fits_32(norm: &Normalized) -> bool {
+    if norm.n >= (1usize << 31) {
+        return false;
+    }
+    let reach = |f: fn(&PAxis) -> isize| -> u128 {
+        norm.axes.iter().map(|a| (a.len as u128 - 1) * f(a).unsigned_abs() as u128).sum()
+    };
+    reach(|a| a.dst) < (1u128 << 31) && reach(|a| a.src) < (1u128 << 31)
+}
+
+fn too_many_axes(norm: &Normalized) -> Result<()> {
+    if norm.axes.len() > MAX_RANK {
+        return Err(Error::invalid(format!(
+            "after merging, {} axes remain (shape/strides {:?}); the kernels support at most {MAX_RANK}",
+            norm.axes.len(),
+            norm.axes
+        )));
+    }
+    Ok(())
+}
+
+fn strided32(norm: &Normalized, dst: u64, src: u64) -> StridedArgs32 {
+    let mut a = StridedArgs32 { dst, src, n: norm.n as u32, rank: norm.axes.len().max(1) as u32, ..Default::default() };
+    for k in 0..MAX_RANK {
+        let (len, ds, ss) = match norm.axes.get(k) {
+            Some(ax) => (ax.len, ax.dst, ax.src),
+            None => (1, 0, 0),
+        };
+        a.shape[k] = len as u32;
+        let (m, s) = fast_div32(len as u32);
+        a.magic[k] = m;
+        a.shift[k] = s;
+        a.dst_strides[k] = ds as i32;
+        a.src_strides[k] = ss as i32;
+    }
+    a
+}
+
+fn strided64(norm: &Normalized, dst: u64, src: u64) -> StridedArgs64 {
+    let mut a = StridedArgs64 { dst, src, n: norm.n as u64, rank: norm.axes.len().max(1) as u32, ..Default::default() };
+    for k in 0..MAX_RANK {
+        let (len, ds, ss) = match norm.axes.get(k) {
+            Some(ax) => (ax.len, ax.dst, ax.src),
+            None => (1, 0, 0),
+        };
+        a.shape[k] = len as u64;
+        a.div[k] = FastDiv64::new(len as u64);
+        a.dst_strides[k] = ds as i64;
+        a.src_strides[k] = ss as i64;
+    }
+    a
+}
+
+/// Plans `dst[i] = value` for every index of a destination with `shape` and `strides` whose
+/// element zero is at `dst`.
+pub(crate) fn plan_fill(dst: u64, shape: &[usize], strides: &[isize], size: usize, bits: u64, opt: PlanOptions) -> Result<Plan> {
+    let zeros = vec![0isize; shape.len()];
+    let norm = normalize(shape, strides, &zeros);
+    if norm.n == 0 {
+        return Ok(Plan::Nothing);
+    }
+    too_many_axes(&norm)?;
+    let d = addr(dst, norm.dst_off, size);
+    if norm.axes.len() <= 1 && norm.axes.first().is_none_or(|a| a.dst == 1) {
+        if size <= 4 && !opt.no_driver {
+            return Ok(Plan::Memset { dst: d, n: norm.n, size, bits });
+        }
+        if let Some(h) = fill_head(d, size) {
+            return Ok(Plan::FillContig { dst: d, n: norm.n as u64, head: h.min(norm.n as u64), size, bits });
+        }
+    }
+    if fits_32(&norm) && !opt.force_64 {
+        Ok(Plan::FillStrided32 { args: strided32(&norm, d, 0), size, bits })
+    } else {
+        Ok(Plan::FillStrided64 { args: strided64(&norm, d, 0), size, bits })
+    }
+}
+
+/// Minimum extent of both tile axes for the transpose path.
+const TRANSPOSE_MIN_EXTENT: usize = 8;
+/// Minimum row width in bytes for the driver's 2-D copy.
+const MEMCPY2D_MIN_WIDTH: usize = 512;
+
+/// Plans `dst[i] = src[i] as To` for every index `i` of `shape`; the source's strides may be
+/// zero (broadcast). `dst` and `src` are the addresses of element zero.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_copy(
+    dst: u64,
+    dst_strides: &[isize],
+    to: DType,
+    src: u64,
+    src_strides: &[isize],
+    from: DType,
+    shape: &[usize],
+    opt: PlanOptions,
+) -> Result<Plan> {
+    let mut norm = normalize(shape, dst_strides, src_strides);
+    if norm.n == 0 {
+        return Ok(Plan::Nothing);
+    }
+    too_many_axes(&norm)?;
+    let (ds, ss) = (to.size(), from.size());
+    let same = from == to;
+    let d = addr(dst, norm.dst_off, ds);
+    let s = addr(src, norm.src_off, ss);
+    let r = norm.axes.len();
+    let contiguous = r == 0 || (r == 1 && norm.axes[0].dst == 1 && norm.axes[0].src == 1);
+    if contiguous {
+        if let Some(h) = contig_head(s, ss, d, ds) {
+            return Ok(Plan::Contig { dst: d, src: s, n: norm.n as u64, head: h.min(norm.n as u64), from, to });
+        }
+        if same && !opt.no_driver {
+            return Ok(Plan::Memcpy { dst: d, src: s, bytes: norm.n * ds });
+        }
+    }
+    if same && !opt.no_driver && r == 2 {
+        let (inner, outer) = (norm.axes[0], norm.axes[1]);
+        let width = inner.len * ds;
+        if inner.dst == 1 && inner.src == 1 && outer.src > 0 && width >= MEMCPY2D_MIN_WIDTH {
+            return Ok(Plan::Memcpy2D {
+                dst: d,
+                dst_pitch: outer.dst as usize * ds,
+                src: s,
+                src_pitch: outer.src as usize * ss,
+                width,
+                height: outer.len,
+            });
+        }
+    }
+    // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
+    // stride +-1, and the source's axis 0 is not contiguous.
+    if r >= 2 && norm.axes[0].dst == 1 && norm.axes[0].src.unsigned_abs() != 1 && norm.axes[0].len >= TRANSPOSE_MIN_EXTENT
+        && let Some(k) = (1..r).find(|&k| norm.axes[k].src.unsigned_abs() == 1 && norm.axes[k].len >= TRANSPOSE_MIN_EXTENT)
+        && r - 2 <= MAX_BATCH_RANK
+    {
+        let (mut d, mut s) = (d, s);
+        if norm.axes[k].src < 0 {
+            let a = &mut norm.axes[k];
+            let last = a.len as isize - 1;
+            d = addr(d, last * a.dst, ds);
+            s = addr(s, last * a.src, ss);
+            a.dst = -a.dst;
+            a.src = -a.src;
+        }
+        let (c, rr) = (norm.axes[0], norm.axes[k]);
+        let batch: Vec<PAxis> = norm.axes.iter().enumerate().filter(|(i, _)| *i != 0 && *i != k).map(|(_, a)| *a).collect();
+        let mut args = TransposeArgs {
+            dst: d,
+            src: s,
+            rows: rr.len as u64,
+            cols: c.len as u64,
+            dst_row_stride: rr.dst as i64,
+            src_col_stride: c.src as i64,
+            batch: batch.iter().map(|a| a.len as u64).product(),
+            batch_rank: batch.len() as u32,
+            ..Default::default()
+        };
+        for i in 0..MAX_BATCH_RANK {
+            let (len, bd, bs) = batch.get(i).map_or((1, 0, 0), |a| (a.len, a.dst, a.src));
+            args.batch_shape[i] = len as u64;
+            args.batch_div[i] = FastDiv64::new(len as u64);
+            args.batch_dst_strides[i] = bd as i64;
+            args.batch_src_strides[i] = bs as i64;
+        }
+        return Ok(Plan::Transpose { args, from, to });
+    }
+    if fits_32(&norm) && !opt.force_64 {
+        Ok(Plan::Strided32 { args: strided32(&norm, d, s), from, to })
+    } else {
+        Ok(Plan::Strided64 { args: strided64(&norm, d, s), from, to })
+    }
+}

@@ -1,0 +1,359 @@
+//! Helpers for kernel correctness tests: compare a device view with an ndarray reference.
+//!
+//! [`assert_close`] copies the device view back, compares element by element under a
+//! [`Tolerance`] (absolute, relative, ULPs; NaN equal only when asked) and panics with a report
+//! naming the first mismatching indices with both values, the maximum absolute and relative
+//! error and the number of mismatches. [`check_close`] returns the same report as an `Err`.
+//!
+//! ```no_run
+//! # fn main() -> devspan::Result<()> {
+//! use devspan::testing::{assert_close, Tolerance};
+//! use ndarray::Array2;
+//! let stream = devspan::default_stream(0)?;
+//! let host = Array2::from_shape_fn((8, 8), |(i, j)| (i as f32).sin() + j as f32);
+//! let dev = devspan::DeviceArray::from_host(&stream, &host.view())?;
+//! let t = dev.view().t().to_contiguous(&stream)?;
+//! assert_close(&stream, &t.view(), &host.t(), Tolerance::exact());
+//! # Ok(()) }
+//! ```
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use half::{bf16, f16};
+use ndarray::{ArrayView, Dimension};
+
+use crate::element::DeviceElement;
+use crate::error::Result;
+use crate::view::DeviceView;
+
+/// How close two elements must be. An element pair passes if any enabled criterion accepts it.
+///
+/// ```
+/// use devspan::testing::Tolerance;
+/// let t = Tolerance::abs(1e-6).with_rel(1e-4).with_ulps(4).nan_equal();
+/// assert!(t.accepts(1.0, 1.0 + 1e-7));
+/// assert!(t.accepts(f64::NAN, f64::NAN));
+/// assert!(!Tolerance::exact().accepts(f64::NAN, f64::NAN));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    /// Accept `|a - b| <= abs`.
+    pub abs: f64,
+    /// Accept `|a - b| <= rel * max(|a|, |b|)`.
+    pub rel: f64,
+    /// Accept floats at most this many units in the last place apart (of the element type).
+    pub ulps: u32,
+    /// Treat two NaNs as equal.
+    pub nan_equal: bool,
+}
+
+impl Tolerance {
+    /// Bit-for-bit equality of values (NaN never equal unless [`nan_equal`](Self::nan_equal)).
+    ///
+    /// ```
+    /// assert!(devspan::testing::Tolerance::exact().accepts(2.0, 2.0));
+    /// ```
+    pub fn exact() -> Self {
+        Tolerance { abs: 0.0, rel: 0.0, ulps: 0, nan_equal: false }
+    }
+    /// An absolute tolerance.
+    ///
+    /// ```
+    /// assert!(devspan::testing::Tolerance::abs(0.1).accepts(1.0, 1.05));
+    /// ```
+    pub fn abs(abs: f64) -> Self {
+        Tolerance { abs, ..Self::exact() }
+    }
+    /// A relative tolerance.
+    ///
+    /// ```
+    /// assert!(devspan::testing::Tolerance::rel(1e-3).accepts(1000.0, 1000.5));
+    /// ```
+    pub fn rel(rel: f64) -> Self {
+        Tolerance { rel, ..Self::exact() }
+    }
+    /// A ULP tolerance.
+    ///
+    /// ```
+    /// let one_up = f32::from_bits(1.0f32.to_bits() + 1);
+    /// assert!(devspan::testing::Tolerance::ulps(1).accepts_f32(1.0, one_up));
+    /// ```
+    pub fn ulps(ulps: u32) -> Self {
+        Tolerance { ulps, ..Self::exact() }
+    }
+    /// Adds an absolute criterion.
+    ///
+    /// ```
+    /// let t = devspan::testing::Tolerance::rel(1e-6).with_abs(1e-9);
+    /// assert!(t.accepts(0.0, 1e-10));
+    /// ```
+    pub fn with_abs(mut self, abs: f64) -> Self {
+        self.abs = abs;
+        self
+    }
+    /// Adds a relative criterion.
+    ///
+    /// ```
+    /// let t = devspan::testing::Tolerance::abs(0.0).with_rel(0.5);
+    /// assert!(t.accepts(2.0, 3.0));
+    /// ```
+    pub fn with_rel(mut self, rel: f64) -> Self {
+        self.rel = rel;
+        self
+    }
+    /// Adds a ULP criterion.
+    ///
+    /// ```
+    /// let t = devspan::testing::Tolerance::abs(0.0).with_ulps(2);
+    /// assert!(t.accepts(1.0, f64::from_bits(1.0f64.to_bits() + 2)));
+    /// ```
+    pub fn with_ulps(mut self, ulps: u32) -> Self {
+        self.ulps = ulps;
+        self
+    }
+    /// Treats NaN as equal to NaN.
+    ///
+    /// ```
+    /// assert!(devspan::testing::Tolerance::exact().nan_equal().accepts(f64::NAN, f64::NAN));
+    /// ```
+    pub fn nan_equal(mut self) -> Self {
+        self.nan_equal = true;
+        self
+    }
+
+    /// Whether two `f64` values pass (ULPs counted in `f64`).
+    ///
+    /// ```
+    /// assert!(!devspan::testing::Tolerance::abs(0.1).accepts(1.0, 1.2));
+    /// ```
+    pub fn accepts(&self, a: f64, b: f64) -> bool {
+        self.accepts_bits(a, b, || ulps_apart_f64(a, b))
+    }
+
+    /// Whether two `f32` values pass (ULPs counted in `f32`).
+    ///
+    /// ```
+    /// assert!(devspan::testing::Tolerance::exact().accepts_f32(0.5, 0.5));
+    /// ```
+    pub fn accepts_f32(&self, a: f32, b: f32) -> bool {
+        self.accepts_bits(a as f64, b as f64, || ulps_apart_f32(a, b))
+    }
+
+    fn accepts_bits(&self, a: f64, b: f64, ulps: impl FnOnce() -> u64) -> bool {
+        if a.is_nan() || b.is_nan() {
+            return self.nan_equal && a.is_nan() && b.is_nan();
+        }
+        if a == b {
+            return true;
+        }
+        let d = (a - b).abs();
+        (self.abs > 0.0 && d <= self.abs)
+            || (self.rel > 0.0 && d <= self.rel * a.abs().max(b.abs()))
+            || (self.ulps > 0 && ulps() <= self.ulps as u64)
+    }
+}
+
+fn ordered_f64(x: f64) -> i128 {
+    let b = x.to_bits() as i64;
+    if b < 0 { i64::MIN as i128 - b as i128 } else { b as i128 }
+}
+
+fn ordered_f32(x: f32) -> i64 {
+    let b = x.to_bits() as i32;
+    if b < 0 { i32::MIN as i64 - b as i64 } else { b as i64 }
+}
+
+fn ulps_apart_f64(a: f64, b: f64) -> u64 {
+    (ordered_f64(a) - ordered_f64(b)).unsigned_abs().min(u64::MAX as u128) as u64
+}
+
+fn ulps_apart_f32(a: f32, b: f32) -> u64 {
+    (ordered_f32(a) - ordered_f32(b)).unsigned_abs()
+}
+
+fn ordered_16(bits: u16) -> i32 {
+    let b = bits as i16;
+    if b < 0 { i16::MIN as i32 - b as i32 } else { b as i32 }
+}
+
+/// An element type [`assert_close`] can compare.
+pub trait CloseElement: DeviceElement {
+    /// Whether `got` passes against `expected` under `tol`; integers compare exactly unless an
+    /// absolute tolerance is given.
+    fn close(got: Self, expected: Self, tol: &Tolerance) -> bool;
+    /// The value as `f64`, for error statistics.
+    fn as_f64(self) -> f64;
+}
+
+macro_rules! close_int {
+    ($($t:ty),*) => {$(
+        impl CloseElement for $t {
+            fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
+                got == expected || (tol.abs > 0.0 && (got as f64 - expected as f64).abs() <= tol.abs)
+            }
+            fn as_f64(self) -> f64 { self as f64 }
+        }
+    )*};
+}
+close_int!(u8, i8, u16, i16, u32, i32, u64, i64);
+
+impl CloseElement for f32 {
+    fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
+        tol.accepts_f32(got, expected)
+    }
+    fn as_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl CloseElement for f64 {
+    fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
+        tol.accepts(got, expected)
+    }
+    fn as_f64(self) -> f64 {
+        self
+    }
+}
+
+impl CloseElement for f16 {
+    fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
+        let (a, b) = (got.to_f64(), expected.to_f64());
+        tol.accepts_bits(a, b, || (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64)
+    }
+    fn as_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl CloseElement for bf16 {
+    fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
+        let (a, b) = (got.to_f64(), expected.to_f64());
+        tol.accepts_bits(a, b, || (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64)
+    }
+    fn as_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+/// Compares two host arrays of the same shape; `Err(report)` on mismatch.
+///
+/// ```
+/// use devspan::testing::{compare, Tolerance};
+/// let a = ndarray::arr1(&[1.0f32, 2.0, 3.0]);
+/// let b = ndarray::arr1(&[1.0f32, 2.5, 3.0]);
+/// let report = compare(&a.view(), &b.view(), Tolerance::abs(0.1)).unwrap_err();
+/// assert!(report.contains("1 of 3 elements differ"));
+/// assert!(report.contains("[1]"));
+/// ```
+pub fn compare<T: CloseElement, D: Dimension>(
+    got: &ArrayView<'_, T, D>,
+    expected: &ArrayView<'_, T, D>,
+    tol: Tolerance,
+) -> std::result::Result<(), String> {
+    if got.shape() != expected.shape() {
+        return Err(format!("shape {:?} differs from the reference's {:?}", got.shape(), expected.shape()));
+    }
+    let mut bad = 0usize;
+    let mut first = String::new();
+    let (mut max_abs, mut max_rel) = (0.0f64, 0.0f64);
+    for ((idx, &g), &e) in got.indexed_iter().zip(expected.iter()) {
+        if T::close(g, e, &tol) {
+            continue;
+        }
+        bad += 1;
+        let (a, b) = (g.as_f64(), e.as_f64());
+        let d = (a - b).abs();
+        if d.is_finite() {
+            max_abs = max_abs.max(d);
+            let m = a.abs().max(b.abs());
+            if m > 0.0 {
+                max_rel = max_rel.max(d / m);
+            }
+        }
+        if bad <= 8 {
+            let _ = writeln!(first, "  at {:?}: got {g}, expected {e}", ndarray::IntoDimension::into_dimension(idx).slice());
+        }
+    }
+    if bad == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "{bad} of {} elements differ (tolerance {tol:?}); max abs error {max_abs:e}, max rel error {max_rel:e}; first mismatches:\n{first}",
+        got.len()
+    ))
+}
+
+/// Copies `got` back from the device and compares it with `expected`; `Err(report)` on mismatch
+/// (an `Err` from the device copy is reported too).
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use devspan::testing::{check_close, Tolerance};
+/// let stream = devspan::default_stream(0)?;
+/// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, 4)?;
+/// assert!(check_close(&stream, &a.view(), &ndarray::arr1(&[0u8, 0, 0, 1]).view(), Tolerance::exact()).is_err());
+/// # Ok(()) }
+/// ```
+pub fn check_close<T: CloseElement, D: Dimension>(
+    stream: &Arc<CudaStream>,
+    got: &DeviceView<'_, T, D>,
+    expected: &ArrayView<'_, T, D>,
+    tol: Tolerance,
+) -> std::result::Result<(), String> {
+    let host: Result<_> = got.to_host(stream);
+    let host = host.map_err(|e| format!("copying the device view back failed: {e}"))?;
+    compare(&host.view(), expected, tol)
+}
+
+/// Panics with a report unless the device view equals `expected` within `tol`.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use devspan::testing::{assert_close, Tolerance};
+/// let stream = devspan::default_stream(0)?;
+/// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
+/// a.fill(&stream, 0.1)?;
+/// assert_close(&stream, &a.view(), &ndarray::arr1(&[0.1f32; 3]).view(), Tolerance::ulps(1));
+/// # Ok(()) }
+/// ```
+#[track_caller]
+pub fn assert_close<T: CloseElement, D: Dimension>(
+    stream: &Arc<CudaStream>,
+    got: &DeviceView<'_, T, D>,
+    expected: &ArrayView<'_, T, D>,
+    tol: Tolerance,
+) {
+    if let Err(report) = check_close(stream, got, expected, tol) {
+        panic!("device result differs from the reference: {report}");
+    }
+}
+
+/// The stream GPU tests run on. Panics, naming the reason, when no GPU is usable: GPU tests are
+/// marked `#[ignore]` so that a plain `cargo test` reports them as ignored, and when they are run
+/// anyway (`--include-ignored`, as the GPU runner does with `DEVSPAN_REQUIRE_GPU=1`) without a
+/// GPU they fail rather than pass.
+///
+/// ```no_run
+/// #[test]
+/// #[ignore = "needs a CUDA GPU"]
+/// fn my_kernel_matches_ndarray() {
+///     let stream = devspan::testing::gpu_stream();
+///     // ... the test body ...
+/// #   let _ = stream;
+/// }
+/// ```
+#[track_caller]
+pub fn gpu_stream() -> Arc<CudaStream> {
+    match crate::new_stream(0) {
+        Ok(s) => s,
+        Err(e) => {
+            let required = std::env::var("DEVSPAN_REQUIRE_GPU").is_ok_and(|v| v == "1");
+            panic!(
+                "this GPU test cannot run: {e}{}",
+                if required { " (DEVSPAN_REQUIRE_GPU=1)" } else { "; run without --include-ignored to skip GPU tests" }
+            );
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Keep-alive rules that need no GPU: views over foreign memory hold their owner, which is
+//! dropped exactly once, after the last view derived from it, on any thread.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use devspan::{DeviceOwner, DeviceView, DeviceViewMut, ErrorKind};
+use ndarray::{Axis, Ix1, Ix2, s};
+
+struct Counted {
+    drops: Arc<AtomicUsize>,
+}
+
+impl DeviceOwner for Counted {
+    fn describe(&self) -> String {
+        "counted test owner".into()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A device address that is never dereferenced: these tests touch metadata only.
+const FAKE_PTR: u64 = 0x7f00_0000_0000;
+
+fn owner() -> (Arc<dyn DeviceOwner>, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    (Arc::new(Counted { drops: drops.clone() }), drops)
+}
+
+#[test]
+fn owner_is_dropped_once_after_the_last_view() {
+    let (o, drops) = owner();
+    // SAFETY: the views below are never used by a device operation; only metadata is read.
+    let v = unsafe { DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 64, Ix2(8, 8), &[8, 1], 0, 0, o).unwrap() };
+    let a = v.slice(s![1.., ..;2]);
+    let b = v.t();
+    let c = a.clone().reversed_axes();
+    drop(v);
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "a view still exists");
+    drop(a);
+    drop(b);
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "c still exists");
+    let d = std::thread::spawn(move || {
+        let d = c.index_axis(Axis(0), 1);
+        drop(c);
+        d
+    })
+    .join()
+    .unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "d still exists");
+    std::thread::spawn(move || drop(d)).join().unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn rejected_raw_parts_drop_the_owner_once() {
+    let (o, drops) = owner();
+    // SAFETY: the constructor rejects the layout before anything could use the memory.
+    let e = unsafe { DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 10, Ix2(4, 4), &[4, 1], 0, 0, o) }.unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::OutOfBounds);
+    assert!(e.to_string().contains("[4, 4]"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn raw_parts_are_validated() {
+    let cases: Vec<(u64, usize, Vec<usize>, Vec<isize>, usize, ErrorKind)> = vec![
+        (0, 4, vec![4], vec![1], 0, ErrorKind::InvalidArgument),
+        (FAKE_PTR + 2, 4, vec![4], vec![1], 0, ErrorKind::Misaligned),
+        (FAKE_PTR, 4, vec![4], vec![2], 0, ErrorKind::OutOfBounds),
+        (FAKE_PTR, 4, vec![4], vec![-1], 0, ErrorKind::OutOfBounds),
+        (FAKE_PTR, usize::MAX / 2, vec![4], vec![1], 0, ErrorKind::Overflow),
+        (FAKE_PTR, 4, vec![usize::MAX, 2], vec![1, 1], 0, ErrorKind::Overflow),
+        (FAKE_PTR, 4, vec![3, 3], vec![isize::MAX, 1], 0, ErrorKind::Overflow),
+        (FAKE_PTR, 4, vec![2], vec![1, 1], 0, ErrorKind::ShapeMismatch),
+        (u64::MAX - 8, 4, vec![4], vec![1], 0, ErrorKind::Overflow),
+    ];
+    for (ptr, len, shape, strides, offset, kind) in cases {
+        let (o, drops) = owner();
+        // SAFETY: every case is rejected before the memory could be used.
+        let r = unsafe {
+            DeviceView::<f32, _>::from_raw_parts(ptr, len, ndarray::IxDyn(&shape), &strides, offset, 0, o)
+        };
+        let e = r.expect_err(&format!("{ptr:x} {len} {shape:?} {strides:?} should be rejected"));
+        assert_eq!(e.kind(), &kind, "{shape:?} {strides:?}: {e}");
+        assert!(!e.message().is_empty());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[test]
+fn writable_views_refuse_self_overlap() {
+    for (shape, strides) in [(vec![4, 4], vec![0, 1]), (vec![4, 4], vec![2, 1]), (vec![3, 3], vec![1, 1])] {
+        let (o, drops) = owner();
+        // SAFETY: rejected before use.
+        let e = unsafe {
+            DeviceViewMut::<u8, _>::from_raw_parts_mut(FAKE_PTR, 64, ndarray::IxDyn(&shape), &strides, 0, 0, o)
+        }
+        .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::Aliasing, "{shape:?} {strides:?}");
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[test]
+fn writable_splits_are_disjoint_and_keep_the_owner() {
+    let (o, drops) = owner();
+    // SAFETY: metadata only.
+    let v = unsafe { DeviceViewMut::<u16, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix1(12), &[1], 0, 0, o).unwrap() };
+    let m = v.into_shape((3, 4)).unwrap();
+    let (top, rest) = m.split_at(Axis(0), 1);
+    assert_eq!(top.layout().reach(), Some((0, 3)));
+    assert_eq!(rest.layout().reach(), Some((4, 11)));
+    drop(top);
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    let col = rest.slice_move(s![.., 2]);
+    assert_eq!((col.shape(), col.strides()), (&[2usize][..], &[4isize][..]));
+    drop(col);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn no_gpu_is_an_error_not_a_panic() {
+    match devspan::context(0) {
+        Ok(ctx) => println!("GPU present: {}", ctx.name().unwrap_or_default()),
+        Err(e) => {
+            assert_eq!(e.kind(), &ErrorKind::NoDevice, "{e}");
+            assert!(devspan::default_stream(0).is_err());
+            assert!(devspan::new_stream(0).is_err());
+            assert!(!devspan::gpu_available());
+        }
+    }
+    // An ordinal past the device count is an error on any machine.
+    assert!(devspan::context(1 << 20).is_err());
+}
