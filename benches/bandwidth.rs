@@ -1,1 +1,374 @@
-fn main() {}
+//! Bandwidth suite: each workload's median time over >= 20 timed runs (CUDA events, after
+//! warm-up), its GB/s counting bytes read + written, and its ratio to `cuMemcpyDtoD` moving the
+//! same number of bytes, measured in the same process. Prints a table and writes
+//! `bench-results.json` (or the path in `DEVSPAN_BENCH_JSON`).
+//!
+//! `cargo bench --bench bandwidth` (needs a GPU; without one it says so and exits).
+//! `--quick` runs fewer repetitions; `--first-use` is the child mode that times the first fill
+//! and cast of a fresh process.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use devspan::{DeviceArray, DeviceElement, DeviceView};
+use half::{bf16, f16};
+use ndarray::{Ix1, Ix2, s};
+
+const GIB: usize = 1 << 30;
+
+struct Bench {
+    stream: Arc<CudaStream>,
+    reps: usize,
+    warmup: usize,
+    memcpy_ms: BTreeMap<usize, f64>,
+    scratch: Option<(CudaSlice<u8>, CudaSlice<u8>)>,
+    rows: Vec<Row>,
+}
+
+struct Row {
+    group: &'static str,
+    name: String,
+    path: String,
+    bytes: usize,
+    ms: f64,
+    memcpy_ms: f64,
+    target: Option<f64>,
+}
+
+impl Row {
+    fn gbs(&self) -> f64 {
+        self.bytes as f64 / self.ms / 1e6
+    }
+    fn ratio(&self) -> f64 {
+        self.memcpy_ms / self.ms
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+impl Bench {
+    /// Median milliseconds of `f`, each run bracketed by its own pair of events.
+    fn time(&self, mut f: impl FnMut()) -> f64 {
+        let ctx = self.stream.context();
+        for _ in 0..self.warmup {
+            f();
+        }
+        self.stream.synchronize().unwrap();
+        let mut t = Vec::with_capacity(self.reps);
+        for _ in 0..self.reps {
+            let a = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+            let b = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+            a.record(&self.stream).unwrap();
+            f();
+            b.record(&self.stream).unwrap();
+            b.synchronize().unwrap();
+            t.push(a.elapsed_ms(&b).unwrap() as f64);
+        }
+        median(t)
+    }
+
+    /// Median time of `cuMemcpyDtoD` moving `counted / 2` bytes (so `counted` bytes read +
+    /// written), cached per size.
+    fn memcpy_ms(&mut self, counted: usize) -> f64 {
+        let b = counted / 2;
+        if let Some(&ms) = self.memcpy_ms.get(&b) {
+            return ms;
+        }
+        let need = b.max(1);
+        if self.scratch.as_ref().is_none_or(|(s, _)| s.len() < need) {
+            self.scratch = None;
+            let src = random_device::<u8>(&self.stream, need);
+            let dst = self.stream.alloc_zeros::<u8>(need).unwrap();
+            self.scratch = Some((src, dst));
+        }
+        let (mut src, mut dst) = self.scratch.take().unwrap();
+        let stream = self.stream.clone();
+        let ms = {
+            let (s, _g1) = src.device_ptr_mut(&stream);
+            let (d, _g2) = dst.device_ptr_mut(&stream);
+            self.time(|| unsafe { cudarc::driver::result::memcpy_dtod_async(d, s, b, stream.cu_stream()).unwrap() })
+        };
+        self.scratch = Some((src, dst));
+        self.memcpy_ms.insert(b, ms);
+        ms
+    }
+
+    fn record(&mut self, group: &'static str, name: String, path: String, bytes: usize, ms: f64, target: Option<f64>) {
+        let memcpy_ms = self.memcpy_ms(bytes);
+        let row = Row { group, name, path, bytes, ms, memcpy_ms, target };
+        println!(
+            "{:<10} {:<44} {:<10} {:>9.3} ms {:>8.1} GB/s  ratio {:>5.3}{}",
+            row.group,
+            row.name,
+            row.path,
+            row.ms,
+            row.gbs(),
+            row.ratio(),
+            match row.target {
+                Some(t) if row.ratio() >= t => format!("  (target {t:.2}: met)"),
+                Some(t) => format!("  (target {t:.2}: MISSED by {:.1}%)", (t - row.ratio()) / t * 100.0),
+                None => String::new(),
+            }
+        );
+        self.rows.push(row);
+    }
+}
+
+/// A device buffer of `n` elements with random bits (never zeros).
+fn random_device<T: DeviceElement>(stream: &Arc<CudaStream>, n: usize) -> CudaSlice<T> {
+    let bytes = n * std::mem::size_of::<T>();
+    let mut words = vec![0u64; bytes.div_ceil(8)];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ bytes as u64;
+    for w in &mut words {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *w = x;
+    }
+    let host: &[T] = &bytemuck::cast_slice::<u64, T>(&words)[..n];
+    stream.clone_htod(host).unwrap()
+}
+
+fn path_of<T: DeviceElement, U: DeviceElement, D: ndarray::Dimension>(
+    dst: &mut devspan::DeviceViewMut<'_, T, D>,
+    src: &DeviceView<'_, U, D>,
+) -> String {
+    devspan::__private::copy_path(dst, src)
+}
+
+fn copy_workloads(b: &mut Bench) {
+    let stream = b.stream.clone();
+    // Contiguous f32 copy, 1 GiB.
+    let n = GIB / 4;
+    let src = random_device::<f32>(&stream, n);
+    let mut dst = stream.alloc_zeros::<f32>(n).unwrap();
+    {
+        let sv = DeviceView::from(&src);
+        let mut dv = devspan::DeviceViewMut::from(&mut dst);
+        let path = path_of(&mut dv, &sv);
+        let ms = b.time(|| dv.assign(&stream, &sv).unwrap());
+        b.record("copy", "contiguous f32 1 GiB".into(), path, 2 * n * 4, ms, Some(1.02));
+    }
+    drop((src, dst));
+
+    // 16384 x 16384 f32: transpose, every other column, a central block.
+    let side = 16384;
+    let src = random_device::<f32>(&stream, side * side);
+    let a = devspan::interop::view_of(&src, (side, side)).unwrap();
+    let mut out = stream.alloc_zeros::<f32>(side * side).unwrap();
+    let cases: Vec<(&str, DeviceView<'_, f32, Ix2>, f64)> = vec![
+        ("transpose f32 16384^2 -> contiguous", a.t(), 0.90),
+        ("s![.., ..;2] of f32 16384^2 -> contiguous", a.slice(s![.., ..;2]), 0.90),
+        ("s![1000..9000, 1000..9000] -> contiguous", a.slice(s![1000..9000, 1000..9000]), 0.97),
+    ];
+    for (name, v, target) in cases {
+        let len = v.len();
+        let mut o = devspan::DeviceViewMut::<f32, Ix1>::from(&mut out).slice_move(s![..len]).into_shape(v.dim()).unwrap();
+        let path = path_of(&mut o, &v);
+        let ms = b.time(|| o.assign(&stream, &v).unwrap());
+        b.record("copy", name.into(), path, 2 * len * 4, ms, Some(target));
+    }
+}
+
+fn fill_workloads(b: &mut Bench) {
+    let stream = b.stream.clone();
+    fn one<T: DeviceElement>(b: &mut Bench, stream: &Arc<CudaStream>, value: T) {
+        let n = GIB / std::mem::size_of::<T>();
+        let mut a = random_device::<T>(stream, n);
+        let mut v = devspan::DeviceViewMut::from(&mut a);
+        let path = devspan::__private::fill_path(&v);
+        let ms = b.time(|| v.fill(stream, value).unwrap());
+        b.record("fill", format!("fill {} 1 GiB", T::DTYPE), path, GIB, ms, Some(1.05));
+    }
+    one::<f32>(b, &stream, 1.25);
+    one::<f16>(b, &stream, f16::from_f32(-2.5));
+    one::<u8>(b, &stream, 0x5a);
+    one::<f64>(b, &stream, 3.5);
+}
+
+fn cast_workloads(b: &mut Bench) {
+    let stream = b.stream.clone();
+    let n = 256usize << 20;
+    macro_rules! inner {
+        ($to:ty, $from:ty) => {{
+            if <$from>::DTYPE != <$to>::DTYPE {
+                let src = random_device::<$from>(&stream, n);
+                // SAFETY: every element is written by the cast before anything reads it.
+                let mut dst = unsafe { DeviceArray::<$to, _>::uninit(&stream, n).unwrap() };
+                let sv = DeviceView::from(&src);
+                let mut dv = dst.view_mut();
+                let path = path_of(&mut dv, &sv);
+                let ms = b.time(|| dv.assign_cast(&stream, &sv).unwrap());
+                let bytes = n * (<$from>::DTYPE.size() + <$to>::DTYPE.size());
+                b.record("cast", format!("cast {} -> {} 256 Mi", <$from>::DTYPE, <$to>::DTYPE), path, bytes, ms, Some(0.95));
+            }
+        }};
+    }
+    macro_rules! outer {
+        ($from:ty) => {
+            inner!(u8, $from); inner!(i8, $from); inner!(u16, $from); inner!(i16, $from);
+            inner!(u32, $from); inner!(i32, $from); inner!(u64, $from); inner!(i64, $from);
+            inner!(f16, $from); inner!(bf16, $from); inner!(f32, $from); inner!(f64, $from);
+        };
+    }
+    outer!(u8); outer!(i8); outer!(u16); outer!(i16); outer!(u32); outer!(i32);
+    outer!(u64); outer!(i64); outer!(f16); outer!(bf16); outer!(f32); outer!(f64);
+}
+
+/// Host time per call of small operations (no synchronisation between calls).
+fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
+    let stream = b.stream.clone();
+    let n = 1024;
+    let src = random_device::<f32>(&stream, n);
+    let mut dst = stream.alloc_zeros::<f32>(n).unwrap();
+    let mut half_dst = stream.alloc_zeros::<f16>(n).unwrap();
+    let calls = 20_000;
+    let mut out = Vec::new();
+    let mut measure = |name: &str, f: &mut dyn FnMut()| {
+        for _ in 0..1000 {
+            f();
+        }
+        stream.synchronize().unwrap();
+        let t = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+        stream.synchronize().unwrap();
+        println!("host time per call, {name:<28} {us:>6.2} us  (target <= 3 us)");
+        out.push((name.to_string(), us));
+    };
+    measure("4 KiB copy (f32)", &mut || {
+        devspan::DeviceViewMut::from(&mut dst).assign(&stream, &DeviceView::from(&src)).unwrap()
+    });
+    measure("4 KiB fill (f32)", &mut || devspan::DeviceViewMut::from(&mut dst).fill(&stream, 2.0).unwrap());
+    measure("4 KiB cast (f32 -> f16)", &mut || {
+        devspan::DeviceViewMut::from(&mut half_dst).assign_cast(&stream, &DeviceView::from(&src)).unwrap()
+    });
+    out
+}
+
+/// Child mode: the first fill and cast of a fresh process, after context creation.
+fn first_use() {
+    let stream = devspan::new_stream(0).unwrap();
+    stream.synchronize().unwrap();
+    let t = Instant::now();
+    let mut a = DeviceArray::<f32, _>::zeros(&stream, 1 << 20).unwrap();
+    let mut h = DeviceArray::<bf16, _>::zeros(&stream, 1 << 20).unwrap();
+    stream.synchronize().unwrap();
+    let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    a.view_mut().slice_mut(s![..;2]).fill(&stream, 1.5).unwrap();
+    h.view_mut().assign_cast(&stream, &a.view()).unwrap();
+    stream.synchronize().unwrap();
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    println!("FIRST_USE_MS {ms:.3} (allocations before it: {alloc_ms:.3} ms)");
+}
+
+fn first_use_in_child(label: &str) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe).arg("--first-use").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("FIRST_USE_MS"))?;
+    let ms: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    println!("first fill + cast in a fresh process ({label}): {ms:.2} ms  (target <= 20 ms) [{line}]");
+    Some(ms)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--first-use") {
+        first_use();
+        return;
+    }
+    if let Err(e) = devspan::device_count() {
+        println!("bandwidth bench: no GPU ({e}); nothing to measure");
+        return;
+    }
+    // JIT cache: the first child process may compile the PTX; the second finds the driver's
+    // cache (unless CUDA_CACHE_DISABLE=1).
+    let first = first_use_in_child("first process");
+    let second = first_use_in_child("second process");
+
+    let quick = args.iter().any(|a| a == "--quick");
+    let stream = devspan::new_stream(0).unwrap();
+    let ctx = stream.context().clone();
+    println!(
+        "device: {}, {} SMs; reps {}",
+        ctx.name().unwrap(),
+        ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap(),
+        if quick { 5 } else { 21 }
+    );
+    let mut b = Bench {
+        stream,
+        reps: if quick { 5 } else { 21 },
+        warmup: 3,
+        memcpy_ms: BTreeMap::new(),
+        scratch: None,
+        rows: Vec::new(),
+    };
+    let only: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let want = |g: &str| only.is_empty() || only.iter().any(|o| o.as_str() == g);
+    if want("copy") {
+        copy_workloads(&mut b);
+    }
+    if want("fill") {
+        fill_workloads(&mut b);
+    }
+    if want("cast") {
+        cast_workloads(&mut b);
+    }
+    let overhead = if want("overhead") { host_overhead(&mut b) } else { Vec::new() };
+    b.scratch = None;
+
+    // Summary.
+    let casts: Vec<&Row> = b.rows.iter().filter(|r| r.group == "cast").collect();
+    if !casts.is_empty() {
+        let mut worst: Vec<&&Row> = casts.iter().collect();
+        worst.sort_by(|x, y| x.ratio().partial_cmp(&y.ratio()).unwrap());
+        let ratios: Vec<f64> = casts.iter().map(|r| r.ratio()).collect();
+        println!(
+            "cast pairs: {} measured, min ratio {:.3}, median {:.3}, {} below 0.95",
+            casts.len(),
+            worst[0].ratio(),
+            median(ratios.clone()),
+            ratios.iter().filter(|&&r| r < 0.95).count()
+        );
+        for r in worst.iter().take(8) {
+            println!("  worst: {:<40} {:.3} ({})", r.name, r.ratio(), r.path);
+        }
+    }
+    let mut json = String::from("{\n  \"rows\": [\n");
+    for (i, r) in b.rows.iter().enumerate() {
+        json += &format!(
+            "    {{\"group\": \"{}\", \"name\": \"{}\", \"path\": \"{}\", \"bytes\": {}, \"ms\": {:.5}, \"gbs\": {:.2}, \"memcpy_ms\": {:.5}, \"ratio\": {:.4}, \"target\": {}}}{}\n",
+            r.group,
+            r.name,
+            r.path,
+            r.bytes,
+            r.ms,
+            r.gbs(),
+            r.memcpy_ms,
+            r.ratio(),
+            r.target.map_or("null".into(), |t| format!("{t}")),
+            if i + 1 < b.rows.len() { "," } else { "" }
+        );
+    }
+    json += "  ],\n  \"host_us_per_call\": {";
+    json += &overhead.iter().map(|(n, us)| format!("\"{n}\": {us:.3}")).collect::<Vec<_>>().join(", ");
+    json += &format!(
+        "}},\n  \"first_use_ms\": {{\"first_process\": {}, \"second_process\": {}}}\n}}\n",
+        first.map_or("null".into(), |v| format!("{v:.3}")),
+        second.map_or("null".into(), |v| format!("{v:.3}"))
+    );
+    let path = std::env::var("DEVSPAN_BENCH_JSON").unwrap_or_else(|_| "bench-results.json".into());
+    std::fs::write(&path, json).unwrap();
+    println!("wrote {path}");
+}

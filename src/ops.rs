@@ -48,6 +48,31 @@ fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
     )))
 }
 
+/// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).
+pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(dst: &mut DeviceViewMut<'_, T, D>, src: &DeviceView<'_, U, D>) -> String {
+    match plan::plan_copy(
+        dst.device_ptr(),
+        dst.strides(),
+        T::DTYPE,
+        src.device_ptr(),
+        src.strides(),
+        U::DTYPE,
+        dst.shape(),
+        PlanOptions::default(),
+    ) {
+        Ok(p) => p.path().to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The path `fill` on `dst` takes.
+pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) -> String {
+    match plan::plan_fill(dst.device_ptr(), dst.shape(), dst.strides(), std::mem::size_of::<T>(), 0, PlanOptions::default()) {
+        Ok(p) => p.path().to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
 impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     fn plan_opts() -> PlanOptions {
         PlanOptions::default()

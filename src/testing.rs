@@ -237,6 +237,23 @@ impl CloseElement for bf16 {
     }
 }
 
+/// The host reference of the cast kernels: `x` converted to `D` exactly as
+/// [`assign_cast`](crate::DeviceViewMut::assign_cast) converts on the device (Rust's `as`; the
+/// `half` crate's conversions for `f16`/`bf16`).
+///
+/// ```
+/// use devspan::testing::cast_reference;
+/// assert_eq!(cast_reference::<f32, u8>(-3.7), 0);
+/// assert_eq!(cast_reference::<f32, i8>(300.0), 127);
+/// assert_eq!(cast_reference::<f64, i32>(f64::NAN), 0);
+/// assert_eq!(cast_reference::<i32, half::f16>(70000), half::f16::INFINITY);
+/// assert_eq!(cast_reference::<u16, i8>(0x1ff), -1);
+/// ```
+pub fn cast_reference<S: DeviceElement, D: DeviceElement>(x: S) -> D {
+    let bytes = crate::convert::convert_bytes(S::DTYPE, D::DTYPE, bytemuck::bytes_of(&x));
+    bytemuck::pod_read_unaligned(&bytes)
+}
+
 /// Compares two host arrays of the same shape; `Err(report)` on mismatch.
 ///
 /// ```

@@ -1,9 +1,7 @@
 //! Executes plans over host memory with the kernels' own index math, so that the planner can be
 //! tested against ndarray on machines without a GPU.
 
-use half::{bf16, f16};
-
-use crate::convert::cast_scalar;
+pub(crate) use crate::convert::convert_bytes as convert;
 use super::Plan;
 use crate::element::DType;
 use crate::kernels::args::CONTIG_ALIGN;
@@ -40,50 +38,6 @@ impl HostMem {
     fn write(&mut self, addr: u64, bytes: &[u8]) {
         let (i, o) = self.locate(addr, bytes.len());
         self.regions[i].1[o..o + bytes.len()].copy_from_slice(bytes);
-    }
-}
-
-macro_rules! dispatch_to {
-    ($from:ty, $x:expr, $to:expr) => {
-        match $to {
-            DType::U8 => bytemuck::bytes_of(&cast_scalar::<$from, u8>($x)).to_vec(),
-            DType::I8 => bytemuck::bytes_of(&cast_scalar::<$from, i8>($x)).to_vec(),
-            DType::U16 => bytemuck::bytes_of(&cast_scalar::<$from, u16>($x)).to_vec(),
-            DType::I16 => bytemuck::bytes_of(&cast_scalar::<$from, i16>($x)).to_vec(),
-            DType::U32 => bytemuck::bytes_of(&cast_scalar::<$from, u32>($x)).to_vec(),
-            DType::I32 => bytemuck::bytes_of(&cast_scalar::<$from, i32>($x)).to_vec(),
-            DType::U64 => bytemuck::bytes_of(&cast_scalar::<$from, u64>($x)).to_vec(),
-            DType::I64 => bytemuck::bytes_of(&cast_scalar::<$from, i64>($x)).to_vec(),
-            DType::F16 => bytemuck::bytes_of(&cast_scalar::<$from, f16>($x)).to_vec(),
-            DType::BF16 => bytemuck::bytes_of(&cast_scalar::<$from, bf16>($x)).to_vec(),
-            DType::F32 => bytemuck::bytes_of(&cast_scalar::<$from, f32>($x)).to_vec(),
-            DType::F64 => bytemuck::bytes_of(&cast_scalar::<$from, f64>($x)).to_vec(),
-        }
-    };
-}
-
-/// One element converted between element types, as little-endian bytes (the host reference
-/// of the cast kernels).
-pub(crate) fn convert(from: DType, to: DType, b: &[u8]) -> Vec<u8> {
-    macro_rules! go {
-        ($t:ty) => {{
-            let x: $t = bytemuck::pod_read_unaligned(b);
-            dispatch_to!($t, x, to)
-        }};
-    }
-    match from {
-        DType::U8 => go!(u8),
-        DType::I8 => go!(i8),
-        DType::U16 => go!(u16),
-        DType::I16 => go!(i16),
-        DType::U32 => go!(u32),
-        DType::I32 => go!(i32),
-        DType::U64 => go!(u64),
-        DType::I64 => go!(i64),
-        DType::F16 => go!(f16),
-        DType::BF16 => go!(bf16),
-        DType::F32 => go!(f32),
-        DType::F64 => go!(f64),
     }
 }
 

@@ -1,0 +1,357 @@
+//! GPU tests of fill, copy and cast against ndarray references on fresh random data, with the
+//! destination poisoned first. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use devspan::testing::{cast_reference, gpu_stream};
+use devspan::{DeviceArray, DeviceElement, ErrorKind};
+use half::{bf16, f16};
+use ndarray::{Array, ArrayD, ArrayViewD, Dimension, IxDyn, SliceInfoElem, s};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+fn random<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
+    let n: usize = shape.iter().product();
+    let mut bytes = vec![0u8; n * std::mem::size_of::<T>()];
+    rng.fill(bytes.as_mut_slice());
+    Array::from_shape_vec(IxDyn(shape), bytemuck::cast_slice::<u8, T>(&bytes).to_vec()).unwrap()
+}
+
+/// Bitwise equality, except that any two NaNs of a float type compare equal.
+fn same_bits<T: DeviceElement>(a: &T, b: &T) -> bool {
+    if bytemuck::bytes_of(a) == bytemuck::bytes_of(b) {
+        return true;
+    }
+    let nan = |x: &T| {
+        let bits = x.to_bits_u64();
+        match T::DTYPE {
+            devspan::DType::F16 => (bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0,
+            devspan::DType::BF16 => (bits & 0x7f80) == 0x7f80 && (bits & 0x007f) != 0,
+            devspan::DType::F32 => f32::from_bits(bits as u32).is_nan(),
+            devspan::DType::F64 => f64::from_bits(bits).is_nan(),
+            _ => false,
+        }
+    };
+    nan(a) && nan(b)
+}
+
+#[track_caller]
+fn assert_same<T: DeviceElement>(got: &ArrayViewD<'_, T>, expect: &ArrayViewD<'_, T>, what: &str) {
+    assert_eq!(got.shape(), expect.shape(), "{what}: shape");
+    let mut bad = Vec::new();
+    let mut count = 0;
+    for ((i, g), e) in got.indexed_iter().zip(expect.iter()) {
+        if !same_bits(g, e) {
+            count += 1;
+            if bad.len() < 5 {
+                bad.push(format!("{:?}: got {g} expected {e}", i.slice()));
+            }
+        }
+    }
+    assert!(count == 0, "{what}: {count} of {} elements differ, first: {bad:?}", got.len());
+}
+
+/// The slicings the tests apply to a source array of rank 3, as ndarray slice elements.
+fn slicings() -> Vec<(&'static str, Vec<SliceInfoElem>)> {
+    use SliceInfoElem::*;
+    let full = Slice { start: 0, end: None, step: 1 };
+    vec![
+        ("full", vec![full, full, full]),
+        ("inner offset 1", vec![full, full, Slice { start: 1, end: None, step: 1 }]),
+        ("inner offset 3, odd length", vec![full, full, Slice { start: 3, end: Some(-2), step: 1 }]),
+        ("inner step 2", vec![full, full, Slice { start: 0, end: None, step: 2 }]),
+        ("negative inner", vec![full, full, Slice { start: 0, end: None, step: -1 }]),
+        ("negative outer, step 3 middle", vec![Slice { start: 0, end: None, step: -1 }, Slice { start: 1, end: None, step: 3 }, full]),
+        ("index middle", vec![full, Index(2), full]),
+        ("new axis", vec![full, NewAxis, full, Slice { start: 2, end: Some(9), step: 1 }]),
+    ]
+}
+
+fn permutations(rank: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for _ in 0..rank {
+        out = out
+            .into_iter()
+            .flat_map(|p: Vec<usize>| {
+                (0..rank).filter(|a| !p.contains(a)).map(|a| [p.clone(), vec![a]].concat()).collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    out
+}
+
+fn sliced<'a, T>(a: ArrayViewD<'a, T>, elems: &[SliceInfoElem]) -> ArrayViewD<'a, T> {
+    let info = ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(elems.to_vec()).unwrap();
+    a.slice_move(info)
+}
+
+/// Copies every slicing x permutation of a random source into a poisoned destination and
+/// compares with ndarray, for `From` -> `To`.
+fn copy_cast_cases<From: DeviceElement, To: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng, shape: &[usize], paths: bool) {
+    let host = random::<From>(rng, shape);
+    let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    for (name, sl) in slicings() {
+        let hv = sliced(host.view(), &sl);
+        let dv = dev.view().try_slice(ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(sl.clone()).unwrap()).unwrap();
+        let perms = if paths { permutations(hv.ndim()) } else { vec![(0..hv.ndim()).collect()] };
+        for p in perms {
+            let hp = hv.clone().permuted_axes(p.clone());
+            let dp = dv.clone().permuted_axes(IxDyn(&p));
+            let poison = random::<To>(rng, hp.shape());
+            let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+            out.view_mut().assign_cast(stream, &dp).unwrap();
+            let got = out.to_host(stream).unwrap();
+            let expect = hp.mapv(|x| cast_reference::<From, To>(x));
+            assert_same(&got.view(), &expect.view(), &format!("{} -> {}, {name}, perm {p:?}, shape {:?}", From::DTYPE, To::DTYPE, hp.shape()));
+        }
+    }
+}
+
+macro_rules! for_each_type {
+    ($mac:ident $(, $arg:tt)*) => {
+        $mac!(u8 $(, $arg)*); $mac!(i8 $(, $arg)*); $mac!(u16 $(, $arg)*); $mac!(i16 $(, $arg)*);
+        $mac!(u32 $(, $arg)*); $mac!(i32 $(, $arg)*); $mac!(u64 $(, $arg)*); $mac!(i64 $(, $arg)*);
+        $mac!(f16 $(, $arg)*); $mac!(bf16 $(, $arg)*); $mac!(f32 $(, $arg)*); $mac!(f64 $(, $arg)*);
+    };
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn copy_every_type_every_path() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(1);
+    macro_rules! run {
+        ($t:ty) => {
+            // Large enough for the transpose tiles (>= 8 on both tile axes), odd sizes.
+            copy_cast_cases::<$t, $t>(&stream, &mut rng, &[9, 37, 70], true);
+            copy_cast_cases::<$t, $t>(&stream, &mut rng, &[3, 130, 41], false);
+        };
+    }
+    for_each_type!(run);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cast_all_144_pairs() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(2);
+    macro_rules! inner {
+        ($to:ty, $from:ty) => {
+            copy_cast_cases::<$from, $to>(&stream, &mut rng, &[5, 33, 67], false);
+        };
+    }
+    macro_rules! outer {
+        ($from:ty) => {
+            for_each_type!(inner, $from);
+        };
+    }
+    // for_each_type!(inner, $from) expands to inner!(T, $from) for every destination T.
+    for_each_type!(outer);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cast_transposed_and_broadcast_sources() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(3);
+    copy_cast_cases::<f32, f16>(&stream, &mut rng, &[6, 64, 48], true);
+    copy_cast_cases::<u8, f32>(&stream, &mut rng, &[6, 64, 48], true);
+    copy_cast_cases::<f64, bf16>(&stream, &mut rng, &[6, 40, 33], true);
+    copy_cast_cases::<i32, i8>(&stream, &mut rng, &[6, 40, 33], true);
+    // Broadcast: a row and a column into a matrix.
+    let row = random::<f32>(&mut rng, &[1, 50]);
+    let col = random::<i16>(&mut rng, &[40, 1]);
+    let drow = DeviceArray::from_host(&stream, &row.view()).unwrap();
+    let dcol = DeviceArray::from_host(&stream, &col.view()).unwrap();
+    let mut out = DeviceArray::from_host(&stream, &random::<f64>(&mut rng, &[40, 50]).view()).unwrap();
+    out.view_mut().assign_cast(&stream, &drow.view()).unwrap();
+    let expect = row.broadcast(IxDyn(&[40, 50])).unwrap().mapv(|x| x as f64);
+    assert_same(&out.to_host(&stream).unwrap().view(), &expect.view(), "broadcast row");
+    out.view_mut().assign_cast(&stream, &dcol.view()).unwrap();
+    let expect = col.broadcast(IxDyn(&[40, 50])).unwrap().mapv(|x| x as f64);
+    assert_same(&out.to_host(&stream).unwrap().view(), &expect.view(), "broadcast column");
+}
+
+/// Values at the edges of every conversion: NaN, infinities, extremes, subnormals, ties,
+/// negatives into unsigned types.
+fn edge_values() -> Vec<f64> {
+    let mut v = vec![
+        0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 0.49999999999999994, 1.0, -1.0, 127.0, 127.5, 128.0, -128.0, -128.5, -129.0,
+        255.0, 255.5, 256.0, 32767.0, 32768.0, -32768.0, -32769.0, 65504.0, 65519.99, 65520.0, 65535.0, 65536.0,
+        2147483647.0, 2147483648.0, -2147483648.0, -2147483649.0, 4294967295.0, 4294967296.0,
+        9.223372036854775e18, -9.223372036854775e18, 1.8446744073709552e19, 3.4e38, 3.5e38, 1e300, -1e300,
+        f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -f64::NAN, f64::MIN_POSITIVE, 5e-324, 1e-40, 1.4e-45, 6e-8, 5.9604644775390625e-8,
+        2.98e-8, 1.0000001, 1.00048828125, 1.001953125, 16777217.0, 9007199254740993.0, 0.1, -3.7, 1e-5,
+    ];
+    let more: Vec<f64> = v.iter().map(|x| -x).collect();
+    v.extend(more);
+    v
+}
+
+fn edge_array<T: DeviceElement>(rng: &mut StdRng) -> ArrayD<T>
+where
+    f64: CastTo<T>,
+{
+    let mut vals: Vec<T> = edge_values().into_iter().map(|x| x.cast_to()).collect();
+    // Integer extremes as themselves.
+    vals.extend(random::<T>(rng, &[200]).iter().copied());
+    let n = vals.len();
+    Array::from_shape_vec(IxDyn(&[n]), vals).unwrap()
+}
+
+trait CastTo<T> {
+    fn cast_to(self) -> T;
+}
+macro_rules! cast_to {
+    ($($t:ty),*) => {$( impl CastTo<$t> for f64 { fn cast_to(self) -> $t { cast_reference::<f64, $t>(self) } } )*};
+}
+cast_to!(u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64);
+
+fn edge_pair<From: DeviceElement, To: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng)
+where
+    f64: CastTo<From>,
+{
+    let mut host = edge_array::<From>(rng).into_raw_vec_and_offset().0;
+    // Integer types also get their own extremes.
+    let extremes: [u64; 6] = [0, 1, u64::MAX, u64::MAX >> 1, 1u64 << 63, (1u64 << 63) + 1];
+    for e in extremes {
+        let bytes = e.to_le_bytes();
+        host.push(bytemuck::pod_read_unaligned(&bytes[..std::mem::size_of::<From>()]));
+    }
+    let n = host.len();
+    let host = Array::from_shape_vec(IxDyn(&[n]), host).unwrap();
+    let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let mut out = DeviceArray::from_host(stream, &random::<To>(rng, &[n]).view()).unwrap();
+    out.view_mut().assign_cast(stream, &dev.view()).unwrap();
+    let expect = host.mapv(|x| cast_reference::<From, To>(x));
+    assert_same(&out.to_host(stream).unwrap().view(), &expect.view(), &format!("edges {} -> {}", From::DTYPE, To::DTYPE));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cast_edge_values_all_pairs() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(4);
+    macro_rules! inner {
+        ($to:ty, $from:ty) => {
+            edge_pair::<$from, $to>(&stream, &mut rng);
+        };
+    }
+    macro_rules! outer {
+        ($from:ty) => {
+            for_each_type!(inner, $from);
+        };
+    }
+    for_each_type!(outer);
+}
+
+fn fill_cases<T: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng) {
+    for (shape, name) in [(vec![1000003], "odd 1-d"), (vec![7, 9, 130], "3-d"), (vec![0, 5], "empty"), (vec![1, 1, 1], "one")] {
+        let host = random::<T>(rng, &shape);
+        let value = random::<T>(rng, &[1])[[0]];
+        let views: Vec<(&str, Vec<SliceInfoElem>)> = if shape.len() == 3 {
+            slicings()
+        } else {
+            use SliceInfoElem::*;
+            let r = shape.len();
+            vec![
+                ("full", vec![Slice { start: 0, end: None, step: 1 }; r]),
+                ("offset 1", [vec![Slice { start: 0, end: None, step: 1 }; r - 1], vec![Slice { start: 1, end: None, step: 1 }]].concat()),
+                ("offset 5, reversed", [vec![Slice { start: 0, end: None, step: 1 }; r - 1], vec![Slice { start: 5.min(shape[r - 1] as isize), end: None, step: -1 }]].concat()),
+                ("step 3", [vec![Slice { start: 0, end: None, step: 1 }; r - 1], vec![Slice { start: 0, end: None, step: 3 }]].concat()),
+            ]
+        };
+        for (vname, sl) in views {
+            let info = ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(sl.clone()).unwrap();
+            let mut dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+            let mut expect = host.clone();
+            {
+                let mut ev = expect.view_mut();
+                let mut hv = ev.slice_mut(info);
+                hv.fill(value);
+            }
+            {
+                let mut dv = dev.view_mut();
+                let info = ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(sl).unwrap();
+                dv.slice_mut(info).fill(stream, value).unwrap();
+            }
+            assert_same(&dev.to_host(stream).unwrap().view(), &expect.view(), &format!("fill {} {name} {vname}", T::DTYPE));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fill_every_type_every_layout() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(5);
+    macro_rules! run {
+        ($t:ty) => {
+            fill_cases::<$t>(&stream, &mut rng);
+        };
+    }
+    for_each_type!(run);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn overlapping_operands_are_refused_or_correct() {
+    let stream = gpu_stream();
+    let mut a = DeviceArray::<f32, _>::zeros(&stream, (64, 64)).unwrap();
+    a.fill(&stream, 2.0).unwrap();
+    let mut b = DeviceArray::<f32, _>::zeros(&stream, (64, 64)).unwrap();
+    // A second, read-only view of `a` made from raw parts, to alias the writable one.
+    let ptr = devspan::interop::cuda_slice_address(a.as_cuda_slice());
+    // SAFETY: `a` outlives `whole`; the aliasing is what this test is about, and devspan must
+    // refuse it (or do nothing, for identical elements).
+    let bytes = unsafe { devspan::DeviceBytes::from_raw_parts_borrowed(ptr, 64 * 64 * 4, 0).unwrap() };
+    let whole = bytes.typed::<f32>().unwrap().into_view().into_shape((64, 64)).unwrap();
+    let mut av = a.view_mut();
+    let e = av.slice_mut(s![1.., ..]).assign(&stream, &whole.slice(s![..63, ..])).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Aliasing, "{e}");
+    // Identical elements: a no-op.
+    av.assign(&stream, &whole).unwrap();
+    // Disjoint arrays are fine.
+    b.view_mut().assign(&stream, &whole).unwrap();
+    assert!(b.to_host(&stream).unwrap().iter().all(|&x| x == 2.0));
+    // Shape mismatch is an error, not a panic.
+    let e = b.view_mut().assign(&stream, &whole.slice(s![..3, ..5])).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::ShapeMismatch, "{e}");
+}
+
+/// One tensor of more than 2^32 elements (4.5 GiB of u8): fills and a reversed copy, which need
+/// 64-bit indexing.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn more_than_2_pow_32_elements() {
+    let stream = gpu_stream();
+    let n: usize = (1 << 32) + (1 << 29) + 77;
+    let mut a = DeviceArray::<u8, _>::zeros(&stream, n).unwrap();
+    a.fill(&stream, 3).unwrap();
+    a.view_mut().slice_mut(s![..;7]).fill(&stream, 9).unwrap();
+    a.view_mut().slice_mut(s![n - 1000..;-3]).fill(&stream, 11).unwrap();
+    let rev = a.view().slice(s![..;-1]).to_contiguous(&stream).unwrap();
+    let cube = a.view().slice(s![..n - 77]).into_shape((1 << 11, 1 << 10, 9 << 8)).unwrap();
+    let t = cube.permuted_axes([2, 1, 0]).slice(s![..;-1, 3.., ..;2]).to_contiguous(&stream).unwrap();
+    let h = rev.to_host(&stream).unwrap();
+    let expect = |i: usize| -> u8 {
+        if i >= n - 1000 && (n - 1 - i) % 3 == 0 {
+            11
+        } else if i % 7 == 0 {
+            9
+        } else {
+            3
+        }
+    };
+    for (j, &x) in h.iter().enumerate().step_by(4099).chain(h.iter().enumerate().rev().take(5000)) {
+        assert_eq!(x, expect(n - 1 - j), "reversed element {j}");
+    }
+    let ht = t.to_host(&stream).unwrap();
+    let (d0, d1) = (9usize << 8, 1usize << 10);
+    for (idx, &x) in ht.indexed_iter().step_by(999_983) {
+        let (i, j, k) = idx;
+        let (c2, c1, c0) = (d0 - 1 - i, 3 + j, 2 * k);
+        let lin = c0 * d1 * d0 + c1 * d0 + c2;
+        assert_eq!(x, expect(lin), "permuted element {idx:?}");
+    }
+}
