@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, s};
@@ -50,7 +50,11 @@ impl Row {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 impl Bench {
@@ -63,8 +67,12 @@ impl Bench {
         self.stream.synchronize().unwrap();
         let mut t = Vec::with_capacity(self.reps);
         for _ in 0..self.reps {
-            let a = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
-            let b = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).unwrap();
+            let a = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .unwrap();
+            let b = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .unwrap();
             a.record(&self.stream).unwrap();
             f();
             b.record(&self.stream).unwrap();
@@ -93,16 +101,34 @@ impl Bench {
         let ms = {
             let (s, _g1) = src.device_ptr_mut(&stream);
             let (d, _g2) = dst.device_ptr_mut(&stream);
-            self.time(|| unsafe { cudarc::driver::result::memcpy_dtod_async(d, s, b, stream.cu_stream()).unwrap() })
+            self.time(|| unsafe {
+                cudarc::driver::result::memcpy_dtod_async(d, s, b, stream.cu_stream()).unwrap()
+            })
         };
         self.scratch = Some((src, dst));
         self.memcpy_ms.insert(b, ms);
         ms
     }
 
-    fn record(&mut self, group: &'static str, name: String, path: String, bytes: usize, ms: f64, target: Option<f64>) {
+    fn record(
+        &mut self,
+        group: &'static str,
+        name: String,
+        path: String,
+        bytes: usize,
+        ms: f64,
+        target: Option<f64>,
+    ) {
         let memcpy_ms = self.memcpy_ms(bytes);
-        let row = Row { group, name, path, bytes, ms, memcpy_ms, target };
+        let row = Row {
+            group,
+            name,
+            path,
+            bytes,
+            ms,
+            memcpy_ms,
+            target,
+        };
         println!(
             "{:<10} {:<44} {:<10} {:>9.3} ms {:>8.1} GB/s  ratio {:>5.3}{}",
             row.group,
@@ -113,7 +139,10 @@ impl Bench {
             row.ratio(),
             match row.target {
                 Some(t) if row.ratio() >= t => format!("  (target {t:.2}: met)"),
-                Some(t) => format!("  (target {t:.2}: MISSED by {:.1}%)", (t - row.ratio()) / t * 100.0),
+                Some(t) => format!(
+                    "  (target {t:.2}: MISSED by {:.1}%)",
+                    (t - row.ratio()) / t * 100.0
+                ),
                 None => String::new(),
             }
         );
@@ -154,7 +183,14 @@ fn copy_workloads(b: &mut Bench) {
         let mut dv = devspan::DeviceViewMut::from(&mut dst);
         let path = path_of(&mut dv, &sv);
         let ms = b.time(|| dv.assign(&stream, &sv).unwrap());
-        b.record("copy", "contiguous f32 1 GiB".into(), path, 2 * n * 4, ms, Some(1.02));
+        b.record(
+            "copy",
+            "contiguous f32 1 GiB".into(),
+            path,
+            2 * n * 4,
+            ms,
+            Some(1.02),
+        );
     }
     drop((src, dst));
 
@@ -165,12 +201,23 @@ fn copy_workloads(b: &mut Bench) {
     let mut out = stream.alloc_zeros::<f32>(side * side).unwrap();
     let cases: Vec<(&str, DeviceView<'_, f32, Ix2>, f64)> = vec![
         ("transpose f32 16384^2 -> contiguous", a.t(), 0.90),
-        ("s![.., ..;2] of f32 16384^2 -> contiguous", a.slice(s![.., ..;2]), 0.90),
-        ("s![1000..9000, 1000..9000] -> contiguous", a.slice(s![1000..9000, 1000..9000]), 0.97),
+        (
+            "s![.., ..;2] of f32 16384^2 -> contiguous",
+            a.slice(s![.., ..;2]),
+            0.90,
+        ),
+        (
+            "s![1000..9000, 1000..9000] -> contiguous",
+            a.slice(s![1000..9000, 1000..9000]),
+            0.97,
+        ),
     ];
     for (name, v, target) in cases {
         let len = v.len();
-        let mut o = devspan::DeviceViewMut::<f32, Ix1>::from(&mut out).slice_move(s![..len]).into_shape(v.dim()).unwrap();
+        let mut o = devspan::DeviceViewMut::<f32, Ix1>::from(&mut out)
+            .slice_move(s![..len])
+            .into_shape(v.dim())
+            .unwrap();
         let path = path_of(&mut o, &v);
         let ms = b.time(|| o.assign(&stream, &v).unwrap());
         b.record("copy", name.into(), path, 2 * len * 4, ms, Some(target));
@@ -185,7 +232,14 @@ fn fill_workloads(b: &mut Bench) {
         let mut v = devspan::DeviceViewMut::from(&mut a);
         let path = devspan::__private::fill_path(&v);
         let ms = b.time(|| v.fill(stream, value).unwrap());
-        b.record("fill", format!("fill {} 1 GiB", T::DTYPE), path, GIB, ms, Some(1.05));
+        b.record(
+            "fill",
+            format!("fill {} 1 GiB", T::DTYPE),
+            path,
+            GIB,
+            ms,
+            Some(1.05),
+        );
     }
     one::<f32>(b, &stream, 1.25);
     one::<f16>(b, &stream, f16::from_f32(-2.5));
@@ -196,30 +250,53 @@ fn fill_workloads(b: &mut Bench) {
 fn cast_workloads(b: &mut Bench) {
     let stream = b.stream.clone();
     let n = 256usize << 20;
-    macro_rules! inner {
-        ($to:ty, $from:ty) => {{
-            if <$from>::DTYPE != <$to>::DTYPE {
-                let src = random_device::<$from>(&stream, n);
-                // SAFETY: every element is written by the cast before anything reads it.
-                let mut dst = unsafe { DeviceArray::<$to, _>::uninit(&stream, n).unwrap() };
-                let sv = DeviceView::from(&src);
-                let mut dv = dst.view_mut();
-                let path = path_of(&mut dv, &sv);
-                let ms = b.time(|| dv.assign_cast(&stream, &sv).unwrap());
-                let bytes = n * (<$from>::DTYPE.size() + <$to>::DTYPE.size());
-                b.record("cast", format!("cast {} -> {} 256 Mi", <$from>::DTYPE, <$to>::DTYPE), path, bytes, ms, Some(0.95));
+    fn to_all<F: DeviceElement>(b: &mut Bench, stream: &Arc<CudaStream>, src: &CudaSlice<F>) {
+        fn one<F: DeviceElement, T: DeviceElement>(
+            b: &mut Bench,
+            stream: &Arc<CudaStream>,
+            src: &CudaSlice<F>,
+        ) {
+            if F::DTYPE == T::DTYPE {
+                return;
             }
-        }};
+            let n = src.len();
+            // SAFETY: every element is written by the cast before anything reads it.
+            let mut dst = unsafe { DeviceArray::<T, _>::uninit(stream, n).unwrap() };
+            let sv = DeviceView::from(src);
+            let mut dv = dst.view_mut();
+            let path = path_of(&mut dv, &sv);
+            let ms = b.time(|| dv.assign_cast(stream, &sv).unwrap());
+            let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
+            b.record(
+                "cast",
+                format!("cast {} -> {} 256 Mi", F::DTYPE, T::DTYPE),
+                path,
+                bytes,
+                ms,
+                Some(0.95),
+            );
+        }
+        one::<F, u8>(b, stream, src);
+        one::<F, i8>(b, stream, src);
+        one::<F, u16>(b, stream, src);
+        one::<F, i16>(b, stream, src);
+        one::<F, u32>(b, stream, src);
+        one::<F, i32>(b, stream, src);
+        one::<F, u64>(b, stream, src);
+        one::<F, i64>(b, stream, src);
+        one::<F, f16>(b, stream, src);
+        one::<F, bf16>(b, stream, src);
+        one::<F, f32>(b, stream, src);
+        one::<F, f64>(b, stream, src);
     }
-    macro_rules! outer {
-        ($from:ty) => {
-            inner!(u8, $from); inner!(i8, $from); inner!(u16, $from); inner!(i16, $from);
-            inner!(u32, $from); inner!(i32, $from); inner!(u64, $from); inner!(i64, $from);
-            inner!(f16, $from); inner!(bf16, $from); inner!(f32, $from); inner!(f64, $from);
-        };
+    macro_rules! from {
+        ($($t:ty),*) => {$(
+            let src = random_device::<$t>(&stream, n);
+            to_all::<$t>(b, &stream, &src);
+            drop(src);
+        )*};
     }
-    outer!(u8); outer!(i8); outer!(u16); outer!(i16); outer!(u32); outer!(i32);
-    outer!(u64); outer!(i64); outer!(f16); outer!(bf16); outer!(f32); outer!(f64);
+    from!(u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64);
 }
 
 /// Host time per call of small operations (no synchronisation between calls).
@@ -246,11 +323,19 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
         out.push((name.to_string(), us));
     };
     measure("4 KiB copy (f32)", &mut || {
-        devspan::DeviceViewMut::from(&mut dst).assign(&stream, &DeviceView::from(&src)).unwrap()
+        devspan::DeviceViewMut::from(&mut dst)
+            .assign(&stream, &DeviceView::from(&src))
+            .unwrap()
     });
-    measure("4 KiB fill (f32)", &mut || devspan::DeviceViewMut::from(&mut dst).fill(&stream, 2.0).unwrap());
+    measure("4 KiB fill (f32)", &mut || {
+        devspan::DeviceViewMut::from(&mut dst)
+            .fill(&stream, 2.0)
+            .unwrap()
+    });
     measure("4 KiB cast (f32 -> f16)", &mut || {
-        devspan::DeviceViewMut::from(&mut half_dst).assign_cast(&stream, &DeviceView::from(&src)).unwrap()
+        devspan::DeviceViewMut::from(&mut half_dst)
+            .assign_cast(&stream, &DeviceView::from(&src))
+            .unwrap()
     });
     out
 }
@@ -272,13 +357,19 @@ fn first_use() {
     println!("FIRST_USE_MS {ms:.3} (allocations before it: {alloc_ms:.3} ms)");
 }
 
-fn first_use_in_child(label: &str) -> Option<f64> {
+fn first_use_in_child(label: &str, cache: &std::path::Path) -> Option<f64> {
     let exe = std::env::current_exe().ok()?;
-    let out = std::process::Command::new(exe).arg("--first-use").output().ok()?;
+    let out = std::process::Command::new(exe)
+        .arg("--first-use")
+        .env("CUDA_CACHE_PATH", cache)
+        .output()
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().find(|l| l.starts_with("FIRST_USE_MS"))?;
     let ms: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    println!("first fill + cast in a fresh process ({label}): {ms:.2} ms  (target <= 20 ms) [{line}]");
+    println!(
+        "first fill + cast in a fresh process ({label}): {ms:.2} ms  (target <= 20 ms) [{line}]"
+    );
     Some(ms)
 }
 
@@ -292,10 +383,13 @@ fn main() {
         println!("bandwidth bench: no GPU ({e}); nothing to measure");
         return;
     }
-    // JIT cache: the first child process may compile the PTX; the second finds the driver's
-    // cache (unless CUDA_CACHE_DISABLE=1).
-    let first = first_use_in_child("first process");
-    let second = first_use_in_child("second process");
+    // JIT cache: the first child process starts with an empty driver cache (a fresh
+    // CUDA_CACHE_PATH) and compiles the PTX; the second finds it in that cache.
+    let cache = std::env::temp_dir().join(format!("devspan-jit-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let first = first_use_in_child("first process, empty JIT cache", &cache);
+    let second = first_use_in_child("second process, warm JIT cache", &cache);
+    let _ = std::fs::remove_dir_all(&cache);
 
     let quick = args.iter().any(|a| a == "--quick");
     let stream = devspan::new_stream(0).unwrap();
@@ -303,7 +397,10 @@ fn main() {
     println!(
         "device: {}, {} SMs; reps {}",
         ctx.name().unwrap(),
-        ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap(),
+        ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        )
+        .unwrap(),
         if quick { 5 } else { 21 }
     );
     let mut b = Bench {
@@ -314,7 +411,11 @@ fn main() {
         scratch: None,
         rows: Vec::new(),
     };
-    let only: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let only: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let want = |g: &str| only.is_empty() || only.iter().any(|o| o.as_str() == g);
     if want("copy") {
         copy_workloads(&mut b);
@@ -325,7 +426,23 @@ fn main() {
     if want("cast") {
         cast_workloads(&mut b);
     }
-    let overhead = if want("overhead") { host_overhead(&mut b) } else { Vec::new() };
+    let mut overhead = Vec::new();
+    if want("overhead") {
+        println!("host overhead with cudarc's multi-stream event tracking (the default):");
+        overhead.extend(
+            host_overhead(&mut b)
+                .into_iter()
+                .map(|(n, us)| (format!("{n}, event tracking"), us)),
+        );
+        // SAFETY: this process uses one stream from here on, so nothing needs cudarc's events.
+        unsafe { ctx.disable_event_tracking() };
+        println!("host overhead with event tracking disabled (single-stream use):");
+        overhead.extend(
+            host_overhead(&mut b)
+                .into_iter()
+                .map(|(n, us)| (format!("{n}, no event tracking"), us)),
+        );
+    }
     b.scratch = None;
 
     // Summary.
@@ -362,7 +479,11 @@ fn main() {
         );
     }
     json += "  ],\n  \"host_us_per_call\": {";
-    json += &overhead.iter().map(|(n, us)| format!("\"{n}\": {us:.3}")).collect::<Vec<_>>().join(", ");
+    json += &overhead
+        .iter()
+        .map(|(n, us)| format!("\"{n}\": {us:.3}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     json += &format!(
         "}},\n  \"first_use_ms\": {{\"first_process\": {}, \"second_process\": {}}}\n}}\n",
         first.map_or("null".into(), |v| format!("{v:.3}")),

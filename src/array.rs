@@ -84,7 +84,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// a.view_mut().fill(&stream, 1.0)?;
     /// # Ok(()) }
     /// ```
-    pub unsafe fn uninit<Sh: IntoDimension<Dim = D>>(stream: &Arc<CudaStream>, shape: Sh) -> Result<Self> {
+    pub unsafe fn uninit<Sh: IntoDimension<Dim = D>>(
+        stream: &Arc<CudaStream>,
+        shape: Sh,
+    ) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
         // SAFETY: the caller promises to write every element before reading it.
         let data = unsafe { stream.alloc::<T>(n)? };
@@ -105,10 +108,14 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     pub fn from_host(stream: &Arc<CudaStream>, host: &ArrayView<'_, T, D>) -> Result<Self> {
         let (layout, _) = Self::layout_for(host.raw_dim())?;
         let standard = host.as_standard_layout();
-        let slice = standard
-            .as_slice()
-            .ok_or_else(|| Error::invalid("host array is not contiguous after as_standard_layout"))?;
-        let data = if slice.is_empty() { stream.alloc_zeros::<T>(0)? } else { stream.clone_htod(slice)? };
+        let slice = standard.as_slice().ok_or_else(|| {
+            Error::invalid("host array is not contiguous after as_standard_layout")
+        })?;
+        let data = if slice.is_empty() {
+            stream.alloc_zeros::<T>(0)?
+        } else {
+            stream.clone_htod(slice)?
+        };
         Ok(DeviceArray { data, layout })
     }
 
@@ -123,7 +130,11 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// ```
     pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Array<T, D>> {
         check_stream(stream, self.device(), "the array")?;
-        let v: Vec<T> = if self.data.is_empty() { Vec::new() } else { stream.clone_dtoh(&self.data)? };
+        let v: Vec<T> = if self.data.is_empty() {
+            Vec::new()
+        } else {
+            stream.clone_dtoh(&self.data)?
+        };
         stream.synchronize()?;
         Array::from_shape_vec(self.layout.dim(), v)
             .map_err(|e| Error::shape(format!("device array of shape {:?}: {e}", self.shape())))
@@ -140,7 +151,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// assert_eq!(a.shape(), &[2, 3]);
     /// # Ok(()) }
     /// ```
-    pub fn from_cuda_slice<Sh: IntoDimension<Dim = D>>(data: CudaSlice<T>, shape: Sh) -> Result<Self> {
+    pub fn from_cuda_slice<Sh: IntoDimension<Dim = D>>(
+        data: CudaSlice<T>,
+        shape: Sh,
+    ) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
         if n != data.len() {
             return Err(Error::shape(format!(

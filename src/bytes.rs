@@ -17,6 +17,14 @@ pub struct RawBytes<'a> {
     pub(crate) keep: KeepAlive<'a>,
 }
 
+/// The device address of cudarc memory. Taking it enqueues nothing, so the read event that
+/// cudarc would record when the guard drops is skipped (no read happened).
+pub(crate) fn address_of<T, S: DevicePtr<T>>(s: &S) -> u64 {
+    let (ptr, record) = s.device_ptr(s.stream());
+    std::mem::forget(record);
+    ptr
+}
+
 pub(crate) fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
     let start = match range.start_bound() {
         Bound::Included(&s) => s,
@@ -43,20 +51,32 @@ pub(crate) fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Resul
 impl<'a> RawBytes<'a> {
     pub(crate) fn new(ptr: u64, len: usize, device: usize, keep: KeepAlive<'a>) -> Result<Self> {
         if ptr == 0 && len != 0 {
-            return Err(Error::invalid(format!("null device pointer with length {len} bytes")));
+            return Err(Error::invalid(format!(
+                "null device pointer with length {len} bytes"
+            )));
         }
         if len > isize::MAX as usize || ptr.checked_add(len as u64).is_none() {
             return Err(Error::overflow(format!(
                 "device range 0x{ptr:x} + {len} bytes overflows the address space"
             )));
         }
-        Ok(RawBytes { ptr, len, device, keep })
+        Ok(RawBytes {
+            ptr,
+            len,
+            device,
+            keep,
+        })
     }
 
     /// Sub-range in bytes; `start..end` already checked.
     pub(crate) fn sub(&self, start: usize, end: usize) -> Self {
         debug_assert!(start <= end && end <= self.len);
-        RawBytes { ptr: self.ptr + start as u64, len: end - start, device: self.device, keep: self.keep.clone() }
+        RawBytes {
+            ptr: self.ptr + start as u64,
+            len: end - start,
+            device: self.device,
+            keep: self.keep.clone(),
+        }
     }
 }
 
@@ -126,7 +146,9 @@ impl DeviceBytes<'static> {
         device: usize,
         owner: Arc<dyn DeviceOwner>,
     ) -> Result<Self> {
-        Ok(DeviceBytes { raw: RawBytes::new(ptr, len, device, KeepAlive::Owner(owner))? })
+        Ok(DeviceBytes {
+            raw: RawBytes::new(ptr, len, device, KeepAlive::Owner(owner))?,
+        })
     }
 }
 
@@ -147,7 +169,9 @@ impl<'a> DeviceBytes<'a> {
     /// # drop(bytes); drop(slice); Ok(()) }
     /// ```
     pub unsafe fn from_raw_parts_borrowed(ptr: u64, len: usize, device: usize) -> Result<Self> {
-        Ok(DeviceBytes { raw: RawBytes::new(ptr, len, device, KeepAlive::borrow())? })
+        Ok(DeviceBytes {
+            raw: RawBytes::new(ptr, len, device, KeepAlive::borrow())?,
+        })
     }
 
     /// A handle over a whole cudarc slice; devspan's launches take part in cudarc's event
@@ -161,7 +185,7 @@ impl<'a> DeviceBytes<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda<T: Send + Sync + 'static>(slice: &'a CudaSlice<T>) -> Self {
-        let ptr = slice.device_ptr(slice.stream()).0;
+        let ptr = address_of(slice);
         let raw = RawBytes {
             ptr,
             len: slice.num_bytes(),
@@ -182,10 +206,17 @@ impl<'a> DeviceBytes<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda_view<T: Send + Sync + 'static>(view: CudaView<'a, T>) -> Self {
-        let ptr = view.device_ptr(view.stream()).0;
+        let ptr = address_of(&view);
         let len = view.num_bytes();
         let device = view.stream().context().ordinal();
-        DeviceBytes { raw: RawBytes { ptr, len, device, keep: KeepAlive::cuda(view) } }
+        DeviceBytes {
+            raw: RawBytes {
+                ptr,
+                len,
+                device,
+                keep: KeepAlive::cuda(view),
+            },
+        }
     }
 
     /// Length in bytes.
@@ -254,7 +285,9 @@ impl<'a> DeviceBytes<'a> {
     /// ```
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceBytes<'a>> {
         let (s, e) = resolve_range(range, self.raw.len)?;
-        Ok(DeviceBytes { raw: self.raw.sub(s, e) })
+        Ok(DeviceBytes {
+            raw: self.raw.sub(s, e),
+        })
     }
 
     /// Two handles, `[0, mid)` and `[mid, len)`.
@@ -274,7 +307,14 @@ impl<'a> DeviceBytes<'a> {
                 self.raw.len
             )));
         }
-        Ok((DeviceBytes { raw: self.raw.sub(0, mid) }, DeviceBytes { raw: self.raw.sub(mid, self.raw.len) }))
+        Ok((
+            DeviceBytes {
+                raw: self.raw.sub(0, mid),
+            },
+            DeviceBytes {
+                raw: self.raw.sub(mid, self.raw.len),
+            },
+        ))
     }
 
     /// The same bytes viewed as elements of `T`: checks the pointer's alignment and that the
@@ -320,7 +360,9 @@ impl DeviceBytesMut<'static> {
         device: usize,
         owner: Arc<dyn DeviceOwner>,
     ) -> Result<Self> {
-        Ok(DeviceBytesMut { raw: RawBytes::new(ptr, len, device, KeepAlive::Owner(owner))? })
+        Ok(DeviceBytesMut {
+            raw: RawBytes::new(ptr, len, device, KeepAlive::Owner(owner))?,
+        })
     }
 }
 
@@ -341,7 +383,9 @@ impl<'a> DeviceBytesMut<'a> {
     /// # drop(b); drop(slice); Ok(()) }
     /// ```
     pub unsafe fn from_raw_parts_borrowed(ptr: u64, len: usize, device: usize) -> Result<Self> {
-        Ok(DeviceBytesMut { raw: RawBytes::new(ptr, len, device, KeepAlive::borrow())? })
+        Ok(DeviceBytesMut {
+            raw: RawBytes::new(ptr, len, device, KeepAlive::borrow())?,
+        })
     }
 
     /// A writable handle over a whole cudarc slice, borrowed exclusively.
@@ -354,10 +398,17 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda_mut<T: Send + Sync + 'static>(slice: &'a mut CudaSlice<T>) -> Self {
-        let ptr = slice.device_ptr(slice.stream()).0;
+        let ptr = address_of(&*slice);
         let len = slice.num_bytes();
         let device = slice.context().ordinal();
-        DeviceBytesMut { raw: RawBytes { ptr, len, device, keep: KeepAlive::cuda(slice) } }
+        DeviceBytesMut {
+            raw: RawBytes {
+                ptr,
+                len,
+                device,
+                keep: KeepAlive::cuda(slice),
+            },
+        }
     }
 
     /// A writable handle over a cudarc mutable view.
@@ -371,10 +422,17 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda_view_mut<T: Send + Sync + 'static>(view: CudaViewMut<'a, T>) -> Self {
-        let ptr = view.device_ptr(view.stream()).0;
+        let ptr = address_of(&view);
         let len = view.num_bytes();
         let device = view.stream().context().ordinal();
-        DeviceBytesMut { raw: RawBytes { ptr, len, device, keep: KeepAlive::cuda(view) } }
+        DeviceBytesMut {
+            raw: RawBytes {
+                ptr,
+                len,
+                device,
+                keep: KeepAlive::cuda(view),
+            },
+        }
     }
 
     /// Length in bytes.
@@ -440,7 +498,9 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn as_bytes(&self) -> DeviceBytes<'_> {
-        DeviceBytes { raw: self.raw.clone() }
+        DeviceBytes {
+            raw: self.raw.clone(),
+        }
     }
 
     /// Turns this handle into a read-only one of the same lifetime.
@@ -470,7 +530,9 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn reborrow(&mut self) -> DeviceBytesMut<'_> {
-        DeviceBytesMut { raw: self.raw.clone() }
+        DeviceBytesMut {
+            raw: self.raw.clone(),
+        }
     }
 
     /// A writable sub-range, consuming the handle.
@@ -485,7 +547,9 @@ impl<'a> DeviceBytesMut<'a> {
     /// ```
     pub fn slice_mut(self, range: impl RangeBounds<usize>) -> Result<DeviceBytesMut<'a>> {
         let (s, e) = resolve_range(range, self.raw.len)?;
-        Ok(DeviceBytesMut { raw: self.raw.sub(s, e) })
+        Ok(DeviceBytesMut {
+            raw: self.raw.sub(s, e),
+        })
     }
 
     /// Two disjoint writable handles, `[0, mid)` and `[mid, len)`.
@@ -506,7 +570,14 @@ impl<'a> DeviceBytesMut<'a> {
             )));
         }
         let len = self.raw.len;
-        Ok((DeviceBytesMut { raw: self.raw.sub(0, mid) }, DeviceBytesMut { raw: self.raw.sub(mid, len) }))
+        Ok((
+            DeviceBytesMut {
+                raw: self.raw.sub(0, mid),
+            },
+            DeviceBytesMut {
+                raw: self.raw.sub(mid, len),
+            },
+        ))
     }
 
     /// The same bytes as writable elements of `T` (alignment and length checked).

@@ -34,7 +34,9 @@ fn driver_status() -> &'static std::result::Result<usize, String> {
 /// }
 /// ```
 pub fn device_count() -> Result<usize> {
-    driver_status().clone().map_err(|m| Error::new(ErrorKind::NoDevice, m))
+    driver_status()
+        .clone()
+        .map_err(|m| Error::new(ErrorKind::NoDevice, m))
 }
 
 /// Whether a CUDA driver and at least one device are present.

@@ -56,7 +56,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A new error of `kind` with a message that names the values involved.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into() }
+        Error {
+            kind,
+            message: message.into(),
+        }
     }
 
     /// What went wrong.
@@ -114,6 +117,9 @@ impl std::error::Error for Error {}
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Self {
-        Error { message: format!("CUDA driver call failed: {e}"), kind: ErrorKind::Driver(e) }
+        Error {
+            message: format!("CUDA driver call failed: {e}"),
+            kind: ErrorKind::Driver(e),
+        }
     }
 }

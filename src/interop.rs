@@ -1,6 +1,6 @@
 //! Conversions between devspan's types and cudarc's.
 
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::CudaSlice;
 use ndarray::Ix1;
 
 use crate::element::DeviceElement;
@@ -17,8 +17,7 @@ use crate::view::{DeviceView, DeviceViewMut};
 /// # Ok(()) }
 /// ```
 pub fn cuda_slice_address<T>(slice: &CudaSlice<T>) -> u64 {
-    let (ptr, _record) = slice.device_ptr(slice.stream());
-    ptr
+    crate::bytes::address_of(slice)
 }
 
 impl<'a, T: DeviceElement> From<&'a CudaSlice<T>> for DeviceView<'a, T, Ix1> {
@@ -79,6 +78,7 @@ pub fn view_mut_of<T: DeviceElement, Sh: ndarray::IntoDimension>(
     slice: &mut CudaSlice<T>,
     shape: Sh,
 ) -> crate::Result<DeviceViewMut<'_, T, Sh::Dim>> {
-    DeviceSpanMut::from_cuda_mut(slice).into_view_mut().into_shape(shape)
+    DeviceSpanMut::from_cuda_mut(slice)
+        .into_view_mut()
+        .into_shape(shape)
 }
-

@@ -37,7 +37,10 @@ fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
     if a1 <= b0 || b1 <= a0 {
         return Ok(false);
     }
-    if T::DTYPE == U::DTYPE && dst.device_ptr() == src.device_ptr() && dst.strides() == src.strides() {
+    if T::DTYPE == U::DTYPE
+        && dst.device_ptr() == src.device_ptr()
+        && dst.strides() == src.strides()
+    {
         return Ok(true);
     }
     Err(Error::aliasing(format!(
@@ -49,7 +52,10 @@ fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
 }
 
 /// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).
-pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(dst: &mut DeviceViewMut<'_, T, D>, src: &DeviceView<'_, U, D>) -> String {
+pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    src: &DeviceView<'_, U, D>,
+) -> String {
     match plan::plan_copy(
         dst.device_ptr(),
         dst.strides(),
@@ -67,7 +73,14 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(dst: &mut Dev
 
 /// The path `fill` on `dst` takes.
 pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) -> String {
-    match plan::plan_fill(dst.device_ptr(), dst.shape(), dst.strides(), std::mem::size_of::<T>(), 0, PlanOptions::default()) {
+    match plan::plan_fill(
+        dst.device_ptr(),
+        dst.shape(),
+        dst.strides(),
+        std::mem::size_of::<T>(),
+        0,
+        PlanOptions::default(),
+    ) {
         Ok(p) => p.path().to_string(),
         Err(e) => format!("error: {e}"),
     }
@@ -96,7 +109,12 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         self.fill_with(stream, value, Self::plan_opts())
     }
 
-    pub(crate) fn fill_with(&mut self, stream: &Arc<CudaStream>, value: T, opt: PlanOptions) -> Result<()> {
+    pub(crate) fn fill_with(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        value: T,
+        opt: PlanOptions,
+    ) -> Result<()> {
         check_stream(stream, self.device(), "the destination view")?;
         let p = plan::plan_fill(
             self.device_ptr(),
@@ -131,7 +149,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// assert_eq!(dst.to_host(&stream)?, array![[1, 4], [2, 5], [3, 6]]);
     /// # Ok(()) }
     /// ```
-    pub fn assign<E: Dimension>(&mut self, stream: &Arc<CudaStream>, src: &DeviceView<'_, T, E>) -> Result<()> {
+    pub fn assign<E: Dimension>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceView<'_, T, E>,
+    ) -> Result<()> {
         self.assign_cast(stream, src)
     }
 
@@ -167,7 +189,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         check_stream(stream, self.device(), "the destination view")?;
         check_stream(stream, src.device(), "the source view")?;
         let src = src.broadcast(self.dim()).map_err(|e| {
-            Error::shape(format!("source of shape {:?} cannot be assigned to destination of shape {:?}: {e}", src.shape(), self.shape()))
+            Error::shape(format!(
+                "source of shape {:?} cannot be assigned to destination of shape {:?}: {e}",
+                src.shape(),
+                self.shape()
+            ))
         })?;
         if check_overlap(self, &src)? {
             return Ok(());
@@ -185,12 +211,14 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         if matches!(p, Plan::Nothing) {
             return Ok(());
         }
-        self.raw().keep.writing_reading(&src.raw().keep, stream, || {
-            // SAFETY: both layouts are validated against their spans (kept alive by their
-            // keep-alives for the borrow's duration), the operands do not overlap (checked
-            // above) and `&mut self` excludes other writers through devspan.
-            unsafe { crate::kernels::execute(&p, stream) }
-        })
+        self.raw()
+            .keep
+            .writing_reading(&src.raw().keep, stream, || {
+                // SAFETY: both layouts are validated against their spans (kept alive by their
+                // keep-alives for the borrow's duration), the operands do not overlap (checked
+                // above) and `&mut self` excludes other writers through devspan.
+                unsafe { crate::kernels::execute(&p, stream) }
+            })
     }
 }
 
@@ -248,7 +276,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     }
 }
 
-impl<'a, T: DeviceElement, D: Dimension> DeviceArray<T, D> {
+impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// Sets every element to `value`.
     ///
     /// ```no_run
@@ -291,7 +319,11 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
     /// assert_eq!(stream.clone_dtoh(&b)?, vec![1.0, -2.0, 3.0]);
     /// # Ok(()) }
     /// ```
-    pub fn copy_from<U: DeviceElement>(&mut self, stream: &Arc<CudaStream>, src: &DeviceSpan<'_, U>) -> Result<()> {
+    pub fn copy_from<U: DeviceElement>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceSpan<'_, U>,
+    ) -> Result<()> {
         if src.len() != self.len() {
             return Err(Error::shape(format!(
                 "cannot copy a span of {} elements into a span of {}",
@@ -299,6 +331,8 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
                 self.len()
             )));
         }
-        self.reborrow().into_view_mut().assign_cast(stream, &src.clone().into_view())
+        self.reborrow()
+            .into_view_mut()
+            .assign_cast(stream, &src.clone().into_view())
     }
 }

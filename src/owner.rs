@@ -60,7 +60,11 @@ pub(crate) trait CudaTrack: Send {
     fn read(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()>;
     /// Makes `stream` wait for earlier reads and writes and runs `f`; records a write
     /// afterwards. Read-only sources answer `None` without running `f`.
-    fn write(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>>;
+    fn write(
+        &mut self,
+        stream: &CudaStream,
+        f: &mut dyn FnMut() -> Result<()>,
+    ) -> Option<Result<()>>;
 }
 
 impl<T: Send + Sync> CudaTrack for &CudaSlice<T> {
@@ -78,7 +82,11 @@ impl<T: Send + Sync> CudaTrack for &mut CudaSlice<T> {
         let (_ptr, _record) = self.device_ptr(stream);
         f()
     }
-    fn write(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>> {
+    fn write(
+        &mut self,
+        stream: &CudaStream,
+        f: &mut dyn FnMut() -> Result<()>,
+    ) -> Option<Result<()>> {
         let (_ptr, _record) = self.device_ptr_mut(stream);
         Some(f())
     }
@@ -99,7 +107,11 @@ impl<T: Send + Sync> CudaTrack for CudaViewMut<'_, T> {
         let (_ptr, _record) = self.device_ptr(stream);
         f()
     }
-    fn write(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>> {
+    fn write(
+        &mut self,
+        stream: &CudaStream,
+        f: &mut dyn FnMut() -> Result<()>,
+    ) -> Option<Result<()>> {
         let (_ptr, _record) = self.device_ptr_mut(stream);
         Some(f())
     }
@@ -113,10 +125,14 @@ pub(crate) trait SharedTrack: Send + Sync {
 
 impl<X: CudaTrack> SharedTrack for Mutex<X> {
     fn read(&self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        self.lock().unwrap_or_else(|p| p.into_inner()).read(stream, f)
+        self.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .read(stream, f)
     }
     fn write(&self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>> {
-        self.lock().unwrap_or_else(|p| p.into_inner()).write(stream, f)
+        self.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(stream, f)
     }
 }
 
@@ -161,7 +177,11 @@ impl<'a> KeepAlive<'a> {
 
     /// Runs `f`, which enqueues work on `stream` that reads this memory, inside cudarc's
     /// synchronisation for it.
-    pub(crate) fn reading<R>(&self, stream: &CudaStream, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn reading<R>(
+        &self,
+        stream: &CudaStream,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         match self {
             KeepAlive::Cuda(track) => {
                 let mut out = None;
@@ -178,7 +198,11 @@ impl<'a> KeepAlive<'a> {
     }
 
     /// Runs `f`, which enqueues work on `stream` that writes this memory.
-    pub(crate) fn writing<R>(&self, stream: &CudaStream, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn writing<R>(
+        &self,
+        stream: &CudaStream,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         match self {
             KeepAlive::Cuda(track) => {
                 let mut out = None;

@@ -55,7 +55,10 @@ pub struct DeviceSpan<'a, T> {
 
 impl<T> Clone for DeviceSpan<'_, T> {
     fn clone(&self) -> Self {
-        DeviceSpan { raw: self.raw.clone(), _t: PhantomData }
+        DeviceSpan {
+            raw: self.raw.clone(),
+            _t: PhantomData,
+        }
     }
 }
 
@@ -79,7 +82,10 @@ pub struct DeviceSpanMut<'a, T> {
 impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
     pub(crate) fn from_raw(raw: RawBytes<'a>) -> Self {
         debug_assert!(check_typed::<T>(&raw).is_ok());
-        DeviceSpan { raw, _t: PhantomData }
+        DeviceSpan {
+            raw,
+            _t: PhantomData,
+        }
     }
 
     /// A span over a whole cudarc slice (tracked by cudarc's events).
@@ -171,7 +177,9 @@ impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn as_bytes(&self) -> DeviceBytes<'a> {
-        DeviceBytes { raw: self.raw.clone() }
+        DeviceBytes {
+            raw: self.raw.clone(),
+        }
     }
 
     /// Elements `range`, or `Err(OutOfBounds)`.
@@ -271,7 +279,10 @@ impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
 impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
     pub(crate) fn from_raw(raw: RawBytes<'a>) -> Self {
         debug_assert!(check_typed::<T>(&raw).is_ok());
-        DeviceSpanMut { raw, _t: PhantomData }
+        DeviceSpanMut {
+            raw,
+            _t: PhantomData,
+        }
     }
 
     /// A writable span over a whole cudarc slice.

@@ -56,7 +56,12 @@ impl Tolerance {
     /// assert!(devspan::testing::Tolerance::exact().accepts(2.0, 2.0));
     /// ```
     pub fn exact() -> Self {
-        Tolerance { abs: 0.0, rel: 0.0, ulps: 0, nan_equal: false }
+        Tolerance {
+            abs: 0.0,
+            rel: 0.0,
+            ulps: 0,
+            nan_equal: false,
+        }
     }
     /// An absolute tolerance.
     ///
@@ -64,7 +69,10 @@ impl Tolerance {
     /// assert!(devspan::testing::Tolerance::abs(0.1).accepts(1.0, 1.05));
     /// ```
     pub fn abs(abs: f64) -> Self {
-        Tolerance { abs, ..Self::exact() }
+        Tolerance {
+            abs,
+            ..Self::exact()
+        }
     }
     /// A relative tolerance.
     ///
@@ -72,7 +80,10 @@ impl Tolerance {
     /// assert!(devspan::testing::Tolerance::rel(1e-3).accepts(1000.0, 1000.5));
     /// ```
     pub fn rel(rel: f64) -> Self {
-        Tolerance { rel, ..Self::exact() }
+        Tolerance {
+            rel,
+            ..Self::exact()
+        }
     }
     /// A ULP tolerance.
     ///
@@ -81,7 +92,10 @@ impl Tolerance {
     /// assert!(devspan::testing::Tolerance::ulps(1).accepts_f32(1.0, one_up));
     /// ```
     pub fn ulps(ulps: u32) -> Self {
-        Tolerance { ulps, ..Self::exact() }
+        Tolerance {
+            ulps,
+            ..Self::exact()
+        }
     }
     /// Adds an absolute criterion.
     ///
@@ -157,16 +171,26 @@ impl Tolerance {
 
 fn ordered_f64(x: f64) -> i128 {
     let b = x.to_bits() as i64;
-    if b < 0 { i64::MIN as i128 - b as i128 } else { b as i128 }
+    if b < 0 {
+        i64::MIN as i128 - b as i128
+    } else {
+        b as i128
+    }
 }
 
 fn ordered_f32(x: f32) -> i64 {
     let b = x.to_bits() as i32;
-    if b < 0 { i32::MIN as i64 - b as i64 } else { b as i64 }
+    if b < 0 {
+        i32::MIN as i64 - b as i64
+    } else {
+        b as i64
+    }
 }
 
 fn ulps_apart_f64(a: f64, b: f64) -> u64 {
-    (ordered_f64(a) - ordered_f64(b)).unsigned_abs().min(u64::MAX as u128) as u64
+    (ordered_f64(a) - ordered_f64(b))
+        .unsigned_abs()
+        .min(u64::MAX as u128) as u64
 }
 
 fn ulps_apart_f32(a: f32, b: f32) -> u64 {
@@ -175,7 +199,11 @@ fn ulps_apart_f32(a: f32, b: f32) -> u64 {
 
 fn ordered_16(bits: u16) -> i32 {
     let b = bits as i16;
-    if b < 0 { i16::MIN as i32 - b as i32 } else { b as i32 }
+    if b < 0 {
+        i16::MIN as i32 - b as i32
+    } else {
+        b as i32
+    }
 }
 
 /// An element type [`assert_close`] can compare.
@@ -220,7 +248,9 @@ impl CloseElement for f64 {
 impl CloseElement for f16 {
     fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
         let (a, b) = (got.to_f64(), expected.to_f64());
-        tol.accepts_bits(a, b, || (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64)
+        tol.accepts_bits(a, b, || {
+            (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64
+        })
     }
     fn as_f64(self) -> f64 {
         self.to_f64()
@@ -230,7 +260,9 @@ impl CloseElement for f16 {
 impl CloseElement for bf16 {
     fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
         let (a, b) = (got.to_f64(), expected.to_f64());
-        tol.accepts_bits(a, b, || (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64)
+        tol.accepts_bits(a, b, || {
+            (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64
+        })
     }
     fn as_f64(self) -> f64 {
         self.to_f64()
@@ -270,7 +302,11 @@ pub fn compare<T: CloseElement, D: Dimension>(
     tol: Tolerance,
 ) -> std::result::Result<(), String> {
     if got.shape() != expected.shape() {
-        return Err(format!("shape {:?} differs from the reference's {:?}", got.shape(), expected.shape()));
+        return Err(format!(
+            "shape {:?} differs from the reference's {:?}",
+            got.shape(),
+            expected.shape()
+        ));
     }
     let mut bad = 0usize;
     let mut first = String::new();
@@ -290,7 +326,11 @@ pub fn compare<T: CloseElement, D: Dimension>(
             }
         }
         if bad <= 8 {
-            let _ = writeln!(first, "  at {:?}: got {g}, expected {e}", ndarray::IntoDimension::into_dimension(idx).slice());
+            let _ = writeln!(
+                first,
+                "  at {:?}: got {g}, expected {e}",
+                ndarray::IntoDimension::into_dimension(idx).slice()
+            );
         }
     }
     if bad == 0 {
@@ -369,7 +409,11 @@ pub fn gpu_stream() -> Arc<CudaStream> {
             let required = std::env::var("DEVSPAN_REQUIRE_GPU").is_ok_and(|v| v == "1");
             panic!(
                 "this GPU test cannot run: {e}{}",
-                if required { " (DEVSPAN_REQUIRE_GPU=1)" } else { "; run without --include-ignored to skip GPU tests" }
+                if required {
+                    " (DEVSPAN_REQUIRE_GPU=1)"
+                } else {
+                    "; run without --include-ignored to skip GPU tests"
+                }
             );
         }
     }

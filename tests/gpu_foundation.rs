@@ -14,20 +14,32 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 
 fn random_array<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
     let n: usize = shape.iter().product();
-    let mut bytes = vec![0u8; n * std::mem::size_of::<T>()];
-    rng.fill(bytes.as_mut_slice());
-    let v: Vec<T> = bytemuck::cast_slice::<u8, T>(&bytes).to_vec();
+    let mut words = vec![0u64; (n * std::mem::size_of::<T>()).div_ceil(8)];
+    rng.fill(words.as_mut_slice());
+    let bytes: &[u8] = &bytemuck::cast_slice::<u64, u8>(&words)[..n * std::mem::size_of::<T>()];
+    let v: Vec<T> = bytemuck::cast_slice::<u8, T>(bytes).to_vec();
     Array::from_shape_vec(IxDyn(shape), v).unwrap()
 }
 
 fn bits_equal<T: DeviceElement>(a: &ArrayD<T>, b: &ArrayD<T>) -> bool {
     a.shape() == b.shape()
-        && a.iter().zip(b.iter()).all(|(x, y)| bytemuck::bytes_of(x) == bytemuck::bytes_of(y))
+        && a.iter()
+            .zip(b.iter())
+            .all(|(x, y)| bytemuck::bytes_of(x) == bytemuck::bytes_of(y))
 }
 
 fn round_trip<T: DeviceElement>(rng: &mut StdRng) {
     let stream = gpu_stream();
-    for shape in [vec![], vec![0], vec![1], vec![7], vec![3, 0, 2], vec![5, 1, 3], vec![17, 33], vec![2, 3, 4, 5, 6]] {
+    for shape in [
+        vec![],
+        vec![0],
+        vec![1],
+        vec![7],
+        vec![3, 0, 2],
+        vec![5, 1, 3],
+        vec![17, 33],
+        vec![2, 3, 4, 5, 6],
+    ] {
         let host = random_array::<T>(rng, &shape);
         let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
         assert_eq!(dev.shape(), host.shape());
@@ -36,7 +48,11 @@ fn round_trip<T: DeviceElement>(rng: &mut StdRng) {
         // A non-standard host layout goes up too.
         let t = host.t();
         let dev_t = DeviceArray::from_host(&stream, &t).unwrap();
-        assert!(bits_equal(&dev_t.to_host(&stream).unwrap(), &t.to_owned()), "{} {shape:?} transposed", T::DTYPE);
+        assert!(
+            bits_equal(&dev_t.to_host(&stream).unwrap(), &t.to_owned()),
+            "{} {shape:?} transposed",
+            T::DTYPE
+        );
     }
 }
 
@@ -81,7 +97,10 @@ fn buffer_outlives_every_user_handle_to_context_and_stream() {
     drop(own);
     drop(dev);
     let own = copy.stream().clone();
-    assert!(bits_equal(&copy.to_host(&own).unwrap(), &host.t().to_owned()));
+    assert!(bits_equal(
+        &copy.to_host(&own).unwrap(),
+        &host.t().to_owned()
+    ));
     drop(own);
     drop(copy);
     // A fresh context handle still works afterwards.
@@ -110,9 +129,15 @@ fn custom_owner_freed_once_after_last_view() {
     let slice = stream.clone_htod(&data).unwrap();
     let ptr = interop::cuda_slice_address(&slice);
     let drops = Arc::new(AtomicUsize::new(0));
-    let owner: Arc<dyn DeviceOwner> = Arc::new(CountedSlice { _slice: slice, drops: drops.clone() });
+    let owner: Arc<dyn DeviceOwner> = Arc::new(CountedSlice {
+        _slice: slice,
+        drops: drops.clone(),
+    });
     // SAFETY: the owner holds the 1000 u32 at `ptr`, which nothing else writes.
-    let v = unsafe { DeviceView::<u32, _>::from_raw_parts(ptr, 1000, IxDyn(&[10, 100]), &[100, 1], 0, 0, owner).unwrap() };
+    let v = unsafe {
+        DeviceView::<u32, _>::from_raw_parts(ptr, 1000, IxDyn(&[10, 100]), &[100, 1], 0, 0, owner)
+            .unwrap()
+    };
     let a = v.slice(s![2..4, ..;-10]);
     drop(v);
     assert_eq!(drops.load(Ordering::SeqCst), 0);
@@ -138,15 +163,24 @@ fn cudarc_interop_views() {
     let v = interop::view_of(&slice, (4, 5, 6)).unwrap();
     let host = Array::from_shape_vec((4, 5, 6), data.clone()).unwrap();
     assert_eq!(v.to_host(&stream).unwrap(), host);
-    let sub = DeviceSpan::from_cuda_view(slice.slice(30..90)).into_view().into_shape((2, 5, 6)).unwrap();
+    let sub = DeviceSpan::from_cuda_view(slice.slice(30..90))
+        .into_view()
+        .into_shape((2, 5, 6))
+        .unwrap();
     assert_eq!(sub.to_host(&stream).unwrap(), host.slice(s![1..3, .., ..]));
     let mut out = stream.alloc_zeros::<i16>(120).unwrap();
     {
         let mut o = interop::view_mut_of(&mut out, (6, 5, 4)).unwrap();
-        o.assign(&stream, &v.clone().permuted_axes([2, 1, 0])).unwrap();
+        o.assign(&stream, &v.clone().permuted_axes([2, 1, 0]))
+            .unwrap();
     }
     let got = stream.clone_dtoh(&out).unwrap();
-    let expect: Vec<i16> = host.view().permuted_axes([2, 1, 0]).iter().copied().collect();
+    let expect: Vec<i16> = host
+        .view()
+        .permuted_axes([2, 1, 0])
+        .iter()
+        .copied()
+        .collect();
     assert_eq!(got, expect);
 }
 
@@ -161,9 +195,17 @@ fn multi_stream_ordering_through_cudarc_events() {
     let mut a = s1.alloc_zeros::<f32>(n).unwrap();
     for round in 0..4 {
         let value = round as f32 + 0.5;
-        devspan::DeviceSpanMut::from_cuda_mut(&mut a).fill(&s1, value).unwrap();
-        let b = DeviceSpan::from_cuda(&a).into_view().cast::<f64>(&s2).unwrap();
+        devspan::DeviceSpanMut::from_cuda_mut(&mut a)
+            .fill(&s1, value)
+            .unwrap();
+        let b = DeviceSpan::from_cuda(&a)
+            .into_view()
+            .cast::<f64>(&s2)
+            .unwrap();
         let h = b.to_host(&s2).unwrap();
-        assert!(h.iter().all(|&x| x == value as f64), "round {round}: stream 2 read before stream 1's fill finished");
+        assert!(
+            h.iter().all(|&x| x == value as f64),
+            "round {round}: stream 2 read before stream 1's fill finished"
+        );
     }
 }

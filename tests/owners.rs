@@ -28,14 +28,21 @@ const FAKE_PTR: u64 = 0x7f00_0000_0000;
 
 fn owner() -> (Arc<dyn DeviceOwner>, Arc<AtomicUsize>) {
     let drops = Arc::new(AtomicUsize::new(0));
-    (Arc::new(Counted { drops: drops.clone() }), drops)
+    (
+        Arc::new(Counted {
+            drops: drops.clone(),
+        }),
+        drops,
+    )
 }
 
 #[test]
 fn owner_is_dropped_once_after_the_last_view() {
     let (o, drops) = owner();
     // SAFETY: the views below are never used by a device operation; only metadata is read.
-    let v = unsafe { DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 64, Ix2(8, 8), &[8, 1], 0, 0, o).unwrap() };
+    let v = unsafe {
+        DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 64, Ix2(8, 8), &[8, 1], 0, 0, o).unwrap()
+    };
     let a = v.slice(s![1.., ..;2]);
     let b = v.t();
     let c = a.clone().reversed_axes();
@@ -60,7 +67,9 @@ fn owner_is_dropped_once_after_the_last_view() {
 fn rejected_raw_parts_drop_the_owner_once() {
     let (o, drops) = owner();
     // SAFETY: the constructor rejects the layout before anything could use the memory.
-    let e = unsafe { DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 10, Ix2(4, 4), &[4, 1], 0, 0, o) }.unwrap_err();
+    let e =
+        unsafe { DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 10, Ix2(4, 4), &[4, 1], 0, 0, o) }
+            .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::OutOfBounds);
     assert!(e.to_string().contains("[4, 4]"), "{e}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -68,24 +77,63 @@ fn rejected_raw_parts_drop_the_owner_once() {
 
 #[test]
 fn raw_parts_are_validated() {
-    let cases: Vec<(u64, usize, Vec<usize>, Vec<isize>, usize, ErrorKind)> = vec![
+    type Case = (u64, usize, Vec<usize>, Vec<isize>, usize, ErrorKind);
+    let cases: Vec<Case> = vec![
         (0, 4, vec![4], vec![1], 0, ErrorKind::InvalidArgument),
         (FAKE_PTR + 2, 4, vec![4], vec![1], 0, ErrorKind::Misaligned),
         (FAKE_PTR, 4, vec![4], vec![2], 0, ErrorKind::OutOfBounds),
         (FAKE_PTR, 4, vec![4], vec![-1], 0, ErrorKind::OutOfBounds),
-        (FAKE_PTR, usize::MAX / 2, vec![4], vec![1], 0, ErrorKind::Overflow),
-        (FAKE_PTR, 4, vec![usize::MAX, 2], vec![1, 1], 0, ErrorKind::Overflow),
-        (FAKE_PTR, 4, vec![3, 3], vec![isize::MAX, 1], 0, ErrorKind::Overflow),
-        (FAKE_PTR, 4, vec![2], vec![1, 1], 0, ErrorKind::ShapeMismatch),
+        (
+            FAKE_PTR,
+            usize::MAX / 2,
+            vec![4],
+            vec![1],
+            0,
+            ErrorKind::Overflow,
+        ),
+        (
+            FAKE_PTR,
+            4,
+            vec![usize::MAX, 2],
+            vec![1, 1],
+            0,
+            ErrorKind::Overflow,
+        ),
+        (
+            FAKE_PTR,
+            4,
+            vec![3, 3],
+            vec![isize::MAX, 1],
+            0,
+            ErrorKind::Overflow,
+        ),
+        (
+            FAKE_PTR,
+            4,
+            vec![2],
+            vec![1, 1],
+            0,
+            ErrorKind::ShapeMismatch,
+        ),
         (u64::MAX - 8, 4, vec![4], vec![1], 0, ErrorKind::Overflow),
     ];
     for (ptr, len, shape, strides, offset, kind) in cases {
         let (o, drops) = owner();
         // SAFETY: every case is rejected before the memory could be used.
         let r = unsafe {
-            DeviceView::<f32, _>::from_raw_parts(ptr, len, ndarray::IxDyn(&shape), &strides, offset, 0, o)
+            DeviceView::<f32, _>::from_raw_parts(
+                ptr,
+                len,
+                ndarray::IxDyn(&shape),
+                &strides,
+                offset,
+                0,
+                o,
+            )
         };
-        let e = r.expect_err(&format!("{ptr:x} {len} {shape:?} {strides:?} should be rejected"));
+        let e = r.expect_err(&format!(
+            "{ptr:x} {len} {shape:?} {strides:?} should be rejected"
+        ));
         assert_eq!(e.kind(), &kind, "{shape:?} {strides:?}: {e}");
         assert!(!e.message().is_empty());
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -94,11 +142,23 @@ fn raw_parts_are_validated() {
 
 #[test]
 fn writable_views_refuse_self_overlap() {
-    for (shape, strides) in [(vec![4, 4], vec![0, 1]), (vec![4, 4], vec![2, 1]), (vec![3, 3], vec![1, 1])] {
+    for (shape, strides) in [
+        (vec![4, 4], vec![0, 1]),
+        (vec![4, 4], vec![2, 1]),
+        (vec![3, 3], vec![1, 1]),
+    ] {
         let (o, drops) = owner();
         // SAFETY: rejected before use.
         let e = unsafe {
-            DeviceViewMut::<u8, _>::from_raw_parts_mut(FAKE_PTR, 64, ndarray::IxDyn(&shape), &strides, 0, 0, o)
+            DeviceViewMut::<u8, _>::from_raw_parts_mut(
+                FAKE_PTR,
+                64,
+                ndarray::IxDyn(&shape),
+                &strides,
+                0,
+                0,
+                o,
+            )
         }
         .unwrap_err();
         assert_eq!(e.kind(), &ErrorKind::Aliasing, "{shape:?} {strides:?}");
@@ -110,7 +170,9 @@ fn writable_views_refuse_self_overlap() {
 fn writable_splits_are_disjoint_and_keep_the_owner() {
     let (o, drops) = owner();
     // SAFETY: metadata only.
-    let v = unsafe { DeviceViewMut::<u16, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix1(12), &[1], 0, 0, o).unwrap() };
+    let v = unsafe {
+        DeviceViewMut::<u16, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix1(12), &[1], 0, 0, o).unwrap()
+    };
     let m = v.into_shape((3, 4)).unwrap();
     let (top, rest) = m.split_at(Axis(0), 1);
     assert_eq!(top.layout().reach(), Some((0, 3)));

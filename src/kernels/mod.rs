@@ -9,92 +9,122 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
+};
 
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use args::{CONTIG_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK, contig_grid, fill_grid, strided_grid, transpose_grid};
+use args::{
+    CONTIG_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK, contig_grid, fill_grid, strided_grid,
+    transpose_grid_sized,
+};
 
 type ModuleKey = (usize, &'static str);
-type FunctionKey = (usize, String);
+/// `(context, kernel kind, source type, destination type)`; fills use the unsigned type of the
+/// element size for both.
+type FunctionKey = (usize, &'static str, DType, DType);
 
 struct Cache {
     modules: HashMap<ModuleKey, Arc<CudaModule>>,
     functions: HashMap<FunctionKey, CudaFunction>,
-    sm_counts: HashMap<usize, u32>,
 }
 
 fn cache() -> &'static Mutex<Cache> {
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(Cache { modules: HashMap::new(), functions: HashMap::new(), sm_counts: HashMap::new() }))
+    CACHE.get_or_init(|| {
+        Mutex::new(Cache {
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+        })
+    })
 }
 
-/// The function `name` of module `module` in `ctx`, loading the module on first use. The cached
+fn no_module(name: &str) -> Error {
+    Error::new(
+        crate::ErrorKind::UnsupportedDtype,
+        format!("no PTX module named {name}"),
+    )
+}
+
+/// Module and kernel names of `kind` for `from -> to`.
+fn names(kind: &str, from: DType, to: DType) -> (String, String) {
+    if let Some(fill) = kind.strip_prefix("fill_") {
+        let n = to.size();
+        (format!("fill_b{n}"), format!("fill_{fill}_b{n}"))
+    } else if from == to {
+        let n = from.size();
+        (format!("copy_b{n}"), format!("copy_{kind}_b{n}"))
+    } else {
+        (
+            format!("cast_{from}_{to}"),
+            format!("cast_{kind}_{from}_{to}"),
+        )
+    }
+}
+
+/// The kernel `kind` for `from -> to` in `ctx`, loading its module on first use. The cached
 /// module holds `ctx` alive, so a cached context pointer is never reused by another context.
-pub(crate) fn function(ctx: &Arc<CudaContext>, module: &'static str, name: &str) -> Result<CudaFunction> {
-    let key = ctx.cu_ctx() as usize;
+pub(crate) fn kernel(
+    ctx: &Arc<CudaContext>,
+    kind: &'static str,
+    from: DType,
+    to: DType,
+) -> Result<CudaFunction> {
+    let key = (ctx.cu_ctx() as usize, kind, from, to);
     let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(f) = c.functions.get(&(key, name.to_owned())) {
+    if let Some(f) = c.functions.get(&key) {
         return Ok(f.clone());
     }
-    let m = match c.modules.get(&(key, module)) {
+    let (module, name) = names(kind, from, to);
+    let module: &'static str = ptx::module_names()
+        .find(|m| *m == module)
+        .ok_or_else(|| no_module(&module))?;
+    let m = match c.modules.get(&(key.0, module)) {
         Some(m) => m.clone(),
         None => {
-            let text = ptx::module_ptx(module)
-                .ok_or_else(|| Error::new(crate::ErrorKind::UnsupportedDtype, format!("no PTX module named {module}")))?;
+            let text = ptx::module_ptx(module).ok_or_else(|| no_module(module))?;
             let m = ctx.load_module(cudarc::nvrtc::Ptx::from_src(text))?;
-            c.modules.insert((key, module), m.clone());
+            c.modules.insert((key.0, module), m.clone());
             m
         }
     };
-    let f = m.load_function(name)?;
-    c.functions.insert((key, name.to_owned()), f.clone());
+    let f = m.load_function(&name)?;
+    c.functions.insert(key, f.clone());
     Ok(f)
 }
 
-/// Number of multiprocessors of `ctx`'s device (cached).
-pub(crate) fn sm_count(ctx: &Arc<CudaContext>) -> Result<u32> {
-    let key = ctx.cu_ctx() as usize;
-    let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(&n) = c.sm_counts.get(&key) {
-        return Ok(n);
-    }
-    let n = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-    c.sm_counts.insert(key, n);
-    Ok(n)
+fn copy_fn(
+    stream: &CudaStream,
+    kind: &'static str,
+    from: DType,
+    to: DType,
+) -> Result<CudaFunction> {
+    kernel(stream.context(), kind, from, to)
 }
 
-fn module_name(from: DType, to: DType) -> String {
-    if from == to { format!("copy_b{}", from.size()) } else { format!("cast_{}_{}", from.name(), to.name()) }
-}
-
-fn kernel_name(kind: &str, from: DType, to: DType) -> String {
-    if from == to {
-        format!("copy_{kind}_b{}", from.size())
-    } else {
-        format!("cast_{kind}_{}_{}", from.name(), to.name())
-    }
-}
-
-fn static_module(name: &str) -> Result<&'static str> {
-    ptx::module_names()
-        .find(|m| *m == name)
-        .ok_or_else(|| Error::new(crate::ErrorKind::UnsupportedDtype, format!("no PTX module named {name}")))
-}
-
-fn copy_fn(stream: &CudaStream, kind: &str, from: DType, to: DType) -> Result<CudaFunction> {
-    let module = static_module(&module_name(from, to))?;
-    function(stream.context(), module, &kernel_name(kind, from, to))
-}
-
-fn fill_fn(stream: &CudaStream, kind: &str, size: usize) -> Result<CudaFunction> {
-    let module = static_module(&format!("fill_b{size}"))?;
-    function(stream.context(), module, &format!("fill_{kind}_b{size}"))
+fn fill_fn(stream: &CudaStream, kind: &'static str, size: usize) -> Result<CudaFunction> {
+    let t = match size {
+        1 => DType::U8,
+        2 => DType::U16,
+        4 => DType::U32,
+        8 => DType::U64,
+        _ => {
+            return Err(Error::invalid(format!(
+                "no fill kernel for {size}-byte elements"
+            )));
+        }
+    };
+    kernel(stream.context(), kind, t, t)
 }
 
 fn strided_cfg(n: u64) -> LaunchConfig {
-    LaunchConfig { grid_dim: (strided_grid(n).max(1), 1, 1), block_dim: (STRIDED_BLOCK, 1, 1), shared_mem_bytes: 0 }
+    LaunchConfig {
+        grid_dim: (strided_grid(n).max(1), 1, 1),
+        block_dim: (STRIDED_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 /// Enqueues `plan` on `stream`.
@@ -126,33 +156,16 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             unsafe { cudarc::driver::result::memcpy_dtod_async(*dst, *src, *bytes, cs)? };
             Ok(())
         }
-        Plan::Memcpy2D { dst, dst_pitch, src, src_pitch, width, height } => {
-            let p = sys::CUDA_MEMCPY2D_st {
-                srcXInBytes: 0,
-                srcY: 0,
-                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                srcHost: std::ptr::null(),
-                srcDevice: *src,
-                srcArray: std::ptr::null_mut(),
-                srcPitch: *src_pitch,
-                dstXInBytes: 0,
-                dstY: 0,
-                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                dstHost: std::ptr::null_mut(),
-                dstDevice: *dst,
-                dstArray: std::ptr::null_mut(),
-                dstPitch: *dst_pitch,
-                WidthInBytes: *width,
-                Height: *height,
-            };
-            // SAFETY: the rows lie in live allocations (contract); `p` outlives the call, which
-            // copies the descriptor before returning.
-            Ok(unsafe { sys::cuMemcpy2DAsync_v2(&p, cs) }.result()?)
-        }
-        Plan::FillContig { dst, n, head, size, bits } => {
-            let f = fill_fn(stream, "contig", *size)?;
+        Plan::FillContig {
+            dst,
+            n,
+            head,
+            size,
+            bits,
+        } => {
+            let f = fill_fn(stream, "fill_contig", *size)?;
             let cfg = LaunchConfig {
-                grid_dim: (fill_grid(*n, *head, *size, sm_count(stream.context())?).max(1), 1, 1),
+                grid_dim: (fill_grid(*n, *head, *size).max(1), 1, 1),
                 block_dim: (CONTIG_BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -164,7 +177,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             Ok(())
         }
         Plan::FillStrided32 { args, size, bits } => {
-            let f = fill_fn(stream, "strided32", *size)?;
+            let f = fill_fn(stream, "fill_strided32", *size)?;
             let mut b = stream.launch_builder(&f);
             b.arg(args).arg(bits);
             // SAFETY: every offset the arguments describe is in bounds (contract).
@@ -172,17 +185,24 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             Ok(())
         }
         Plan::FillStrided64 { args, size, bits } => {
-            let f = fill_fn(stream, "strided64", *size)?;
+            let f = fill_fn(stream, "fill_strided64", *size)?;
             let mut b = stream.launch_builder(&f);
             b.arg(args).arg(bits);
             // SAFETY: every offset the arguments describe is in bounds (contract).
             unsafe { b.launch(strided_cfg(args.n))? };
             Ok(())
         }
-        Plan::Contig { dst, src, n, head, from, to } => {
+        Plan::Contig {
+            dst,
+            src,
+            n,
+            head,
+            from,
+            to,
+        } => {
             let f = copy_fn(stream, "contig", *from, *to)?;
             let cfg = LaunchConfig {
-                grid_dim: (contig_grid(*n, *head, from.size(), to.size(), sm_count(stream.context())?).max(1), 1, 1),
+                grid_dim: (contig_grid(*n, *head, from.size(), to.size()).max(1), 1, 1),
                 block_dim: (CONTIG_BLOCK, 1, 1),
                 shared_mem_bytes: 0,
             };
@@ -210,7 +230,8 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
         }
         Plan::Transpose { args, from, to } => {
             let f = copy_fn(stream, "transpose", *from, *to)?;
-            let (gx, gy, gz) = transpose_grid(args.rows, args.cols, args.batch);
+            let (gx, gy, gz) =
+                transpose_grid_sized(args.rows, args.cols, args.batch, from.size(), to.size());
             let cfg = LaunchConfig {
                 grid_dim: (gx.max(1), gy.max(1), gz.max(1)),
                 block_dim: TRANSPOSE_BLOCK,
@@ -222,5 +243,37 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             unsafe { b.launch(cfg)? };
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel the launcher can ask for exists, by name, in the module it loads.
+    #[test]
+    fn every_requested_kernel_exists() {
+        let mut checked = 0;
+        let has = |module: &str, name: &str| {
+            let text = ptx::module_ptx(module).unwrap_or_else(|| panic!("no module {module}"));
+            text.contains(&format!(".entry {name}("))
+        };
+        for t in [DType::U8, DType::U16, DType::U32, DType::U64] {
+            for kind in ["fill_contig", "fill_strided32", "fill_strided64"] {
+                let (m, n) = names(kind, t, t);
+                assert!(has(&m, &n), "{m}: {n}");
+                checked += 1;
+            }
+        }
+        for from in DType::ALL {
+            for to in DType::ALL {
+                for kind in ["contig", "strided32", "strided64", "transpose"] {
+                    let (m, n) = names(kind, from, to);
+                    assert!(has(&m, &n), "{m}: {n}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 12 + 144 * 4);
     }
 }

@@ -52,7 +52,13 @@ pub struct Layout<D: Dimension> {
 
 impl<D: Dimension> std::fmt::Debug for Layout<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Layout {{ shape: {:?}, strides: {:?}, offset: {} }}", self.shape(), self.strides(), self.offset)
+        write!(
+            f,
+            "Layout {{ shape: {:?}, strides: {:?}, offset: {} }}",
+            self.shape(),
+            self.strides(),
+            self.offset
+        )
     }
 }
 
@@ -73,7 +79,11 @@ pub(crate) fn reach(shape: &[usize], strides: &[isize]) -> Result<Option<(isize,
             .ok_or_else(|| {
                 Error::overflow(format!("stride {s} times axis length {n} overflows isize (shape {shape:?}, strides {strides:?})"))
             })?;
-        let overflow = || Error::overflow(format!("reach of shape {shape:?} with strides {strides:?} overflows isize"));
+        let overflow = || {
+            Error::overflow(format!(
+                "reach of shape {shape:?} with strides {strides:?} overflows isize"
+            ))
+        };
         if span < 0 {
             lo = lo.checked_add(span).ok_or_else(overflow)?;
         } else {
@@ -90,13 +100,17 @@ pub(crate) fn checked_size(shape: &[usize], elem_size: usize) -> Result<usize> {
     for &d in shape {
         n = n.saturating_mul(d);
         if d != 0 {
-            nonzero = nonzero.checked_mul(d).ok_or_else(|| Error::overflow(format!("shape {shape:?} has more than usize::MAX elements")))?;
+            nonzero = nonzero.checked_mul(d).ok_or_else(|| {
+                Error::overflow(format!("shape {shape:?} has more than usize::MAX elements"))
+            })?;
         }
     }
     let bytes = nonzero.checked_mul(elem_size.max(1));
     match bytes {
         Some(b) if b <= isize::MAX as usize => Ok(n),
-        _ => Err(Error::overflow(format!("shape {shape:?} of {elem_size}-byte elements exceeds isize::MAX bytes"))),
+        _ => Err(Error::overflow(format!(
+            "shape {shape:?} of {elem_size}-byte elements exceeds isize::MAX bytes"
+        ))),
     }
 }
 
@@ -144,7 +158,11 @@ impl<D: Dimension> Layout<D> {
             *s = acc;
             acc = acc.wrapping_mul(d.max(1));
         }
-        Layout { shape, strides, offset: 0 }
+        Layout {
+            shape,
+            strides,
+            offset: 0,
+        }
     }
 
     /// A layout from raw parts, validated against a span of `span_len` elements (invariants
@@ -162,11 +180,22 @@ impl<D: Dimension> Layout<D> {
     /// let e = Layout::new_strided(Ix2(2, 3), &[3, 1], 1, 6).unwrap_err();
     /// assert_eq!(e.kind(), &ErrorKind::OutOfBounds);
     /// ```
-    pub fn new_strided(shape: D, strides: &[isize], offset: usize, span_len: usize) -> Result<Self> {
+    pub fn new_strided(
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+        span_len: usize,
+    ) -> Result<Self> {
         Self::new_checked(shape, strides, offset, span_len, 1)
     }
 
-    pub(crate) fn new_checked(shape: D, strides: &[isize], offset: usize, span_len: usize, elem_size: usize) -> Result<Self> {
+    pub(crate) fn new_checked(
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+        span_len: usize,
+        elem_size: usize,
+    ) -> Result<Self> {
         if strides.len() != shape.ndim() {
             return Err(Error::shape(format!(
                 "{} strides {strides:?} given for the {}-d shape {:?}",
@@ -179,7 +208,11 @@ impl<D: Dimension> Layout<D> {
         for (d, &s) in st.slice_mut().iter_mut().zip(strides) {
             *d = s as usize;
         }
-        let layout = Layout { shape, strides: st, offset };
+        let layout = Layout {
+            shape,
+            strides: st,
+            offset,
+        };
         layout.check_bounds(span_len, elem_size)?;
         Ok(layout)
     }
@@ -323,7 +356,11 @@ impl<D: Dimension> Layout<D> {
         if index.len() != self.ndim() || index.iter().zip(self.shape()).any(|(i, n)| i >= n) {
             return None;
         }
-        let rel: isize = index.iter().zip(self.strides()).map(|(&i, &s)| i as isize * s).sum();
+        let rel: isize = index
+            .iter()
+            .zip(self.strides())
+            .map(|(&i, &s)| i as isize * s)
+            .sum();
         usize::try_from(self.offset as isize + rel).ok()
     }
 
@@ -336,7 +373,10 @@ impl<D: Dimension> Layout<D> {
     /// ```
     pub fn reach(&self) -> Option<(usize, usize)> {
         let (lo, hi) = reach(self.shape(), self.strides()).ok()??;
-        Some(((self.offset as isize + lo) as usize, (self.offset as isize + hi) as usize))
+        Some((
+            (self.offset as isize + lo) as usize,
+            (self.offset as isize + hi) as usize,
+        ))
     }
 
     /// Whether the layout is row-major contiguous (C order), ignoring strides of axes of length
@@ -440,7 +480,11 @@ impl<D: Dimension> Layout<D> {
         let shape = E::from_dimension(&self.shape);
         let strides = E::from_dimension(&self.strides);
         match (shape, strides) {
-            (Some(shape), Some(strides)) => Ok(Layout { shape, strides, offset: self.offset }),
+            (Some(shape), Some(strides)) => Ok(Layout {
+                shape,
+                strides,
+                offset: self.offset,
+            }),
             _ => Err(Error::shape(format!(
                 "a {}-d layout cannot be viewed with {:?} axes",
                 self.ndim(),

@@ -26,7 +26,9 @@ pub(crate) fn slice_one(len: usize, stride: isize, slice: Slice) -> Result<(usiz
         return Err(Error::invalid("slice step must be nonzero"));
     }
     let bad = |what: &str, v: isize| {
-        Error::out_of_bounds(format!("slice {what} {v} is out of bounds for an axis of length {len}"))
+        Error::out_of_bounds(format!(
+            "slice {what} {v} is out of bounds for an axis of length {len}"
+        ))
     };
     let s = abs_index(len, start).ok_or_else(|| bad("start", start))?;
     let e_raw = end.unwrap_or(len as isize);
@@ -41,16 +43,22 @@ pub(crate) fn slice_one(len: usize, stride: isize, slice: Slice) -> Result<(usiz
         e = s;
     }
     let m = e - s;
+    // Wrapping: for an empty layout the strides are unconstrained and the offset is discarded;
+    // for a non-empty one the result is a reachable offset, which fits (invariant 2).
     let off = if m == 0 {
         0
     } else if step < 0 {
-        (e - 1) as isize * stride
+        ((e - 1) as isize).wrapping_mul(stride)
     } else {
-        s as isize * stride
+        (s as isize).wrapping_mul(stride)
     };
     let abs_step = step.unsigned_abs();
     let new_len = m.div_ceil(abs_step);
-    let new_stride = if new_len <= 1 { 0 } else { stride * step };
+    let new_stride = if new_len <= 1 {
+        0
+    } else {
+        stride.wrapping_mul(step)
+    };
     Ok((new_len, new_stride, off))
 }
 
@@ -97,19 +105,27 @@ impl<D: Dimension> Layout<D> {
         for elem in elems {
             match *elem {
                 SliceInfoElem::Slice { start, end, step } => {
-                    let (n, s, off) = slice_one(self.shape()[axis], self.strides()[axis], Slice { start, end, step })
-                        .map_err(|e| Error::new(e.kind().clone(), format!("axis {axis}: {}", e.message())))?;
+                    let (n, s, off) = slice_one(
+                        self.shape()[axis],
+                        self.strides()[axis],
+                        Slice { start, end, step },
+                    )
+                    .map_err(|e| {
+                        Error::new(e.kind().clone(), format!("axis {axis}: {}", e.message()))
+                    })?;
                     shape.push(n);
                     strides.push(s);
-                    delta += off;
+                    delta = delta.wrapping_add(off);
                     axis += 1;
                 }
                 SliceInfoElem::Index(i) => {
                     let len = self.shape()[axis];
                     let idx = abs_index(len, i).filter(|&x| x < len).ok_or_else(|| {
-                        Error::out_of_bounds(format!("index {i} is out of bounds for axis {axis} of length {len}"))
+                        Error::out_of_bounds(format!(
+                            "index {i} is out of bounds for axis {axis} of length {len}"
+                        ))
                     })?;
-                    delta += idx as isize * self.strides()[axis];
+                    delta = delta.wrapping_add((idx as isize).wrapping_mul(self.strides()[axis]));
                     axis += 1;
                 }
                 SliceInfoElem::NewAxis => {
@@ -125,7 +141,11 @@ impl<D: Dimension> Layout<D> {
         }
         // A slice of an empty layout keeps the offset: nothing is reachable either way.
         let delta = if self.is_empty() { 0 } else { delta };
-        Ok(Layout { shape: out_shape, strides: out_strides, offset: (self.offset as isize + delta) as usize })
+        Ok(Layout {
+            shape: out_shape,
+            strides: out_strides,
+            offset: (self.offset as isize + delta) as usize,
+        })
     }
 
     /// Slices one axis in place.
@@ -164,7 +184,11 @@ impl<D: Dimension> Layout<D> {
                 axis.0
             )));
         }
-        let delta = index as isize * self.strides()[axis.0];
+        let delta = if self.is_empty() {
+            0
+        } else {
+            index as isize * self.strides()[axis.0]
+        };
         Ok(Layout {
             shape: self.shape.remove_axis(axis),
             strides: self.strides.remove_axis(axis),
@@ -196,11 +220,17 @@ impl<D: Dimension> Layout<D> {
         let n = self.ndim();
         let mut seen = vec![false; n];
         if axes.ndim() != n {
-            return Err(Error::axis(format!("{:?} is not a permutation of {n} axes", axes.slice())));
+            return Err(Error::axis(format!(
+                "{:?} is not a permutation of {n} axes",
+                axes.slice()
+            )));
         }
         for &a in axes.slice() {
             if a >= n || seen[a] {
-                return Err(Error::axis(format!("{:?} is not a permutation of {n} axes", axes.slice())));
+                return Err(Error::axis(format!(
+                    "{:?} is not a permutation of {n} axes",
+                    axes.slice()
+                )));
             }
             seen[a] = true;
         }
@@ -239,10 +269,10 @@ impl<D: Dimension> Layout<D> {
         let len = self.shape()[axis.0];
         let s = self.strides()[axis.0];
         let mut out = self.clone();
-        if len == 0 {
+        out.strides.slice_mut()[axis.0] = s.wrapping_neg() as usize;
+        if self.is_empty() {
             return Ok(out);
         }
-        out.strides.slice_mut()[axis.0] = (-s) as usize;
         Ok(out.with_offset_delta((len as isize - 1) * s))
     }
 
@@ -269,7 +299,11 @@ impl<D: Dimension> Layout<D> {
         for (d, s) in st.slice_mut().iter_mut().zip(&strides) {
             *d = *s as usize;
         }
-        Ok(Layout { shape: dim_from_slice(&shape), strides: st, offset: self.offset })
+        Ok(Layout {
+            shape: dim_from_slice(&shape),
+            strides: st,
+            offset: self.offset,
+        })
     }
 
     /// The layout without `axis`, which must have length 1.
@@ -332,7 +366,11 @@ impl<D: Dimension> Layout<D> {
                 return Err(bad());
             }
         }
-        Ok(Layout { shape, strides, offset: self.offset })
+        Ok(Layout {
+            shape,
+            strides,
+            offset: self.offset,
+        })
     }
 
     /// Splits along `axis` at `index` into `[..index]` and `[index..]`.
@@ -355,7 +393,11 @@ impl<D: Dimension> Layout<D> {
         let mut b = self.clone();
         a.shape.slice_mut()[axis.0] = index;
         b.shape.slice_mut()[axis.0] = len - index;
-        let delta = if index == len || self.is_empty() { 0 } else { index as isize * self.strides()[axis.0] };
+        let delta = if index == len || self.is_empty() {
+            0
+        } else {
+            index as isize * self.strides()[axis.0]
+        };
         Ok((a, b.with_offset_delta(delta)))
     }
 }

@@ -32,7 +32,7 @@ fn reshape_strides(from: &[usize], from_strides: &[isize], to: &[usize]) -> Opti
         }
         // A run of `from` axes and a run of `to` axes with equal products must be one
         // contiguous block: distribute its stride over the `to` axes.
-        let mut whole = fs * fd as isize;
+        let mut whole = fs as i128 * fd as i128;
         let (mut fprod, mut tprod) = (fd, td);
         while fprod != tprod {
             if fprod < tprod {
@@ -45,13 +45,13 @@ fn reshape_strides(from: &[usize], from_strides: &[isize], to: &[usize]) -> Opti
                 if fd > 1 {
                     let prev = fs;
                     fs = from_strides[fi];
-                    if prev != fd as isize * fs {
+                    if prev as i128 != fd as i128 * fs as i128 {
                         return None;
                     }
                 }
             } else {
-                whole /= td as isize;
-                out[ti] = whole;
+                whole /= td as i128;
+                out[ti] = isize::try_from(whole).ok()?;
                 ti += 1;
                 if ti >= to.len() {
                     return None;
@@ -60,8 +60,8 @@ fn reshape_strides(from: &[usize], from_strides: &[isize], to: &[usize]) -> Opti
                 tprod *= td;
             }
         }
-        whole /= td as isize;
-        out[ti] = whole;
+        whole /= td as i128;
+        out[ti] = isize::try_from(whole).ok()?;
         fi += 1;
         ti += 1;
     }
@@ -108,21 +108,26 @@ impl<D: Dimension> Layout<D> {
             out.offset = self.offset;
             return Ok(out);
         }
-        let strides = reshape_strides(self.shape(), self.strides(), shape.slice()).ok_or_else(|| {
-            Error::new(
-                crate::ErrorKind::IncompatibleLayout,
-                format!(
-                    "shape {:?} with strides {:?} cannot be reshaped to {:?} without a copy",
-                    self.shape(),
-                    self.strides(),
-                    shape.slice()
-                ),
-            )
-        })?;
+        let strides =
+            reshape_strides(self.shape(), self.strides(), shape.slice()).ok_or_else(|| {
+                Error::new(
+                    crate::ErrorKind::IncompatibleLayout,
+                    format!(
+                        "shape {:?} with strides {:?} cannot be reshaped to {:?} without a copy",
+                        self.shape(),
+                        self.strides(),
+                        shape.slice()
+                    ),
+                )
+            })?;
         let mut st = <E::Dim as Dimension>::zeros(strides.len());
         for (d, s) in st.slice_mut().iter_mut().zip(&strides) {
             *d = *s as usize;
         }
-        Ok(Layout { shape, strides: st, offset: self.offset })
+        Ok(Layout {
+            shape,
+            strides: st,
+            offset: self.offset,
+        })
     }
 }

@@ -1,8 +1,8 @@
 //! Executes plans over host memory with the kernels' own index math, so that the planner can be
 //! tested against ndarray on machines without a GPU.
 
-pub(crate) use crate::convert::convert_bytes as convert;
 use super::Plan;
+pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
 use crate::kernels::args::CONTIG_ALIGN;
 
@@ -18,7 +18,12 @@ impl HostMem {
     }
 
     pub(crate) fn region(&self, base: u64) -> &[u8] {
-        &self.regions.iter().find(|r| r.0 == base).expect("no region at base").1
+        &self
+            .regions
+            .iter()
+            .find(|r| r.0 == base)
+            .expect("no region at base")
+            .1
     }
 
     fn locate(&self, addr: u64, len: usize) -> (usize, usize) {
@@ -65,52 +70,96 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             let v = mem.read(src, bytes);
             mem.write(dst, &v);
         }
-        Plan::Memcpy2D { dst, dst_pitch, src, src_pitch, width, height } => {
-            assert!(dst_pitch >= width && src_pitch >= width, "2-D copy pitch below width");
-            for r in 0..height {
-                let v = mem.read(src + (r * src_pitch) as u64, width);
-                mem.write(dst + (r * dst_pitch) as u64, &v);
-            }
-        }
-        Plan::FillContig { dst, n, head, size, bits } => {
+        Plan::FillContig {
+            dst,
+            n,
+            head,
+            size,
+            bits,
+        } => {
             if head < n {
-                assert_eq!((dst + head * size as u64) % CONTIG_ALIGN, 0, "fill head does not align");
+                assert_eq!(
+                    (dst + head * size as u64) % CONTIG_ALIGN,
+                    0,
+                    "fill head does not align"
+                );
             }
             for i in 0..n {
                 mem.write(dst + i * size as u64, &bits.to_le_bytes()[..size]);
             }
         }
-        Plan::FillStrided32 { ref args, size, bits } => {
+        Plan::FillStrided32 {
+            ref args,
+            size,
+            bits,
+        } => {
             for i in 0..args.n {
                 let (d, _) = args.offsets(i);
                 mem.write(at(args.dst, d as i64, size), &bits.to_le_bytes()[..size]);
             }
         }
-        Plan::FillStrided64 { ref args, size, bits } => {
+        Plan::FillStrided64 {
+            ref args,
+            size,
+            bits,
+        } => {
             for i in 0..args.n {
                 let (d, _) = args.offsets(i);
                 mem.write(at(args.dst, d, size), &bits.to_le_bytes()[..size]);
             }
         }
-        Plan::Contig { dst, src, n, head, from, to } => {
+        Plan::Contig {
+            dst,
+            src,
+            n,
+            head,
+            from,
+            to,
+        } => {
             if head < n {
-                assert_eq!((dst + head * to.size() as u64) % CONTIG_ALIGN, 0, "contig head misaligns dst");
-                assert_eq!((src + head * from.size() as u64) % CONTIG_ALIGN, 0, "contig head misaligns src");
+                assert_eq!(
+                    (dst + head * to.size() as u64) % CONTIG_ALIGN,
+                    0,
+                    "contig head misaligns dst"
+                );
+                assert_eq!(
+                    (src + head * from.size() as u64) % CONTIG_ALIGN,
+                    0,
+                    "contig head misaligns src"
+                );
             }
             for i in 0..n {
-                copy_elem(mem, dst + i * to.size() as u64, to, src + i * from.size() as u64, from);
+                copy_elem(
+                    mem,
+                    dst + i * to.size() as u64,
+                    to,
+                    src + i * from.size() as u64,
+                    from,
+                );
             }
         }
         Plan::Strided32 { ref args, from, to } => {
             for i in 0..args.n {
                 let (d, s) = args.offsets(i);
-                copy_elem(mem, at(args.dst, d as i64, to.size()), to, at(args.src, s as i64, from.size()), from);
+                copy_elem(
+                    mem,
+                    at(args.dst, d as i64, to.size()),
+                    to,
+                    at(args.src, s as i64, from.size()),
+                    from,
+                );
             }
         }
         Plan::Strided64 { ref args, from, to } => {
             for i in 0..args.n {
                 let (d, s) = args.offsets(i);
-                copy_elem(mem, at(args.dst, d, to.size()), to, at(args.src, s, from.size()), from);
+                copy_elem(
+                    mem,
+                    at(args.dst, d, to.size()),
+                    to,
+                    at(args.src, s, from.size()),
+                    from,
+                );
             }
         }
         Plan::Transpose { ref args, from, to } => {

@@ -10,7 +10,7 @@
 //!    (`stride_outer == stride_inner * len_inner`);
 //! 5. choose 32-bit indexing when the element count and every reachable offset fit in `i32`.
 //!
-//! Then the path: driver memset / memcpy / 2-D memcpy where they are the fastest, a vectorised
+//! Then the path: driver memset / memcpy where they are the fastest, a vectorised
 //! contiguous kernel, a shared-memory tiled transpose when the two operands' fastest axes
 //! differ, and otherwise the general strided kernel with fast division.
 
@@ -22,8 +22,8 @@ mod tests;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::kernels::args::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, StridedArgs32, StridedArgs64, TransposeArgs, contig_head, fast_div32,
-    fill_head,
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, StridedArgs32, StridedArgs64, TransposeArgs, contig_head,
+    fast_div32, fill_head,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -50,11 +50,20 @@ pub(crate) fn normalize(shape: &[usize], dst: &[isize], src: &[isize]) -> Normal
         .iter()
         .zip(dst.iter().zip(src))
         .filter(|(len, _)| **len != 1)
-        .map(|(&len, (&d, &s))| PAxis { len, dst: d, src: s })
+        .map(|(&len, (&d, &s))| PAxis {
+            len,
+            dst: d,
+            src: s,
+        })
         .collect();
     let (mut dst_off, mut src_off) = (0isize, 0isize);
     if n == 0 {
-        return Normalized { axes: Vec::new(), dst_off, src_off, n };
+        return Normalized {
+            axes: Vec::new(),
+            dst_off,
+            src_off,
+            n,
+        };
     }
     for a in &mut axes {
         if a.dst < 0 {
@@ -66,12 +75,18 @@ pub(crate) fn normalize(shape: &[usize], dst: &[isize], src: &[isize]) -> Normal
         }
     }
     // Outermost first: larger destination strides, then larger source strides.
-    axes.sort_by(|a, b| b.dst.cmp(&a.dst).then(b.src.unsigned_abs().cmp(&a.src.unsigned_abs())));
+    axes.sort_by(|a, b| {
+        b.dst
+            .cmp(&a.dst)
+            .then(b.src.unsigned_abs().cmp(&a.src.unsigned_abs()))
+    });
     let mut merged: Vec<PAxis> = Vec::with_capacity(axes.len());
     for a in axes {
         if let Some(outer) = merged.last_mut() {
             let inner = a;
-            if outer.dst == inner.dst * inner.len as isize && outer.src == inner.src * inner.len as isize {
+            if outer.dst == inner.dst * inner.len as isize
+                && outer.src == inner.src * inner.len as isize
+            {
                 outer.len *= inner.len;
                 outer.dst = inner.dst;
                 outer.src = inner.src;
@@ -81,7 +96,12 @@ pub(crate) fn normalize(shape: &[usize], dst: &[isize], src: &[isize]) -> Normal
         merged.push(a);
     }
     merged.reverse();
-    Normalized { axes: merged, dst_off, src_off, n }
+    Normalized {
+        axes: merged,
+        dst_off,
+        src_off,
+        n,
+    }
 }
 
 /// What runs on the device.
@@ -90,25 +110,61 @@ pub(crate) enum Plan {
     /// No element to touch.
     Nothing,
     /// `cuMemsetD8/D16/D32Async` of `n` elements of `size` bytes.
-    Memset { dst: u64, n: usize, size: usize, bits: u64 },
+    Memset {
+        dst: u64,
+        n: usize,
+        size: usize,
+        bits: u64,
+    },
     /// `cuMemcpyDtoDAsync`.
     Memcpy { dst: u64, src: u64, bytes: usize },
-    /// `cuMemcpy2DAsync`: `height` rows of `width` bytes.
-    Memcpy2D { dst: u64, dst_pitch: usize, src: u64, src_pitch: usize, width: usize, height: usize },
     /// `fill_contig_bN`.
-    FillContig { dst: u64, n: u64, head: u64, size: usize, bits: u64 },
+    FillContig {
+        dst: u64,
+        n: u64,
+        head: u64,
+        size: usize,
+        bits: u64,
+    },
     /// `fill_strided32_bN`.
-    FillStrided32 { args: StridedArgs32, size: usize, bits: u64 },
+    FillStrided32 {
+        args: StridedArgs32,
+        size: usize,
+        bits: u64,
+    },
     /// `fill_strided64_bN`.
-    FillStrided64 { args: StridedArgs64, size: usize, bits: u64 },
+    FillStrided64 {
+        args: StridedArgs64,
+        size: usize,
+        bits: u64,
+    },
     /// `copy_contig_bN` / `cast_contig_S_D`.
-    Contig { dst: u64, src: u64, n: u64, head: u64, from: DType, to: DType },
+    Contig {
+        dst: u64,
+        src: u64,
+        n: u64,
+        head: u64,
+        from: DType,
+        to: DType,
+    },
     /// `copy_strided32_bN` / `cast_strided32_S_D`.
-    Strided32 { args: StridedArgs32, from: DType, to: DType },
+    Strided32 {
+        args: StridedArgs32,
+        from: DType,
+        to: DType,
+    },
     /// `copy_strided64_bN` / `cast_strided64_S_D`.
-    Strided64 { args: StridedArgs64, from: DType, to: DType },
+    Strided64 {
+        args: StridedArgs64,
+        from: DType,
+        to: DType,
+    },
     /// `copy_transpose_bN` / `cast_transpose_S_D`.
-    Transpose { args: TransposeArgs, from: DType, to: DType },
+    Transpose {
+        args: TransposeArgs,
+        from: DType,
+        to: DType,
+    },
 }
 
 impl Plan {
@@ -118,7 +174,6 @@ impl Plan {
             Plan::Nothing => "nothing",
             Plan::Memset { .. } => "memset",
             Plan::Memcpy { .. } => "memcpy",
-            Plan::Memcpy2D { .. } => "memcpy2d",
             Plan::FillContig { .. } => "fill_contig",
             Plan::FillStrided32 { .. } => "fill_strided32",
             Plan::FillStrided64 { .. } => "fill_strided64",
@@ -149,7 +204,10 @@ fn fits_32(norm: &Normalized) -> bool {
         return false;
     }
     let reach = |f: fn(&PAxis) -> isize| -> u128 {
-        norm.axes.iter().map(|a| (a.len as u128 - 1) * f(a).unsigned_abs() as u128).sum()
+        norm.axes
+            .iter()
+            .map(|a| (a.len as u128 - 1) * f(a).unsigned_abs() as u128)
+            .sum()
     };
     reach(|a| a.dst) < (1u128 << 31) && reach(|a| a.src) < (1u128 << 31)
 }
@@ -166,7 +224,13 @@ fn too_many_axes(norm: &Normalized) -> Result<()> {
 }
 
 fn strided32(norm: &Normalized, dst: u64, src: u64) -> StridedArgs32 {
-    let mut a = StridedArgs32 { dst, src, n: norm.n as u32, rank: norm.axes.len().max(1) as u32, ..Default::default() };
+    let mut a = StridedArgs32 {
+        dst,
+        src,
+        n: norm.n as u32,
+        rank: norm.axes.len().max(1) as u32,
+        ..Default::default()
+    };
     for k in 0..MAX_RANK {
         let (len, ds, ss) = match norm.axes.get(k) {
             Some(ax) => (ax.len, ax.dst, ax.src),
@@ -183,7 +247,13 @@ fn strided32(norm: &Normalized, dst: u64, src: u64) -> StridedArgs32 {
 }
 
 fn strided64(norm: &Normalized, dst: u64, src: u64) -> StridedArgs64 {
-    let mut a = StridedArgs64 { dst, src, n: norm.n as u64, rank: norm.axes.len().max(1) as u32, ..Default::default() };
+    let mut a = StridedArgs64 {
+        dst,
+        src,
+        n: norm.n as u64,
+        rank: norm.axes.len().max(1) as u32,
+        ..Default::default()
+    };
     for k in 0..MAX_RANK {
         let (len, ds, ss) = match norm.axes.get(k) {
             Some(ax) => (ax.len, ax.dst, ax.src),
@@ -199,7 +269,14 @@ fn strided64(norm: &Normalized, dst: u64, src: u64) -> StridedArgs64 {
 
 /// Plans `dst[i] = value` for every index of a destination with `shape` and `strides` whose
 /// element zero is at `dst`.
-pub(crate) fn plan_fill(dst: u64, shape: &[usize], strides: &[isize], size: usize, bits: u64, opt: PlanOptions) -> Result<Plan> {
+pub(crate) fn plan_fill(
+    dst: u64,
+    shape: &[usize],
+    strides: &[isize],
+    size: usize,
+    bits: u64,
+    opt: PlanOptions,
+) -> Result<Plan> {
     let zeros = vec![0isize; shape.len()];
     let norm = normalize(shape, strides, &zeros);
     if norm.n == 0 {
@@ -209,23 +286,40 @@ pub(crate) fn plan_fill(dst: u64, shape: &[usize], strides: &[isize], size: usiz
     let d = addr(dst, norm.dst_off, size);
     if norm.axes.len() <= 1 && norm.axes.first().is_none_or(|a| a.dst == 1) {
         if size <= 4 && !opt.no_driver {
-            return Ok(Plan::Memset { dst: d, n: norm.n, size, bits });
+            return Ok(Plan::Memset {
+                dst: d,
+                n: norm.n,
+                size,
+                bits,
+            });
         }
         if let Some(h) = fill_head(d, size) {
-            return Ok(Plan::FillContig { dst: d, n: norm.n as u64, head: h.min(norm.n as u64), size, bits });
+            return Ok(Plan::FillContig {
+                dst: d,
+                n: norm.n as u64,
+                head: h.min(norm.n as u64),
+                size,
+                bits,
+            });
         }
     }
     if fits_32(&norm) && !opt.force_64 {
-        Ok(Plan::FillStrided32 { args: strided32(&norm, d, 0), size, bits })
+        Ok(Plan::FillStrided32 {
+            args: strided32(&norm, d, 0),
+            size,
+            bits,
+        })
     } else {
-        Ok(Plan::FillStrided64 { args: strided64(&norm, d, 0), size, bits })
+        Ok(Plan::FillStrided64 {
+            args: strided64(&norm, d, 0),
+            size,
+            bits,
+        })
     }
 }
 
 /// Minimum extent of both tile axes for the transpose path.
 const TRANSPOSE_MIN_EXTENT: usize = 8;
-/// Minimum row width in bytes for the driver's 2-D copy.
-const MEMCPY2D_MIN_WIDTH: usize = 512;
 
 /// Plans `dst[i] = src[i] as To` for every index `i` of `shape`; the source's strides may be
 /// zero (broadcast). `dst` and `src` are the addresses of element zero.
@@ -253,30 +347,32 @@ pub(crate) fn plan_copy(
     let contiguous = r == 0 || (r == 1 && norm.axes[0].dst == 1 && norm.axes[0].src == 1);
     if contiguous {
         if let Some(h) = contig_head(s, ss, d, ds) {
-            return Ok(Plan::Contig { dst: d, src: s, n: norm.n as u64, head: h.min(norm.n as u64), from, to });
+            return Ok(Plan::Contig {
+                dst: d,
+                src: s,
+                n: norm.n as u64,
+                head: h.min(norm.n as u64),
+                from,
+                to,
+            });
         }
         if same && !opt.no_driver {
-            return Ok(Plan::Memcpy { dst: d, src: s, bytes: norm.n * ds });
-        }
-    }
-    if same && !opt.no_driver && r == 2 {
-        let (inner, outer) = (norm.axes[0], norm.axes[1]);
-        let width = inner.len * ds;
-        if inner.dst == 1 && inner.src == 1 && outer.src > 0 && width >= MEMCPY2D_MIN_WIDTH {
-            return Ok(Plan::Memcpy2D {
+            return Ok(Plan::Memcpy {
                 dst: d,
-                dst_pitch: outer.dst as usize * ds,
                 src: s,
-                src_pitch: outer.src as usize * ss,
-                width,
-                height: outer.len,
+                bytes: norm.n * ds,
             });
         }
     }
     // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
     // stride +-1, and the source's axis 0 is not contiguous.
-    if r >= 2 && norm.axes[0].dst == 1 && norm.axes[0].src.unsigned_abs() != 1 && norm.axes[0].len >= TRANSPOSE_MIN_EXTENT
-        && let Some(k) = (1..r).find(|&k| norm.axes[k].src.unsigned_abs() == 1 && norm.axes[k].len >= TRANSPOSE_MIN_EXTENT)
+    if r >= 2
+        && norm.axes[0].dst == 1
+        && norm.axes[0].src.unsigned_abs() != 1
+        && norm.axes[0].len >= TRANSPOSE_MIN_EXTENT
+        && let Some(k) = (1..r).find(|&k| {
+            norm.axes[k].src.unsigned_abs() == 1 && norm.axes[k].len >= TRANSPOSE_MIN_EXTENT
+        })
         && r - 2 <= MAX_BATCH_RANK
     {
         let (mut d, mut s) = (d, s);
@@ -289,7 +385,13 @@ pub(crate) fn plan_copy(
             a.src = -a.src;
         }
         let (c, rr) = (norm.axes[0], norm.axes[k]);
-        let batch: Vec<PAxis> = norm.axes.iter().enumerate().filter(|(i, _)| *i != 0 && *i != k).map(|(_, a)| *a).collect();
+        let batch: Vec<PAxis> = norm
+            .axes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 0 && *i != k)
+            .map(|(_, a)| *a)
+            .collect();
         let mut args = TransposeArgs {
             dst: d,
             src: s,
@@ -311,8 +413,16 @@ pub(crate) fn plan_copy(
         return Ok(Plan::Transpose { args, from, to });
     }
     if fits_32(&norm) && !opt.force_64 {
-        Ok(Plan::Strided32 { args: strided32(&norm, d, s), from, to })
+        Ok(Plan::Strided32 {
+            args: strided32(&norm, d, s),
+            from,
+            to,
+        })
     } else {
-        Ok(Plan::Strided64 { args: strided64(&norm, d, s), from, to })
+        Ok(Plan::Strided64 {
+            args: strided64(&norm, d, s),
+            from,
+            to,
+        })
     }
 }

@@ -93,27 +93,37 @@ pub type DeviceViewMut<'a, T, D> = ViewBase<DeviceSpanMut<'a, T>, D>;
 impl<S: SpanData, D: Dimension> fmt::Debug for ViewBase<S, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = self.span.raw();
-        f.debug_struct(if S::WRITABLE { "DeviceViewMut" } else { "DeviceView" })
-            .field("dtype", &S::Elem::DTYPE)
-            .field("shape", &self.layout.shape())
-            .field("strides", &self.layout.strides())
-            .field("offset", &self.layout.offset())
-            .field("span", &format_args!("0x{:x}+{}B", raw.ptr, raw.len))
-            .field("device", &raw.device)
-            .field("keep_alive", &raw.keep)
-            .finish()
+        f.debug_struct(if S::WRITABLE {
+            "DeviceViewMut"
+        } else {
+            "DeviceView"
+        })
+        .field("dtype", &S::Elem::DTYPE)
+        .field("shape", &self.layout.shape())
+        .field("strides", &self.layout.strides())
+        .field("offset", &self.layout.offset())
+        .field("span", &format_args!("0x{:x}+{}B", raw.ptr, raw.len))
+        .field("device", &raw.device)
+        .field("keep_alive", &raw.keep)
+        .finish()
     }
 }
 
 impl<T: DeviceElement, D: Dimension> Clone for DeviceView<'_, T, D> {
     fn clone(&self) -> Self {
-        ViewBase { span: self.span.clone(), layout: self.layout.clone() }
+        ViewBase {
+            span: self.span.clone(),
+            layout: self.layout.clone(),
+        }
     }
 }
 
 impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     pub(crate) fn with_layout<E: Dimension>(self, layout: Layout<E>) -> ViewBase<S, E> {
-        ViewBase { span: self.span, layout }
+        ViewBase {
+            span: self.span,
+            layout,
+        }
     }
 
     pub(crate) fn raw(&self) -> &RawBytes<'_> {
@@ -314,8 +324,14 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// assert!(devspan::DeviceView::from_span(span, ndarray::Ix2(3, 4), &[4, 1], 1).is_err());
     /// # Ok(()) }
     /// ```
-    pub fn from_span(span: DeviceSpan<'a, T>, shape: D, strides: &[isize], offset: usize) -> Result<Self> {
-        let layout = Layout::new_checked(shape, strides, offset, span.len(), std::mem::size_of::<T>())?;
+    pub fn from_span(
+        span: DeviceSpan<'a, T>,
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+    ) -> Result<Self> {
+        let layout =
+            Layout::new_checked(shape, strides, offset, span.len(), std::mem::size_of::<T>())?;
         Ok(ViewBase { span, layout })
     }
 
@@ -353,7 +369,12 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     ) -> Result<DeviceView<'static, T, D>> {
         let bytes = span_len
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| Error::overflow(format!("{span_len} elements of {} overflow usize bytes", T::DTYPE)))?;
+            .ok_or_else(|| {
+                Error::overflow(format!(
+                    "{span_len} elements of {} overflow usize bytes",
+                    T::DTYPE
+                ))
+            })?;
         // SAFETY: the caller guarantees `ptr..ptr + bytes` is readable device memory kept alive
         // by `owner`; `from_raw_parts` re-validates null and overflow.
         let raw = unsafe { crate::DeviceBytes::from_raw_parts(ptr, bytes, device, owner)? };
@@ -393,8 +414,14 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// assert_eq!(e.kind(), &devspan::ErrorKind::Aliasing);
     /// # Ok(()) }
     /// ```
-    pub fn from_span_mut(span: DeviceSpanMut<'a, T>, shape: D, strides: &[isize], offset: usize) -> Result<Self> {
-        let layout = Layout::new_checked(shape, strides, offset, span.len(), std::mem::size_of::<T>())?;
+    pub fn from_span_mut(
+        span: DeviceSpanMut<'a, T>,
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+    ) -> Result<Self> {
+        let layout =
+            Layout::new_checked(shape, strides, offset, span.len(), std::mem::size_of::<T>())?;
         layout.check_unaliased()?;
         Ok(ViewBase { span, layout })
     }
@@ -432,7 +459,12 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     ) -> Result<DeviceViewMut<'static, T, D>> {
         let bytes = span_len
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| Error::overflow(format!("{span_len} elements of {} overflow usize bytes", T::DTYPE)))?;
+            .ok_or_else(|| {
+                Error::overflow(format!(
+                    "{span_len} elements of {} overflow usize bytes",
+                    T::DTYPE
+                ))
+            })?;
         // SAFETY: the caller guarantees `ptr..ptr + bytes` is writable device memory kept alive
         // by `owner` and used by no one else; `from_raw_parts` re-validates null and overflow.
         let raw = unsafe { crate::DeviceBytesMut::from_raw_parts(ptr, bytes, device, owner)? };
@@ -450,7 +482,10 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// # Ok(()) }
     /// ```
     pub fn view(&self) -> DeviceView<'_, T, D> {
-        ViewBase { span: self.span.as_span(), layout: self.layout.clone() }
+        ViewBase {
+            span: self.span.as_span(),
+            layout: self.layout.clone(),
+        }
     }
 
     /// A shorter-lived writable view of the same elements.
@@ -465,7 +500,10 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// # Ok(()) }
     /// ```
     pub fn view_mut(&mut self) -> DeviceViewMut<'_, T, D> {
-        ViewBase { span: self.span.reborrow(), layout: self.layout.clone() }
+        ViewBase {
+            span: self.span.reborrow(),
+            layout: self.layout.clone(),
+        }
     }
 
     /// Turns this view into a read-only one of the same lifetime.
@@ -480,7 +518,10 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// # Ok(()) }
     /// ```
     pub fn into_view(self) -> DeviceView<'a, T, D> {
-        ViewBase { span: self.span.into_span(), layout: self.layout }
+        ViewBase {
+            span: self.span.into_span(),
+            layout: self.layout,
+        }
     }
 }
 
@@ -530,11 +571,4 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
         let l = self.layout.reshape(shape)?;
         Ok(self.with_layout(l))
     }
-}
-
-pub(crate) fn check_shape_eq(what: &str, a: &[usize], b: &[usize]) -> Result<()> {
-    if a != b {
-        return Err(Error::shape(format!("{what}: shape {a:?} does not match shape {b:?}")));
-    }
-    Ok(())
 }

@@ -312,7 +312,16 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
         // `axis`, the other those at or above it, and invariant 4 of the input maps distinct
         // indices to distinct elements.
         let (a, b) = span.split_pair();
-        Ok((ViewBase { span: a, layout: la }, ViewBase { span: b, layout: lb }))
+        Ok((
+            ViewBase {
+                span: a,
+                layout: la,
+            },
+            ViewBase {
+                span: b,
+                layout: lb,
+            },
+        ))
     }
 
     /// [`try_split_at`](Self::try_split_at) that panics on bad input.
@@ -486,7 +495,10 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// assert_eq!(col.shape(), &[4]);
     /// # Ok(()) }
     /// ```
-    pub fn try_slice_mut<I: SliceArg<D>>(&mut self, info: I) -> Result<DeviceViewMut<'_, T, I::OutDim>> {
+    pub fn try_slice_mut<I: SliceArg<D>>(
+        &mut self,
+        info: I,
+    ) -> Result<DeviceViewMut<'_, T, I::OutDim>> {
         self.view_mut().try_slice_move(info)
     }
 
@@ -517,7 +529,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// assert_eq!(v.try_index_axis_mut(Axis(0), 3)?.shape(), &[6]);
     /// # Ok(()) }
     /// ```
-    pub fn try_index_axis_mut(&mut self, axis: Axis, index: usize) -> Result<DeviceViewMut<'_, T, D::Smaller>>
+    pub fn try_index_axis_mut(
+        &mut self,
+        axis: Axis,
+        index: usize,
+    ) -> Result<DeviceViewMut<'_, T, D::Smaller>>
     where
         D: RemoveAxis,
     {
