@@ -82,3 +82,120 @@ pub fn view_mut_of<T: DeviceElement, Sh: ndarray::IntoDimension>(
         .into_view_mut()
         .into_shape(shape)
 }
+
+/// An n-d view as one by-value kernel parameter: the address of element zero, then `N` axis
+/// lengths, then `N` strides in elements (signed). `#[repr(C)]`, so a CUDA kernel receives it as
+///
+/// ```c
+/// struct View2 { float *ptr; unsigned long long shape[2]; long long strides[2]; };
+/// __global__ void scale(View2 v, float factor);
+/// ```
+///
+/// and a PTX kernel as `.param .align 8 .b8 v[8 + 16 * N]`. Views of fewer than `N` axes are
+/// padded with leading axes of length 1 and stride 0.
+///
+/// ```
+/// let kv = devspan::interop::KernelView::<2> { ptr: 0x1000, shape: [3, 4], strides: [4, 1] };
+/// assert_eq!(std::mem::size_of_val(&kv), 40);
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelView<const N: usize> {
+    /// Device address of the element at index zero.
+    pub ptr: u64,
+    /// Axis lengths.
+    pub shape: [u64; N],
+    /// Strides in elements.
+    pub strides: [i64; N],
+}
+
+// SAFETY: `KernelView` is `#[repr(C)]` plain data (integers only), valid to copy byte for byte
+// into a kernel's parameter block.
+unsafe impl<const N: usize> cudarc::driver::DeviceRepr for KernelView<N> {}
+
+impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
+    /// The view as a [`KernelView`] of `N` axes; `Err(InvalidAxis)` if the view has more.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::s;
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
+    /// let kv = a.view().slice(s![.., ..;-2]).kernel_view::<2>()?;
+    /// assert_eq!((kv.shape, kv.strides), ([4, 3], [6, -2]));
+    /// let kv3 = a.view().kernel_view::<3>()?;
+    /// assert_eq!((kv3.shape, kv3.strides), ([1, 4, 6], [0, 6, 1]));
+    /// # Ok(()) }
+    /// ```
+    pub fn kernel_view<const N: usize>(&self) -> crate::Result<KernelView<N>> {
+        let nd = self.ndim();
+        if nd > N {
+            return Err(crate::Error::axis(format!(
+                "a {nd}-d view with shape {:?} does not fit a KernelView of {N} axes",
+                self.shape()
+            )));
+        }
+        let mut kv = KernelView {
+            ptr: self.device_ptr(),
+            shape: [1; N],
+            strides: [0; N],
+        };
+        for (k, (&n, &s)) in self.shape().iter().zip(self.strides()).enumerate() {
+            kv.shape[N - nd + k] = n as u64;
+            kv.strides[N - nd + k] = s as i64;
+        }
+        Ok(kv)
+    }
+
+    /// Runs `f`, which enqueues the user's own work on `stream` that **reads** this view (e.g. a
+    /// kernel launch taking the [`KernelView`]), inside the view's stream synchronisation: for
+    /// views over cudarc memory, `stream` first waits for earlier writes and the read is recorded
+    /// after `f` returns, as cudarc does for its own slices.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
+    /// a.view().t().with_kernel_view::<2, _>(&stream, |kv| {
+    ///     // launch a kernel that reads `kv` on `stream` here
+    ///     Ok(kv.shape)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_kernel_view<const N: usize, R>(
+        &self,
+        stream: &cudarc::driver::CudaStream,
+        f: impl FnOnce(KernelView<N>) -> crate::Result<R>,
+    ) -> crate::Result<R> {
+        crate::device::check_stream(stream, self.device(), "the view")?;
+        let kv = self.kernel_view::<N>()?;
+        self.raw().keep.reading(stream, || f(kv))
+    }
+}
+
+impl<T: crate::DeviceElement, D: ndarray::Dimension> crate::DeviceViewMut<'_, T, D> {
+    /// Runs `f`, which enqueues the user's own work on `stream` that **writes** this view, inside
+    /// its stream synchronisation (for cudarc memory: wait for earlier reads and writes, record a
+    /// write afterwards). Writable views never reach an element twice, so a kernel that writes
+    /// each index once writes each element once.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
+    /// a.view_mut().with_kernel_view_mut::<2, _>(&stream, |kv| {
+    ///     // launch a kernel that writes through `kv` on `stream` here
+    ///     Ok(kv.ptr)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_kernel_view_mut<const N: usize, R>(
+        &mut self,
+        stream: &cudarc::driver::CudaStream,
+        f: impl FnOnce(KernelView<N>) -> crate::Result<R>,
+    ) -> crate::Result<R> {
+        crate::device::check_stream(stream, self.device(), "the view")?;
+        let kv = self.kernel_view::<N>()?;
+        self.raw().keep.writing(stream, || f(kv))
+    }
+}

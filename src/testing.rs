@@ -137,64 +137,54 @@ impl Tolerance {
         self
     }
 
-    /// Whether two `f64` values pass (ULPs counted in `f64`).
+    /// Whether two `f64` values pass (ULPs counted in `f64`), through `approx`'s comparisons.
     ///
     /// ```
     /// assert!(!devspan::testing::Tolerance::abs(0.1).accepts(1.0, 1.2));
     /// ```
     pub fn accepts(&self, a: f64, b: f64) -> bool {
-        self.accepts_bits(a, b, || ulps_apart_f64(a, b))
+        if let Some(r) = self.nan_or_equal(a, b) {
+            return r;
+        }
+        (self.abs > 0.0 && approx::abs_diff_eq!(a, b, epsilon = self.abs))
+            || (self.rel > 0.0
+                && approx::relative_eq!(a, b, epsilon = 0.0, max_relative = self.rel))
+            || (self.ulps > 0 && approx::ulps_eq!(a, b, epsilon = 0.0, max_ulps = self.ulps))
     }
 
-    /// Whether two `f32` values pass (ULPs counted in `f32`).
+    /// Whether two `f32` values pass (ULPs counted in `f32`), through `approx`'s comparisons.
     ///
     /// ```
     /// assert!(devspan::testing::Tolerance::exact().accepts_f32(0.5, 0.5));
     /// ```
     pub fn accepts_f32(&self, a: f32, b: f32) -> bool {
-        self.accepts_bits(a as f64, b as f64, || ulps_apart_f32(a, b))
+        if let Some(r) = self.nan_or_equal(a as f64, b as f64) {
+            return r;
+        }
+        (self.abs > 0.0 && approx::abs_diff_eq!(a as f64, b as f64, epsilon = self.abs))
+            || (self.rel > 0.0
+                && approx::relative_eq!(a as f64, b as f64, epsilon = 0.0, max_relative = self.rel))
+            || (self.ulps > 0 && approx::ulps_eq!(a, b, epsilon = 0.0, max_ulps = self.ulps))
     }
 
-    fn accepts_bits(&self, a: f64, b: f64, ulps: impl FnOnce() -> u64) -> bool {
+    /// The verdict when either value is NaN or both are equal; `None` otherwise.
+    fn nan_or_equal(&self, a: f64, b: f64) -> Option<bool> {
         if a.is_nan() || b.is_nan() {
-            return self.nan_equal && a.is_nan() && b.is_nan();
+            return Some(self.nan_equal && a.is_nan() && b.is_nan());
         }
-        if a == b {
-            return true;
+        (a == b).then_some(true)
+    }
+
+    /// For 16-bit floats: value criteria in `f64`, ULPs counted on the 16-bit patterns.
+    fn accepts_16(&self, a: f64, b: f64, ulps: u64) -> bool {
+        if let Some(r) = self.nan_or_equal(a, b) {
+            return r;
         }
-        let d = (a - b).abs();
-        (self.abs > 0.0 && d <= self.abs)
-            || (self.rel > 0.0 && d <= self.rel * a.abs().max(b.abs()))
-            || (self.ulps > 0 && ulps() <= self.ulps as u64)
+        (self.abs > 0.0 && approx::abs_diff_eq!(a, b, epsilon = self.abs))
+            || (self.rel > 0.0
+                && approx::relative_eq!(a, b, epsilon = 0.0, max_relative = self.rel))
+            || (self.ulps > 0 && ulps <= self.ulps as u64)
     }
-}
-
-fn ordered_f64(x: f64) -> i128 {
-    let b = x.to_bits() as i64;
-    if b < 0 {
-        i64::MIN as i128 - b as i128
-    } else {
-        b as i128
-    }
-}
-
-fn ordered_f32(x: f32) -> i64 {
-    let b = x.to_bits() as i32;
-    if b < 0 {
-        i32::MIN as i64 - b as i64
-    } else {
-        b as i64
-    }
-}
-
-fn ulps_apart_f64(a: f64, b: f64) -> u64 {
-    (ordered_f64(a) - ordered_f64(b))
-        .unsigned_abs()
-        .min(u64::MAX as u128) as u64
-}
-
-fn ulps_apart_f32(a: f32, b: f32) -> u64 {
-    (ordered_f32(a) - ordered_f32(b)).unsigned_abs()
 }
 
 fn ordered_16(bits: u16) -> i32 {
@@ -247,10 +237,9 @@ impl CloseElement for f64 {
 
 impl CloseElement for f16 {
     fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
-        let (a, b) = (got.to_f64(), expected.to_f64());
-        tol.accepts_bits(a, b, || {
-            (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64
-        })
+        let ulps =
+            (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64;
+        tol.accepts_16(got.to_f64(), expected.to_f64(), ulps)
     }
     fn as_f64(self) -> f64 {
         self.to_f64()
@@ -259,10 +248,9 @@ impl CloseElement for f16 {
 
 impl CloseElement for bf16 {
     fn close(got: Self, expected: Self, tol: &Tolerance) -> bool {
-        let (a, b) = (got.to_f64(), expected.to_f64());
-        tol.accepts_bits(a, b, || {
-            (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64
-        })
+        let ulps =
+            (ordered_16(got.to_bits()) - ordered_16(expected.to_bits())).unsigned_abs() as u64;
+        tol.accepts_16(got.to_f64(), expected.to_f64(), ulps)
     }
     fn as_f64(self) -> f64 {
         self.to_f64()
@@ -270,8 +258,10 @@ impl CloseElement for bf16 {
 }
 
 /// The host reference of the cast kernels: `x` converted to `D` exactly as
-/// [`assign_cast`](crate::DeviceViewMut::assign_cast) converts on the device (Rust's `as`; the
-/// `half` crate's conversions for `f16`/`bf16`).
+/// [`assign_cast`](crate::DeviceViewMut::assign_cast) converts on the device: Rust's `as`, and
+/// for `f16`/`bf16` the `half` crate's conversions, except that `f64 -> f16/bf16` rounds once,
+/// correctly, where `half::f16::from_f64` may round twice (through `f32`, on CPUs with F16C) and
+/// `half::bf16::from_f64` ignores the low bits of the `f64`.
 ///
 /// ```
 /// use devspan::testing::cast_reference;

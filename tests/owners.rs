@@ -199,3 +199,26 @@ fn no_gpu_is_an_error_not_a_panic() {
     // An ordinal past the device count is an error on any machine.
     assert!(devspan::context(1 << 20).is_err());
 }
+
+#[test]
+fn kernel_view_carries_pointer_shape_and_strides() {
+    let (o, _drops) = owner();
+    // SAFETY: metadata only.
+    let v = unsafe {
+        DeviceView::<f32, _>::from_raw_parts(FAKE_PTR, 24, Ix2(4, 6), &[6, 1], 0, 0, o).unwrap()
+    };
+    let sub = v.slice(s![1.., ..;-2]);
+    let kv = sub.kernel_view::<2>().unwrap();
+    assert_eq!(kv.ptr, FAKE_PTR + 4 * (6 + 5));
+    assert_eq!((kv.shape, kv.strides), ([3, 3], [6, -2]));
+    let kv4 = sub.kernel_view::<4>().unwrap();
+    assert_eq!((kv4.shape, kv4.strides), ([1, 1, 3, 3], [0, 0, 6, -2]));
+    let e = v
+        .clone()
+        .into_dyn()
+        .insert_axis(Axis(0))
+        .kernel_view::<2>()
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::InvalidAxis);
+    assert_eq!(std::mem::size_of::<devspan::interop::KernelView<2>>(), 40);
+}

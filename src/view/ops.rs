@@ -73,7 +73,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// use ndarray::{Axis, Slice};
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 4))?;
-    /// assert_eq!(a.view().slice_axis_move(Axis(1), Slice::from(..;2)).shape(), &[4, 2]);
+    /// assert_eq!(a.view().slice_axis_move(Axis(1), Slice::new(0, None, 2)).shape(), &[4, 2]);
     /// # Ok(()) }
     /// ```
     #[track_caller]
