@@ -73,6 +73,7 @@ mod owner;
 mod plan;
 mod span;
 pub mod testing;
+mod transfer;
 mod view;
 
 pub use array::DeviceArray;
