@@ -25,6 +25,24 @@ const MAX_BATCH_RANK: usize = 6;
 const TILE: u64 = 32;
 const TILE_PITCH: u64 = TILE + 1;
 const TILE_ROWS_PER_PASS: u64 = 8;
+/// Largest number of outer axes of the row kernels.
+const MAX_ROW_OUTER: usize = MAX_RANK - 1;
+/// Units (16 bytes of the wider side) per lane and iteration in the row
+/// kernels: at least 2, and at least one whole group. Two units of 16 bytes
+/// per lane keep blocks short, so that the last wave of blocks is short too
+/// (measured on an H200: 0.976-0.980 of a device memcpy for the central
+/// 8000 x 8000 block of a 16384^2 f32 matrix with 2 units per lane,
+/// 0.95-0.96 with 4 or 8).
+///
+/// Must agree with `row_units_per_lane` in `src/kernels/args.rs`.
+fn row_units_per_lane(s: Ty, d: Ty) -> u64 {
+    size_ratio(s, d).max(2)
+}
+
+/// Scalar elements per lane and iteration in the row kernels.
+///
+/// Must agree with `ROW_SCALAR_UNROLL` in `src/kernels/args.rs`.
+const ROW_SCALAR_UNROLL: u64 = 4;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -734,6 +752,18 @@ const TRANSPOSE_BATCH: Layout = Layout {
     shift: |k| 120 + 16 * k as u64,
     dst_stride: |k| 208 + 8 * k as u64,
     src_stride: |k| 256 + 8 * k as u64,
+    param: "p_args",
+};
+
+/// The outer axes of `RowArgs`.
+const ROWS_OUTER: Layout = Layout {
+    width: 64,
+    axes: MAX_ROW_OUTER,
+    shape: |k| 40 + 8 * k as u64,
+    magic: |k| 96 + 16 * k as u64,
+    shift: |k| 104 + 16 * k as u64,
+    dst_stride: |k| 208 + 8 * k as u64,
+    src_stride: |k| 264 + 8 * k as u64,
     param: "p_args",
 };
 
@@ -1596,6 +1626,178 @@ fn transpose_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
     )
 }
 
+// --- rows ---
+
+/// Row copy/cast: rows contiguous on both sides, a team of lanes per row,
+/// units of 16 bytes of the wider side (as in the contiguous kernels, but
+/// with the team size known only at run time).
+fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
+    let lay = &ROWS_OUTER;
+    let v = group_elems(s, d);
+    let r = size_ratio(s, d);
+    let unit = 16 / s.size.max(d.size);
+    let mut g = Gen::default();
+
+    let mut prologue = Code::default();
+    lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", Some("%lss"));
+
+    let mut offsets = Code::default();
+    lay.decompose(
+        &mut g,
+        &mut offsets,
+        "%rank",
+        &["%x".to_string()],
+        &["%od".to_string()],
+        Some(&["%os".to_string()]),
+        "%lds",
+        Some("%lss"),
+        "$ROW_FIN",
+    );
+
+    // Scalar elements %j + k * %sstride for k < ROW_SCALAR_UNROLL: loads
+    // first, then conversions and stores.
+    let mut scalar = Code::default();
+    let mut pending = Vec::new();
+    let mut jk = "%j".to_string();
+    for k in 0..ROW_SCALAR_UNROLL {
+        let pred = if k == 0 {
+            None
+        } else {
+            let next = g.reg(Class::B64);
+            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
+            jk = next;
+            let p = g.reg(Class::Pred);
+            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
+            Some(p)
+        };
+        let ph = g.reg(Class::Pred);
+        let e = g.reg(Class::B64);
+        let tmp = g.reg(Class::B64);
+        let sa = g.reg(Class::B64);
+        let da = g.reg(Class::B64);
+        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
+        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
+        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
+        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
+        scalar.line(format!("add.s64 {sa}, %sr, {tmp};"));
+        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(d.size)));
+        scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
+        let x = load_scalar(
+            &mut g,
+            &mut scalar,
+            s,
+            Space::GlobalNc,
+            &addr(&sa, 0),
+            pred.as_deref(),
+        );
+        pending.push((x, da, pred));
+    }
+    for (x, da, pred) in pending {
+        let y = convert(&mut g, &mut scalar, s, d, &x);
+        store_scalar(
+            &mut scalar,
+            d,
+            Space::Global,
+            &addr(&da, 0),
+            &y,
+            pred.as_deref(),
+        );
+    }
+
+    // Units %g + j * team for j < units: unit j exists if %left > j * team,
+    // that is if (%left - 1) >> tshift >= j.
+    let units = row_units_per_lane(s, d);
+    let mut body = Code::default();
+    let mut preds: Vec<Option<String>> = vec![None];
+    if units > 1 {
+        let q = g.reg(Class::B64);
+        body.line(format!("sub.u64 {q}, %left, 1;"));
+        body.line(format!("shr.u64 {q}, {q}, %tshift;"));
+        for j in 1..units {
+            let p = g.reg(Class::Pred);
+            body.line(format!("setp.ge.u64 {p}, {q}, {j};"));
+            preds.push(Some(p));
+        }
+    }
+    let mut saddrs = vec!["%gs".to_string()];
+    let mut daddrs = vec!["%gd".to_string()];
+    for _ in 1..units {
+        let a = g.reg(Class::B64);
+        body.line(format!("add.s64 {a}, {}, %sstep;", saddrs.last().unwrap()));
+        saddrs.push(a);
+        let a = g.reg(Class::B64);
+        body.line(format!("add.s64 {a}, {}, %dstep;", daddrs.last().unwrap()));
+        daddrs.push(a);
+    }
+    let loaded: Vec<Vec<String>> = (0..units as usize)
+        .map(|j| {
+            let at = addr(&saddrs[j], 0);
+            if s == d {
+                let w: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+                body.line(format!(
+                    "{}ld.global.nc.v4.u32 {{{}}}, {at};",
+                    pfx(preds[j].as_deref()),
+                    w.join(", ")
+                ));
+                w
+            } else {
+                load_vec(&mut g, &mut body, s, unit, &at, preds[j].as_deref())
+            }
+        })
+        .collect();
+    for (j, vals) in loaded.iter().enumerate() {
+        let at = addr(&daddrs[j], 0);
+        let p = preds[j].as_deref();
+        if s == d {
+            body.line(format!(
+                "{}st.global.v4.u32 {at}, {{{}}};",
+                pfx(p),
+                vals.join(", ")
+            ));
+        } else {
+            let conv: Vec<String> = vals
+                .iter()
+                .map(|x| convert(&mut g, &mut body, s, d, x))
+                .collect();
+            store_vec(&mut g, &mut body, d, &conv, Space::Global, &at, p);
+        }
+    }
+
+    let (narrow, narrow_size, other, other_size) = if d.size <= s.size {
+        ("%dr", d.size, "%sr", s.size)
+    } else {
+        ("%sr", s.size, "%dr", d.size)
+    };
+    t.render(
+        "rows.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("BLOCK", BLOCK.to_string()),
+            ("LOG2_BLOCK", log2(BLOCK).to_string()),
+            ("UNROLL", ROW_SCALAR_UNROLL.to_string()),
+            ("LOG2_UNROLL", log2(ROW_SCALAR_UNROLL).to_string()),
+            ("DECLS", g.decls()),
+            ("PROLOGUE", prologue.text()),
+            ("OFFSETS", offsets.text()),
+            ("LOG2_V", log2(v).to_string()),
+            ("V_MASK", (v - 1).to_string()),
+            ("LOG2_R", log2(r).to_string()),
+            ("UNITS", units.to_string()),
+            ("LOG2_UNITS", log2(units).to_string()),
+            ("SRC_SHIFT", log2(s.size).to_string()),
+            ("DST_SHIFT", log2(d.size).to_string()),
+            ("SRC_UNIT_SHIFT", log2(unit * s.size).to_string()),
+            ("DST_UNIT_SHIFT", log2(unit * d.size).to_string()),
+            ("NARROW", narrow.to_string()),
+            ("NARROW_SHIFT", log2(narrow_size).to_string()),
+            ("OTHER", other.to_string()),
+            ("OTHER_SHIFT", log2(other_size).to_string()),
+            ("SCALAR", scalar.text()),
+            ("UNIT_BODY", body.text()),
+        ],
+    )
+}
+
 // ---------------------------------------------------------------------------
 // Modules
 // ---------------------------------------------------------------------------
@@ -1645,6 +1847,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 &STRIDED64,
             ),
             transpose_kernel(t, &format!("copy_transpose_{n}"), e, e),
+            row_kernel(t, &format!("copy_rows_{n}"), e, e),
         ];
         let copy = module(t, ks);
         mods.push((format!("copy_{n}"), copy));
@@ -1670,6 +1873,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                     &STRIDED64,
                 ),
                 transpose_kernel(t, &format!("cast_transpose_{p}"), s, d),
+                row_kernel(t, &format!("cast_rows_{p}"), s, d),
             ];
             let m = module(t, ks);
             mods.push((format!("cast_{p}"), m));

@@ -20,7 +20,6 @@
 //! NaN payloads are not specified; compare NaNs with `is_nan`.
 
 // The complete host-side API of the kernels; the crate need not use every item.
-#![allow(dead_code)]
 
 use half::{bf16, f16};
 
@@ -37,9 +36,8 @@ pub enum Scalar {
 }
 
 /// An element type with reference conversions.
+#[cfg_attr(not(test), allow(dead_code))] // bit-level reference, used by tests
 pub trait CastReference: Copy + 'static {
-    /// The element tag (`"u8"`, ..., `"f64"`).
-    const TAG: &'static str;
     /// The exact value of `self`.
     fn to_scalar(self) -> Scalar;
     /// The value converted to `Self` by the rules in the module docs.
@@ -58,7 +56,6 @@ pub fn cast_scalar<S: CastReference, D: CastReference>(x: S) -> D {
 macro_rules! int_reference {
     ($($t:ty, $u:ty, $tag:literal;)*) => {$(
         impl CastReference for $t {
-            const TAG: &'static str = $tag;
             fn to_scalar(self) -> Scalar {
                 Scalar::Int(self as i128)
             }
@@ -90,7 +87,6 @@ int_reference! {
 }
 
 impl CastReference for f32 {
-    const TAG: &'static str = "f32";
     fn to_scalar(self) -> Scalar {
         Scalar::Float(self as f64)
     }
@@ -109,7 +105,6 @@ impl CastReference for f32 {
 }
 
 impl CastReference for f64 {
-    const TAG: &'static str = "f64";
     fn to_scalar(self) -> Scalar {
         Scalar::Float(self)
     }
@@ -128,7 +123,6 @@ impl CastReference for f64 {
 }
 
 impl CastReference for f16 {
-    const TAG: &'static str = "f16";
     fn to_scalar(self) -> Scalar {
         Scalar::Float(self.to_f32() as f64)
     }
@@ -147,7 +141,6 @@ impl CastReference for f16 {
 }
 
 impl CastReference for bf16 {
-    const TAG: &'static str = "bf16";
     fn to_scalar(self) -> Scalar {
         Scalar::Float(self.to_f32() as f64)
     }
@@ -191,6 +184,7 @@ pub fn f64_to_bf16(x: f64) -> bf16 {
     bf16::from_f32(f64_to_f32_round_odd(x))
 }
 
+#[cfg_attr(not(test), allow(dead_code))] // bit-level reference, used by tests
 fn cast_from<S: CastReference>(dst: &str, x: S) -> Option<u64> {
     Some(match dst {
         "u8" => cast_scalar::<S, u8>(x).to_bits_u64(),
@@ -212,6 +206,7 @@ fn cast_from<S: CastReference>(dst: &str, x: S) -> Option<u64> {
 /// Converts the element with bit pattern `bits` (low bits used) from type
 /// tag `src` to type tag `dst`, returning the result's bit pattern; `None`
 /// for an unknown tag. `src == dst` returns the bits unchanged.
+#[cfg_attr(not(test), allow(dead_code))] // bit-level reference, used by tests
 pub fn cast_bits(src: &str, dst: &str, bits: u64) -> Option<u64> {
     if src == dst {
         let size = match src {
@@ -246,6 +241,7 @@ pub fn cast_bits(src: &str, dst: &str, bits: u64) -> Option<u64> {
 
 /// Whether `bits` is a NaN of the floating-point type `tag` (false for
 /// integer tags).
+#[cfg_attr(not(test), allow(dead_code))] // bit-level reference, used by tests
 pub fn is_nan_bits(tag: &str, bits: u64) -> bool {
     match tag {
         "f16" => f16::from_bits(bits as u16).is_nan(),

@@ -39,9 +39,23 @@
 //! `cast_transpose_S_D(args: TransposeArgs)`: block [`TRANSPOSE_BLOCK`], grid
 //! [`transpose_grid_sized`] (tiles of [`transpose_tile`] elements; any grid is
 //! correct). Up to 16 KiB of static shared memory.
+//!
+//! # Row kernels
+//!
+//! `copy_rows_bN(args: RowArgs)` and `cast_rows_S_D(args: RowArgs)` copy
+//! `rows` rows of `row_len` elements that are contiguous on both sides: block
+//! [`ROW_BLOCK`] threads, split into teams of `2^team_shift` lanes (one row
+//! per team at a time); grid [`row_grid`] (any grid is correct). In each row
+//! the kernel computes the row's `head` with [`row_head`] from the row's two
+//! start addresses, so every row whose two sides share their misalignment
+//! moves whole groups of [`contig_group_elems`] elements with 16-byte vector
+//! accesses on the wider side; the other rows move one element at a time.
+//! Each lane moves [`row_units_per_lane`] vector units per iteration (all
+//! loads before the stores) and [`ROW_SCALAR_UNROLL`] scalar elements per
+//! iteration. Rows must hold at least one group for the kernels to pay off
+//! (the planner's rule), but any `row_len`, including 0, is correct.
 
 // The complete host-side API of the kernels; the crate need not use every item.
-#![allow(dead_code)]
 
 use cudarc::driver::DeviceRepr;
 
@@ -70,6 +84,20 @@ pub const STRIDED_ELEMS_PER_THREAD: u32 = 4;
 pub const STRIDED_ELEMS_PER_BLOCK: u32 = STRIDED_BLOCK * STRIDED_ELEMS_PER_THREAD;
 /// Largest grid of a strided kernel (the 32-bit variant relies on it).
 pub const STRIDED_MAX_GRID: u32 = 1 << 20;
+
+/// Threads per block of the row kernels (required exactly).
+pub const ROW_BLOCK: u32 = 256;
+/// `log2(ROW_BLOCK)`: the largest `team_shift` (larger values act as this).
+pub const ROW_MAX_TEAM_SHIFT: u32 = 8;
+/// Largest number of outer axes of the row kernels (the row axis is the
+/// last of at most [`MAX_RANK`]).
+pub const MAX_ROW_OUTER: usize = MAX_RANK - 1;
+/// Largest grid of a row kernel in x (pieces of a row) and y (rows).
+pub const ROW_MAX_GRID: (u32, u32) = (i32::MAX as u32, 65535);
+/// Scalar elements each lane of a row kernel moves per iteration (the head,
+/// the tail, and rows that cannot be vectorised).
+#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
+pub const ROW_SCALAR_UNROLL: u32 = 4;
 
 /// Elements per side of a transpose tile (the general path; see
 /// [`transpose_tile`]).
@@ -185,6 +213,7 @@ pub fn strided_grid(n: u64) -> u32 {
 /// tiles, batch)`, each clamped to [`TRANSPOSE_MAX_GRID`]; all zero if there
 /// is nothing to do. Correct for every transpose kernel; for 1- and 2-byte
 /// element pairs [`transpose_grid_sized`] launches fewer idle blocks.
+#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
 pub fn transpose_grid(rows: u64, cols: u64, batch: u64) -> (u32, u32, u32) {
     grid_for_tile(rows, cols, batch, u64::from(TRANSPOSE_TILE))
 }
@@ -218,6 +247,83 @@ fn grid_for_tile(rows: u64, cols: u64, batch: u64, t: u64) -> (u32, u32, u32) {
     )
 }
 
+/// Units (16 bytes of the wider side, `16 / max(size)` elements) each lane
+/// of a row kernel moves per iteration: `max(2, size ratio)`, a power of two.
+pub const fn row_units_per_lane(src_size: usize, dst_size: usize) -> u64 {
+    let (lo, hi) = if src_size < dst_size {
+        (src_size, dst_size)
+    } else {
+        (dst_size, src_size)
+    };
+    let r = (hi / lo) as u64;
+    if r > 2 { r } else { 2 }
+}
+
+/// Units of vector work in a row of `row_len` elements when it is aligned
+/// from its first element (an upper bound for any head).
+fn row_units(row_len: u64, src_size: usize, dst_size: usize) -> u64 {
+    let v = contig_group_elems(src_size, dst_size) as u64;
+    let r = (src_size.max(dst_size) / src_size.min(dst_size)) as u64;
+    row_len / v * r
+}
+
+/// Team size of the row kernels for rows of `row_len` elements, as a shift:
+/// the smallest power of two of lanes that covers the row's units in one
+/// pass ([`row_units_per_lane`] each), between 1 and [`ROW_BLOCK`] lanes.
+pub fn row_team_shift(row_len: u64, src_size: usize, dst_size: usize) -> u32 {
+    let per_lane = row_units_per_lane(src_size, dst_size);
+    let lanes = row_units(row_len, src_size, dst_size)
+        .div_ceil(per_lane)
+        .max(1);
+    lanes
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(ROW_MAX_TEAM_SHIFT)
+}
+
+/// Grid `(x, y)` of a row kernel: x covers the units of one row with one
+/// pass of a team, y the rows with one row per team, each clamped to
+/// [`ROW_MAX_GRID`]; `(0, 0)` when there is nothing to do. The kernels loop
+/// in both directions, so any grid of at least one block is correct.
+pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) {
+    if args.rows == 0 || args.row_len == 0 {
+        return (0, 0);
+    }
+    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let per_pass = row_units_per_lane(src_size, dst_size) << shift;
+    let teams_per_block = u64::from(ROW_BLOCK) >> shift;
+    let units = row_units(args.row_len, src_size, dst_size);
+    let (mx, my) = ROW_MAX_GRID;
+    (
+        units.div_ceil(per_pass).clamp(1, u64::from(mx)) as u32,
+        args.rows.div_ceil(teams_per_block).clamp(1, u64::from(my)) as u32,
+    )
+}
+
+/// The `head` a row kernel uses for a row whose first destination element
+/// is at `dst` and first source element at `src` (each aligned to its
+/// element size), computed like the kernels do: the number of elements
+/// before the narrower side (the destination when the sizes are equal)
+/// reaches a 16-byte boundary, if the other side is 16-byte aligned there
+/// too; otherwise `row_len` (the whole row moves one element at a time).
+/// Never more than `row_len`.
+#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
+pub fn row_head(dst: u64, dst_size: usize, src: u64, src_size: usize, row_len: u64) -> u64 {
+    let (narrow, narrow_size, other, other_size) = if dst_size <= src_size {
+        (dst, dst_size, src, src_size)
+    } else {
+        (src, src_size, dst, dst_size)
+    };
+    let head = (narrow.wrapping_neg() % CONTIG_ALIGN) / narrow_size as u64;
+    let other_at = other.wrapping_add(head.wrapping_mul(other_size as u64));
+    let head = if other_at % CONTIG_ALIGN == 0 {
+        head
+    } else {
+        row_len
+    };
+    head.min(row_len)
+}
+
 /// Division by a fixed divisor `d` as a multiply and a shift, exactly as the
 /// kernels compute it: `q = (mulhi64(n, magic) + n) >> shift`, valid for
 /// `n < 2^63`.
@@ -249,6 +355,7 @@ impl FastDiv64 {
 
     /// `n / d` computed like the kernels do (a shift of 64 or more gives 0,
     /// like PTX `shr`).
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn div(&self, n: u64) -> u64 {
         let hi = ((u128::from(n) * u128::from(self.magic)) >> 64) as u64;
         hi.wrapping_add(n).checked_shr(self.shift).unwrap_or(0)
@@ -268,6 +375,7 @@ pub fn fast_div32(d: u32) -> (u32, u32) {
 }
 
 /// `n / d` from [`fast_div32`] parameters, computed like the kernels do.
+#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
 pub fn fast_div32_apply(n: u32, magic: u32, shift: u32) -> u32 {
     let hi = ((u64::from(n) * u64::from(magic)) >> 32) as u32;
     hi.wrapping_add(n).checked_shr(shift).unwrap_or(0)
@@ -307,6 +415,7 @@ impl StridedArgs64 {
     /// with the given strides (same length as `shape`). Returns `None` if
     /// the lengths disagree, the rank is out of range or the element count
     /// overflows 2^63. For fill, pass `src = 0` and zero source strides.
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn new(
         dst: u64,
         src: u64,
@@ -341,6 +450,7 @@ impl StridedArgs64 {
 
     /// Element offsets `(dst, src)` of linear index `i`, computed like the
     /// kernels do.
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn offsets(&self, i: u64) -> (i64, i64) {
         let rank = self.rank.clamp(1, MAX_RANK as u32) as usize;
         let (mut x, mut d, mut s) = (i, 0i64, 0i64);
@@ -386,6 +496,7 @@ pub struct StridedArgs32 {
 impl StridedArgs32 {
     /// The 32-bit form of `a`, or `None` if `a.n >= 2^31` or some reachable
     /// offset sum does not fit in `i32` (then use the 64-bit kernel).
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn from_args64(a: &StridedArgs64) -> Option<Self> {
         if a.n >= 1 << 31 || a.rank == 0 || a.rank as usize > MAX_RANK {
             return None;
@@ -424,6 +535,7 @@ impl StridedArgs32 {
 
     /// Element offsets `(dst, src)` of linear index `i`, computed like the
     /// kernels do.
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn offsets(&self, i: u32) -> (i32, i32) {
         let rank = self.rank.clamp(1, MAX_RANK as u32) as usize;
         let (mut x, mut d, mut s) = (i, 0i32, 0i32);
@@ -478,52 +590,103 @@ pub struct TransposeArgs {
     pub batch_src_strides: [i64; MAX_BATCH_RANK],
 }
 
-impl TransposeArgs {
-    /// Builds the block; `batch_shape`, `batch_dst_strides` and
-    /// `batch_src_strides` must have the same length (at most
-    /// [`MAX_BATCH_RANK`]). Returns `None` otherwise or if the batch size
-    /// overflows 2^63.
+
+/// Argument block of `*_rows_*` (320 bytes).
+///
+/// Row index `q` in `[0, rows)` is split over the outer axes `0..outer_rank`
+/// (axis 0 fastest, like [`StridedArgs64`]) into element offsets `od`, `os`;
+/// for `i < row_len`, `dst + (od + i) * size(D)` receives the converted
+/// `src + (os + i) * size(S)`. `rows` must equal the product of the outer
+/// shape and be below 2^63.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowArgs {
+    /// Byte address of the destination element at multi-index 0.
+    pub dst: u64,
+    /// Byte address of the source element at multi-index 0.
+    pub src: u64,
+    /// Elements per row (stride 1 on both sides).
+    pub row_len: u64,
+    /// Number of rows: the product of `shape[..outer_rank]`.
+    pub rows: u64,
+    /// Number of outer axes, `1..=MAX_ROW_OUTER`.
+    pub outer_rank: u32,
+    /// `log2` of the lanes per team, `0..=ROW_MAX_TEAM_SHIFT` (larger values
+    /// act as [`ROW_MAX_TEAM_SHIFT`]); see [`row_team_shift`]. Any value is
+    /// correct.
+    pub team_shift: u32,
+    /// Extent of each outer axis; 1 beyond `outer_rank`.
+    pub shape: [u64; MAX_ROW_OUTER],
+    /// Fast division by `shape[k]`.
+    pub div: [FastDiv64; MAX_ROW_OUTER],
+    /// Destination strides of the outer axes in elements.
+    pub dst_strides: [i64; MAX_ROW_OUTER],
+    /// Source strides of the outer axes in elements (may be negative or zero).
+    pub src_strides: [i64; MAX_ROW_OUTER],
+}
+
+impl RowArgs {
+    /// Builds the block for rows of `row_len` elements over the outer axes
+    /// `outer_shape` (axis 0 innermost, `1..=MAX_ROW_OUTER` axes) with the
+    /// given strides (same length), and the team size of
+    /// [`row_team_shift`]. Returns `None` if the lengths disagree, the rank
+    /// is out of range or the row count overflows 2^63.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         dst: u64,
         src: u64,
-        rows: u64,
-        cols: u64,
-        dst_row_stride: i64,
-        src_col_stride: i64,
-        batch_shape: &[u64],
-        batch_dst_strides: &[i64],
-        batch_src_strides: &[i64],
+        row_len: u64,
+        outer_shape: &[u64],
+        dst_strides: &[i64],
+        src_strides: &[i64],
+        src_size: usize,
+        dst_size: usize,
     ) -> Option<Self> {
-        let r = batch_shape.len();
-        if r > MAX_BATCH_RANK || batch_dst_strides.len() != r || batch_src_strides.len() != r {
+        let r = outer_shape.len();
+        if r == 0 || r > MAX_ROW_OUTER || dst_strides.len() != r || src_strides.len() != r {
             return None;
         }
-        let batch = batch_shape
+        let rows = outer_shape
             .iter()
             .try_fold(1u64, |a, &e| a.checked_mul(e))?;
-        if batch >= 1 << 63 {
+        if rows >= 1 << 63 {
             return None;
         }
         let mut a = Self {
             dst,
             src,
+            row_len,
             rows,
-            cols,
-            dst_row_stride,
-            src_col_stride,
-            batch,
-            batch_rank: r as u32,
-            batch_shape: [1; MAX_BATCH_RANK],
+            outer_rank: r as u32,
+            team_shift: row_team_shift(row_len, src_size, dst_size),
+            shape: [1; MAX_ROW_OUTER],
             ..Self::default()
         };
         for k in 0..r {
-            a.batch_shape[k] = batch_shape[k];
-            a.batch_div[k] = FastDiv64::new(batch_shape[k]);
-            a.batch_dst_strides[k] = batch_dst_strides[k];
-            a.batch_src_strides[k] = batch_src_strides[k];
+            a.shape[k] = outer_shape[k];
+            a.div[k] = FastDiv64::new(outer_shape[k]);
+            a.dst_strides[k] = dst_strides[k];
+            a.src_strides[k] = src_strides[k];
         }
         Some(a)
+    }
+
+    /// Element offsets `(dst, src)` of the first element of row `q`,
+    /// computed like the kernels do.
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
+    pub fn row_offsets(&self, q: u64) -> (i64, i64) {
+        let rank = self.outer_rank.clamp(1, MAX_ROW_OUTER as u32) as usize;
+        let (mut x, mut d, mut s) = (q, 0i64, 0i64);
+        for k in 0..rank - 1 {
+            let quot = self.div[k].div(x);
+            let c = x.wrapping_sub(quot.wrapping_mul(self.shape[k])) as i64;
+            d = d.wrapping_add(c.wrapping_mul(self.dst_strides[k]));
+            s = s.wrapping_add(c.wrapping_mul(self.src_strides[k]));
+            x = quot;
+        }
+        d = d.wrapping_add((x as i64).wrapping_mul(self.dst_strides[rank - 1]));
+        s = s.wrapping_add((x as i64).wrapping_mul(self.src_strides[rank - 1]));
+        (d, s)
     }
 }
 
@@ -542,6 +705,10 @@ unsafe impl DeviceRepr for StridedArgs32 {}
 // implicit padding (offsets checked in tests); it matches the kernels'
 // 304-byte, 8-aligned `.param` block.
 unsafe impl DeviceRepr for TransposeArgs {}
+// SAFETY: `#[repr(C)]` plain-integer struct without implicit padding
+// (offsets checked in tests); it matches the kernels' 320-byte, 8-aligned
+// `.param` block.
+unsafe impl DeviceRepr for RowArgs {}
 
 #[cfg(test)]
 mod tests {
@@ -582,6 +749,82 @@ mod tests {
         assert_eq!(offset_of!(TransposeArgs, batch_div), 112);
         assert_eq!(offset_of!(TransposeArgs, batch_dst_strides), 208);
         assert_eq!(offset_of!(TransposeArgs, batch_src_strides), 256);
+
+        assert_eq!(size_of::<RowArgs>(), 320);
+        assert_eq!(align_of::<RowArgs>(), 8);
+        assert_eq!(offset_of!(RowArgs, row_len), 16);
+        assert_eq!(offset_of!(RowArgs, rows), 24);
+        assert_eq!(offset_of!(RowArgs, outer_rank), 32);
+        assert_eq!(offset_of!(RowArgs, team_shift), 36);
+        assert_eq!(offset_of!(RowArgs, shape), 40);
+        assert_eq!(offset_of!(RowArgs, div), 96);
+        assert_eq!(offset_of!(RowArgs, dst_strides), 208);
+        assert_eq!(offset_of!(RowArgs, src_strides), 264);
+    }
+
+    #[test]
+    fn row_heads_align_both_sides() {
+        for s in [1usize, 2, 4, 8] {
+            for d in [1usize, 2, 4, 8] {
+                let v = contig_group_elems(s, d) as u64;
+                for sa in (0..64u64).filter(|a| a % s as u64 == 0) {
+                    for da in (0..64u64).filter(|a| a % d as u64 == 0) {
+                        let (src, dst) = (1 << 20 | sa, 1 << 30 | da);
+                        let h = row_head(dst, d, src, s, 1000);
+                        // The same head as the contiguous kernels, or the whole row.
+                        assert_eq!(h, contig_head(src, s, dst, d).unwrap_or(1000));
+                        assert!(h < v || h == 1000);
+                        assert_eq!(row_head(dst, d, src, s, 3), h.min(3));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn row_offsets_and_geometry() {
+        let a = RowArgs::new(0, 0, 10, &[3, 5, 2], &[10, 30, 150], &[64, -7, 0], 4, 4).unwrap();
+        assert_eq!(a.rows, 30);
+        let mut q = 0;
+        for k in 0..2i64 {
+            for j in 0..5i64 {
+                for i in 0..3i64 {
+                    assert_eq!(
+                        a.row_offsets(q),
+                        (10 * i + 30 * j + 150 * k, 64 * i - 7 * j)
+                    );
+                    q += 1;
+                }
+            }
+        }
+        assert!(RowArgs::new(0, 0, 1, &[], &[], &[], 4, 4).is_none());
+        assert!(RowArgs::new(0, 0, 1, &[2; 8], &[1; 8], &[1; 8], 4, 4).is_none());
+        assert!(RowArgs::new(0, 0, 1, &[1 << 62, 4], &[1, 1], &[1, 1], 4, 4).is_none());
+        // Units per lane and iteration: 2, or one group of a 4x or 8x cast.
+        assert_eq!(row_units_per_lane(4, 4), 2);
+        assert_eq!(row_units_per_lane(4, 2), 2);
+        assert_eq!(row_units_per_lane(1, 4), 4);
+        assert_eq!(row_units_per_lane(1, 8), 8);
+        assert_eq!(row_units_per_lane(8, 1), 8);
+        // Team sizes: one pass of the team covers a row's units, 1..=256 lanes.
+        assert_eq!(row_team_shift(8, 4, 4), 0);
+        assert_eq!(row_team_shift(1, 4, 4), 0);
+        assert_eq!(row_team_shift(100, 4, 4), 4);
+        assert_eq!(row_team_shift(8000, 4, 4), 8);
+        assert_eq!(row_team_shift(1 << 40, 1, 8), 8);
+        assert_eq!(row_team_shift(32, 1, 8), 1);
+        assert_eq!(row_team_shift(64, 4, 2), 3);
+        // Grid: the 8000 x 8000 f32 block, 2000 units per row, 256 lanes of 2 units.
+        let b = RowArgs::new(0, 0, 8000, &[8000], &[8000], &[16384], 4, 4).unwrap();
+        assert_eq!(row_grid(&b, 4, 4), (4, 8000));
+        // Short rows: one lane per row, 256 rows per block.
+        let c = RowArgs::new(0, 0, 8, &[1000], &[8], &[8], 4, 4).unwrap();
+        assert_eq!(c.team_shift, 0);
+        assert_eq!(row_grid(&c, 4, 4), (1, 4));
+        let e = RowArgs::new(0, 0, 8, &[1 << 40], &[8], &[8], 4, 4).unwrap();
+        assert_eq!(row_grid(&e, 4, 4), (1, 65535));
+        let z = RowArgs::new(0, 0, 0, &[4], &[8], &[8], 4, 4).unwrap();
+        assert_eq!(row_grid(&z, 4, 4), (0, 0));
     }
 
     fn check64(d: u64, n: u64) {

@@ -17,8 +17,8 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use args::{
-    CONTIG_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK, contig_grid, fill_grid, strided_grid,
-    transpose_grid_sized,
+    CONTIG_BLOCK, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK, contig_grid, fill_grid, row_grid,
+    strided_grid, transpose_grid_sized,
 };
 
 type ModuleKey = (usize, &'static str);
@@ -243,6 +243,21 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             unsafe { b.launch(cfg)? };
             Ok(())
         }
+        Plan::Rows { args, from, to } => {
+            let f = copy_fn(stream, "rows", *from, *to)?;
+            let (gx, gy) = row_grid(args, from.size(), to.size());
+            let cfg = LaunchConfig {
+                grid_dim: (gx.max(1), gy.max(1), 1),
+                block_dim: (ROW_BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = stream.launch_builder(&f);
+            b.arg(args);
+            // SAFETY: every element of every row the arguments describe is in bounds and the
+            // two operands are disjoint (contract); `RowArgs` is the kernel's parameter block.
+            unsafe { b.launch(cfg)? };
+            Ok(())
+        }
     }
 }
 
@@ -267,13 +282,13 @@ mod tests {
         }
         for from in DType::ALL {
             for to in DType::ALL {
-                for kind in ["contig", "strided32", "strided64", "transpose"] {
+                for kind in ["contig", "strided32", "strided64", "transpose", "rows"] {
                     let (m, n) = names(kind, from, to);
                     assert!(has(&m, &n), "{m}: {n}");
                     checked += 1;
                 }
             }
         }
-        assert_eq!(checked, 12 + 144 * 4);
+        assert_eq!(checked, 12 + 144 * 5);
     }
 }

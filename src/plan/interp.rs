@@ -4,12 +4,17 @@
 use super::Plan;
 pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
-use crate::kernels::args::CONTIG_ALIGN;
+use crate::kernels::args::{
+    CONTIG_ALIGN, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs, contig_group_elems,
+    row_grid, row_head, row_units_per_lane,
+};
 
 /// Host buffers standing in for device allocations at chosen addresses.
 #[derive(Default, Debug)]
 pub(crate) struct HostMem {
     regions: Vec<(u64, Vec<u8>)>,
+    /// Start address of every write, in order, when enabled.
+    pub(crate) writes: Option<Vec<u64>>,
 }
 
 impl HostMem {
@@ -41,14 +46,27 @@ impl HostMem {
     }
 
     fn write(&mut self, addr: u64, bytes: &[u8]) {
+        if let Some(w) = &mut self.writes {
+            w.push(addr);
+        }
         let (i, o) = self.locate(addr, bytes.len());
         self.regions[i].1[o..o + bytes.len()].copy_from_slice(bytes);
     }
 }
 
+/// One element of `from` as `to`: the same bits when the types are equal (the copy kernels move
+/// bit patterns, NaN payloads included), else the cast kernels' conversion.
+pub(crate) fn element(from: DType, to: DType, bytes: &[u8]) -> Vec<u8> {
+    if from == to {
+        bytes.to_vec()
+    } else {
+        convert(from, to, bytes)
+    }
+}
+
 fn copy_elem(mem: &mut HostMem, dst: u64, to: DType, src: u64, from: DType) {
     let v = mem.read(src, from.size());
-    mem.write(dst, &convert(from, to, &v));
+    mem.write(dst, &element(from, to, &v));
 }
 
 fn at(base: u64, off: i64, size: usize) -> u64 {
@@ -179,6 +197,90 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
                         let s = at(args.src, bs + r + c * args.src_col_stride, from.size());
                         copy_elem(mem, d, to, s, from);
                     }
+                }
+            }
+        }
+        Plan::Rows { ref args, from, to } => {
+            let (gx, gy) = row_grid(args, from.size(), to.size());
+            run_rows(args, from, to, (gx.max(1), gy.max(1)), mem);
+        }
+    }
+}
+
+/// Runs a row kernel over `mem` with the given grid, thread by thread, with the kernel's index
+/// math; panics if a vector access breaks its alignment.
+pub(crate) fn run_rows(
+    args: &RowArgs,
+    from: DType,
+    to: DType,
+    grid: (u32, u32),
+    mem: &mut HostMem,
+) {
+    let (ss, ds) = (from.size() as u64, to.size() as u64);
+    let v = contig_group_elems(from.size(), to.size()) as u64;
+    let r = ss.max(ds) / ss.min(ds);
+    let unit = 16 / ss.max(ds);
+    let units = row_units_per_lane(from.size(), to.size());
+    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let team = 1u64 << shift;
+    let teams = u64::from(ROW_BLOCK) >> shift;
+    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
+    let unroll = u64::from(ROW_SCALAR_UNROLL);
+    for by in 0..gy {
+        for bx in 0..gx {
+            for thr in 0..u64::from(ROW_BLOCK) {
+                let lane = thr & (team - 1);
+                let mut row = by * teams + (thr >> shift);
+                let rstride = gy * teams;
+                let s0 = bx * team + lane;
+                let sstride = gx * team;
+                let u0 = bx * units * team + lane;
+                let ustride = sstride * units;
+                while row < args.rows {
+                    let (od, os) = args.row_offsets(row);
+                    let dr = at(args.dst, od, ds as usize);
+                    let sr = at(args.src, os, ss as usize);
+                    let len = args.row_len;
+                    let head = row_head(dr, ds as usize, sr, ss as usize, len);
+                    let rem = len - head;
+                    let ngroups = rem / v;
+                    let nscalar = head + rem % v;
+                    let tailoff = ngroups * v;
+                    let nunits = ngroups * r;
+                    let mut j = s0;
+                    while j < nscalar {
+                        for k in 0..unroll {
+                            let jk = j + k * sstride;
+                            if jk < nscalar {
+                                let e = if jk < head { jk } else { jk + tailoff };
+                                copy_elem(mem, dr + e * ds, to, sr + e * ss, from);
+                            }
+                        }
+                        j += sstride * unroll;
+                    }
+                    let mut g = u0;
+                    if g < nunits {
+                        assert_eq!((sr + head * ss) % CONTIG_ALIGN, 0, "row groups: src");
+                        assert_eq!((dr + head * ds) % CONTIG_ALIGN, 0, "row groups: dst");
+                    }
+                    while g < nunits {
+                        let left = nunits - g;
+                        for jj in 0..units {
+                            if jj > 0 && (left - 1) >> shift < jj {
+                                continue;
+                            }
+                            let u = g + jj * team;
+                            let sa = sr + head * ss + u * unit * ss;
+                            let da = dr + head * ds + u * unit * ds;
+                            assert_eq!(sa % (unit * ss), 0, "row unit: src vector misaligned");
+                            assert_eq!(da % (unit * ds), 0, "row unit: dst vector misaligned");
+                            for e in 0..unit {
+                                copy_elem(mem, da + e * ds, to, sa + e * ss, from);
+                            }
+                        }
+                        g += ustride;
+                    }
+                    row += rstride;
                 }
             }
         }

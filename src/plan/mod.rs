@@ -11,8 +11,10 @@
 //! 5. choose 32-bit indexing when the element count and every reachable offset fit in `i32`.
 //!
 //! Then the path: driver memset / memcpy where they are the fastest, a vectorised
-//! contiguous kernel, a shared-memory tiled transpose when the two operands' fastest axes
-//! differ, and otherwise the general strided kernel with fast division.
+//! contiguous kernel, a row kernel when the innermost axis is contiguous on both sides (rows
+//! move with 16-byte accesses, the outer axes are split once per row), a shared-memory tiled
+//! transpose when the two operands' fastest axes differ, and otherwise the general strided
+//! kernel with fast division.
 
 #[cfg(test)]
 pub(crate) mod interp;
@@ -22,8 +24,8 @@ mod tests;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::kernels::args::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, StridedArgs32, StridedArgs64, TransposeArgs, contig_head,
-    fast_div32, fill_head,
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, RowArgs, StridedArgs32, StridedArgs64, TransposeArgs,
+    contig_group_elems, contig_head, fast_div32, fill_head,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -165,6 +167,12 @@ pub(crate) enum Plan {
         from: DType,
         to: DType,
     },
+    /// `copy_rows_bN` / `cast_rows_S_D`.
+    Rows {
+        args: RowArgs,
+        from: DType,
+        to: DType,
+    },
 }
 
 impl Plan {
@@ -181,6 +189,7 @@ impl Plan {
             Plan::Strided32 { .. } => "strided32",
             Plan::Strided64 { .. } => "strided64",
             Plan::Transpose { .. } => "transpose",
+            Plan::Rows { .. } => "rows",
         }
     }
 }
@@ -192,6 +201,8 @@ pub(crate) struct PlanOptions {
     pub no_driver: bool,
     /// Never use 32-bit indexing.
     pub force_64: bool,
+    /// Never use the row kernels.
+    pub no_rows: bool,
 }
 
 fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
@@ -318,6 +329,32 @@ pub(crate) fn plan_fill(
     }
 }
 
+/// The row kernels' arguments for normalised axes whose axis 0 is the row (stride 1 on both
+/// sides) and whose axes `1..` (at most `MAX_RANK - 1`) are the outer axes; `None` if there
+/// are no outer axes, too many, or 2^63 rows or more.
+fn row_args(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+) -> Option<RowArgs> {
+    let outer = &norm.axes[1..];
+    let shape: Vec<u64> = outer.iter().map(|a| a.len as u64).collect();
+    let ds: Vec<i64> = outer.iter().map(|a| a.dst as i64).collect();
+    let ss: Vec<i64> = outer.iter().map(|a| a.src as i64).collect();
+    RowArgs::new(
+        dst,
+        src,
+        norm.axes[0].len as u64,
+        &shape,
+        &ds,
+        &ss,
+        src_size,
+        dst_size,
+    )
+}
+
 /// Minimum extent of both tile axes for the transpose path.
 const TRANSPOSE_MIN_EXTENT: usize = 8;
 
@@ -363,6 +400,17 @@ pub(crate) fn plan_copy(
                 bytes: norm.n * ds,
             });
         }
+    }
+    // Rows: axis 0 has stride 1 on both sides and is at least one vector group long. Disjoint
+    // from the transpose condition below, which needs a source stride other than +-1 on axis 0.
+    if r >= 2
+        && !opt.no_rows
+        && norm.axes[0].dst == 1
+        && norm.axes[0].src == 1
+        && norm.axes[0].len >= contig_group_elems(ss, ds)
+        && let Some(args) = row_args(&norm, d, s, ss, ds)
+    {
+        return Ok(Plan::Rows { args, from, to });
     }
     // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
     // stride +-1, and the source's axis 0 is not contiguous.

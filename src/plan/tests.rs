@@ -3,9 +3,10 @@
 use ndarray::{IxDyn, Slice};
 use proptest::prelude::*;
 
-use super::interp::{HostMem, convert, run};
+use super::interp::{HostMem, element, run, run_rows};
 use super::{Plan, PlanOptions, plan_copy, plan_fill};
 use crate::element::DType;
+use crate::kernels::args::{RowArgs, contig_group_elems, row_grid, row_head};
 use crate::layout::Layout;
 
 const POISON: u8 = 0xA5;
@@ -100,12 +101,28 @@ fn dtype() -> impl Strategy<Value = DType> {
     proptest::sample::select(DType::ALL.to_vec())
 }
 
-fn shape_strategy() -> impl Strategy<Value = Vec<usize>> {
-    proptest::collection::vec(
+/// A shape, and whether the case is built as rows: the last axis then has step 1 and is the
+/// innermost axis of both operands, and is longer than the others.
+fn shape_strategy() -> impl Strategy<Value = (Vec<usize>, bool)> {
+    let general = proptest::collection::vec(
         prop_oneof![3 => 1usize..6, 1 => Just(1usize), 1 => 6usize..12, 1 => Just(0usize)],
         0..=5,
     )
     .prop_filter("small", |s| s.iter().product::<usize>() <= 600)
+    .prop_map(|s| (s, false));
+    let rows = (
+        proptest::collection::vec(
+            prop_oneof![3 => 1usize..6, 1 => Just(1usize), 1 => 6usize..12],
+            1..=3,
+        ),
+        prop_oneof![1 => 1usize..8, 3 => 8usize..40],
+    )
+        .prop_map(|(mut s, len)| {
+            s.push(len);
+            (s, true)
+        })
+        .prop_filter("small", |(s, _)| s.iter().product::<usize>() <= 1200);
+    prop_oneof![3 => general, 1 => rows]
 }
 
 #[derive(Debug)]
@@ -121,10 +138,11 @@ struct Case {
 }
 
 fn case_strategy() -> impl Strategy<Value = Case> {
-    shape_strategy().prop_flat_map(|shape| {
+    shape_strategy().prop_flat_map(|(shape, rowish)| {
         let r = shape.len();
         (
             Just(shape),
+            Just(rowish),
             operand_spec(r),
             operand_spec(r),
             proptest::collection::vec(prop::bool::weighted(0.2), r),
@@ -133,20 +151,44 @@ fn case_strategy() -> impl Strategy<Value = Case> {
             any::<u64>(),
             any::<bool>(),
             any::<bool>(),
+            prop::bool::weighted(0.1),
         )
             .prop_map(
-                |(shape, dst, src, bcast, from, to, seed, no_driver, force_64)| Case {
+                |(
                     shape,
-                    dst,
-                    src,
-                    bcast,
+                    rowish,
+                    mut dst,
+                    mut src,
+                    mut bcast,
                     from,
                     to,
                     seed,
-                    opt: PlanOptions {
-                        no_driver,
-                        force_64,
-                    },
+                    no_driver,
+                    force_64,
+                    no_rows,
+                )| {
+                    if rowish {
+                        let last = shape.len() - 1;
+                        for spec in [&mut dst, &mut src] {
+                            spec.steps[last] = 1;
+                            spec.perm_seed[last] = 64;
+                        }
+                        bcast[last] = false;
+                    }
+                    Case {
+                        shape,
+                        dst,
+                        src,
+                        bcast,
+                        from,
+                        to,
+                        seed,
+                        opt: PlanOptions {
+                            no_driver,
+                            force_64,
+                            no_rows,
+                        },
+                    }
                 },
             )
     })
@@ -166,7 +208,17 @@ fn rand_bytes(n: usize, mut seed: u64) -> Vec<u8> {
 const DST_BASE: u64 = 0x7000_0000;
 const SRC_BASE: u64 = 0x9000_0000;
 
-fn check_copy(c: &Case) -> Result<(), TestCaseError> {
+/// The operands of a copy case: layouts, base-span lengths and base addresses.
+struct Operands {
+    dl: Layout<IxDyn>,
+    dlen: usize,
+    dbase: u64,
+    sl: Layout<IxDyn>,
+    slen: usize,
+    sbase: u64,
+}
+
+fn operands(c: &Case) -> Operands {
     let (dl, dlen) = build(&c.shape, &c.dst);
     let src_shape: Vec<usize> = c
         .shape
@@ -176,31 +228,54 @@ fn check_copy(c: &Case) -> Result<(), TestCaseError> {
         .collect();
     let (sl0, slen) = build(&src_shape, &c.src);
     let sl = sl0.broadcast(IxDyn(&c.shape)).unwrap();
-    prop_assert!(dl.is_unaliased());
+    Operands {
+        dl,
+        dlen,
+        dbase: DST_BASE + c.dst.misalign * c.to.size() as u64,
+        sl,
+        slen,
+        sbase: SRC_BASE + c.src.misalign * c.from.size() as u64,
+    }
+}
+
+fn case_plan(c: &Case, o: &Operands) -> crate::error::Result<Plan> {
     let (ds, ss) = (c.to.size(), c.from.size());
-    let dbase = DST_BASE + c.dst.misalign * ds as u64;
-    let sbase = SRC_BASE + c.src.misalign * ss as u64;
-    let mut mem = HostMem::default();
-    mem.add(dbase, vec![POISON; dlen * ds]);
-    let src_bytes = rand_bytes(slen * ss, c.seed | 1);
-    mem.add(sbase, src_bytes.clone());
-    let plan = plan_copy(
-        dbase + (dl.offset() * ds) as u64,
-        dl.strides(),
+    plan_copy(
+        o.dbase + (o.dl.offset() * ds) as u64,
+        o.dl.strides(),
         c.to,
-        sbase + (sl.offset() * ss) as u64,
-        sl.strides(),
+        o.sbase + (o.sl.offset() * ss) as u64,
+        o.sl.strides(),
         c.from,
         &c.shape,
         c.opt,
     )
-    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+}
+
+fn check_copy(c: &Case) -> Result<(), TestCaseError> {
+    let o = operands(c);
+    let Operands {
+        dl,
+        dlen,
+        dbase,
+        sl,
+        slen,
+        sbase,
+    } = &o;
+    let (dlen, slen, dbase, sbase) = (*dlen, *slen, *dbase, *sbase);
+    prop_assert!(dl.is_unaliased());
+    let (ds, ss) = (c.to.size(), c.from.size());
+    let mut mem = HostMem::default();
+    mem.add(dbase, vec![POISON; dlen * ds]);
+    let src_bytes = rand_bytes(slen * ss, c.seed | 1);
+    mem.add(sbase, src_bytes.clone());
+    let plan = case_plan(c, &o).map_err(|e| TestCaseError::fail(e.to_string()))?;
     run(&plan, &mut mem);
     let mut expect = vec![POISON; dlen * ds];
     for idx in indices(&c.shape) {
         let d = dl.offset_of(&idx).unwrap();
         let s = sl.offset_of(&idx).unwrap();
-        let v = convert(c.from, c.to, &src_bytes[s * ss..(s + 1) * ss]);
+        let v = element(c.from, c.to, &src_bytes[s * ss..(s + 1) * ss]);
         expect[d * ds..(d + 1) * ds].copy_from_slice(&v);
     }
     let got = mem.region(dbase);
@@ -308,12 +383,28 @@ fn paths_are_chosen_as_documented() {
     )
     .unwrap();
     assert_eq!(p.path(), "memcpy");
-    // Rows of a wide slice: the strided kernel (the driver's 2-D copy measured at 0.40 of
-    // memcpy bandwidth on an H200 for 8000-wide f32 rows).
+    // Rows of a wide slice: the row kernel (the driver's 2-D copy measured at 0.40 of memcpy
+    // bandwidth on an H200 for 8000-wide f32 rows).
     assert_eq!(
         contiguous_plan(F32, F32, &[100, 8000], &[8000, 1], &[16384, 1]).path(),
-        "strided32"
+        "rows"
     );
+    // The same without the row kernels: the strided kernel.
+    let p = plan_copy(
+        DST_BASE,
+        &[8000, 1],
+        F32,
+        SRC_BASE,
+        &[16384, 1],
+        F32,
+        &[100, 8000],
+        PlanOptions {
+            no_rows: true,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.path(), "strided32");
     // Transpose.
     assert_eq!(
         contiguous_plan(F32, F32, &[512, 256], &[256, 1], &[1, 512]).path(),
@@ -328,10 +419,10 @@ fn paths_are_chosen_as_documented() {
         contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[128, 2]).path(),
         "strided32"
     );
-    // Broadcast of a row.
+    // Broadcast of a row: rows (source outer stride 0).
     assert_eq!(
         contiguous_plan(F32, F64, &[64, 64], &[64, 1], &[0, 1]).path(),
-        "strided32"
+        "rows"
     );
     // Negative strides on both sides are flipped into a plain contiguous copy.
     let p = plan_copy(
@@ -370,4 +461,334 @@ fn too_many_axes_is_an_error_not_a_panic() {
     let strides: Vec<isize> = (0..9).map(|i| 3isize.pow(i as u32)).collect();
     let e = plan_fill(DST_BASE, &shape, &strides, 4, 0, PlanOptions::default()).unwrap_err();
     assert!(e.to_string().contains("at most 8"), "{e}");
+}
+
+/// The row arguments of `p`, which must be a row plan.
+fn rows_of(p: &Plan) -> RowArgs {
+    match p {
+        Plan::Rows { args, .. } => *args,
+        other => panic!("expected a row plan, got {other:?}"),
+    }
+}
+
+/// `head` of every row of a row plan, computed like the kernels do.
+fn row_heads(args: &RowArgs, from: DType, to: DType) -> Vec<u64> {
+    let (ss, ds) = (from.size(), to.size());
+    (0..args.rows)
+        .map(|q| {
+            let (od, os) = args.row_offsets(q);
+            let d = (args.dst as i64 + od * ds as i64) as u64;
+            let s = (args.src as i64 + os * ss as i64) as u64;
+            row_head(d, ds, s, ss, args.row_len)
+        })
+        .collect()
+}
+
+/// Plans and runs `dst[i] = src[i] as to` for every index of `shape` (strides in elements,
+/// element zero of each operand `*_off` bytes past its base), optionally with the row kernel's
+/// `grid` instead of the launch grid, and compares with a direct evaluation; checks that every
+/// destination element is written exactly once. Returns the plan.
+#[allow(clippy::too_many_arguments)]
+fn run_case(
+    shape: &[usize],
+    dst_strides: &[isize],
+    dst_off: u64,
+    to: DType,
+    src_strides: &[isize],
+    src_off: u64,
+    from: DType,
+    grid: Option<(u32, u32)>,
+) -> Plan {
+    let (ds, ss) = (to.size(), from.size());
+    let span = |strides: &[isize]| -> (isize, isize) {
+        let mut lo = 0;
+        let mut hi = 0;
+        for (&n, &st) in shape.iter().zip(strides) {
+            let ext = (n as isize - 1) * st;
+            if ext < 0 {
+                lo += ext;
+            } else {
+                hi += ext;
+            }
+        }
+        (lo, hi)
+    };
+    let (dlo, dhi) = span(dst_strides);
+    let (slo, shi) = span(src_strides);
+    // Element zero at `*_BASE + off`; each region starts at its lowest element.
+    let d0 = DST_BASE + dst_off;
+    let s0 = SRC_BASE + src_off;
+    let dreg = (d0 as i64 + dlo as i64 * ds as i64) as u64;
+    let sreg = (s0 as i64 + slo as i64 * ss as i64) as u64;
+    let mut mem = HostMem::default();
+    let dbytes = (dhi - dlo + 1) as usize * ds;
+    let sbytes = (shi - slo + 1) as usize * ss;
+    mem.add(dreg, vec![POISON; dbytes]);
+    let src = rand_bytes(sbytes, 0x1234_5678_9abc_def1);
+    mem.add(sreg, src.clone());
+    mem.writes = Some(Vec::new());
+    let plan = plan_copy(
+        d0,
+        dst_strides,
+        to,
+        s0,
+        src_strides,
+        from,
+        shape,
+        PlanOptions::default(),
+    )
+    .unwrap();
+    match (&plan, grid) {
+        (Plan::Rows { args, from, to }, Some(g)) => run_rows(args, *from, *to, g, &mut mem),
+        _ => run(&plan, &mut mem),
+    }
+    let mut expect = vec![POISON; dbytes];
+    for idx in indices(shape) {
+        let off = |strides: &[isize], lo: isize| -> usize {
+            (idx.iter()
+                .zip(strides)
+                .map(|(&i, &st)| i as isize * st)
+                .sum::<isize>()
+                - lo) as usize
+        };
+        let (d, s) = (off(dst_strides, dlo), off(src_strides, slo));
+        let v = element(from, to, &src[s * ss..(s + 1) * ss]);
+        expect[d * ds..(d + 1) * ds].copy_from_slice(&v);
+    }
+    assert!(
+        mem.region(dreg) == expect.as_slice(),
+        "plan {} ({plan:?}) wrote wrong bytes",
+        plan.path()
+    );
+    let mut writes = mem.writes.take().unwrap();
+    let n = writes.len();
+    writes.sort_unstable();
+    writes.dedup();
+    assert_eq!(
+        writes.len(),
+        n,
+        "plan {} wrote some element twice",
+        plan.path()
+    );
+    plan
+}
+
+#[test]
+fn central_block_and_sliced_batches_take_the_row_path() {
+    use DType::*;
+    // `a.slice(s![1000..9000, 1000..9000])` of a 16384^2 f32 matrix into a contiguous array.
+    let src = SRC_BASE + 4 * (1000 * 16384 + 1000);
+    let p = plan_copy(
+        DST_BASE,
+        &[8000, 1],
+        F32,
+        src,
+        &[16384, 1],
+        F32,
+        &[8000, 8000],
+        PlanOptions::default(),
+    )
+    .unwrap();
+    let a = rows_of(&p);
+    assert_eq!((a.row_len, a.rows, a.outer_rank), (8000, 8000, 1));
+    assert_eq!((a.dst, a.src), (DST_BASE, src));
+    assert_eq!((a.dst_strides[0], a.src_strides[0]), (8000, 16384));
+    assert_eq!(a.team_shift, 8);
+    assert_eq!(row_grid(&a, 4, 4), (4, 8000));
+    assert!(row_heads(&a, F32, F32).iter().all(|&h| h == 0));
+    // The same block cast to bf16 and to f64.
+    for to in [BF16, F64] {
+        let p = plan_copy(
+            DST_BASE,
+            &[8000, 1],
+            to,
+            src,
+            &[16384, 1],
+            F32,
+            &[8000, 8000],
+            PlanOptions::default(),
+        )
+        .unwrap();
+        assert!(row_heads(&rows_of(&p), F32, to).iter().all(|&h| h == 0));
+    }
+    // `s![2..10, 4..60, 8..40]` of a 16 x 64 x 64 f32 array: two outer axes, every row aligned.
+    let src = 4 * (2 * 4096 + 4 * 64 + 8);
+    let p = run_case(
+        &[8, 56, 32],
+        &[1792, 32, 1],
+        0,
+        F32,
+        &[4096, 64, 1],
+        src,
+        F32,
+        None,
+    );
+    let a = rows_of(&p);
+    assert_eq!((a.row_len, a.rows, a.outer_rank), (32, 448, 2));
+    assert_eq!(&a.shape[..2], &[56, 8]);
+    assert!(row_heads(&a, F32, F32).iter().all(|&h| h == 0));
+    // The batch reversed on the source side (negative outer stride), cast to f16.
+    let p = run_case(
+        &[8, 56, 32],
+        &[1792, 32, 1],
+        0,
+        F16,
+        &[-4096, 64, 1],
+        4 * (7 * 4096 + 8),
+        F32,
+        None,
+    );
+    assert_eq!(rows_of(&p).outer_rank, 2);
+    // Short rows of 8 f32: two units per row, one lane per row.
+    let p = run_case(&[50, 8], &[8, 1], 0, F32, &[12, 1], 0, F32, None);
+    assert_eq!(rows_of(&p).team_shift, 0);
+    // A transposed batch stays on the transpose path (source inner stride not 1).
+    assert_eq!(
+        contiguous_plan(F32, F32, &[4, 64, 64], &[4096, 64, 1], &[4096, 1, 64]).path(),
+        "transpose"
+    );
+}
+
+#[test]
+fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
+    use DType::*;
+    // Source pitch 1001 f32 (4 mod 16 bytes), contiguous destination: only every fourth row
+    // has both sides aligned; the others move element by element.
+    let p = run_case(&[12, 100], &[100, 1], 0, F32, &[1001, 1], 0, F32, None);
+    let a = rows_of(&p);
+    let heads = row_heads(&a, F32, F32);
+    for (q, &h) in heads.iter().enumerate() {
+        assert_eq!(h, if q % 4 == 0 { 0 } else { 100 }, "row {q}");
+    }
+    // The same odd pitch on both sides: every row vectorised, with its own head.
+    let p = run_case(&[12, 100], &[1001, 1], 20, F32, &[1001, 1], 4, F32, None);
+    let heads = row_heads(&rows_of(&p), F32, F32);
+    assert!(heads.iter().all(|&h| h < 4), "{heads:?}");
+    assert!(heads.iter().any(|&h| h != heads[0]), "{heads:?}");
+    // Misaligned against each other on every row: all scalar.
+    let p = run_case(&[12, 100], &[128, 1], 4, F32, &[256, 1], 0, F32, None);
+    assert!(row_heads(&rows_of(&p), F32, F32).iter().all(|&h| h == 100));
+    // Odd pitch of a 1-byte type widened to f64 (groups of 16 elements).
+    let p = run_case(&[9, 70], &[70, 1], 0, F64, &[73, 1], 3, U8, None);
+    let heads = row_heads(&rows_of(&p), U8, F64);
+    assert!(
+        heads.iter().any(|&h| h < 16) && heads.contains(&70),
+        "{heads:?}"
+    );
+    // Rows shorter than one vector group: the strided kernel.
+    assert_eq!(
+        contiguous_plan(F32, F32, &[64, 3], &[3, 1], &[5, 1]).path(),
+        "strided32"
+    );
+    assert_eq!(
+        contiguous_plan(U8, U8, &[64, 8], &[8, 1], &[9, 1]).path(),
+        "strided32"
+    );
+    assert_eq!(
+        contiguous_plan(U8, U8, &[64, 16], &[16, 1], &[17, 1]).path(),
+        "rows"
+    );
+    // Reversed rows (source inner stride -1): the strided kernel.
+    assert_eq!(
+        contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[64, -1]).path(),
+        "strided32"
+    );
+}
+
+/// Shape, destination strides, offset (bytes) and type, source strides, offset and type.
+type RowCase<'a> = (
+    &'a [usize],
+    &'a [isize],
+    u64,
+    DType,
+    &'a [isize],
+    u64,
+    DType,
+);
+
+#[test]
+fn row_kernel_covers_every_element_once_with_any_grid() {
+    use DType::*;
+    let cases: &[RowCase] = &[
+        (&[37, 70], &[70, 1], 0, F32, &[73, 1], 4, F32),
+        (&[37, 70], &[72, 1], 2, F16, &[73, 1], 4, F32),
+        (
+            &[5, 7, 33],
+            &[231, 33, 1],
+            1,
+            U8,
+            &[-400, 48, 1],
+            3 + 4 * 400,
+            U8,
+        ),
+        (&[6, 5, 40], &[200, 40, 1], 0, F64, &[0, 41, 1], 2, U8),
+        (&[300, 8], &[8, 1], 0, F32, &[12, 1], 0, F32),
+        (&[3, 2000], &[2000, 1], 8, I64, &[2048, 1], 16, I16),
+        (
+            &[2, 3, 2, 3, 2, 3, 2, 17],
+            // Seven outer axes: padded rows of 20 in the destination, the outer axes in the
+            // opposite order (rows of 24) in the source.
+            &[4320, 1440, 720, 240, 120, 40, 20, 1],
+            0,
+            U16,
+            &[24, 48, 144, 288, 864, 1728, 5184, 1],
+            0,
+            U16,
+        ),
+    ];
+    for &(shape, dst, doff, to, src, soff, from) in cases {
+        let p = plan_copy(
+            DST_BASE + doff,
+            dst,
+            to,
+            SRC_BASE + soff,
+            src,
+            from,
+            shape,
+            PlanOptions::default(),
+        )
+        .unwrap();
+        let a = rows_of(&p);
+        let full = row_grid(&a, from.size(), to.size());
+        for grid in [(1, 1), (2, 3), (3, 1), full, (full.0 + 3, full.1 + 2)] {
+            run_case(shape, dst, doff, to, src, soff, from, Some(grid));
+        }
+    }
+}
+
+#[test]
+fn random_cases_reach_every_copy_path() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use std::collections::BTreeMap;
+    let mut runner = TestRunner::deterministic();
+    let strategy = case_strategy();
+    let mut paths: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let (mut vector_rows, mut scalar_rows, mut head_rows) = (0, 0, 0);
+    for _ in 0..3000 {
+        let c = strategy.new_tree(&mut runner).unwrap().current();
+        let o = operands(&c);
+        let Ok(p) = case_plan(&c, &o) else { continue };
+        *paths.entry(p.path()).or_default() += 1;
+        if let Plan::Rows { args, from, to } = &p {
+            let v = contig_group_elems(from.size(), to.size()) as u64;
+            for h in row_heads(args, *from, *to) {
+                if h == args.row_len {
+                    scalar_rows += 1;
+                } else if h > 0 && args.row_len - h >= v {
+                    head_rows += 1;
+                } else {
+                    vector_rows += 1;
+                }
+            }
+        }
+    }
+    // (The transpose path needs two axes of at least 8 elements; these cases rarely have them.)
+    for path in ["contig", "memcpy", "strided32", "strided64", "rows"] {
+        assert!(paths.get(path).copied().unwrap_or(0) >= 20, "{paths:?}");
+    }
+    assert!(
+        vector_rows >= 200 && scalar_rows >= 200 && head_rows >= 200,
+        "aligned rows {vector_rows}, rows with a head {head_rows}, scalar rows {scalar_rows}"
+    );
 }
