@@ -18,7 +18,9 @@ use crate::view::{DeviceView, DeviceViewMut};
 
 fn check_same_shape(host: &[usize], dev: &[usize]) -> Result<()> {
     if host != dev {
-        return Err(Error::shape(format!("host shape {host:?} does not match device shape {dev:?}")));
+        return Err(Error::shape(format!(
+            "host shape {host:?} does not match device shape {dev:?}"
+        )));
     }
     Ok(())
 }
@@ -37,7 +39,11 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// assert_eq!(dev.to_host(&stream)?, host.t().slice(s![.., ..;-1]));
     /// # Ok(()) }
     /// ```
-    pub fn copy_from_host(&mut self, stream: &Arc<CudaStream>, host: &ArrayView<'_, T, D>) -> Result<()> {
+    pub fn copy_from_host(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        host: &ArrayView<'_, T, D>,
+    ) -> Result<()> {
         check_same_shape(host.shape(), self.shape())?;
         check_stream(stream, self.device(), "the destination view")?;
         if self.is_empty() {
@@ -64,7 +70,11 @@ impl<T: DeviceElement, D: Dimension> DeviceView<'_, T, D> {
     /// assert_eq!(host.t(), dev.to_host(&stream)?);
     /// # Ok(()) }
     /// ```
-    pub fn copy_to_host(&self, stream: &Arc<CudaStream>, host: &mut ArrayViewMut<'_, T, D>) -> Result<()> {
+    pub fn copy_to_host(
+        &self,
+        stream: &Arc<CudaStream>,
+        host: &mut ArrayViewMut<'_, T, D>,
+    ) -> Result<()> {
         check_same_shape(host.shape(), self.shape())?;
         check_stream(stream, self.device(), "the source view")?;
         if self.is_empty() {

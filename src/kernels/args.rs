@@ -590,7 +590,6 @@ pub struct TransposeArgs {
     pub batch_src_strides: [i64; MAX_BATCH_RANK],
 }
 
-
 /// Argument block of `*_rows_*` (320 bytes).
 ///
 /// Row index `q` in `[0, rows)` is split over the outer axes `0..outer_rank`
