@@ -59,6 +59,10 @@ impl DType {
     ];
 
     /// Size of one element in bytes.
+    ///
+    /// ```
+    /// assert_eq!(devspan::DType::F64.size(), 8);
+    /// ```
     pub const fn size(self) -> usize {
         match self {
             DType::U8 | DType::I8 => 1,
@@ -69,6 +73,10 @@ impl DType {
     }
 
     /// The Rust name of the type (`"f32"`, `"bf16"`, ...), also used in kernel names.
+    ///
+    /// ```
+    /// assert_eq!(devspan::DType::BF16.name(), "bf16");
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             DType::U8 => "u8",
@@ -87,6 +95,10 @@ impl DType {
     }
 
     /// Whether the type is a floating-point type.
+    ///
+    /// ```
+    /// assert!(devspan::DType::F16.is_float() && !devspan::DType::I8.is_float());
+    /// ```
     pub const fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
@@ -129,6 +141,11 @@ pub trait DeviceElement:
     const DTYPE: DType;
 
     /// The value's bits, zero-extended to 64 bits (what fill kernels take).
+    ///
+    /// ```
+    /// use devspan::DeviceElement;
+    /// assert_eq!((-1i16).to_bits_u64(), 0xffff);
+    /// ```
     fn to_bits_u64(self) -> u64;
 }
 

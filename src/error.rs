@@ -55,6 +55,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// A new error of `kind` with a message that names the values involved.
+    ///
+    /// ```
+    /// let e = devspan::Error::new(devspan::ErrorKind::InvalidArgument, "chunk size must be nonzero");
+    /// assert_eq!(e.to_string(), "chunk size must be nonzero");
+    /// ```
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error {
             kind,
@@ -63,11 +68,21 @@ impl Error {
     }
 
     /// What went wrong.
+    ///
+    /// ```
+    /// let e = devspan::Layout::contiguous(ndarray::Ix1(4)).reshape(5usize).unwrap_err();
+    /// assert_eq!(e.kind(), &devspan::ErrorKind::ShapeMismatch);
+    /// ```
     pub fn kind(&self) -> &ErrorKind {
         &self.kind
     }
 
     /// The human-readable description.
+    ///
+    /// ```
+    /// let e = devspan::Layout::contiguous(ndarray::Ix1(4)).reshape(5usize).unwrap_err();
+    /// assert!(e.message().contains("[4]"));
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }

@@ -37,6 +37,15 @@ use crate::error::{Error, Result};
 /// ```
 pub trait DeviceOwner: Send + Sync + 'static {
     /// A short description used in `Debug` output of views.
+    ///
+    /// ```
+    /// use devspan::DeviceOwner;
+    /// struct Pool;
+    /// impl DeviceOwner for Pool {
+    ///     fn describe(&self) -> String { "pool block".into() }
+    /// }
+    /// assert_eq!(Pool.describe(), "pool block");
+    /// ```
     fn describe(&self) -> String {
         String::from("foreign owner")
     }

@@ -27,6 +27,12 @@ pub(crate) mod sealed {
 
 /// The storage a view sits on: a read-only [`DeviceSpan`] or a writable [`DeviceSpanMut`].
 /// Sealed; it plays the role of ndarray's `Data` traits.
+///
+/// ```
+/// use devspan::{DeviceSpan, DeviceSpanMut, SpanData};
+/// assert!(!<DeviceSpan<'static, f32> as SpanData>::WRITABLE);
+/// assert!(<DeviceSpanMut<'static, f32> as SpanData>::WRITABLE);
+/// ```
 pub trait SpanData: sealed::Sealed {
     /// The element type.
     type Elem: DeviceElement;
