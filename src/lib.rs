@@ -63,6 +63,7 @@ mod array;
 mod bytes;
 mod convert;
 mod device;
+pub mod dlpack;
 mod element;
 mod error;
 pub mod interop;
