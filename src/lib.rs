@@ -14,6 +14,8 @@
 //! | [`DeviceArray<T, D>`] | the one owning type: allocation + standard layout | ndarray `Array<T, D>`, cudarc `CudaSlice<T>` |
 //! | [`Layout<D>`] | the metadata alone, every layout operation | ndarray's shape/strides |
 //! | [`DeviceOwner`] | whatever keeps foreign memory alive | `Arc<dyn Any>` in `Bytes::from_owner` |
+//! | [`dlpack::DlpackTensor`] | a tensor lent by another framework, turned into `'static` views | `torch.from_dlpack` |
+//! | [`interop::KernelView`] | a view as one by-value kernel parameter | a CUDA struct of pointer, shape, strides |
 //!
 //! Views never own. They borrow (a lifetime `'a` over a `CudaSlice`, `CudaView`,
 //! [`DeviceArray`] or another view) or hold an `Arc<dyn DeviceOwner>` (`'static` views over
