@@ -415,7 +415,6 @@ impl StridedArgs64 {
     /// with the given strides (same length as `shape`). Returns `None` if
     /// the lengths disagree, the rank is out of range or the element count
     /// overflows 2^63. For fill, pass `src = 0` and zero source strides.
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn new(
         dst: u64,
         src: u64,
@@ -496,7 +495,6 @@ pub struct StridedArgs32 {
 impl StridedArgs32 {
     /// The 32-bit form of `a`, or `None` if `a.n >= 2^31` or some reachable
     /// offset sum does not fit in `i32` (then use the 64-bit kernel).
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn from_args64(a: &StridedArgs64) -> Option<Self> {
         if a.n >= 1 << 31 || a.rank == 0 || a.rank as usize > MAX_RANK {
             return None;

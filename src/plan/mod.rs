@@ -25,7 +25,7 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::kernels::args::{
     FastDiv64, MAX_BATCH_RANK, MAX_RANK, RowArgs, StridedArgs32, StridedArgs64, TransposeArgs,
-    contig_group_elems, contig_head, fast_div32, fill_head,
+    contig_group_elems, contig_head, fill_head,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -209,20 +209,6 @@ fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
     (base as i64 + off_elems as i64 * size as i64) as u64
 }
 
-/// Largest `|offset|` reachable (elements) in one operand, with the element count.
-fn fits_32(norm: &Normalized) -> bool {
-    if norm.n >= (1usize << 31) {
-        return false;
-    }
-    let reach = |f: fn(&PAxis) -> isize| -> u128 {
-        norm.axes
-            .iter()
-            .map(|a| (a.len as u128 - 1) * f(a).unsigned_abs() as u128)
-            .sum()
-    };
-    reach(|a| a.dst) < (1u128 << 31) && reach(|a| a.src) < (1u128 << 31)
-}
-
 fn too_many_axes(norm: &Normalized) -> Result<()> {
     if norm.axes.len() > MAX_RANK {
         return Err(Error::invalid(format!(
@@ -234,48 +220,35 @@ fn too_many_axes(norm: &Normalized) -> Result<()> {
     Ok(())
 }
 
-fn strided32(norm: &Normalized, dst: u64, src: u64) -> StridedArgs32 {
-    let mut a = StridedArgs32 {
-        dst,
-        src,
-        n: norm.n as u32,
-        rank: norm.axes.len().max(1) as u32,
-        ..Default::default()
+/// The strided kernels' argument block: the 32-bit form when the element count and every
+/// reachable offset fit (and `opt` allows it), else the 64-bit form.
+fn strided_args(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    opt: PlanOptions,
+) -> Result<std::result::Result<StridedArgs32, StridedArgs64>> {
+    let axes = if norm.axes.is_empty() {
+        vec![PAxis {
+            len: 1,
+            dst: 0,
+            src: 0,
+        }]
+    } else {
+        norm.axes.clone()
     };
-    for k in 0..MAX_RANK {
-        let (len, ds, ss) = match norm.axes.get(k) {
-            Some(ax) => (ax.len, ax.dst, ax.src),
-            None => (1, 0, 0),
-        };
-        a.shape[k] = len as u32;
-        let (m, s) = fast_div32(len as u32);
-        a.magic[k] = m;
-        a.shift[k] = s;
-        a.dst_strides[k] = ds as i32;
-        a.src_strides[k] = ss as i32;
+    let shape: Vec<u64> = axes.iter().map(|a| a.len as u64).collect();
+    let ds: Vec<i64> = axes.iter().map(|a| a.dst as i64).collect();
+    let ss: Vec<i64> = axes.iter().map(|a| a.src as i64).collect();
+    let a64 = StridedArgs64::new(dst, src, &shape, &ds, &ss)
+        .ok_or_else(|| Error::overflow(format!("axes {axes:?} do not fit the strided kernels")))?;
+    match (!opt.force_64)
+        .then(|| StridedArgs32::from_args64(&a64))
+        .flatten()
+    {
+        Some(a32) => Ok(Ok(a32)),
+        None => Ok(Err(a64)),
     }
-    a
-}
-
-fn strided64(norm: &Normalized, dst: u64, src: u64) -> StridedArgs64 {
-    let mut a = StridedArgs64 {
-        dst,
-        src,
-        n: norm.n as u64,
-        rank: norm.axes.len().max(1) as u32,
-        ..Default::default()
-    };
-    for k in 0..MAX_RANK {
-        let (len, ds, ss) = match norm.axes.get(k) {
-            Some(ax) => (ax.len, ax.dst, ax.src),
-            None => (1, 0, 0),
-        };
-        a.shape[k] = len as u64;
-        a.div[k] = FastDiv64::new(len as u64);
-        a.dst_strides[k] = ds as i64;
-        a.src_strides[k] = ss as i64;
-    }
-    a
 }
 
 /// Plans `dst[i] = value` for every index of a destination with `shape` and `strides` whose
@@ -314,19 +287,10 @@ pub(crate) fn plan_fill(
             });
         }
     }
-    if fits_32(&norm) && !opt.force_64 {
-        Ok(Plan::FillStrided32 {
-            args: strided32(&norm, d, 0),
-            size,
-            bits,
-        })
-    } else {
-        Ok(Plan::FillStrided64 {
-            args: strided64(&norm, d, 0),
-            size,
-            bits,
-        })
-    }
+    Ok(match strided_args(&norm, d, 0, opt)? {
+        Ok(args) => Plan::FillStrided32 { args, size, bits },
+        Err(args) => Plan::FillStrided64 { args, size, bits },
+    })
 }
 
 /// The row kernels' arguments for normalised axes whose axis 0 is the row (stride 1 on both
@@ -460,17 +424,8 @@ pub(crate) fn plan_copy(
         }
         return Ok(Plan::Transpose { args, from, to });
     }
-    if fits_32(&norm) && !opt.force_64 {
-        Ok(Plan::Strided32 {
-            args: strided32(&norm, d, s),
-            from,
-            to,
-        })
-    } else {
-        Ok(Plan::Strided64 {
-            args: strided64(&norm, d, s),
-            from,
-            to,
-        })
-    }
+    Ok(match strided_args(&norm, d, s, opt)? {
+        Ok(args) => Plan::Strided32 { args, from, to },
+        Err(args) => Plan::Strided64 { args, from, to },
+    })
 }

@@ -373,14 +373,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         device: usize,
         owner: std::sync::Arc<dyn crate::DeviceOwner>,
     ) -> Result<DeviceView<'static, T, D>> {
-        let bytes = span_len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| {
-                Error::overflow(format!(
-                    "{span_len} elements of {} overflow usize bytes",
-                    T::DTYPE
-                ))
-            })?;
+        let bytes = span_bytes::<T>(span_len)?;
         // SAFETY: the caller guarantees `ptr..ptr + bytes` is readable device memory kept alive
         // by `owner`; `from_raw_parts` re-validates null and overflow.
         let raw = unsafe { crate::DeviceBytes::from_raw_parts(ptr, bytes, device, owner)? };
@@ -463,14 +456,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         device: usize,
         owner: std::sync::Arc<dyn crate::DeviceOwner>,
     ) -> Result<DeviceViewMut<'static, T, D>> {
-        let bytes = span_len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| {
-                Error::overflow(format!(
-                    "{span_len} elements of {} overflow usize bytes",
-                    T::DTYPE
-                ))
-            })?;
+        let bytes = span_bytes::<T>(span_len)?;
         // SAFETY: the caller guarantees `ptr..ptr + bytes` is writable device memory kept alive
         // by `owner` and used by no one else; `from_raw_parts` re-validates null and overflow.
         let raw = unsafe { crate::DeviceBytesMut::from_raw_parts(ptr, bytes, device, owner)? };
@@ -577,4 +563,16 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
         let l = self.layout.reshape(shape)?;
         Ok(self.with_layout(l))
     }
+}
+
+/// Byte length of `span_len` elements of `T`, or `Err(Overflow)`.
+fn span_bytes<T: DeviceElement>(span_len: usize) -> Result<usize> {
+    span_len
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| {
+            Error::overflow(format!(
+                "{span_len} elements of {} overflow usize bytes",
+                T::DTYPE
+            ))
+        })
 }
