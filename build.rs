@@ -1820,6 +1820,22 @@ fn module(t: &mut Templates, kernels: Vec<String>) -> String {
     out
 }
 
+/// Adds one module per kernel, named after its entry point. A module holds a single kernel so
+/// that the driver's JIT compiles only the kernels a process uses: compiling a module costs
+/// time in proportion to all the code in it.
+fn push_kernels(t: &mut Templates, mods: &mut Vec<(String, String)>, kernels: Vec<String>) {
+    for k in kernels {
+        let name = k
+            .split(".visible .entry ")
+            .nth(1)
+            .and_then(|rest| rest.split('(').next())
+            .expect("every kernel text declares one entry point")
+            .trim()
+            .to_string();
+        mods.push((name, module(t, vec![k])));
+    }
+}
+
 fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
     let mut mods = Vec::new();
     for size in [1u64, 2, 4, 8] {
@@ -1830,8 +1846,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             strided_kernel(t, &format!("fill_strided32_{n}"), Op::Fill(e), &STRIDED32),
             strided_kernel(t, &format!("fill_strided64_{n}"), Op::Fill(e), &STRIDED64),
         ];
-        let fill = module(t, ks);
-        mods.push((format!("fill_{n}"), fill));
+        push_kernels(t, &mut mods, ks);
         let ks = vec![
             contig_kernel(t, &format!("copy_contig_{n}"), e, e),
             strided_kernel(
@@ -1849,8 +1864,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             transpose_kernel(t, &format!("copy_transpose_{n}"), e, e),
             row_kernel(t, &format!("copy_rows_{n}"), e, e),
         ];
-        let copy = module(t, ks);
-        mods.push((format!("copy_{n}"), copy));
+        push_kernels(t, &mut mods, ks);
     }
     for s in TYPES {
         for d in TYPES {
@@ -1875,8 +1889,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 transpose_kernel(t, &format!("cast_transpose_{p}"), s, d),
                 row_kernel(t, &format!("cast_rows_{p}"), s, d),
             ];
-            let m = module(t, ks);
-            mods.push((format!("cast_{p}"), m));
+            push_kernels(t, &mut mods, ks);
         }
     }
     mods.sort_by(|a, b| a.0.cmp(&b.0));

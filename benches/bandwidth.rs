@@ -337,8 +337,55 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
             .assign_cast(&stream, &DeviceView::from(&src))
             .unwrap()
     });
+    // The driver's own cost, for scale: a 4 KiB memset, and the launch of an empty kernel with a
+    // parameter block of the copy kernel's size (one pointer pair and counts, 32 bytes) and of
+    // the strided kernels' size (184 bytes), straight through `cuLaunchKernel`.
+    let (dptr, _record) = dst.device_ptr_mut(&stream);
+    let cs = stream.cu_stream();
+    measure("floor: cuMemsetD32Async", &mut || {
+        // SAFETY: `dptr` addresses `n` live 4-byte elements of `dst`.
+        unsafe { cudarc::driver::sys::cuMemsetD32Async(dptr, 7, n, cs) }
+            .result()
+            .unwrap()
+    });
+    let module = stream
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(EMPTY_KERNELS))
+        .unwrap();
+    for (name, bytes) in [("empty32", 32usize), ("empty184", 184)] {
+        let f = module.load_function(name).unwrap();
+        let mut params = [0u8; 184];
+        let mut ptrs = [params.as_mut_ptr() as *mut std::ffi::c_void];
+        let label = format!("floor: cuLaunchKernel, {bytes} B");
+        measure(&label, &mut || {
+            // SAFETY: the kernel takes one `.param .align 8 .b8 p[bytes]` parameter and ignores
+            // it; `ptrs[0]` points to at least `bytes` bytes.
+            unsafe {
+                cudarc::driver::sys::cuLaunchKernel(
+                    f.cu_function(),
+                    1,
+                    1,
+                    1,
+                    32,
+                    1,
+                    1,
+                    0,
+                    cs,
+                    ptrs.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            }
+            .result()
+            .unwrap()
+        });
+    }
     out
 }
+
+/// Two kernels that do nothing, with parameter blocks of 32 and 184 bytes.
+const EMPTY_KERNELS: &str = ".version 7.0\n.target sm_52\n.address_size 64\n\
+.visible .entry empty32(.param .align 8 .b8 p[32]) { ret; }\n\
+.visible .entry empty184(.param .align 8 .b8 p[184]) { ret; }\n";
 
 /// Child mode: the first fill and cast of a fresh process, after context creation.
 fn first_use() {

@@ -48,19 +48,14 @@ fn no_module(name: &str) -> Error {
     )
 }
 
-/// Module and kernel names of `kind` for `from -> to`.
-fn names(kind: &str, from: DType, to: DType) -> (String, String) {
+/// The kernel (and module: every module holds one kernel) `kind` for `from -> to`.
+fn kernel_name(kind: &str, from: DType, to: DType) -> String {
     if let Some(fill) = kind.strip_prefix("fill_") {
-        let n = to.size();
-        (format!("fill_b{n}"), format!("fill_{fill}_b{n}"))
+        format!("fill_{fill}_b{}", to.size())
     } else if from == to {
-        let n = from.size();
-        (format!("copy_b{n}"), format!("copy_{kind}_b{n}"))
+        format!("copy_{kind}_b{}", from.size())
     } else {
-        (
-            format!("cast_{from}_{to}"),
-            format!("cast_{kind}_{from}_{to}"),
-        )
+        format!("cast_{kind}_{from}_{to}")
     }
 }
 
@@ -77,10 +72,8 @@ pub(crate) fn kernel(
     if let Some(f) = c.functions.get(&key) {
         return Ok(f.clone());
     }
-    let (module, name) = names(kind, from, to);
-    let module: &'static str = ptx::module_names()
-        .find(|m| *m == module)
-        .ok_or_else(|| no_module(&module))?;
+    let name = kernel_name(kind, from, to);
+    let module: &'static str = ptx::module_name(&name).ok_or_else(|| no_module(&name))?;
     let m = match c.modules.get(&(key.0, module)) {
         Some(m) => m.clone(),
         None => {
@@ -90,7 +83,7 @@ pub(crate) fn kernel(
             m
         }
     };
-    let f = m.load_function(&name)?;
+    let f = m.load_function(module)?;
     c.functions.insert(key, f.clone());
     Ok(f)
 }
@@ -269,22 +262,22 @@ mod tests {
     #[test]
     fn every_requested_kernel_exists() {
         let mut checked = 0;
-        let has = |module: &str, name: &str| {
-            let text = ptx::module_ptx(module).unwrap_or_else(|| panic!("no module {module}"));
-            text.contains(&format!(".entry {name}("))
+        let has = |name: &str| {
+            let text = ptx::module_ptx(name).unwrap_or_else(|| panic!("no module {name}"));
+            text.contains(&format!(".visible .entry {name}("))
         };
         for t in [DType::U8, DType::U16, DType::U32, DType::U64] {
             for kind in ["fill_contig", "fill_strided32", "fill_strided64"] {
-                let (m, n) = names(kind, t, t);
-                assert!(has(&m, &n), "{m}: {n}");
+                let n = kernel_name(kind, t, t);
+                assert!(has(&n), "{n}");
                 checked += 1;
             }
         }
         for from in DType::ALL {
             for to in DType::ALL {
                 for kind in ["contig", "strided32", "strided64", "transpose", "rows"] {
-                    let (m, n) = names(kind, from, to);
-                    assert!(has(&m, &n), "{m}: {n}");
+                    let n = kernel_name(kind, from, to);
+                    assert!(has(&n), "{n}");
                     checked += 1;
                 }
             }

@@ -1,13 +1,15 @@
-//! The embedded PTX modules and the names of their kernels.
+//! The embedded PTX modules.
 //!
-//! Every module is a separate PTX text (`.version 7.0`, `.target sm_52`),
-//! meant to be loaded lazily, on first use, by the driver's JIT compiler:
+//! Every module is a separate PTX text (`.version 7.0`, `.target sm_52`) holding one kernel and
+//! named after it, meant to be loaded lazily, on first use, by the driver's JIT compiler. One
+//! kernel per module keeps the JIT's work to the kernels a process uses: the first fill and cast
+//! of a process compile two small modules, not every variant of their element types.
 //!
-//! | module | kernels |
-//! | --- | --- |
-//! | `fill_bN` (N = 1, 2, 4, 8) | `fill_contig_bN`, `fill_strided32_bN`, `fill_strided64_bN` |
-//! | `copy_bN` | `copy_contig_bN`, `copy_strided32_bN`, `copy_strided64_bN`, `copy_rows_bN`, `copy_transpose_bN` |
-//! | `cast_S_D` (S != D) | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D` |
+//! | kernels |
+//! | --- |
+//! | `fill_contig_bN`, `fill_strided32_bN`, `fill_strided64_bN` (N = 1, 2, 4, 8) |
+//! | `copy_contig_bN`, `copy_strided32_bN`, `copy_strided64_bN`, `copy_rows_bN`, `copy_transpose_bN` |
+//! | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D` (S != D) |
 //!
 //! `S` and `D` are element type names (`u8` ... `f64`); `N` is an element size in bytes. The
 //! launcher in `super` derives these names; the argument lists are described in [`super::args`].
@@ -29,9 +31,12 @@ pub fn module_ptx(name: &str) -> Option<&'static str> {
         .map(|i| mods[i].1)
 }
 
-/// The names of all modules, sorted.
-pub fn module_names() -> impl Iterator<Item = &'static str> {
-    generated::MODULES.iter().map(|(n, _)| *n)
+/// The module called `name`, as a `'static` name, if there is one.
+pub fn module_name(name: &str) -> Option<&'static str> {
+    let mods = generated::MODULES;
+    mods.binary_search_by(|(n, _)| (*n).cmp(name))
+        .ok()
+        .map(|i| mods[i].0)
 }
 
 #[cfg(test)]
@@ -40,13 +45,18 @@ mod tests {
 
     #[test]
     fn every_module_is_present_sorted_and_versioned() {
-        let names: Vec<&str> = module_names().collect();
-        assert_eq!(names.len(), 4 + 4 + 12 * 11);
+        let names: Vec<&str> = modules().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names.len(), 4 * 3 + 4 * 5 + 12 * 11 * 5);
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {
             assert!(text.starts_with(".version 7.0\n.target sm_52\n"), "{name}");
         }
-        assert!(module_ptx("cast_f32_f32").is_none());
-        assert!(module_ptx("fill_b4").is_some());
+        for (name, text) in modules() {
+            assert_eq!(text.matches(".entry ").count(), 1, "{name}");
+            assert!(text.contains(&format!(".visible .entry {name}(")), "{name}");
+        }
+        assert!(module_ptx("cast_contig_f32_f32").is_none());
+        assert!(module_ptx("fill_contig_b4").is_some());
+        assert_eq!(module_name("copy_rows_b2"), Some("copy_rows_b2"));
     }
 }
