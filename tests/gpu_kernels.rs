@@ -629,3 +629,56 @@ fn more_than_2_pow_32_elements() {
         assert_eq!(x, expect(lin), "permuted element {idx:?}");
     }
 }
+
+/// Widening casts of many elements (tens of thousands of blocks); source and destination both
+/// start one element into their allocations, so that the kernel's unaligned head runs too. The
+/// destination's first element must survive.
+fn widening_large<From: DeviceElement, To: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    n: usize,
+) {
+    let from_one =
+        || ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(vec![SliceInfoElem::from(1..)]).unwrap();
+    let host = random::<From>(rng, &[n + 1]);
+    let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let poison = random::<To>(rng, &[n + 1]);
+    let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+    {
+        let src = dev.view().try_slice(from_one()).unwrap();
+        let mut dst = out.view_mut();
+        let mut dst = dst.try_slice_mut(from_one()).unwrap();
+        dst.assign_cast(stream, &src).unwrap();
+    }
+    let got = out.to_host(stream).unwrap();
+    let mut expect = poison.clone();
+    expect
+        .slice_mut(s![1..])
+        .assign(&host.slice(s![1..]).mapv(|x| cast_reference::<From, To>(x)));
+    assert_same(
+        &got.view(),
+        &expect.view(),
+        &format!(
+            "{} -> {}, {n} elements from offset 1",
+            From::DTYPE,
+            To::DTYPE
+        ),
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn widening_casts_of_many_elements_from_an_unaligned_start() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(11);
+    let n = (1 << 25) + 12345;
+    widening_large::<u8, f64>(&stream, &mut rng, n);
+    widening_large::<i8, f32>(&stream, &mut rng, n);
+    widening_large::<u8, f16>(&stream, &mut rng, n);
+    widening_large::<i8, i64>(&stream, &mut rng, n);
+    widening_large::<u16, u64>(&stream, &mut rng, n);
+    widening_large::<f16, f64>(&stream, &mut rng, n);
+    widening_large::<bf16, f32>(&stream, &mut rng, n);
+    widening_large::<f32, f64>(&stream, &mut rng, n);
+    widening_large::<i32, i64>(&stream, &mut rng, n);
+}
