@@ -44,7 +44,11 @@ impl<T> Drop for Counted<T> {
 fn counted_view<T: DeviceElement>(
     stream: &Arc<cudarc::driver::CudaStream>,
     host: &ArrayD<T>,
-) -> (DeviceViewMut<'static, T, IxDyn>, Arc<Counted<T>>, Arc<AtomicUsize>) {
+) -> (
+    DeviceViewMut<'static, T, IxDyn>,
+    Arc<Counted<T>>,
+    Arc<AtomicUsize>,
+) {
     let dropped = Arc::new(AtomicUsize::new(0));
     let slice = stream
         .clone_htod(host.as_slice().expect("standard layout"))
@@ -54,7 +58,9 @@ fn counted_view<T: DeviceElement>(
         slice,
         dropped: dropped.clone(),
     });
-    let strides = devspan::Layout::contiguous(host.raw_dim()).strides().to_vec();
+    let strides = devspan::Layout::contiguous(host.raw_dim())
+        .strides()
+        .to_vec();
     // SAFETY: `owner` holds `host.len()` elements of `T` at `ptr` on device 0, complete once the
     // stream is synchronised below; this view is the only writer.
     let view = unsafe {
@@ -129,7 +135,10 @@ fn round_trip_and_write<T: DeviceElement>(rng: &mut StdRng, legacy: bool) {
     assert_eq!(bits(&read_owner(&stream, &owner, &shape)), bits(&after));
 
     // A sub-view outlives the view it came from; the owner is released once, after the last.
-    let sub = imported.into_view().slice_move(s![1.., 0, ..;-1]).into_dyn();
+    let sub = imported
+        .into_view()
+        .slice_move(s![1.., 0, ..;-1])
+        .into_dyn();
     assert_eq!(dropped.load(Ordering::SeqCst), 0);
     let expect_sub = after
         .slice(s![1..6;2, ..;-3, 2..])
@@ -143,7 +152,11 @@ fn round_trip_and_write<T: DeviceElement>(rng: &mut StdRng, legacy: bool) {
         "sub-view"
     );
     drop(owner);
-    assert_eq!(dropped.load(Ordering::SeqCst), 0, "the import keeps the owner alive");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        0,
+        "the import keeps the owner alive"
+    );
     // The last view is dropped on another thread; the deleter runs there.
     std::thread::spawn(move || drop(sub)).join().unwrap();
     assert_eq!(dropped.load(Ordering::SeqCst), 1);

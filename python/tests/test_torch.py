@@ -33,6 +33,13 @@ def same(a, b):
     assert torch.equal(bits(a), bits(b)), f"{a}\n!=\n{b}"
 
 
+def same_strides(shape, a, b):
+    """Strides agree on every axis longer than 1 (producers may normalise the others)."""
+    if 0 in shape:
+        return True
+    return all(x == y for n, x, y in zip(shape, a, b) if n > 1)
+
+
 def random(dtype, shape):
     """Fresh random data: raw random bits for round trips (any bit pattern is an element)."""
     n = 1
@@ -78,10 +85,11 @@ def test_round_trip(name, layout, stream):
     x = random(DTYPES[name], (6, 9, 10))
     src = layouts(x)[layout]
     v = devspan.from_dlpack(src, stream=stream)
-    assert v.dtype == name and v.shape == tuple(src.shape) and v.strides == tuple(src.stride())
+    assert v.dtype == name and v.shape == tuple(src.shape)
+    assert same_strides(src.shape, v.strides, src.stride()), (v.strides, src.stride())
     assert not v.readonly
     back = torch.from_dlpack(v)
-    assert back.stride() == src.stride()
+    assert same_strides(src.shape, back.stride(), src.stride())
     same(back, src)
     legacy = torch.utils.dlpack.from_dlpack(v.__dlpack__(stream=1))
     same(legacy, src)
@@ -177,8 +185,8 @@ def test_broadcast_and_read_only_views(stream):
     same(torch.from_dlpack(devspan.to_contiguous(v, stream=stream)), b.contiguous())
     with pytest.raises(BufferError):
         v.__dlpack__()  # read-only views only export as versioned tensors
-    ro = torch.from_dlpack(v)
-    same(ro, b)
+    again = devspan.from_dlpack(v.__dlpack__(max_version=(1, 0)), stream=stream)
+    assert again.readonly and again.strides == (0, 1)  # exported with DLPACK_FLAG_BITMASK_READ_ONLY
 
 
 def test_overlapping_copy_is_refused(stream):
@@ -199,8 +207,8 @@ def test_side_streams_are_ordered():
     devspan.fill(v, 5.0, stream=s1.cuda_stream)  # s1 waits for s2's read of v
     with torch.cuda.stream(s1):
         t = torch.from_dlpack(h)  # s1 waits for the cast on s2
-        total = t.float().sum()
-        filled = x[::2].sum()
+        total = t.double().sum()
+        filled = x[::2].double().sum()
     s1.synchronize()
     assert total.item() == 3.0 * (n // 2)
     assert filled.item() == 5.0 * (n // 2)
