@@ -74,6 +74,8 @@ mod layout;
 mod ops;
 mod owner;
 mod plan;
+#[cfg(feature = "python")]
+pub mod python;
 mod span;
 pub mod testing;
 mod transfer;

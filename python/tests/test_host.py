@@ -1,0 +1,116 @@
+"""Host-side tests of the devspan extension: they need no GPU and run in CI."""
+
+import gc
+
+import pytest
+
+import devspan
+from dlpack_ctypes import BOOL, FLOAT, KDLCPU, KDLCUDA, Managed, capsule_name
+
+
+def test_module_surface():
+    assert devspan.DTYPES == ["u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f16", "bf16", "f32", "f64"]
+    assert issubclass(devspan.DevspanError, Exception)
+    for f in ("from_dlpack", "fill", "copy", "cast", "to_contiguous"):
+        assert callable(getattr(devspan, f))
+    with pytest.raises(TypeError):
+        devspan.Tensor()
+
+
+@pytest.mark.parametrize("obj", [123, "text", [1, 2], None, object()])
+def test_wrong_types_are_type_errors(obj):
+    with pytest.raises(TypeError, match="capsule or an object with __dlpack__"):
+        devspan.from_dlpack(obj)
+    with pytest.raises(TypeError):
+        devspan.fill(obj, 1)
+    with pytest.raises(TypeError):
+        devspan.to_contiguous(obj)
+
+
+def test_cpu_tensors_are_refused():
+    np = pytest.importorskip("numpy")
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for f in (lambda: devspan.from_dlpack(a), lambda: devspan.fill(a, 0), lambda: devspan.cast(a, "f16"),
+              lambda: devspan.copy(a, a), lambda: devspan.to_contiguous(a)):
+        with pytest.raises(devspan.DevspanError, match="DeviceMismatch.*kDLCPU"):
+            f()
+    assert (a == np.arange(12, dtype=np.float32).reshape(3, 4)).all()
+
+
+def test_cpu_capsule_is_consumed_and_refused():
+    np = pytest.importorskip("numpy")
+    for kwargs, used in (({}, b"used_dltensor"), ({"max_version": (1, 0)}, b"used_dltensor_versioned")):
+        cap = np.zeros(3).__dlpack__(**kwargs)
+        with pytest.raises(devspan.DevspanError, match="DeviceMismatch"):
+            devspan.from_dlpack(cap)
+        assert capsule_name(cap) == used
+        with pytest.raises(ValueError, match="already consumed"):
+            devspan.from_dlpack(cap)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_cpu_managed_tensor_deleter_called_once(versioned):
+    m = Managed(versioned, (2, 3), device=(KDLCPU, 0))
+    cap = m.capsule()
+    with pytest.raises(devspan.DevspanError, match="DeviceMismatch"):
+        devspan.from_dlpack(cap)
+    assert m.deleted == 1
+    assert capsule_name(cap) == (b"used_dltensor_versioned" if versioned else b"used_dltensor")
+    del cap
+    gc.collect()
+    assert m.deleted == 1
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+@pytest.mark.parametrize(
+    "kwargs, kind",
+    [
+        ({"code": BOOL, "bits": 8}, "UnsupportedDtype.*bool"),
+        ({"code": FLOAT, "bits": 32, "lanes": 4}, "UnsupportedDtype.*lanes"),
+        ({"code": FLOAT, "bits": 8}, "UnsupportedDtype"),
+        ({"byte_offset": 2}, "Misaligned"),
+        ({"data": 0}, "null data pointer"),
+        ({"device": (KDLCUDA, -1)}, "negative device id"),
+        ({"shape": (2, -3)}, "negative|InvalidArgument|Overflow|ShapeMismatch"),
+        ({"shape": (1 << 40, 1 << 40)}, "Overflow"),
+        ({"shape": (4, 4), "strides": (-4, 1), "data": 0x10}, "OutOfBounds"),
+    ],
+)
+def test_bad_managed_tensors_are_errors_and_deleted_once(versioned, kwargs, kind):
+    kwargs = dict(kwargs)
+    shape = kwargs.pop("shape", (2, 3))
+    m = Managed(versioned, shape, **kwargs)
+    with pytest.raises(devspan.DevspanError, match=kind):
+        devspan.from_dlpack(m.capsule())
+    gc.collect()
+    assert m.deleted == 1
+
+
+def test_unknown_major_version_is_refused_and_deleted():
+    m = Managed(True, (2, 3), major=2)
+    with pytest.raises(devspan.DevspanError, match="version"):
+        devspan.from_dlpack(m.capsule())
+    assert m.deleted == 1
+
+
+def test_capsules_that_are_not_dlpack():
+    m = Managed(False, (2, 3))
+    with pytest.raises(ValueError, match="not a DLPack capsule"):
+        devspan.from_dlpack(m.capsule(b"other"))
+    with pytest.raises(ValueError, match="already consumed"):
+        devspan.from_dlpack(m.capsule(b"used_dltensor"))
+    with pytest.raises(ValueError, match="without a name"):
+        devspan.from_dlpack(m.capsule(b""))
+    gc.collect()
+    assert m.deleted == 0  # never taken: the producer still owns it
+
+
+def test_bad_arguments():
+    np = pytest.importorskip("numpy")
+    a = np.zeros(3, dtype=np.float32)
+    with pytest.raises(ValueError, match="not a CUDA stream"):
+        devspan.from_dlpack(a, stream=-5)
+    with pytest.raises(TypeError, match="element types"):
+        devspan.cast(a, "complex64")
+    with pytest.raises(TypeError, match="element types"):
+        devspan.cast(a, np.bool_)

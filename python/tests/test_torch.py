@@ -1,0 +1,230 @@
+"""devspan against PyTorch on a CUDA device: round trips, writes into the producer's memory,
+keep-alive of the producer, and fill / copy / cast / to_contiguous against PyTorch's own ops."""
+
+import gc
+
+import pytest
+
+from conftest import need, no_gpu
+from gpu_common import SIGNED, cast_values_ok
+
+torch = need("torch")
+if not torch.cuda.is_available():
+    no_gpu("torch sees no CUDA device")
+
+import devspan  # noqa: E402
+
+DTYPES = {
+    "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+    "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+    "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
+}
+BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+NAME = {v: k for k, v in DTYPES.items()}
+
+
+def bits(t):
+    """The tensor's elements as same-sized integers (exact comparison, NaN included)."""
+    return t.view(BITS[t.element_size()])
+
+
+def same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+    assert torch.equal(bits(a), bits(b)), f"{a}\n!=\n{b}"
+
+
+def same_strides(shape, a, b):
+    """Strides agree on every axis longer than 1 (producers may normalise the others)."""
+    if 0 in shape:
+        return True
+    return all(x == y for n, x, y in zip(shape, a, b) if n > 1)
+
+
+def random(dtype, shape):
+    """Fresh random data: raw random bits for round trips (any bit pattern is an element)."""
+    n = 1
+    for s in shape:
+        n *= s
+    size = torch.empty((), dtype=dtype).element_size()
+    raw = torch.randint(-128, 128, (n * size,), dtype=torch.int8, device="cuda")
+    return raw.view(dtype).view(shape)
+
+
+def values(dtype, shape, negative):
+    """Random numbers every element type holds exactly (quarters up to +-100, integers for ints)."""
+    lo = -100 if negative else 0
+    q = torch.randint(lo * 4, 400, shape, dtype=torch.int64, device="cuda")
+    if dtype.is_floating_point:
+        return (q.to(torch.float64) / 4).to(dtype)
+    return (q // 4).to(dtype)
+
+
+def layouts(x):
+    """Contiguous and non-contiguous views of a 3-d tensor."""
+    return {
+        "contiguous": x,
+        "sliced": x[1:, ::2, 3:],
+        "transposed": x.permute(2, 0, 1),
+        "strided_t": x[::2, 1:, ::3].transpose(0, 2),
+        "one": x[1:2, 4:5, 2:3],
+        "empty": x[:, 3:3],
+    }
+
+
+LAYOUTS = ["contiguous", "sliced", "transposed", "strided_t", "one", "empty"]
+
+
+@pytest.fixture
+def stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_round_trip(name, layout, stream):
+    x = random(DTYPES[name], (6, 9, 10))
+    src = layouts(x)[layout]
+    v = devspan.from_dlpack(src, stream=stream)
+    assert v.dtype == name and v.shape == tuple(src.shape)
+    assert same_strides(src.shape, v.strides, src.stride()), (v.strides, src.stride())
+    assert not v.readonly
+    back = torch.from_dlpack(v)
+    assert same_strides(src.shape, back.stride(), src.stride())
+    same(back, src)
+    legacy = torch.utils.dlpack.from_dlpack(v.__dlpack__(stream=1))
+    same(legacy, src)
+    again = devspan.from_dlpack(v.__dlpack__(max_version=(1, 0)), stream=stream)
+    if src.numel() > 0:
+        assert v.data_ptr == src.data_ptr() == back.data_ptr() == legacy.data_ptr() == again.data_ptr
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_to_contiguous(name, layout, stream):
+    x = random(DTYPES[name], (6, 9, 10))
+    src = layouts(x)[layout]
+    c = devspan.to_contiguous(devspan.from_dlpack(src, stream=stream), stream=stream)
+    out = torch.from_dlpack(c)
+    assert out.is_contiguous()
+    if src.numel() > 0:
+        assert out.data_ptr() != src.data_ptr()
+    same(out, src.contiguous())
+
+
+@pytest.mark.parametrize("dst", list(DTYPES))
+@pytest.mark.parametrize("src", list(DTYPES))
+def test_cast_matches_torch(src, dst, stream):
+    x = values(DTYPES[src], (7, 33, 5), negative=cast_values_ok(src, dst) and src in SIGNED)
+    view = x[::2, 3:, 1:].transpose(0, 1)
+    out = torch.from_dlpack(devspan.cast(view, dst, stream=stream))
+    assert out.is_contiguous()
+    same(out, view.to(DTYPES[dst]))
+    same(torch.from_dlpack(devspan.cast(devspan.from_dlpack(view, stream=stream), DTYPES[dst], stream=stream)),
+         view.to(DTYPES[dst]))
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_fill_lands_in_producer_memory(name, stream):
+    dtype = DTYPES[name]
+    x = random(dtype, (8, 40))
+    expect = x.clone()
+    value = 3 if not dtype.is_floating_point else 2.5
+    expect[1::3, ::2].fill_(value)
+    v = devspan.from_dlpack(x[1::3, ::2], stream=stream)
+    devspan.fill(v, value, stream=stream)
+    same(x, expect)
+    # A torch tensor directly (imported for the call only).
+    devspan.fill(x[0], 1, stream=stream)
+    expect[0].fill_(1)
+    same(x, expect)
+
+
+@pytest.mark.parametrize("dst", ["u8", "i32", "f16", "bf16", "f32", "f64", "u64"])
+@pytest.mark.parametrize("src", ["i16", "f32", "bf16", "u32"])
+def test_copy_matches_copy_(src, dst, stream):
+    a = values(DTYPES[src], (16, 12), negative=cast_values_ok(src, dst) and src in SIGNED)
+    out = random(DTYPES[dst], (12, 40))
+    expect = out.clone()
+    expect[:, ::3][:, :8].copy_(a[::2].T.to(DTYPES[dst]))
+    devspan.copy(out[:, ::3][:, :8], a[::2].T, stream=stream)
+    same(out, expect)
+    # Broadcasting a row.
+    expect[2:5, :12].copy_(a[0].to(DTYPES[dst]).expand(3, 12))
+    devspan.copy(devspan.from_dlpack(out[2:5, :12], stream=stream), a[0], stream=stream)
+    same(out, expect)
+
+
+def test_producer_outlives_its_python_references(stream):
+    x = torch.randn(512, 300, device="cuda")
+    expect = x[1::2, ::3].clone()
+    v = devspan.from_dlpack(x[1::2, ::3], stream=stream)
+    del x
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    junk = [torch.full((512, 300), -7.0, device="cuda") for _ in range(8)]  # would reuse freed memory
+    same(torch.from_dlpack(devspan.to_contiguous(v, stream=stream)), expect)
+    devspan.fill(v, 4.0, stream=stream)
+    same(torch.from_dlpack(v), torch.full_like(expect, 4.0))
+    for j in junk:
+        assert bool((j == -7.0).all())
+    # An exported result outlives the devspan tensor it came from.
+    t = torch.from_dlpack(devspan.cast(v, "f64", stream=stream))
+    del v
+    gc.collect()
+    same(t, torch.full(expect.shape, 4.0, dtype=torch.float64, device="cuda"))
+
+
+def test_broadcast_and_read_only_views(stream):
+    x = torch.arange(6, dtype=torch.float32, device="cuda")
+    b = x.expand(4, 6)
+    v = devspan.from_dlpack(b, stream=stream)
+    assert v.readonly and v.strides == (0, 1)
+    with pytest.raises(devspan.DevspanError):
+        devspan.fill(v, 1.0, stream=stream)
+    same(torch.from_dlpack(devspan.to_contiguous(v, stream=stream)), b.contiguous())
+    with pytest.raises(BufferError):
+        v.__dlpack__()  # read-only views only export as versioned tensors
+    again = devspan.from_dlpack(v.__dlpack__(max_version=(1, 0)), stream=stream)
+    assert again.readonly and again.strides == (0, 1)  # exported with DLPACK_FLAG_BITMASK_READ_ONLY
+
+
+def test_overlapping_copy_is_refused(stream):
+    x = torch.arange(10, dtype=torch.int32, device="cuda")
+    with pytest.raises(devspan.DevspanError, match="Aliasing"):
+        devspan.copy(x[1:], x[:-1], stream=stream)
+    same(x, torch.arange(10, dtype=torch.int32, device="cuda"))
+
+
+def test_side_streams_are_ordered():
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    n = 1 << 26
+    with torch.cuda.stream(s1):
+        x = torch.ones(n, device="cuda")
+        x.mul_(3.0)  # pending on s1 when devspan takes it
+        v = devspan.from_dlpack(x[::2], stream=s2.cuda_stream)  # s2 waits for s1's work
+    h = devspan.cast(v, "f16", stream=s2.cuda_stream)
+    devspan.fill(v, 5.0, stream=s1.cuda_stream)  # s1 waits for s2's read of v
+    with torch.cuda.stream(s1):
+        t = torch.from_dlpack(h)  # s1 waits for the cast on s2
+        total = t.double().sum()
+        filled = x[::2].double().sum()
+    s1.synchronize()
+    assert total.item() == 3.0 * (n // 2)
+    assert filled.item() == 5.0 * (n // 2)
+    del x, t
+    torch.cuda.synchronize()
+
+
+def test_device_and_export_arguments(stream):
+    x = torch.zeros(3, device="cuda")
+    v = devspan.from_dlpack(x, stream=stream)
+    assert v.__dlpack_device__() == (2, x.device.index or 0)
+    with pytest.raises(BufferError):
+        v.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(BufferError):
+        v.__dlpack__(copy=True)
+    cap = v.__dlpack__(max_version=(1, 0))
+    del cap  # never consumed: its destructor deletes it
+    gc.collect()
+    assert "Tensor" in repr(v)

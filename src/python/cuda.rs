@@ -1,0 +1,140 @@
+//! Contexts, framework stream handles and the events that order work between them.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
+use pyo3::PyResult;
+use pyo3::exceptions::PyValueError;
+
+use super::to_py;
+
+/// The primary context of `device`, one `CudaContext` per device for the life of the process
+/// (frameworks such as PyTorch and CuPy use the same primary contexts).
+pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
+    static CONTEXTS: Mutex<Vec<Option<Arc<CudaContext>>>> = Mutex::new(Vec::new());
+    let mut all = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(Some(ctx)) = all.get(device) {
+        return Ok(ctx.clone());
+    }
+    let ctx = crate::device::context(device).map_err(to_py)?;
+    if all.len() <= device {
+        all.resize(device + 1, None);
+    }
+    all[device] = Some(ctx.clone());
+    Ok(ctx)
+}
+
+/// Restores the thread's current CUDA context when dropped, so that devspan's calls (which
+/// make the tensor's primary context current) leave a framework's notion of the current device
+/// as they found it.
+pub(crate) struct CurrentContext(Option<sys::CUcontext>);
+
+impl CurrentContext {
+    pub(crate) fn save() -> Self {
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given. It is
+        // only called once the driver is known to be loaded (a context exists).
+        let ok = unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS;
+        CurrentContext(ok.then_some(ctx))
+    }
+}
+
+impl Drop for CurrentContext {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.0 {
+            // SAFETY: `ctx` was the thread's current context (or null) when saved; primary
+            // contexts stay alive while devspan's `CudaContext` retains them. Setting null is
+            // allowed and unbinds.
+            unsafe {
+                let _ = sys::cuCtxSetCurrent(ctx);
+            }
+        }
+    }
+}
+
+/// The stream that a Python stream value names on `ctx`'s device.
+///
+/// `None`, `0` and `1` are the legacy default stream, `2` the per-thread default stream, and
+/// anything larger a `CUstream` handle (`torch.cuda.Stream.cuda_stream`, `cupy.cuda.Stream.ptr`),
+/// which must belong to the same context. Negative values are refused.
+pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Arc<CudaStream>> {
+    match handle.unwrap_or(1) {
+        0 | 1 => Ok(ctx.default_stream()),
+        2 => Ok(ctx.per_thread_stream()),
+        h if h > 2 => {
+            let cu_stream = h as usize as sys::CUstream;
+            let mut owner: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: `cuStreamGetCtx` reads the handle and writes one context handle to the
+            // valid pointer it is given; an invalid handle is answered with an error code.
+            let r = unsafe { sys::cuStreamGetCtx(cu_stream, &mut owner) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(PyValueError::new_err(format!(
+                    "stream 0x{h:x} is not a CUDA stream the driver knows ({r:?})"
+                )));
+            }
+            if owner != ctx.cu_ctx() {
+                return Err(PyValueError::new_err(format!(
+                    "stream 0x{h:x} belongs to another CUDA context than the primary context of device {}",
+                    ctx.ordinal()
+                )));
+            }
+            // SAFETY: 1. the handle is a live stream of this context (checked above); 2. the
+            // wrapper is used only during the call that made it (events recorded on it outlive
+            // it harmlessly); 3. ordering with the stream owner's work is what the caller asked
+            // for by naming the stream.
+            Ok(unsafe { ctx.wrap_borrowed_stream(cu_stream) })
+        }
+        h => Err(PyValueError::new_err(format!(
+            "stream {h} is not a CUDA stream: use None, 1 (legacy default), 2 (per-thread default) or a CUstream handle"
+        ))),
+    }
+}
+
+/// Work queued on a tensor's memory by devspan that later work on other streams must wait
+/// for: the last write and the reads since then.
+#[derive(Default)]
+pub(crate) struct Pending {
+    write: Option<CudaEvent>,
+    reads: Vec<CudaEvent>,
+}
+
+impl Pending {
+    /// Makes `stream` wait for the last write (and, before a write, for the reads as well).
+    pub(crate) fn order_before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
+        if let Some(w) = &self.write {
+            stream.wait(w).map_err(|e| to_py(e.into()))?;
+        }
+        if writing {
+            for r in &self.reads {
+                stream.wait(r).map_err(|e| to_py(e.into()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that `stream` has just queued a write.
+    pub(crate) fn wrote(&mut self, stream: &CudaStream) -> PyResult<()> {
+        let e = stream.record_event(None).map_err(|e| to_py(e.into()))?;
+        self.write = Some(e);
+        self.reads.clear();
+        Ok(())
+    }
+
+    /// Records that `stream` has just queued a read.
+    pub(crate) fn read(&mut self, stream: &CudaStream) -> PyResult<()> {
+        self.reads.retain(|r| !r.is_complete());
+        let e = stream.record_event(None).map_err(|e| to_py(e.into()))?;
+        self.reads.push(e);
+        Ok(())
+    }
+
+    /// Blocks the calling thread until all recorded work is complete.
+    pub(crate) fn wait_host(&mut self) {
+        if let Some(w) = self.write.take() {
+            let _ = w.synchronize();
+        }
+        for r in self.reads.drain(..) {
+            let _ = r.synchronize();
+        }
+    }
+}

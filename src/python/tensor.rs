@@ -1,0 +1,354 @@
+//! `devspan.Tensor`: a strided view over CUDA memory that any DLPack producer (or devspan) owns.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::driver::{CudaContext, CudaStream};
+use ndarray::IxDyn;
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use super::cuda::{self, CurrentContext, Pending};
+use super::{capsule, to_py, with_dtype};
+use crate::dlpack::{DLDeviceType, DlpackTensor};
+use crate::element::{DType, DeviceElement};
+use crate::owner::DeviceOwner;
+use crate::view::{DeviceView, DeviceViewMut};
+use crate::{DeviceArray, Error, ErrorKind};
+
+/// Keeps an imported view (and with it the producer) alive behind a devspan owner handle.
+struct Held<V: Send + Sync + 'static>(#[allow(dead_code)] V);
+
+impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
+    fn describe(&self) -> String {
+        "DLPack producer".into()
+    }
+}
+
+/// Where a tensor's elements are: everything needed to rebuild a typed view of any kind.
+struct Placement {
+    dtype: DType,
+    /// Address of the first element of the span the layout is checked against.
+    base: u64,
+    /// Length of that span in elements.
+    span_len: usize,
+    /// Position of index zero in the span, in elements.
+    offset: usize,
+    shape: Vec<usize>,
+    /// In elements.
+    strides: Vec<isize>,
+    device: usize,
+}
+
+impl Placement {
+    fn of<T: DeviceElement>(v: &DeviceView<'_, T, IxDyn>) -> Self {
+        let span = v.span();
+        let size = std::mem::size_of::<T>() as u64;
+        Placement {
+            dtype: T::DTYPE,
+            base: span.device_ptr(),
+            span_len: span.len(),
+            offset: ((v.device_ptr() - span.device_ptr()) / size) as usize,
+            shape: v.shape().to_vec(),
+            strides: v.strides().to_vec(),
+            device: v.device(),
+        }
+    }
+}
+
+/// A strided view over CUDA memory owned by a DLPack producer (PyTorch, CuPy, JAX, ...) or by
+/// devspan itself (the results of `cast` and `to_contiguous`).
+///
+/// Made by `devspan.from_dlpack`, `devspan.cast` and `devspan.to_contiguous`; handed to any
+/// DLPack consumer through `__dlpack__` / `__dlpack_device__` (`torch.from_dlpack(t)`,
+/// `cupy.from_dlpack(t)`). The memory stays alive while the tensor or anything exported from it
+/// lives, whatever happens to the producer's own Python objects.
+///
+/// devspan orders its own work on a tensor across streams with CUDA events; when the last
+/// reference to a tensor goes away, it waits for that work to finish before releasing the
+/// memory to its owner.
+#[pyclass(frozen, name = "Tensor", module = "devspan")]
+pub struct Tensor {
+    place: Placement,
+    writable: bool,
+    owner: Arc<dyn DeviceOwner>,
+    ctx: Arc<CudaContext>,
+    pending: Mutex<Pending>,
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        let _current = CurrentContext::save();
+        self.pending().wait_host();
+    }
+}
+
+impl Tensor {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        self.place.dtype
+    }
+
+    pub(crate) fn device(&self) -> usize {
+        self.place.device
+    }
+
+    pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A read-only view of the elements as `T` (which must be the tensor's element type).
+    pub(crate) fn view<T: DeviceElement>(&self) -> crate::Result<DeviceView<'static, T, IxDyn>> {
+        let p = &self.place;
+        if p.dtype != T::DTYPE {
+            return Err(Error::new(
+                ErrorKind::UnsupportedDtype,
+                format!("a {} tensor viewed as {}", p.dtype, T::DTYPE),
+            ));
+        }
+        // SAFETY: the same parts were validated when the tensor was made, over memory that
+        // `owner` keeps alive; devspan's users of the view order their work with `pending`.
+        unsafe {
+            DeviceView::from_raw_parts(
+                p.base,
+                p.span_len,
+                IxDyn(&p.shape),
+                &p.strides,
+                p.offset,
+                p.device,
+                self.owner.clone(),
+            )
+        }
+    }
+
+    /// A writable view of the elements as `T`; `Err` for read-only tensors.
+    pub(crate) fn view_mut<T: DeviceElement>(
+        &self,
+    ) -> crate::Result<DeviceViewMut<'static, T, IxDyn>> {
+        let p = &self.place;
+        if !self.writable {
+            return Err(Error::invalid(format!(
+                "the tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
+                p.shape, p.strides
+            )));
+        }
+        if p.dtype != T::DTYPE {
+            return Err(Error::new(
+                ErrorKind::UnsupportedDtype,
+                format!("a {} tensor viewed as {}", p.dtype, T::DTYPE),
+            ));
+        }
+        // SAFETY: as in `view`; the producer allows writes (`writable`), and the layout was
+        // checked not to reach an element twice.
+        unsafe {
+            DeviceViewMut::from_raw_parts_mut(
+                p.base,
+                p.span_len,
+                IxDyn(&p.shape),
+                &p.strides,
+                p.offset,
+                p.device,
+                self.owner.clone(),
+            )
+        }
+    }
+
+    /// Makes `stream` wait for devspan's earlier work on this tensor that a read (or write)
+    /// must follow.
+    pub(crate) fn before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
+        self.pending().order_before(stream, writing)
+    }
+
+    /// Records that `stream` has queued a write (or a read) of this tensor.
+    pub(crate) fn after(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
+        let mut p = self.pending();
+        if writing {
+            p.wrote(stream)
+        } else {
+            p.read(stream)
+        }
+    }
+
+    /// A tensor over a producer's managed tensor; `stream` is where the producer's data is
+    /// ready (None: the producer gave no stream promise, use the legacy default stream).
+    pub(crate) fn import(t: DlpackTensor, stream: Option<i64>) -> PyResult<Tensor> {
+        let read_only = t.is_read_only();
+        let dtype = t.dtype().map_err(to_py)?;
+        let (place, owner) = with_dtype!(dtype, T => {
+            let v = t.into_view::<T, IxDyn>().map_err(to_py)?;
+            let place = Placement::of(&v);
+            let owner: Arc<dyn DeviceOwner> = Arc::new(Held(v));
+            (place, owner)
+        });
+        let ctx = cuda::context(place.device)?;
+        let mut tensor = Tensor {
+            place,
+            writable: false,
+            owner,
+            ctx,
+            pending: Mutex::new(Pending::default()),
+        };
+        // Writable unless the producer said otherwise or the layout reaches an element twice
+        // (a broadcast), which `view_mut` refuses.
+        tensor.writable = !read_only;
+        if tensor.writable {
+            tensor.writable = with_dtype!(dtype, T => tensor.view_mut::<T>().is_ok());
+        }
+        let _current = CurrentContext::save();
+        let s = cuda::stream(&tensor.ctx, stream)?;
+        tensor.after(&s, true)?;
+        Ok(tensor)
+    }
+
+    /// A tensor owning a devspan array whose last write was queued on `stream`.
+    pub(crate) fn owned<T: DeviceElement>(
+        array: DeviceArray<T, IxDyn>,
+        ctx: Arc<CudaContext>,
+        stream: &CudaStream,
+    ) -> PyResult<Tensor> {
+        let dim = array.dim();
+        let slice = array.into_cuda_slice();
+        let ptr = crate::bytes::address_of(&slice);
+        let (len, device) = (slice.len(), slice.context().ordinal());
+        let strides = crate::Layout::contiguous(dim.clone()).strides().to_vec();
+        let owner: Arc<dyn DeviceOwner> = Arc::new(slice);
+        // SAFETY: the slice owns `len` elements of `T` at `ptr` on `device` and lives in
+        // `owner`, which the tensor's views keep alive.
+        let v = unsafe {
+            DeviceView::<T, IxDyn>::from_raw_parts(
+                ptr,
+                len,
+                dim,
+                &strides,
+                0,
+                device,
+                owner.clone(),
+            )
+        }
+        .map_err(to_py)?;
+        let tensor = Tensor {
+            place: Placement::of(&v),
+            writable: true,
+            owner,
+            ctx,
+            pending: Mutex::new(Pending::default()),
+        };
+        tensor.after(stream, true)?;
+        Ok(tensor)
+    }
+}
+
+#[pymethods]
+impl Tensor {
+    /// Axis lengths.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.place.shape)
+    }
+
+    /// Strides in elements (may be negative or zero).
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.place.strides)
+    }
+
+    /// Element type name: "u8", "i8", ..., "f16", "bf16", "f32", "f64".
+    #[getter(dtype)]
+    fn py_dtype(&self) -> &'static str {
+        self.place.dtype.name()
+    }
+
+    /// CUDA device ordinal.
+    #[getter(device)]
+    fn py_device(&self) -> usize {
+        self.place.device
+    }
+
+    /// Whether devspan refuses to write the tensor.
+    #[getter]
+    fn readonly(&self) -> bool {
+        !self.writable
+    }
+
+    /// Device address of the element at index zero.
+    #[getter]
+    fn data_ptr(&self) -> u64 {
+        self.place.base + (self.place.offset * self.place.dtype.size()) as u64
+    }
+
+    /// `(kDLCUDA, device)`.
+    fn __dlpack_device__(&self) -> (i32, usize) {
+        (DLDeviceType::CUDA.0, self.place.device)
+    }
+
+    /// Exports the tensor as a DLPack capsule (versioned when `max_version >= (1, 0)`).
+    ///
+    /// `stream` is the consumer's stream: None (the legacy default stream), 1, 2, a CUstream
+    /// handle, or -1 for no synchronisation. It is made to wait for devspan's work on the
+    /// tensor. `copy=True` and devices other than this tensor's are refused with BufferError.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i64)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err(
+                "devspan exports its memory as is; use devspan.to_contiguous for a copy",
+            ));
+        }
+        if let Some((kind, id)) = dl_device
+            && (kind != DLDeviceType::CUDA.0 || id != self.place.device as i64)
+        {
+            return Err(PyBufferError::new_err(format!(
+                "the tensor lives on CUDA device {}; it cannot be exported to device ({kind}, {id})",
+                self.place.device
+            )));
+        }
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        if !versioned && !self.writable {
+            return Err(PyBufferError::new_err(
+                "a read-only tensor can only be exported as a versioned DLPack tensor (max_version >= (1, 0))",
+            ));
+        }
+        if stream != Some(-1) {
+            let _current = CurrentContext::save();
+            let s = cuda::stream(&self.ctx, stream)?;
+            // The consumer may write: it waits for devspan's reads as well.
+            self.before(&s, true)?;
+        }
+        with_dtype!(self.place.dtype, T => {
+            if self.writable {
+                let v = self.view_mut::<T>().map_err(to_py)?;
+                if versioned {
+                    // SAFETY: a fresh managed tensor from devspan's export, handed over once.
+                    unsafe { capsule::versioned(py, v.into_dlpack()) }
+                } else {
+                    // SAFETY: as above.
+                    unsafe { capsule::legacy(py, v.into_dlpack_legacy()) }
+                }
+            } else {
+                let v = self.view::<T>().map_err(to_py)?;
+                // SAFETY: as above.
+                unsafe { capsule::versioned(py, v.into_dlpack()) }
+            }
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "devspan.Tensor(shape={:?}, strides={:?}, dtype={}, device=cuda:{}{})",
+            self.place.shape,
+            self.place.strides,
+            self.place.dtype,
+            self.place.device,
+            if self.writable { "" } else { ", readonly" }
+        )
+    }
+}
