@@ -87,6 +87,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;
 pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
+pub use transfer::{PinnedBuffer, Transfer};
 pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 
 /// The embedded PTX modules, `(name, text)`, for tools that validate them.
@@ -94,6 +95,7 @@ pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 pub mod __private {
     pub use crate::kernels::ptx::modules as ptx_modules;
     pub use crate::ops::{copy_path, fill_path};
+    pub use crate::transfer::{DevicePath, HostPath, TransferOptions, transfer_path};
 }
 
 pub use cudarc;
