@@ -9,12 +9,22 @@ use crate::error::Result;
 /// # Safety
 /// `src` must be readable for `len` elements until the copy completes (pageable memory: until
 /// this returns) and `dst` writable device memory of `len` elements in `stream`'s context.
-pub(crate) unsafe fn htod<T>(stream: &CudaStream, dst: u64, src: *const T, len: usize) -> Result<()> {
+pub(crate) unsafe fn htod<T>(
+    stream: &CudaStream,
+    dst: u64,
+    src: *const T,
+    len: usize,
+) -> Result<()> {
     stream.context().bind_to_thread()?;
     // SAFETY: the caller's contract.
     unsafe {
-        sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), len * std::mem::size_of::<T>(), stream.cu_stream())
-            .result()?
+        sys::cuMemcpyHtoDAsync_v2(
+            dst,
+            src.cast(),
+            len * std::mem::size_of::<T>(),
+            stream.cu_stream(),
+        )
+        .result()?
     };
     Ok(())
 }
@@ -28,8 +38,13 @@ pub(crate) unsafe fn dtoh<T>(stream: &CudaStream, dst: *mut T, src: u64, len: us
     stream.context().bind_to_thread()?;
     // SAFETY: the caller's contract.
     unsafe {
-        sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, len * std::mem::size_of::<T>(), stream.cu_stream())
-            .result()?
+        sys::cuMemcpyDtoHAsync_v2(
+            dst.cast(),
+            src,
+            len * std::mem::size_of::<T>(),
+            stream.cu_stream(),
+        )
+        .result()?
     };
     Ok(())
 }

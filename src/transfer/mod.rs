@@ -260,7 +260,17 @@ unsafe fn download<T: DeviceElement, D: Dimension>(
 ) -> Result<()> {
     let (plan, tmp) = prepare_download(src, stream, host_shape, host_strides, opt)?;
     // SAFETY: the caller's contract.
-    unsafe { finish_download(src, stream, &plan, tmp.as_ref(), host, opt, opt.pinned_direct) }
+    unsafe {
+        finish_download(
+            src,
+            stream,
+            &plan,
+            tmp.as_ref(),
+            host,
+            opt,
+            opt.pinned_direct,
+        )
+    }
 }
 
 /// A host <-> device copy in flight, holding the borrows of both sides until it completes.
@@ -275,9 +285,12 @@ unsafe fn download<T: DeviceElement, D: Dimension>(
 /// let stream = devspan::default_stream(0)?;
 /// let host = Array2::from_shape_fn((256, 256), |(i, j)| (i + j) as f32);
 /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (256, 256))?;
-/// let up = dev.view_mut().copy_from_host_async(&stream, &host.t())?;
-/// // ... other host work ...
-/// up.wait()?;
+/// {
+///     let (mut dv, ht) = (dev.view_mut(), host.t());
+///     let up = dv.copy_from_host_async(&stream, &ht)?;
+///     // ... other host work ...
+///     up.wait()?;
+/// }
 /// let mut back = Array2::<f32>::zeros((256, 256));
 /// let view = dev.view();
 /// let mut out = back.view_mut();
@@ -370,7 +383,8 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// let stream = devspan::default_stream(0)?;
     /// let host = ndarray::Array3::<f32>::ones((4, 5, 6));
     /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (6, 5, 4))?;
-    /// let t = dev.view_mut().copy_from_host_async(&stream, &host.t())?;
+    /// let (mut dv, ht) = (dev.view_mut(), host.t());
+    /// let t = dv.copy_from_host_async(&stream, &ht)?;
     /// t.wait()?;
     /// # Ok(()) }
     /// ```
@@ -438,8 +452,8 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// let dev = devspan::DeviceArray::<i32, _>::zeros(&stream, (3, 4))?;
     /// let mut host = ndarray::Array2::<i32>::ones((4, 3));
     /// let mut h = host.view_mut();
-    /// let v = dev.view();
-    /// let pending = v.t().copy_to_host_async(&stream, &mut h)?;
+    /// let vt = dev.view().t();
+    /// let pending = vt.copy_to_host_async(&stream, &mut h)?;
     /// pending.wait()?;
     /// assert!(host.iter().all(|&x| x == 0));
     /// # Ok(()) }
@@ -450,8 +464,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         host: &'s mut ArrayViewMut<'_, T, D>,
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
-        let (plan, tmp) =
-            prepare_download(self, stream, host.shape(), host.strides(), &opt)?;
+        let (plan, tmp) = prepare_download(self, stream, host.shape(), host.strides(), &opt)?;
         let stream = stream.clone();
         Ok(Transfer {
             finish: Some(Box::new(move || {
@@ -494,7 +507,9 @@ pub(crate) fn to_host_with<T: DeviceElement, D: Dimension>(
     opt: &TransferOptions,
 ) -> Result<Array<T, D>> {
     let n = src.len();
-    let strides = crate::layout::Layout::contiguous(src.dim()).strides().to_vec();
+    let strides = crate::layout::Layout::contiguous(src.dim())
+        .strides()
+        .to_vec();
     let mut v: Vec<T> = Vec::with_capacity(n);
     // SAFETY: the vector's capacity holds `n` elements in standard order, which the download
     // writes, all of them, before `set_len`; nothing else sees the vector meanwhile.

@@ -54,7 +54,13 @@ pub(crate) fn for_each_run(
 /// Every host offset the range reaches through `runs` (relative to `host`) must be a readable
 /// element of one allocation, and `out` must be writable for `out.len()` elements and not
 /// overlap those host elements.
-pub(crate) unsafe fn pack<T: Copy>(host: *const T, runs: &[HostAxis], start: usize, out: *mut T, len: usize) {
+pub(crate) unsafe fn pack<T: Copy>(
+    host: *const T,
+    runs: &[HostAxis],
+    start: usize,
+    out: *mut T,
+    len: usize,
+) {
     let stride = runs.first().map_or(1, |a| a.stride);
     for_each_run(runs, start, start + len, |off, count, pos| {
         // SAFETY: `off` and the `count` elements at `stride` from it are elements of the host
@@ -79,7 +85,13 @@ pub(crate) unsafe fn pack<T: Copy>(host: *const T, runs: &[HostAxis], start: usi
 /// Every host offset the range reaches through `runs` (relative to `host`) must be a writable
 /// element of one allocation that nothing else accesses meanwhile, and `src` must be readable
 /// for `len` elements and not overlap those host elements.
-pub(crate) unsafe fn unpack<T: Copy>(host: *mut T, runs: &[HostAxis], start: usize, src: *const T, len: usize) {
+pub(crate) unsafe fn unpack<T: Copy>(
+    host: *mut T,
+    runs: &[HostAxis],
+    start: usize,
+    src: *const T,
+    len: usize,
+) {
     let stride = runs.first().map_or(1, |a| a.stride);
     for_each_run(runs, start, start + len, |off, count, pos| {
         // SAFETY: as in `pack`, with the roles of the two sides exchanged.

@@ -212,7 +212,11 @@ impl<T: DeviceElement> PinnedBuffer<T> {
     }
 
     /// Makes `stream` wait for pending copies and records a new pending event after `enqueue`.
-    fn enqueue_on(&self, stream: &Arc<CudaStream>, enqueue: impl FnOnce() -> Result<()>) -> Result<()> {
+    fn enqueue_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        enqueue: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         {
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             for e in pending.iter() {
@@ -367,7 +371,11 @@ const POOL_MAX: usize = 64;
 static POOL: Mutex<Vec<PinnedBuffer<u8>>> = Mutex::new(Vec::new());
 
 /// `count` pinned staging chunks of at least `bytes` bytes each, from the pool or new.
-pub(crate) fn take_chunks(ctx: &Arc<CudaContext>, count: usize, bytes: usize) -> Result<Vec<PinnedBuffer<u8>>> {
+pub(crate) fn take_chunks(
+    ctx: &Arc<CudaContext>,
+    count: usize,
+    bytes: usize,
+) -> Result<Vec<PinnedBuffer<u8>>> {
     let mut out = Vec::with_capacity(count);
     {
         let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());

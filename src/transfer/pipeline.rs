@@ -62,6 +62,13 @@ unsafe impl<T: Send> Send for HostPtr<T> {}
 // SAFETY: see `Send`.
 unsafe impl<T: Send> Sync for HostPtr<T> {}
 
+impl<T> HostPtr<T> {
+    /// The pointer (a method, so that closures capture the whole `HostPtr`).
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
 struct Geometry {
     chunk: usize,
     nchunks: usize,
@@ -158,7 +165,6 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
     let host = HostPtr(host.cast_mut());
     let ctx = stream.context();
     run_workers(stream, &g, g.chunk * size, |w, chunks, abort| {
-        let host = host;
         ctx.bind_to_thread()?;
         let ev = [ctx.new_event(None)?, ctx.new_event(None)?];
         let mut used = [false; 2];
@@ -177,7 +183,7 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
                 // SAFETY: elements `start..start + len` of the bus buffer are host elements
                 // (caller's contract); the staging chunk holds `chunk >= len` elements of `T`
                 // (page-aligned) and its previous copy has completed (event waited above).
-                unsafe { pack(host.0.cast_const(), runs, start, buf, len) };
+                unsafe { pack(host.get().cast_const(), runs, start, buf, len) };
                 used[s] = true;
                 // SAFETY: the chunk stays alive and unwritten until `ev[s]` completes (waited
                 // before reuse and at the end); the destination range lies inside `dev`.
@@ -211,7 +217,6 @@ pub(crate) unsafe fn download<T: Copy + Send>(
     let host = HostPtr(host);
     let ctx = stream.context();
     run_workers(stream, &g, g.chunk * size, |w, chunks, abort| {
-        let host = host;
         ctx.bind_to_thread()?;
         let ev = [ctx.new_event(None)?, ctx.new_event(None)?];
         let mut used = [false; 2];
@@ -248,7 +253,7 @@ pub(crate) unsafe fn download<T: Copy + Send>(
                 let len = g.chunk.min(m - start);
                 // SAFETY: the chunk's copy has completed; the bus range maps to host elements
                 // that only this worker writes (caller's contract, disjoint chunk ranges).
-                unsafe { unpack(host.0, runs, start, bufs[s].cast_const(), len) };
+                unsafe { unpack(host.get(), runs, start, bufs[s].cast_const(), len) };
             }
             Ok(())
         };

@@ -103,7 +103,10 @@ pub(crate) fn plan_transfer(
     let n = shape
         .iter()
         .try_fold(1usize, |a, &l| a.checked_mul(l))
-        .filter(|&n| n.checked_mul(elem_size).is_some_and(|b| b <= isize::MAX as usize))
+        .filter(|&n| {
+            n.checked_mul(elem_size)
+                .is_some_and(|b| b <= isize::MAX as usize)
+        })
         .ok_or_else(|| overflow(shape, host_strides))?;
     if n == 0 {
         return Ok(TransferPlan {
@@ -134,7 +137,10 @@ pub(crate) fn plan_transfer(
                 .ok_or_else(|| overflow(shape, host_strides))?;
         }
     }
-    if span.checked_mul(elem_size).is_none_or(|b| b > isize::MAX as usize) {
+    if span
+        .checked_mul(elem_size)
+        .is_none_or(|b| b > isize::MAX as usize)
+    {
         return Err(overflow(shape, host_strides));
     }
     // Axes of length > 1 in host memory order: outermost first, ties by axis number.

@@ -19,12 +19,18 @@ fn plan(shape: &[usize], h: &[isize], d: &[isize], dir: Direction) -> TransferPl
 #[test]
 fn planner_picks_block_and_direct_for_matching_layouts() {
     let p = plan(&[4, 5], &[5, 1], &[5, 1], Direction::Up);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Block, DevicePath::Direct, 20));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Block, DevicePath::Direct, 20)
+    );
     let p = plan(&[4, 5], &[1, 4], &[1, 4], Direction::Down);
     assert_eq!((p.host, p.device), (HostPath::Block, DevicePath::Direct));
     // Reversed on both sides: still one block, element zero at the end of the buffer.
     let p = plan(&[4, 5], &[-5, -1], &[-5, -1], Direction::Up);
-    assert_eq!((p.host, p.device, p.buf_zero, p.host_start), (HostPath::Block, DevicePath::Direct, 19, -19));
+    assert_eq!(
+        (p.host, p.device, p.buf_zero, p.host_start),
+        (HostPath::Block, DevicePath::Direct, 19, -19)
+    );
 }
 
 #[test]
@@ -42,23 +48,51 @@ fn planner_moves_layout_changes_to_the_device() {
 fn planner_sends_small_gaps_and_packs_large_ones() {
     // Every other element (short runs): the whole block goes up, gaps included.
     let p = plan(&[100], &[2], &[1], Direction::Up);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Superset, DevicePath::Staged, 199));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Superset, DevicePath::Staged, 199)
+    );
     // Downloads never write the gaps.
     let p = plan(&[100], &[2], &[1], Direction::Down);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Pack, DevicePath::Direct, 100));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Pack, DevicePath::Direct, 100)
+    );
     // Rows of 64 out of 1000: packed (the packed order is the device's standard order).
     let p = plan(&[50, 64], &[1000, 1], &[64, 1], Direction::Up);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Pack, DevicePath::Direct, 3200));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Pack, DevicePath::Direct, 3200)
+    );
     // Rows of 900 out of 1000: the block is at most 5/4 of the elements.
     let p = plan(&[50, 900], &[1000, 1], &[900, 1], Direction::Up);
     assert_eq!((p.host, p.device), (HostPath::Superset, DevicePath::Staged));
     // Broadcast host axis: one row goes up, the device broadcasts it.
     let p = plan(&[300, 64], &[0, 1], &[64, 1], Direction::Up);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Superset, DevicePath::Staged, 64));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Superset, DevicePath::Staged, 64)
+    );
     // Forcing the host path.
-    let p = plan_transfer(&[50, 900], &[1000, 1], &[900, 1], 4, Direction::Up, Some(HostPath::Pack)).unwrap();
+    let p = plan_transfer(
+        &[50, 900],
+        &[1000, 1],
+        &[900, 1],
+        4,
+        Direction::Up,
+        Some(HostPath::Pack),
+    )
+    .unwrap();
     assert_eq!((p.host, p.device), (HostPath::Pack, DevicePath::Direct));
-    let p = plan_transfer(&[100], &[2], &[1], 4, Direction::Down, Some(HostPath::Superset)).unwrap();
+    let p = plan_transfer(
+        &[100],
+        &[2],
+        &[1],
+        4,
+        Direction::Down,
+        Some(HostPath::Superset),
+    )
+    .unwrap();
     assert_eq!(p.host, HostPath::Pack);
 }
 
@@ -67,19 +101,49 @@ fn planner_handles_empty_and_size_one() {
     let p = plan(&[0, 5], &[5, 1], &[1, 0], Direction::Up);
     assert_eq!(p.m, 0);
     let p = plan(&[], &[], &[], Direction::Down);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Block, DevicePath::Direct, 1));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Block, DevicePath::Direct, 1)
+    );
     let p = plan(&[1, 1, 7, 1], &[99, -3, 1, 0], &[7, 7, 1, 1], Direction::Up);
-    assert_eq!((p.host, p.device, p.m), (HostPath::Block, DevicePath::Direct, 7));
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Block, DevicePath::Direct, 7)
+    );
 }
 
 #[test]
 fn planner_refuses_overflowing_host_views() {
-    let e = plan_transfer(&[3, 4], &[isize::MAX / 2, 1], &[4, 1], 4, Direction::Up, None).unwrap_err();
+    let e = plan_transfer(
+        &[3, 4],
+        &[isize::MAX / 2, 1],
+        &[4, 1],
+        4,
+        Direction::Up,
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Overflow);
-    let e = plan_transfer(&[usize::MAX / 2, 4], &[4, 1], &[4, 1], 4, Direction::Down, None).unwrap_err();
+    let e = plan_transfer(
+        &[usize::MAX / 2, 4],
+        &[4, 1],
+        &[4, 1],
+        4,
+        Direction::Down,
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Overflow);
     // Extent that fits in elements but not in bytes.
-    let e = plan_transfer(&[2, 2], &[isize::MAX / 4, 1], &[2, 1], 8, Direction::Up, None).unwrap_err();
+    let e = plan_transfer(
+        &[2, 2],
+        &[isize::MAX / 4, 1],
+        &[2, 1],
+        8,
+        Direction::Up,
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Overflow);
 }
 
@@ -89,7 +153,10 @@ fn runs_cover_every_index_once() {
     for _ in 0..200 {
         let r = rng.random_range(1..5);
         let runs: Vec<HostAxis> = (0..r)
-            .map(|_| HostAxis { len: rng.random_range(1..6), stride: rng.random_range(0..4) })
+            .map(|_| HostAxis {
+                len: rng.random_range(1..6),
+                stride: rng.random_range(0..4),
+            })
             .collect();
         let m: usize = runs.iter().map(|a| a.len).product();
         let a = rng.random_range(0..=m);
@@ -109,7 +176,11 @@ fn runs_cover_every_index_once() {
             }
         });
         for (i, &c) in seen.iter().enumerate() {
-            assert_eq!(c, u32::from((a..b).contains(&i)), "index {i} of {a}..{b}, runs {runs:?}");
+            assert_eq!(
+                c,
+                u32::from((a..b).contains(&i)),
+                "index {i} of {a}..{b}, runs {runs:?}"
+            );
         }
     }
 }
@@ -122,7 +193,11 @@ fn random_view(rng: &mut StdRng, rank: usize) -> (Vec<usize>, Vec<SliceInfoElem>
         .map(|&n| {
             let step = [1isize, 1, 1, 2, -1, -2, 3][rng.random_range(0..7)];
             let start = rng.random_range(0..n) as isize;
-            SliceInfoElem::Slice { start: if rng.random_bool(0.5) { 0 } else { start }, end: None, step }
+            SliceInfoElem::Slice {
+                start: if rng.random_bool(0.5) { 0 } else { start },
+                end: None,
+                step,
+            }
         })
         .collect();
     let mut perm: Vec<usize> = (0..rank).collect();
@@ -132,7 +207,11 @@ fn random_view(rng: &mut StdRng, rank: usize) -> (Vec<usize>, Vec<SliceInfoElem>
     (base, sl, perm)
 }
 
-fn make_view<'a>(a: &'a ArrayD<u32>, sl: &[SliceInfoElem], perm: &[usize]) -> ndarray::ArrayViewD<'a, u32> {
+fn make_view<'a>(
+    a: &'a ArrayD<u32>,
+    sl: &[SliceInfoElem],
+    perm: &[usize],
+) -> ndarray::ArrayViewD<'a, u32> {
     let info = SliceInfo::<_, IxDyn, IxDyn>::try_from(sl.to_vec()).unwrap();
     a.slice(info).permuted_axes(IxDyn(perm))
 }
@@ -170,14 +249,16 @@ fn plans_and_packing_agree_with_ndarray() {
         let rank = 1 + case % 6;
         let (base, sl, perm) = random_view(&mut rng, rank);
         let n0: usize = base.iter().product();
-        let a = ArrayD::from_shape_vec(IxDyn(&base), (0..n0 as u32).map(|x| x * 7 + 1).collect()).unwrap();
+        let a = ArrayD::from_shape_vec(IxDyn(&base), (0..n0 as u32).map(|x| x * 7 + 1).collect())
+            .unwrap();
         let v = make_view(&a, &sl, &perm);
         let shape = v.shape().to_vec();
         let n = v.len();
         let dstr = random_dev_strides(&mut rng, &shape);
         let chunk = rng.random_range(1..8);
         for dir in [Direction::Up, Direction::Down] {
-            let force = [None, None, Some(HostPath::Pack), Some(HostPath::Superset)][rng.random_range(0..4)];
+            let force = [None, None, Some(HostPath::Pack), Some(HostPath::Superset)]
+                [rng.random_range(0..4)];
             let p = plan_transfer(&shape, v.strides(), &dstr, 4, dir, force).unwrap();
             paths.insert((dir == Direction::Up, p.host, p.device));
             if n == 0 {
@@ -185,7 +266,8 @@ fn plans_and_packing_agree_with_ndarray() {
                 continue;
             }
             // The bus layout is a valid view over `m` elements; downloads write through it.
-            let bl = Layout::new_checked(IxDyn(&shape), &p.buf_strides, p.buf_zero, p.m, 4).unwrap();
+            let bl =
+                Layout::new_checked(IxDyn(&shape), &p.buf_strides, p.buf_zero, p.m, 4).unwrap();
             if dir == Direction::Down {
                 bl.check_unaliased().unwrap();
                 assert_ne!(p.host, HostPath::Superset);
