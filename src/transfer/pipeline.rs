@@ -34,7 +34,7 @@ impl Default for TransferOptions {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         TransferOptions {
             chunk_bytes: 4 << 20,
-            threads: cores.min(8),
+            threads: cores.min(16),
             host_path: None,
             pinned_direct: true,
         }

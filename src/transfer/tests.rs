@@ -64,9 +64,14 @@ fn planner_sends_small_gaps_and_packs_large_ones() {
         (p.host, p.device, p.m),
         (HostPath::Pack, DevicePath::Direct, 3200)
     );
-    // Rows of 900 out of 1000: the block is at most 5/4 of the elements.
+    // Rows of 900 out of 1000: long runs are packed, gaps are never sent.
     let p = plan(&[50, 900], &[1000, 1], &[900, 1], Direction::Up);
-    assert_eq!((p.host, p.device), (HostPath::Superset, DevicePath::Staged));
+    assert_eq!((p.host, p.device), (HostPath::Pack, DevicePath::Direct));
+    // Short runs with gaps of more than 3 elements per element: packed.
+    let p = plan(&[100], &[5], &[1], Direction::Up);
+    assert_eq!((p.host, p.device), (HostPath::Pack, DevicePath::Direct));
+    let p = plan(&[100], &[4], &[1], Direction::Up);
+    assert_eq!(p.host, HostPath::Superset);
     // Broadcast host axis: one row goes up, the device broadcasts it.
     let p = plan(&[300, 64], &[0, 1], &[64, 1], Direction::Up);
     assert_eq!(
