@@ -30,6 +30,7 @@
 //! | `split_at`, `chunks` | [`ViewBase::split_at`], [`DeviceSpan::chunks`] |
 //! | `is_standard_layout` | the same, plus [`ViewBase::is_dense`] |
 //! | `Array::from(..)`, `to_owned` | [`DeviceArray::from_host`], [`DeviceArray::to_host`] |
+//! | page-locked host memory (`cudaMallocHost`) | [`PinnedBuffer`]; async copies return a [`Transfer`] |
 //!
 //! ## Quick start
 //!

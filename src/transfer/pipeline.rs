@@ -110,7 +110,20 @@ where
             let (c, rest) = std::mem::take(&mut others).split_at_mut(2);
             others = rest;
             let run = &run;
-            sc.spawn(move || run(w, c));
+            let spawned = std::thread::Builder::new()
+                .name(format!("devspan-staging-{w}"))
+                .spawn_scoped(sc, move || run(w, c));
+            if let Err(e) = spawned {
+                // Worker `w`'s chunks would be skipped: stop everyone and report.
+                abort.store(true, Ordering::Relaxed);
+                first_err
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(Error::invalid(format!(
+                        "could not start a staging thread: {e}"
+                    )));
+                break;
+            }
         }
         run(0, mine);
     });
