@@ -411,10 +411,17 @@ pub(crate) fn is_page_locked(ctx: &Arc<CudaContext>, ptr: *const u8, bytes: usiz
         return false;
     }
     let probe = |p: *const u8| {
-        let mut flags = 0u32;
-        // SAFETY: a query; the driver only looks the address up in its tables.
-        let r = unsafe { sys::cuMemHostGetFlags(&mut flags, p.cast_mut().cast()) };
+        let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
+        let mut memory_type = 0u32;
+        let mut data = [(&mut memory_type as *mut u32).cast::<std::ffi::c_void>()];
+        // SAFETY: a query with one attribute whose value (a `CUmemorytype`, 32 bits) goes to
+        // `memory_type`. Unlike `cuMemHostGetFlags`, this call succeeds for addresses unknown to
+        // the driver (ordinary pageable memory), leaving the value 0.
+        let r = unsafe {
+            sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), p as u64)
+        };
         r == sys::cudaError_enum::CUDA_SUCCESS
+            && memory_type == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
     };
     probe(ptr) && probe(ptr.wrapping_add(bytes - 1))
 }
