@@ -3,9 +3,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use ndarray::{Array, ArrayView, Dimension, IntoDimension};
+use ndarray::{Dimension, IntoDimension};
 
-use crate::device::check_stream;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, checked_size};
@@ -94,52 +93,6 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         Ok(DeviceArray { data, layout })
     }
 
-    /// A device copy of a host array view of any layout (non-standard layouts are made
-    /// contiguous on the host first), transferred on `stream`.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let host = ndarray::Array::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f64);
-    /// let dev = devspan::DeviceArray::from_host(&stream, &host.t())?;
-    /// assert_eq!(dev.to_host(&stream)?, host.t());
-    /// # Ok(()) }
-    /// ```
-    pub fn from_host(stream: &Arc<CudaStream>, host: &ArrayView<'_, T, D>) -> Result<Self> {
-        let (layout, _) = Self::layout_for(host.raw_dim())?;
-        let standard = host.as_standard_layout();
-        let slice = standard.as_slice().ok_or_else(|| {
-            Error::invalid("host array is not contiguous after as_standard_layout")
-        })?;
-        let data = if slice.is_empty() {
-            stream.alloc_zeros::<T>(0)?
-        } else {
-            stream.clone_htod(slice)?
-        };
-        Ok(DeviceArray { data, layout })
-    }
-
-    /// Copies the array back into a new host array, waiting for `stream`.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let dev = devspan::DeviceArray::<i16, _>::zeros(&stream, (2, 2))?;
-    /// assert_eq!(dev.to_host(&stream)?, ndarray::Array2::<i16>::zeros((2, 2)));
-    /// # Ok(()) }
-    /// ```
-    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Array<T, D>> {
-        check_stream(stream, self.device(), "the array")?;
-        let v: Vec<T> = if self.data.is_empty() {
-            Vec::new()
-        } else {
-            stream.clone_dtoh(&self.data)?
-        };
-        stream.synchronize()?;
-        Array::from_shape_vec(self.layout.dim(), v)
-            .map_err(|e| Error::shape(format!("device array of shape {:?}: {e}", self.shape())))
-    }
-
     /// Takes ownership of a cudarc slice as an array of `shape` (standard layout);
     /// `Err(ShapeMismatch)` if the element counts differ.
     ///
@@ -177,6 +130,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// ```
     pub fn as_cuda_slice(&self) -> &CudaSlice<T> {
         &self.data
+    }
+
+    pub(crate) fn cuda_slice_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.data
     }
 
     /// Gives the allocation back as a cudarc slice.

@@ -30,6 +30,7 @@
 //! | `split_at`, `chunks` | [`ViewBase::split_at`], [`DeviceSpan::chunks`] |
 //! | `is_standard_layout` | the same, plus [`ViewBase::is_dense`] |
 //! | `Array::from(..)`, `to_owned` | [`DeviceArray::from_host`], [`DeviceArray::to_host`] |
+//! | page-locked host memory (`cudaMallocHost`) | [`PinnedBuffer`]; async copies return a [`Transfer`] |
 //!
 //! ## Quick start
 //!
@@ -89,6 +90,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;
 pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
+pub use transfer::{PinnedBuffer, Transfer};
 pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 
 /// The embedded PTX modules, `(name, text)`, for tools that validate them.
@@ -96,6 +98,7 @@ pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 pub mod __private {
     pub use crate::kernels::ptx::modules as ptx_modules;
     pub use crate::ops::{copy_path, fill_path};
+    pub use crate::transfer::{DevicePath, HostPath, TransferOptions, transfer_path};
 }
 
 pub use cudarc;

@@ -259,21 +259,6 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         out.view_mut().assign_cast(stream, self)?;
         Ok(out)
     }
-
-    /// The view's elements in a new host array (through a device-side contiguous copy when the
-    /// view is not contiguous), waiting for `stream`.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// use ndarray::s;
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::from_host(&stream, &ndarray::arr1(&[1i32, 2, 3, 4]).view())?;
-    /// assert_eq!(a.view().slice(s![..;-2]).to_host(&stream)?, ndarray::arr1(&[4, 2]));
-    /// # Ok(()) }
-    /// ```
-    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<ndarray::Array<T, D>> {
-        self.to_contiguous(stream)?.to_host(stream)
-    }
 }
 
 impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {

@@ -1,7 +1,8 @@
 //! GPU tests of host <-> device copies between arbitrary layouts on both sides.
 
+use devspan::__private::{HostPath, TransferOptions};
 use devspan::testing::gpu_stream;
-use devspan::{DeviceArray, DeviceElement, ErrorKind};
+use devspan::{DeviceArray, DeviceElement, ErrorKind, PinnedBuffer};
 use half::{bf16, f16};
 use ndarray::{Array, ArrayD, IxDyn, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -40,11 +41,28 @@ fn bits<T: DeviceElement>(a: &ArrayD<T>) -> Vec<u64> {
     a.iter().map(|x| x.to_bits_u64()).collect()
 }
 
+/// Small staging chunks (not a multiple of anything), 1-4 threads, sometimes a forced host path.
+fn random_options(rng: &mut StdRng) -> TransferOptions {
+    TransferOptions {
+        chunk_bytes: rng.random_range(1..400),
+        threads: rng.random_range(1..5),
+        host_path: [None, None, Some(HostPath::Pack), Some(HostPath::Superset)]
+            [rng.random_range(0..4)],
+        pinned_direct: true,
+    }
+}
+
 fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
     let stream = gpu_stream();
-    for case in 0..40 {
-        let rank = 1 + case % 4;
-        let base: Vec<usize> = (0..rank).map(|_| rng.random_range(1..9)).collect();
+    for case in 0..48 {
+        let rank = 1 + case % 6;
+        let opt = if case % 3 == 0 {
+            TransferOptions::default()
+        } else {
+            random_options(rng)
+        };
+        let hi = if rank >= 5 { 5 } else { 9 };
+        let base: Vec<usize> = (0..rank).map(|_| rng.random_range(1..hi)).collect();
         // Device side: a strided view of a poisoned array.
         let (dsl, dperm) = random_layout(rng, &base);
         let dinfo = SliceInfo::<_, IxDyn, IxDyn>::try_from(dsl.clone()).unwrap();
@@ -73,7 +91,13 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
                     let k = step.unsigned_abs() as isize;
                     SliceInfoElem::Slice {
                         start,
-                        end: Some(start + (n as isize - 1) * k + 1),
+                        // An empty axis is an empty range (never a negative end, which
+                        // ndarray counts from the back).
+                        end: Some(if n == 0 {
+                            start
+                        } else {
+                            start + (n as isize - 1) * k + 1
+                        }),
                         step,
                     }
                 }
@@ -92,7 +116,7 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
                 let mut dv = dev.view_mut();
                 let dinfo = SliceInfo::<_, IxDyn, IxDyn>::try_from(dsl.clone()).unwrap();
                 let mut sub = dv.slice_mut(dinfo).permuted_axes(IxDyn(&dperm));
-                sub.copy_from_host(&stream, &hview).unwrap();
+                sub.copy_from_host_with(&stream, &hview, &opt).unwrap();
             }
             let dinfo = SliceInfo::<_, IxDyn, IxDyn>::try_from(dsl.clone()).unwrap();
             expect
@@ -103,7 +127,7 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
             assert_eq!(
                 bits(&dev.to_host(&stream).unwrap()),
                 bits(&expect),
-                "{} up, case {case}",
+                "{} up, case {case}, {opt:?}",
                 T::DTYPE
             );
         }
@@ -116,7 +140,7 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
                 .view_mut()
                 .permuted_axes(IxDyn(&inv))
                 .slice_move(hinfo.clone());
-            dview.copy_to_host(&stream, &mut hv).unwrap();
+            dview.copy_to_host_with(&stream, &mut hv, &opt).unwrap();
             let mut want = before.clone();
             let dinfo = SliceInfo::<_, IxDyn, IxDyn>::try_from(dsl.clone()).unwrap();
             want.view_mut()
@@ -126,7 +150,7 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
             assert_eq!(
                 bits(&host_base),
                 bits(&want),
-                "{} down, case {case}",
+                "{} down, case {case}, {opt:?}",
                 T::DTYPE
             );
         }
@@ -138,11 +162,16 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
 fn transfers_between_random_layouts() {
     let mut rng = StdRng::seed_from_u64(11);
     round_trips::<u8>(&mut rng);
+    round_trips::<i8>(&mut rng);
+    round_trips::<u16>(&mut rng);
     round_trips::<i16>(&mut rng);
     round_trips::<f16>(&mut rng);
     round_trips::<bf16>(&mut rng);
+    round_trips::<u32>(&mut rng);
+    round_trips::<i32>(&mut rng);
     round_trips::<f32>(&mut rng);
     round_trips::<u64>(&mut rng);
+    round_trips::<i64>(&mut rng);
     round_trips::<f64>(&mut rng);
 }
 
@@ -177,4 +206,238 @@ fn transfer_errors_write_nothing() {
         .view()
         .copy_to_host(&stream, &mut h.view_mut())
         .unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn transfer_options_errors_write_nothing() {
+    let stream = gpu_stream();
+    let mut dev = DeviceArray::<u32, _>::zeros(&stream, 100).unwrap();
+    dev.fill(&stream, 5).unwrap();
+    let host = ndarray::Array1::<u32>::from_elem(200, 9);
+    let bad = TransferOptions {
+        chunk_bytes: 0,
+        ..TransferOptions::default()
+    };
+    // Strided host view (packed through staging), so the options are used.
+    let e = dev
+        .view_mut()
+        .copy_from_host_with(&stream, &host.slice(ndarray::s![..;2]), &bad)
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
+    assert!(dev.to_host(&stream).unwrap().iter().all(|&x| x == 5));
+}
+
+/// Large 1-D and 2-D transfers that are not a multiple of the staging chunk, with several
+/// threads, every host path, from pageable and page-locked memory.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn transfers_not_a_multiple_of_the_chunk() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(3);
+    let n = 1_000_003;
+    let host = random::<f32>(&mut rng, &[n])
+        .into_dimensionality::<ndarray::Ix1>()
+        .unwrap();
+    for (chunk, threads) in [(65_536, 3), (1_000_000, 2), (4 << 20, 8), (12, 1)] {
+        let opt = TransferOptions {
+            chunk_bytes: chunk,
+            threads,
+            ..TransferOptions::default()
+        };
+        let poison = random::<f32>(&mut rng, &[n])
+            .into_dimensionality::<ndarray::Ix1>()
+            .unwrap();
+        let mut dev = DeviceArray::from_host(&stream, &poison.view()).unwrap();
+        dev.view_mut()
+            .copy_from_host_with(&stream, &host.view(), &opt)
+            .unwrap();
+        let mut back = poison.clone();
+        dev.view()
+            .copy_to_host_with(&stream, &mut back.view_mut(), &opt)
+            .unwrap();
+        assert_eq!(
+            bits_1(&back),
+            bits_1(&host),
+            "chunk {chunk}, threads {threads}"
+        );
+        // Reversed host, strided device.
+        let mut dev2 = DeviceArray::<f32, _>::zeros(&stream, 2 * n).unwrap();
+        dev2.view_mut()
+            .slice_mut(ndarray::s![..;-2])
+            .copy_from_host_with(&stream, &host.slice(ndarray::s![..;-1]), &opt)
+            .unwrap();
+        let got = dev2.to_host(&stream).unwrap();
+        assert_eq!(
+            bits_1(
+                &got.slice(ndarray::s![..;-2])
+                    .slice(ndarray::s![..;-1])
+                    .to_owned()
+            ),
+            bits_1(&host)
+        );
+        assert!(got.slice(ndarray::s![..;2]).iter().all(|&x| x == 0.0));
+    }
+    // A 2-D slice with gaps, every host path.
+    let big = random::<u16>(&mut rng, &[1031, 1029])
+        .into_dimensionality::<ndarray::Ix2>()
+        .unwrap();
+    for hp in [None, Some(HostPath::Pack), Some(HostPath::Superset)] {
+        let opt = TransferOptions {
+            chunk_bytes: 100_000,
+            threads: 4,
+            host_path: hp,
+            pinned_direct: true,
+        };
+        let v = big.slice(ndarray::s![3..1000;3, 7..1020]);
+        let dev = DeviceArray::from_host_with(&stream, &v, &opt).unwrap();
+        assert_eq!(dev.to_host(&stream).unwrap(), v);
+        let mut out = ndarray::Array2::<u16>::from_elem((1031, 1029), 7);
+        dev.view()
+            .copy_to_host_with(
+                &stream,
+                &mut out.slice_mut(ndarray::s![3..1000;3, 7..1020]),
+                &opt,
+            )
+            .unwrap();
+        let mut want = ndarray::Array2::<u16>::from_elem((1031, 1029), 7);
+        want.slice_mut(ndarray::s![3..1000;3, 7..1020]).assign(&v);
+        assert_eq!(out, want, "{hp:?}");
+    }
+    // Page-locked host memory seen through an ordinary ndarray view: copied directly.
+    // Random bits include NaNs: compare bit patterns.
+    let data = random::<u32>(&mut rng, &[517, 389]).mapv(f32::from_bits);
+    let pinned = PinnedBuffer::from_slice(stream.context(), data.as_slice().unwrap()).unwrap();
+    let pv = ndarray::ArrayView2::from_shape((517, 389), pinned.as_slice().unwrap()).unwrap();
+    let dev = DeviceArray::from_host(&stream, &pv.t()).unwrap();
+    assert_eq!(
+        bits(&dev.to_host(&stream).unwrap().into_dyn()),
+        bits(&pv.t().to_owned().into_dyn())
+    );
+    let mut pout = PinnedBuffer::<f32>::zeros(stream.context(), 517 * 389).unwrap();
+    {
+        let mut ov =
+            ndarray::ArrayViewMut2::from_shape((389, 517), pout.as_mut_slice().unwrap()).unwrap();
+        dev.view().copy_to_host(&stream, &mut ov).unwrap();
+    }
+    let want = pv.t().as_standard_layout().to_owned();
+    let got: Vec<u32> = pout
+        .as_slice()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
+    let want: Vec<u32> = want.iter().map(|x| x.to_bits()).collect();
+    assert_eq!(got, want);
+}
+
+fn bits_1<T: DeviceElement>(a: &ndarray::Array1<T>) -> Vec<u64> {
+    a.iter().map(|x| x.to_bits_u64()).collect()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pinned_buffers_copy_to_and_from_strided_device_views() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(8);
+    let host = random::<i32>(&mut rng, &[37, 53])
+        .into_dimensionality::<ndarray::Ix2>()
+        .unwrap();
+    let src = PinnedBuffer::from_slice(stream.context(), host.as_slice().unwrap()).unwrap();
+    let init = random::<i32>(&mut rng, &[53, 37])
+        .into_dimensionality::<ndarray::Ix2>()
+        .unwrap();
+    let mut dev = DeviceArray::from_host(&stream, &init.view()).unwrap();
+    let mut want = init.clone();
+    {
+        let mut t = dev.view_mut().reversed_axes();
+        src.copy_to_device(&stream, &mut t).unwrap();
+    }
+    want.view_mut().reversed_axes().assign(&host);
+    assert_eq!(dev.to_host(&stream).unwrap(), want);
+    // Back, from a strided, reversed device view; the buffer's accessors wait for the copy.
+    let mut back = PinnedBuffer::<i32>::zeros(stream.context(), 37 * 53).unwrap();
+    let dv = dev.view();
+    let v = dv.slice(ndarray::s![..;-1, ..]);
+    back.copy_from_device(&stream, &v).unwrap();
+    let expect = want
+        .slice(ndarray::s![..;-1, ..])
+        .as_standard_layout()
+        .to_owned();
+    assert_eq!(back.as_slice().unwrap(), expect.as_slice().unwrap());
+    // Length mismatch: Err, nothing written.
+    let e = back
+        .copy_from_device(&stream, &dv.slice(ndarray::s![1.., ..]))
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::ShapeMismatch);
+    assert_eq!(back.as_slice().unwrap(), expect.as_slice().unwrap());
+    // Dropping the context handles and the buffer with a copy pending is harmless.
+    let stream2 = devspan::new_stream(0).unwrap();
+    let mut late = PinnedBuffer::<i32>::zeros(stream2.context(), 37 * 53).unwrap();
+    late.copy_from_device(&stream2, &v).unwrap();
+    drop(stream2);
+    drop(late);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn async_transfers_finish_on_wait_drop_and_survive_forget() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(9);
+    let host = random::<f64>(&mut rng, &[300, 200])
+        .into_dimensionality::<ndarray::Ix2>()
+        .unwrap();
+    let mut dev = DeviceArray::<f64, _>::zeros(&stream, (200, 300)).unwrap();
+    dev.view_mut()
+        .copy_from_host_async(&stream, &host.t())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(
+        bits(&dev.to_host(&stream).unwrap().into_dyn()),
+        bits(&host.t().to_owned().into_dyn())
+    );
+    // Download: on wait, on drop.
+    let mut out = ndarray::Array2::<f64>::zeros((300, 200));
+    {
+        let v = dev.view();
+        let vt = v.t();
+        let mut o = out.view_mut();
+        vt.copy_to_host_async(&stream, &mut o)
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    assert_eq!(
+        bits(&out.clone().into_dyn()),
+        bits(&host.clone().into_dyn())
+    );
+    let mut out2 = ndarray::Array2::<f64>::zeros((200, 300));
+    {
+        let v = dev.view();
+        let mut o = out2.view_mut();
+        let t = v.copy_to_host_async(&stream, &mut o).unwrap();
+        drop(t);
+    }
+    assert_eq!(
+        bits(&out2.into_dyn()),
+        bits(&host.t().to_owned().into_dyn())
+    );
+    // Forgotten: the host view is never written.
+    let mut out3 = ndarray::Array2::<f64>::from_elem((200, 300), 1.5);
+    {
+        let v = dev.view();
+        let mut o = out3.view_mut();
+        std::mem::forget(v.copy_to_host_async(&stream, &mut o).unwrap());
+    }
+    stream.synchronize().unwrap();
+    assert!(out3.iter().all(|&x| x == 1.5));
+    // Shape errors come before anything is enqueued.
+    let mut wrong = ndarray::Array2::<f64>::zeros((300, 200));
+    let v = dev.view();
+    let mut w = wrong.view_mut();
+    assert_eq!(
+        v.copy_to_host_async(&stream, &mut w).unwrap_err().kind(),
+        &ErrorKind::ShapeMismatch
+    );
 }

@@ -1,0 +1,567 @@
+//! Host <-> device copies between any host layout and any device layout.
+//!
+//! [`plan`] decides how the elements cross the bus (a contiguous block, a block with gaps sent
+//! whole, or gathered run by run; straight into the device view or through a device temporary
+//! and a copy kernel). Pageable host memory goes through [`pipeline`]: pinned staging chunks,
+//! two per worker thread, packing one chunk while the copy engine moves the other.
+//! Page-locked memory ([`PinnedBuffer`], or any view the driver knows as page-locked) is copied
+//! directly.
+
+mod dma;
+mod pack;
+mod pinned;
+mod pipeline;
+pub(crate) mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ndarray::{Array, ArrayView, ArrayViewMut, Dimension, Ix1};
+
+use crate::array::DeviceArray;
+use crate::device::check_stream;
+use crate::element::DeviceElement;
+use crate::error::{Error, Result};
+use crate::span::{DeviceSpan, DeviceSpanMut};
+use crate::view::{DeviceView, DeviceViewMut};
+
+pub use pinned::PinnedBuffer;
+pub use pipeline::TransferOptions;
+pub use plan::{DevicePath, HostPath};
+use plan::{Direction, TransferPlan, plan_transfer};
+
+fn check_same_shape(host: &[usize], dev: &[usize]) -> Result<()> {
+    if host != dev {
+        return Err(Error::shape(format!(
+            "host shape {host:?} does not match device shape {dev:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// The paths a transfer would take, `"host/device"` (benchmarks and diagnostics).
+pub fn transfer_path(
+    shape: &[usize],
+    host_strides: &[isize],
+    dev_strides: &[isize],
+    elem_size: usize,
+    up: bool,
+) -> String {
+    let dir = if up { Direction::Up } else { Direction::Down };
+    match plan_transfer(shape, host_strides, dev_strides, elem_size, dir, None) {
+        Ok(p) => format!("{:?}/{:?}", p.host, p.device).to_lowercase(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// Moves the bus buffer up into the `m` device elements at `dev`. With `pinned_direct`, the
+/// copy reads host memory directly and the caller must synchronise before the host borrow
+/// ends; otherwise the host has been read when this returns.
+///
+/// # Safety
+/// `host` is element zero of a host view of `plan`'s shape and strides (all its elements in
+/// one allocation, readable); `dev` is `plan.m` writable device elements in `stream`'s context.
+unsafe fn send<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    plan: &TransferPlan,
+    host: *const T,
+    dev: u64,
+    opt: &TransferOptions,
+    pinned_direct: bool,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let base = host.wrapping_offset(plan.host_start);
+    if pinned_direct
+        && plan.host != HostPath::Pack
+        && pinned::is_page_locked(stream.context(), base.cast(), plan.m * size)
+    {
+        // SAFETY: `base..base + m` is the block the view spans, inside its allocation; the
+        // caller waits for the stream before the borrow ends.
+        return unsafe { dma::htod(stream, dev, base, plan.m) };
+    }
+    // SAFETY: `runs` from `base` reach the view's elements (Pack) or the block between its
+    // lowest and highest element (Block, Superset), all inside the view's single allocation.
+    // The superset's gaps are copied as bytes into staging memory and never read on the host.
+    unsafe { pipeline::upload(stream, base, &plan.runs, plan.m, dev, opt) }
+}
+
+/// Moves the `plan.m` device elements at `dev` down into host memory and waits for them.
+///
+/// # Safety
+/// `host` is element zero of a writable host view of `plan`'s shape and strides that nothing
+/// else accesses; `dev` is `plan.m` device elements whose producers are ordered on `stream`.
+unsafe fn receive<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    plan: &TransferPlan,
+    host: *mut T,
+    dev: u64,
+    opt: &TransferOptions,
+    pinned_direct: bool,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    let base = host.wrapping_offset(plan.host_start);
+    if pinned_direct
+        && plan.host == HostPath::Block
+        && pinned::is_page_locked(stream.context(), base.cast_const().cast(), plan.m * size)
+    {
+        // SAFETY: `base..base + m` is exactly the view's elements (a gap-free block); the
+        // stream is synchronised before returning, so the borrow outlives the copy.
+        unsafe { dma::dtoh(stream, base, dev, plan.m)? };
+        stream.synchronize()?;
+        return Ok(());
+    }
+    // SAFETY: `runs` from `base` reach exactly the view's elements (the caller's contract).
+    unsafe { pipeline::download(stream, dev, plan.m, base, &plan.runs, opt) }
+}
+
+/// Uploads `host` into `dst` (shapes checked); the host may still be read by a direct copy
+/// from page-locked memory until the stream is synchronised.
+fn upload<T: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    host: &ArrayView<'_, T, D>,
+    opt: &TransferOptions,
+    pinned_direct: bool,
+) -> Result<()> {
+    check_same_shape(host.shape(), dst.shape())?;
+    check_stream(stream, dst.device(), "the destination view")?;
+    let size = std::mem::size_of::<T>();
+    let plan = plan_transfer(
+        dst.shape(),
+        host.strides(),
+        dst.strides(),
+        size,
+        Direction::Up,
+        opt.host_path,
+    )?;
+    if plan.m == 0 {
+        return Ok(());
+    }
+    let hp = host.as_ptr();
+    match plan.device {
+        DevicePath::Direct => {
+            let dev = dst.device_ptr() - (plan.buf_zero * size) as u64;
+            dst.raw().keep.writing(stream, || {
+                // SAFETY: the bus buffer has the view's own layout (planned Direct), so its
+                // `m` elements are exactly the view's elements, in its validated span.
+                unsafe { send(stream, &plan, hp, dev, opt, pinned_direct) }
+            })
+        }
+        DevicePath::Staged => {
+            // SAFETY: every element is written by `send` before the kernel below reads it.
+            let mut tmp = unsafe { DeviceArray::<T, Ix1>::uninit(stream, plan.m)? };
+            {
+                let tv = tmp.view_mut();
+                let dev = tv.device_ptr();
+                tv.raw().keep.writing(stream, || {
+                    // SAFETY: `tmp` holds the `m` elements.
+                    unsafe { send(stream, &plan, hp, dev, opt, pinned_direct) }
+                })?;
+            }
+            let src = DeviceView::from_span(
+                DeviceSpan::from_cuda(tmp.as_cuda_slice()),
+                dst.dim(),
+                &plan.buf_strides,
+                plan.buf_zero,
+            )?;
+            dst.assign(stream, &src)
+        }
+    }
+}
+
+/// Validates and plans a download, enqueueing the device-side gather into a temporary when
+/// the plan needs one.
+fn prepare_download<T: DeviceElement, D: Dimension>(
+    src: &DeviceView<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    host_shape: &[usize],
+    host_strides: &[isize],
+    opt: &TransferOptions,
+) -> Result<(TransferPlan, Option<DeviceArray<T, Ix1>>)> {
+    check_same_shape(host_shape, src.shape())?;
+    check_stream(stream, src.device(), "the source view")?;
+    let plan = plan_transfer(
+        src.shape(),
+        host_strides,
+        src.strides(),
+        std::mem::size_of::<T>(),
+        Direction::Down,
+        opt.host_path,
+    )?;
+    if plan.m == 0 || plan.device == DevicePath::Direct {
+        return Ok((plan, None));
+    }
+    // SAFETY: the gather below writes every element (the bus layout is a bijection onto the
+    // `m` elements) before the download reads them.
+    let mut tmp = unsafe { DeviceArray::<T, Ix1>::uninit(stream, plan.m)? };
+    {
+        let mut tv = DeviceViewMut::from_span_mut(
+            DeviceSpanMut::from_cuda_mut(tmp.cuda_slice_mut()),
+            src.dim(),
+            &plan.buf_strides,
+            plan.buf_zero,
+        )?;
+        tv.assign(stream, src)?;
+    }
+    Ok((plan, Some(tmp)))
+}
+
+/// Completes a prepared download into host memory.
+///
+/// # Safety
+/// `host` is element zero of a writable host view of the planned shape and strides that
+/// nothing else accesses until this returns.
+unsafe fn finish_download<T: DeviceElement, D: Dimension>(
+    src: &DeviceView<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    plan: &TransferPlan,
+    tmp: Option<&DeviceArray<T, Ix1>>,
+    host: *mut T,
+    opt: &TransferOptions,
+    pinned_direct: bool,
+) -> Result<()> {
+    if plan.m == 0 {
+        return Ok(());
+    }
+    let size = std::mem::size_of::<T>();
+    match tmp {
+        None => {
+            let dev = src.device_ptr() - (plan.buf_zero * size) as u64;
+            src.raw().keep.reading(stream, || {
+                // SAFETY: Direct plan: the bus buffer is exactly the view's elements; the host
+                // side is the caller's contract.
+                unsafe { receive(stream, plan, host, dev, opt, pinned_direct) }
+            })
+        }
+        Some(tmp) => {
+            let tv = tmp.view();
+            let dev = tv.device_ptr();
+            tv.raw().keep.reading(stream, || {
+                // SAFETY: `tmp` holds the `m` gathered elements; host side as above.
+                unsafe { receive(stream, plan, host, dev, opt, pinned_direct) }
+            })
+        }
+    }
+}
+
+/// Downloads `src` into host memory at `host` with `host_strides` (shape checked).
+///
+/// # Safety
+/// As [`finish_download`].
+unsafe fn download<T: DeviceElement, D: Dimension>(
+    src: &DeviceView<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    host_shape: &[usize],
+    host_strides: &[isize],
+    host: *mut T,
+    opt: &TransferOptions,
+) -> Result<()> {
+    let (plan, tmp) = prepare_download(src, stream, host_shape, host_strides, opt)?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        finish_download(
+            src,
+            stream,
+            &plan,
+            tmp.as_ref(),
+            host,
+            opt,
+            opt.pinned_direct,
+        )
+    }
+}
+
+/// A host <-> device copy in flight, holding the borrows of both sides until it completes.
+///
+/// [`wait`](Self::wait) finishes the copy and reports errors; dropping the handle finishes it
+/// too (errors are then lost). Forgetting it (`std::mem::forget`) is safe: the host memory is
+/// never touched after the handle is gone (downloads then leave the host view unwritten).
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use ndarray::Array2;
+/// let stream = devspan::default_stream(0)?;
+/// let host = Array2::from_shape_fn((256, 256), |(i, j)| (i + j) as f32);
+/// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (256, 256))?;
+/// {
+///     let (mut dv, ht) = (dev.view_mut(), host.t());
+///     let up = dv.copy_from_host_async(&stream, &ht)?;
+///     // ... other host work ...
+///     up.wait()?;
+/// }
+/// let mut back = Array2::<f32>::zeros((256, 256));
+/// let view = dev.view();
+/// let mut out = back.view_mut();
+/// view.copy_to_host_async(&stream, &mut out)?.wait()?;
+/// assert_eq!(back, host.t());
+/// # Ok(()) }
+/// ```
+#[must_use = "a transfer finishes when it is waited for or dropped"]
+pub struct Transfer<'a> {
+    finish: Option<Box<dyn FnOnce() -> Result<()> + 'a>>,
+}
+
+impl std::fmt::Debug for Transfer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transfer")
+            .field("finished", &self.finish.is_none())
+            .finish()
+    }
+}
+
+impl Transfer<'_> {
+    /// Finishes the copy (waiting for the device) and reports its result.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let host = ndarray::arr1(&[1u8, 2, 3]);
+    /// let mut dev = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
+    /// dev.view_mut().copy_from_host_async(&stream, &host.view())?.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn wait(mut self) -> Result<()> {
+        self.finish.take().map_or(Ok(()), |f| f())
+    }
+}
+
+impl Drop for Transfer<'_> {
+    fn drop(&mut self) {
+        if let Some(f) = self.finish.take() {
+            let _ = f();
+        }
+    }
+}
+
+impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
+    /// Copies a host view of any layout into this device view of any layout (same shape), on
+    /// `stream`, and waits for it. Pageable host memory goes through pinned staging chunks
+    /// (packed by several threads while the copy engine moves the previous ones); page-locked
+    /// memory is copied directly. `Err` with nothing written when the shapes differ, the
+    /// stream belongs to another device or the host view's extent overflows.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::{Array2, s};
+    /// let stream = devspan::default_stream(0)?;
+    /// let host = Array2::from_shape_fn((8, 6), |(i, j)| (i * 6 + j) as i32);
+    /// let mut dev = devspan::DeviceArray::<i32, _>::zeros(&stream, (6, 8))?;
+    /// dev.view_mut().slice_mut(s![.., ..;-1]).copy_from_host(&stream, &host.t())?;
+    /// assert_eq!(dev.to_host(&stream)?, host.t().slice(s![.., ..;-1]));
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from_host(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        host: &ArrayView<'_, T, D>,
+    ) -> Result<()> {
+        self.copy_from_host_with(stream, host, &TransferOptions::default())
+    }
+
+    /// [`copy_from_host`](Self::copy_from_host) with explicit staging options.
+    #[doc(hidden)]
+    pub fn copy_from_host_with(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        host: &ArrayView<'_, T, D>,
+        opt: &TransferOptions,
+    ) -> Result<()> {
+        upload(self, stream, host, opt, opt.pinned_direct)?;
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Starts copying a host view of any layout into this device view (same shape) on
+    /// `stream`; the returned [`Transfer`] borrows both until it is waited for or dropped.
+    /// Host data is read into pinned staging before this returns; the device-side copy and
+    /// layout change run asynchronously. Errors as [`copy_from_host`](Self::copy_from_host).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let host = ndarray::Array3::<f32>::ones((4, 5, 6));
+    /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (6, 5, 4))?;
+    /// let (mut dv, ht) = (dev.view_mut(), host.t());
+    /// let t = dv.copy_from_host_async(&stream, &ht)?;
+    /// t.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from_host_async<'s>(
+        &'s mut self,
+        stream: &Arc<CudaStream>,
+        host: &'s ArrayView<'_, T, D>,
+    ) -> Result<Transfer<'s>> {
+        let opt = TransferOptions::default();
+        upload(self, stream, host, &opt, false)?;
+        let done = stream.context().new_event(None)?;
+        done.record(stream)?;
+        Ok(Transfer {
+            finish: Some(Box::new(move || Ok(done.synchronize()?))),
+        })
+    }
+}
+
+impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
+    /// Copies this device view of any layout into a host view of any layout (same shape), on
+    /// `stream`, and waits for it. `Err` with nothing written when the shapes differ, the
+    /// stream belongs to another device or the host view's extent overflows.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::{Array2, s};
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::from_host(&stream, &Array2::from_shape_fn((4, 5), |(i, j)| (i * 5 + j) as u8).view())?;
+    /// let mut host = Array2::<u8>::zeros((5, 4));
+    /// dev.view().copy_to_host(&stream, &mut host.view_mut().reversed_axes())?;
+    /// assert_eq!(host.t(), dev.to_host(&stream)?);
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_to_host(
+        &self,
+        stream: &Arc<CudaStream>,
+        host: &mut ArrayViewMut<'_, T, D>,
+    ) -> Result<()> {
+        self.copy_to_host_with(stream, host, &TransferOptions::default())
+    }
+
+    /// [`copy_to_host`](Self::copy_to_host) with explicit staging options.
+    #[doc(hidden)]
+    pub fn copy_to_host_with(
+        &self,
+        stream: &Arc<CudaStream>,
+        host: &mut ArrayViewMut<'_, T, D>,
+        opt: &TransferOptions,
+    ) -> Result<()> {
+        let shape = host.shape().to_vec();
+        let strides = host.strides().to_vec();
+        // SAFETY: element zero of a writable view with these shape and strides, borrowed
+        // exclusively for the call.
+        unsafe { download(self, stream, &shape, &strides, host.as_mut_ptr(), opt) }
+    }
+
+    /// Starts copying this device view into a host view of any layout (same shape) on
+    /// `stream`: the device-side gather is enqueued now, the copy into host memory happens in
+    /// [`Transfer::wait`] (or on drop). Errors as [`copy_to_host`](Self::copy_to_host), reported
+    /// before anything is enqueued.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::<i32, _>::zeros(&stream, (3, 4))?;
+    /// let mut host = ndarray::Array2::<i32>::ones((4, 3));
+    /// let mut h = host.view_mut();
+    /// let vt = dev.view().t();
+    /// let pending = vt.copy_to_host_async(&stream, &mut h)?;
+    /// pending.wait()?;
+    /// assert!(host.iter().all(|&x| x == 0));
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_to_host_async<'s>(
+        &'s self,
+        stream: &Arc<CudaStream>,
+        host: &'s mut ArrayViewMut<'_, T, D>,
+    ) -> Result<Transfer<'s>> {
+        let opt = TransferOptions::default();
+        let (plan, tmp) = prepare_download(self, stream, host.shape(), host.strides(), &opt)?;
+        let stream = stream.clone();
+        Ok(Transfer {
+            finish: Some(Box::new(move || {
+                // SAFETY: `host` is borrowed exclusively by the transfer, and the plan was made
+                // for its shape and strides.
+                unsafe {
+                    finish_download(
+                        self,
+                        &stream,
+                        &plan,
+                        tmp.as_ref(),
+                        host.as_mut_ptr(),
+                        &opt,
+                        false,
+                    )
+                }
+            })),
+        })
+    }
+
+    /// The view's elements in a new host array (standard layout), waiting for `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::s;
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::from_host(&stream, &ndarray::arr1(&[1i32, 2, 3, 4]).view())?;
+    /// assert_eq!(a.view().slice(s![..;-2]).to_host(&stream)?, ndarray::arr1(&[4, 2]));
+    /// # Ok(()) }
+    /// ```
+    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Array<T, D>> {
+        to_host_with(self, stream, &TransferOptions::default())
+    }
+}
+
+/// A new standard-layout host array with the elements of `src`.
+pub(crate) fn to_host_with<T: DeviceElement, D: Dimension>(
+    src: &DeviceView<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    opt: &TransferOptions,
+) -> Result<Array<T, D>> {
+    let n = src.len();
+    let strides = crate::layout::Layout::contiguous(src.dim())
+        .strides()
+        .to_vec();
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    // SAFETY: the vector's capacity holds `n` elements in standard order, which the download
+    // writes, all of them, before `set_len`; nothing else sees the vector meanwhile.
+    unsafe {
+        download(src, stream, src.shape(), &strides, v.as_mut_ptr(), opt)?;
+        v.set_len(n);
+    }
+    Array::from_shape_vec(src.dim(), v)
+        .map_err(|e| Error::shape(format!("device view of shape {:?}: {e}", src.shape())))
+}
+
+impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
+    /// A device copy of a host array view of any layout, transferred on `stream` (the layout
+    /// change runs on the device where that is faster), waiting for it.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let host = ndarray::Array::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f64);
+    /// let dev = devspan::DeviceArray::from_host(&stream, &host.t())?;
+    /// assert_eq!(dev.to_host(&stream)?, host.t());
+    /// # Ok(()) }
+    /// ```
+    pub fn from_host(stream: &Arc<CudaStream>, host: &ArrayView<'_, T, D>) -> Result<Self> {
+        Self::from_host_with(stream, host, &TransferOptions::default())
+    }
+
+    /// [`from_host`](Self::from_host) with explicit staging options.
+    #[doc(hidden)]
+    pub fn from_host_with(
+        stream: &Arc<CudaStream>,
+        host: &ArrayView<'_, T, D>,
+        opt: &TransferOptions,
+    ) -> Result<Self> {
+        // SAFETY: the upload writes every element before the array is returned; on error the
+        // array is dropped unread.
+        let mut a = unsafe { DeviceArray::uninit(stream, host.raw_dim())? };
+        a.view_mut().copy_from_host_with(stream, host, opt)?;
+        Ok(a)
+    }
+
+    /// Copies the array back into a new host array, waiting for `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::<i16, _>::zeros(&stream, (2, 2))?;
+    /// assert_eq!(dev.to_host(&stream)?, ndarray::Array2::<i16>::zeros((2, 2)));
+    /// # Ok(()) }
+    /// ```
+    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Array<T, D>> {
+        check_stream(stream, self.device(), "the array")?;
+        to_host_with(&self.view(), stream, &TransferOptions::default())
+    }
+}

@@ -1,0 +1,427 @@
+//! Page-locked host memory: [`PinnedBuffer`], and the pool of staging chunks that transfers
+//! from ordinary (pageable) memory go through.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result, sys};
+use ndarray::Dimension;
+
+use crate::array::DeviceArray;
+use crate::element::DeviceElement;
+use crate::error::{Error, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+
+/// A buffer of `T` in page-locked (pinned) host memory, which the GPU's copy engines read and
+/// write directly, at full bus speed and asynchronously.
+///
+/// The buffer holds its CUDA context by `Arc`, so it can be freed whatever else was dropped
+/// first. It remembers the device copies enqueued on it
+/// ([`copy_to_device`](Self::copy_to_device), [`copy_from_device`](Self::copy_from_device),
+/// which return as soon as the copy is enqueued): host access ([`as_slice`](Self::as_slice),
+/// [`as_mut_slice`](Self::as_mut_slice)) and `Drop` wait for them first, so safe code never sees
+/// memory the GPU is still writing, and the memory is never freed under a pending copy.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use devspan::{DeviceArray, PinnedBuffer};
+/// let stream = devspan::default_stream(0)?;
+/// let mut pinned = PinnedBuffer::<f32>::zeros(stream.context(), 6)?;
+/// pinned.as_mut_slice()?.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+/// let mut dev = DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+/// pinned.copy_to_device(&stream, &mut dev.view_mut())?; // enqueued, returns at once
+/// let mut back = PinnedBuffer::<f32>::zeros(stream.context(), 6)?;
+/// back.copy_from_device(&stream, &dev.view().t())?; // the transpose, in row-major order
+/// assert_eq!(back.as_slice()?, &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]); // waits for the copy
+/// # Ok(()) }
+/// ```
+pub struct PinnedBuffer<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    ctx: Arc<CudaContext>,
+    /// Events recorded after each device copy enqueued on the buffer and not yet waited for.
+    pending: Mutex<Vec<CudaEvent>>,
+}
+
+// SAFETY: the buffer owns its allocation like a `Box<[T]>`; shared access goes through `&self`
+// methods that only read it (after waiting for device writes), and `pending` is a `Mutex`.
+unsafe impl<T: Send> Send for PinnedBuffer<T> {}
+// SAFETY: see `Send`; `&PinnedBuffer` only hands out `&[T]`.
+unsafe impl<T: Sync> Sync for PinnedBuffer<T> {}
+
+impl<T> std::fmt::Debug for PinnedBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedBuffer")
+            .field("len", &self.len)
+            .field("device", &self.ctx.ordinal())
+            .finish()
+    }
+}
+
+/// Allocation flags: portable (usable from every context), not write-combined (the host reads
+/// the staging chunks of downloads).
+const FLAGS: u32 = sys::CU_MEMHOSTALLOC_PORTABLE;
+
+impl<T: DeviceElement> PinnedBuffer<T> {
+    /// A zero-filled buffer of `len` elements, page-locked through `ctx`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let ctx = devspan::context(0)?;
+    /// let b = devspan::PinnedBuffer::<u16>::zeros(&ctx, 1024)?;
+    /// assert_eq!(b.len(), 1024);
+    /// # Ok(()) }
+    /// ```
+    pub fn zeros(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        let b = Self::alloc(ctx, len)?;
+        // SAFETY: the allocation holds `len` elements; every `T` is a plain bit pattern for
+        // which all-zero bytes are a valid value.
+        unsafe { std::ptr::write_bytes(b.ptr.as_ptr(), 0, len) };
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `data`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let ctx = devspan::context(0)?;
+    /// let b = devspan::PinnedBuffer::from_slice(&ctx, &[1u8, 2, 3])?;
+    /// assert_eq!(b.as_slice()?, &[1, 2, 3]);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_slice(ctx: &Arc<CudaContext>, data: &[T]) -> Result<Self> {
+        let b = Self::alloc(ctx, data.len())?;
+        // SAFETY: the new allocation holds `data.len()` elements and cannot overlap `data`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), b.ptr.as_ptr(), data.len()) };
+        Ok(b)
+    }
+
+    /// Uninitialised allocation (every caller writes it before it is read).
+    pub(crate) fn alloc(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| {
+                Error::overflow(format!(
+                    "a pinned buffer of {len} elements of {} bytes overflows isize",
+                    std::mem::size_of::<T>()
+                ))
+            })?;
+        let ptr = if bytes == 0 {
+            NonNull::dangling()
+        } else {
+            ctx.bind_to_thread()?;
+            // SAFETY: a plain allocation call; the memory is initialised by the callers.
+            let p = unsafe { result::malloc_host(bytes, FLAGS)? };
+            NonNull::new(p.cast::<T>())
+                .ok_or_else(|| Error::invalid("cuMemHostAlloc returned a null pointer"))?
+        };
+        Ok(PinnedBuffer {
+            ptr,
+            len,
+            ctx: ctx.clone(),
+            pending: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Number of elements.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let b = devspan::PinnedBuffer::<f64>::zeros(&devspan::context(0)?, 3)?;
+    /// assert_eq!(b.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no element.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// assert!(devspan::PinnedBuffer::<f64>::zeros(&devspan::context(0)?, 0)?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The context the memory was page-locked through (and is freed through).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let ctx = devspan::context(0)?;
+    /// let b = devspan::PinnedBuffer::<u8>::zeros(&ctx, 1)?;
+    /// assert_eq!(b.context().ordinal(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Waits for every device copy enqueued on the buffer.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let b = devspan::PinnedBuffer::<u8>::zeros(&devspan::context(0)?, 1)?;
+    /// b.synchronize()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn synchronize(&self) -> Result<()> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(e) = pending.last() {
+            e.synchronize()?;
+            pending.pop();
+        }
+        Ok(())
+    }
+
+    /// The elements, after waiting for pending device copies.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let b = devspan::PinnedBuffer::from_slice(&devspan::context(0)?, &[5i32; 4])?;
+    /// assert_eq!(b.as_slice()?.iter().sum::<i32>(), 20);
+    /// # Ok(()) }
+    /// ```
+    pub fn as_slice(&self) -> Result<&[T]> {
+        self.synchronize()?;
+        // SAFETY: `len` initialised elements at `ptr`, owned by `self`; no device copy into
+        // them is pending (waited above) and a new one needs `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) })
+    }
+
+    /// The elements, writable, after waiting for pending device copies.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let mut b = devspan::PinnedBuffer::<u8>::zeros(&devspan::context(0)?, 4)?;
+    /// b.as_mut_slice()?[2] = 9;
+    /// assert_eq!(b.as_slice()?, &[0, 0, 9, 0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
+        self.synchronize()?;
+        // SAFETY: as in `as_slice`, and `&mut self` excludes every other access.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) })
+    }
+
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+
+    /// Makes `stream` wait for pending copies and records a new pending event after `enqueue`.
+    fn enqueue_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        enqueue: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        {
+            let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            for e in pending.iter() {
+                if e.context() == stream.context() {
+                    stream.wait(e)?;
+                } else {
+                    e.synchronize()?;
+                }
+            }
+        }
+        enqueue()?;
+        let e = stream.context().new_event(None)?;
+        e.record(stream)?;
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.clear();
+        pending.push(e);
+        Ok(())
+    }
+
+    fn check_len(&self, n: usize, shape: &[usize]) -> Result<()> {
+        if n != self.len {
+            return Err(Error::shape(format!(
+                "a pinned buffer of {} elements cannot hold a device view of shape {shape:?} ({n} elements)",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Enqueues, on `stream`, a copy of the buffer (the elements of `dst` in row-major order)
+    /// into the device view `dst` of any layout, and returns without waiting. `Err` with
+    /// nothing written when the lengths differ or the stream belongs to another device.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::s;
+    /// let stream = devspan::default_stream(0)?;
+    /// let src = devspan::PinnedBuffer::from_slice(stream.context(), &[1i64, 2, 3])?;
+    /// let mut dev = devspan::DeviceArray::<i64, _>::zeros(&stream, 6)?;
+    /// src.copy_to_device(&stream, &mut dev.view_mut().slice_mut(s![..;-2]))?;
+    /// assert_eq!(dev.to_host(&stream)?, ndarray::arr1(&[0, 3, 0, 2, 0, 1]));
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_to_device<D: Dimension>(
+        &self,
+        stream: &Arc<CudaStream>,
+        dst: &mut DeviceViewMut<'_, T, D>,
+    ) -> Result<()> {
+        self.check_len(dst.len(), dst.shape())?;
+        crate::device::check_stream(stream, dst.device(), "the destination view")?;
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.enqueue_on(stream, || {
+            let src = self.ptr.as_ptr().cast_const();
+            if dst.is_standard_layout() {
+                let d = dst.device_ptr();
+                dst.raw().keep.writing(stream, || {
+                    // SAFETY: `len` readable pinned elements, kept alive (Drop waits for the
+                    // event recorded after this copy) and not written by the host before it
+                    // completes (host writes need `&mut self`, which waits); the destination
+                    // is `len` contiguous elements of the view's validated span.
+                    unsafe { super::dma::htod(stream, d, src, self.len) }
+                })
+            } else {
+                // SAFETY: every element is written by the DMA below before the kernel reads it.
+                let mut tmp = unsafe { DeviceArray::<T, D>::uninit(stream, dst.dim())? };
+                {
+                    let tv = tmp.view_mut();
+                    let d = tv.device_ptr();
+                    tv.raw().keep.writing(stream, || {
+                        // SAFETY: as above; `tmp` holds `len` contiguous elements.
+                        unsafe { super::dma::htod(stream, d, src, self.len) }
+                    })?;
+                }
+                dst.assign(stream, &tmp.view())
+            }
+        })
+    }
+
+    /// Enqueues, on `stream`, a copy of the device view `src` of any layout into the buffer
+    /// (in row-major order), and returns without waiting; [`as_slice`](Self::as_slice) waits.
+    /// `Err` with nothing written when the lengths differ or the stream belongs to another
+    /// device.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::from_host(&stream, &ndarray::array![[1u8, 2], [3, 4]].view())?;
+    /// let mut b = devspan::PinnedBuffer::<u8>::zeros(stream.context(), 4)?;
+    /// b.copy_from_device(&stream, &dev.view().t())?;
+    /// assert_eq!(b.as_slice()?, &[1, 3, 2, 4]);
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from_device<D: Dimension>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceView<'_, T, D>,
+    ) -> Result<()> {
+        self.check_len(src.len(), src.shape())?;
+        crate::device::check_stream(stream, src.device(), "the source view")?;
+        if self.len == 0 {
+            return Ok(());
+        }
+        let dst = self.ptr.as_ptr();
+        let len = self.len;
+        let from = |view: &DeviceView<'_, T, D>| {
+            let s = view.device_ptr();
+            view.raw().keep.reading(stream, || {
+                // SAFETY: `len` writable pinned elements owned by the buffer, which `&mut self`
+                // keeps from every other access until the copy's event completes (host access
+                // and Drop wait for it); the source is `len` contiguous elements of a
+                // validated span.
+                unsafe { super::dma::dtoh(stream, dst, s, len) }
+            })
+        };
+        self.enqueue_on(stream, || {
+            if src.is_standard_layout() {
+                from(src)
+            } else {
+                // The temporary is freed stream-ordered, after the copy.
+                from(&src.to_contiguous(stream)?.view())
+            }
+        })
+    }
+}
+
+impl<T> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        let pending = std::mem::take(self.pending.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let mut ok = true;
+        for e in &pending {
+            ok &= e.synchronize().is_ok();
+        }
+        if self.len == 0 || std::mem::size_of::<T>() == 0 {
+            return;
+        }
+        if !ok {
+            // A copy may still use the memory: leaking it is the only safe choice.
+            return;
+        }
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: `ptr` came from `cuMemHostAlloc` and no copy uses it any longer.
+        self.ctx
+            .record_err(unsafe { result::free_host(self.ptr.as_ptr().cast()) });
+    }
+}
+
+/// Chunks kept in the staging pool at most.
+const POOL_MAX: usize = 64;
+
+static POOL: Mutex<Vec<PinnedBuffer<u8>>> = Mutex::new(Vec::new());
+
+/// `count` pinned staging chunks of at least `bytes` bytes each, from the pool or new.
+pub(crate) fn take_chunks(
+    ctx: &Arc<CudaContext>,
+    count: usize,
+    bytes: usize,
+) -> Result<Vec<PinnedBuffer<u8>>> {
+    let mut out = Vec::with_capacity(count);
+    {
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        let mut i = 0;
+        while i < pool.len() && out.len() < count {
+            if pool[i].len >= bytes {
+                out.push(pool.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
+    while out.len() < count {
+        out.push(PinnedBuffer::<u8>::alloc(ctx, bytes)?);
+    }
+    Ok(out)
+}
+
+/// Returns chunks no copy uses any longer to the pool.
+pub(crate) fn give_back_chunks(chunks: Vec<PinnedBuffer<u8>>) {
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    for c in chunks {
+        if pool.len() < POOL_MAX {
+            pool.push(c);
+        }
+    }
+}
+
+/// Whether the `bytes` bytes at `ptr` are page-locked memory known to the driver (allocated by
+/// `cuMemHostAlloc` or registered). Both ends are checked; a wrong answer costs speed only.
+pub(crate) fn is_page_locked(ctx: &Arc<CudaContext>, ptr: *const u8, bytes: usize) -> bool {
+    if bytes == 0 || ctx.bind_to_thread().is_err() {
+        return false;
+    }
+    let probe = |p: *const u8| {
+        let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
+        let mut memory_type = 0u32;
+        let mut data = [(&mut memory_type as *mut u32).cast::<std::ffi::c_void>()];
+        // SAFETY: a query with one attribute whose value (a `CUmemorytype`, 32 bits) goes to
+        // `memory_type`. Unlike `cuMemHostGetFlags`, this call succeeds for addresses unknown to
+        // the driver (ordinary pageable memory), leaving the value 0.
+        let r = unsafe {
+            sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), p as u64)
+        };
+        r == sys::cudaError_enum::CUDA_SUCCESS
+            && memory_type == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+    };
+    probe(ptr) && probe(ptr.wrapping_add(bytes - 1))
+}

@@ -1,0 +1,337 @@
+//! CPU tests of the transfer planner and the host-side gather / scatter, against ndarray.
+
+use ndarray::{ArrayD, IxDyn, SliceInfo, SliceInfoElem};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+use super::pack::{for_each_run, pack, unpack};
+use super::plan::{DevicePath, Direction, HostAxis, HostPath, TransferPlan, plan_transfer};
+use crate::error::ErrorKind;
+use crate::layout::Layout;
+
+fn offset(idx: &[usize], strides: &[isize]) -> isize {
+    idx.iter().zip(strides).map(|(&i, &s)| i as isize * s).sum()
+}
+
+fn plan(shape: &[usize], h: &[isize], d: &[isize], dir: Direction) -> TransferPlan {
+    plan_transfer(shape, h, d, 4, dir, None).unwrap()
+}
+
+#[test]
+fn planner_picks_block_and_direct_for_matching_layouts() {
+    let p = plan(&[4, 5], &[5, 1], &[5, 1], Direction::Up);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Block, DevicePath::Direct, 20)
+    );
+    let p = plan(&[4, 5], &[1, 4], &[1, 4], Direction::Down);
+    assert_eq!((p.host, p.device), (HostPath::Block, DevicePath::Direct));
+    // Reversed on both sides: still one block, element zero at the end of the buffer.
+    let p = plan(&[4, 5], &[-5, -1], &[-5, -1], Direction::Up);
+    assert_eq!(
+        (p.host, p.device, p.buf_zero, p.host_start),
+        (HostPath::Block, DevicePath::Direct, 19, -19)
+    );
+}
+
+#[test]
+fn planner_moves_layout_changes_to_the_device() {
+    // A transposed (dense) host view into a standard device array: one block over the bus,
+    // the transpose on the device.
+    let p = plan(&[6, 4], &[1, 6], &[4, 1], Direction::Up);
+    assert_eq!((p.host, p.device), (HostPath::Block, DevicePath::Staged));
+    assert_eq!(p.buf_strides, vec![1, 6]);
+    let p = plan(&[6, 4], &[1, 6], &[4, 1], Direction::Down);
+    assert_eq!((p.host, p.device), (HostPath::Block, DevicePath::Staged));
+}
+
+#[test]
+fn planner_sends_small_gaps_and_packs_large_ones() {
+    // Every other element (short runs): the whole block goes up, gaps included.
+    let p = plan(&[100], &[2], &[1], Direction::Up);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Superset, DevicePath::Staged, 199)
+    );
+    // Downloads never write the gaps.
+    let p = plan(&[100], &[2], &[1], Direction::Down);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Pack, DevicePath::Direct, 100)
+    );
+    // Rows of 64 out of 1000: packed (the packed order is the device's standard order).
+    let p = plan(&[50, 64], &[1000, 1], &[64, 1], Direction::Up);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Pack, DevicePath::Direct, 3200)
+    );
+    // Rows of 900 out of 1000: long runs are packed, gaps are never sent.
+    let p = plan(&[50, 900], &[1000, 1], &[900, 1], Direction::Up);
+    assert_eq!((p.host, p.device), (HostPath::Pack, DevicePath::Direct));
+    // Short runs with gaps of more than 3 elements per element: packed.
+    let p = plan(&[100], &[5], &[1], Direction::Up);
+    assert_eq!((p.host, p.device), (HostPath::Pack, DevicePath::Direct));
+    let p = plan(&[100], &[4], &[1], Direction::Up);
+    assert_eq!(p.host, HostPath::Superset);
+    // Broadcast host axis: one row goes up, the device broadcasts it.
+    let p = plan(&[300, 64], &[0, 1], &[64, 1], Direction::Up);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Superset, DevicePath::Staged, 64)
+    );
+    // Forcing the host path.
+    let p = plan_transfer(
+        &[50, 900],
+        &[1000, 1],
+        &[900, 1],
+        4,
+        Direction::Up,
+        Some(HostPath::Pack),
+    )
+    .unwrap();
+    assert_eq!((p.host, p.device), (HostPath::Pack, DevicePath::Direct));
+    let p = plan_transfer(
+        &[100],
+        &[2],
+        &[1],
+        4,
+        Direction::Down,
+        Some(HostPath::Superset),
+    )
+    .unwrap();
+    assert_eq!(p.host, HostPath::Pack);
+}
+
+#[test]
+fn planner_handles_empty_and_size_one() {
+    let p = plan(&[0, 5], &[5, 1], &[1, 0], Direction::Up);
+    assert_eq!(p.m, 0);
+    let p = plan(&[], &[], &[], Direction::Down);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Block, DevicePath::Direct, 1)
+    );
+    let p = plan(&[1, 1, 7, 1], &[99, -3, 1, 0], &[7, 7, 1, 1], Direction::Up);
+    assert_eq!(
+        (p.host, p.device, p.m),
+        (HostPath::Block, DevicePath::Direct, 7)
+    );
+}
+
+#[test]
+fn planner_refuses_overflowing_host_views() {
+    let e = plan_transfer(
+        &[3, 4],
+        &[isize::MAX / 2, 1],
+        &[4, 1],
+        4,
+        Direction::Up,
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Overflow);
+    let e = plan_transfer(
+        &[usize::MAX / 2, 4],
+        &[4, 1],
+        &[4, 1],
+        4,
+        Direction::Down,
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Overflow);
+    // Extent that fits in elements but not in bytes.
+    let e = plan_transfer(
+        &[2, 2],
+        &[isize::MAX / 4, 1],
+        &[2, 1],
+        8,
+        Direction::Up,
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Overflow);
+}
+
+#[test]
+fn runs_cover_every_index_once() {
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..200 {
+        let r = rng.random_range(1..5);
+        let runs: Vec<HostAxis> = (0..r)
+            .map(|_| HostAxis {
+                len: rng.random_range(1..6),
+                stride: rng.random_range(0..4),
+            })
+            .collect();
+        let m: usize = runs.iter().map(|a| a.len).product();
+        let a = rng.random_range(0..=m);
+        let b = rng.random_range(a..=m);
+        let mut seen = vec![0u32; m];
+        for_each_run(&runs, a, b, |off, count, pos| {
+            for j in 0..count {
+                seen[pos + j] += 1;
+                // The run's host offsets follow the order's index math.
+                let mut rem = pos + j;
+                let mut want = 0;
+                for ax in &runs {
+                    want += (rem % ax.len) * ax.stride;
+                    rem /= ax.len;
+                }
+                assert_eq!(off + j * runs[0].stride, want);
+            }
+        });
+        for (i, &c) in seen.iter().enumerate() {
+            assert_eq!(
+                c,
+                u32::from((a..b).contains(&i)),
+                "index {i} of {a}..{b}, runs {runs:?}"
+            );
+        }
+    }
+}
+
+/// A random sliced / stepped / reversed / permuted view description over a base array.
+fn random_view(rng: &mut StdRng, rank: usize) -> (Vec<usize>, Vec<SliceInfoElem>, Vec<usize>) {
+    let base: Vec<usize> = (0..rank).map(|_| rng.random_range(1..7)).collect();
+    let sl = base
+        .iter()
+        .map(|&n| {
+            let step = [1isize, 1, 1, 2, -1, -2, 3][rng.random_range(0..7)];
+            let start = rng.random_range(0..n) as isize;
+            SliceInfoElem::Slice {
+                start: if rng.random_bool(0.5) { 0 } else { start },
+                end: None,
+                step,
+            }
+        })
+        .collect();
+    let mut perm: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        perm.swap(i, rng.random_range(0..=i));
+    }
+    (base, sl, perm)
+}
+
+fn make_view<'a>(
+    a: &'a ArrayD<u32>,
+    sl: &[SliceInfoElem],
+    perm: &[usize],
+) -> ndarray::ArrayViewD<'a, u32> {
+    let info = SliceInfo::<_, IxDyn, IxDyn>::try_from(sl.to_vec()).unwrap();
+    a.slice(info).permuted_axes(IxDyn(perm))
+}
+
+fn random_dev_strides(rng: &mut StdRng, shape: &[usize]) -> Vec<isize> {
+    // A standard, Fortran, or the permuted-and-reversed layout of a dense block.
+    let rank = shape.len();
+    let mut order: Vec<usize> = (0..rank).collect();
+    match rng.random_range(0..3) {
+        0 => {}
+        1 => order.reverse(),
+        _ => {
+            for i in (1..rank).rev() {
+                order.swap(i, rng.random_range(0..=i));
+            }
+        }
+    }
+    let mut strides = vec![0isize; rank];
+    let mut acc = 1isize;
+    for &i in order.iter().rev() {
+        strides[i] = if rng.random_bool(0.2) { -acc } else { acc };
+        acc *= shape[i].max(1) as isize;
+    }
+    strides
+}
+
+/// Plans every random layout pair both ways, runs the host side over the whole bus buffer in
+/// random chunks and checks every element against ndarray's indexing, including the device
+/// side (the bus buffer read through its layout, Direct plans through the device layout).
+#[test]
+fn plans_and_packing_agree_with_ndarray() {
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut paths = std::collections::BTreeSet::new();
+    for case in 0..3000 {
+        let rank = 1 + case % 6;
+        let (base, sl, perm) = random_view(&mut rng, rank);
+        let n0: usize = base.iter().product();
+        let a = ArrayD::from_shape_vec(IxDyn(&base), (0..n0 as u32).map(|x| x * 7 + 1).collect())
+            .unwrap();
+        let v = make_view(&a, &sl, &perm);
+        let shape = v.shape().to_vec();
+        let n = v.len();
+        let dstr = random_dev_strides(&mut rng, &shape);
+        let chunk = rng.random_range(1..8);
+        for dir in [Direction::Up, Direction::Down] {
+            let force = [None, None, Some(HostPath::Pack), Some(HostPath::Superset)]
+                [rng.random_range(0..4)];
+            let p = plan_transfer(&shape, v.strides(), &dstr, 4, dir, force).unwrap();
+            paths.insert((dir == Direction::Up, p.host, p.device));
+            if n == 0 {
+                assert_eq!(p.m, 0);
+                continue;
+            }
+            // The bus layout is a valid view over `m` elements; downloads write through it.
+            let bl =
+                Layout::new_checked(IxDyn(&shape), &p.buf_strides, p.buf_zero, p.m, 4).unwrap();
+            if dir == Direction::Down {
+                bl.check_unaliased().unwrap();
+                assert_ne!(p.host, HostPath::Superset);
+            }
+            if p.device == DevicePath::Direct {
+                assert_eq!(p.m, n);
+            }
+            let base_ptr = v.as_ptr().wrapping_offset(p.host_start);
+            // Host side, in random chunks.
+            let mut bus = vec![0u32; p.m];
+            let mut s = 0;
+            while s < p.m {
+                let len = chunk.min(p.m - s);
+                // SAFETY: the plan's runs reach elements of `a` (checked by this very test
+                // through the indexing below), `bus` holds `m` elements.
+                unsafe { pack(base_ptr, &p.runs, s, bus.as_mut_ptr().add(s), len) };
+                s += len;
+            }
+            for (idx, &x) in v.indexed_iter() {
+                let idx = ndarray::Dimension::slice(&idx).to_vec();
+                let b = p.buf_zero as isize + offset(&idx, &p.buf_strides);
+                assert_eq!(bus[b as usize], x, "case {case} {dir:?} {p:?} at {idx:?}");
+                if p.device == DevicePath::Direct {
+                    // Direct: the device view's own offsets are the bus offsets.
+                    assert_eq!(b - p.buf_zero as isize, offset(&idx, &dstr));
+                }
+            }
+            if dir == Direction::Down {
+                // Scatter back into a poisoned copy of the base array.
+                let mut out = ArrayD::<u32>::from_elem(IxDyn(&base), u32::MAX);
+                let info = SliceInfo::<_, IxDyn, IxDyn>::try_from(sl.to_vec()).unwrap();
+                let mut ov = out.slice_mut(info).permuted_axes(IxDyn(&perm));
+                let optr = ov.as_mut_ptr().wrapping_offset(p.host_start);
+                let mut s = 0;
+                while s < p.m {
+                    let len = chunk.min(p.m - s);
+                    // SAFETY: the runs reach exactly the elements of `ov` (a mutable view).
+                    unsafe { unpack(optr, &p.runs, s, bus.as_ptr().add(s), len) };
+                    s += len;
+                }
+                let mut want = ArrayD::<u32>::from_elem(IxDyn(&base), u32::MAX);
+                let info = SliceInfo::<_, IxDyn, IxDyn>::try_from(sl.to_vec()).unwrap();
+                want.slice_mut(info).permuted_axes(IxDyn(&perm)).assign(&v);
+                assert_eq!(out, want, "case {case} down {p:?}");
+            }
+        }
+    }
+    // Every path combination was exercised.
+    for want in [
+        (true, HostPath::Block, DevicePath::Direct),
+        (true, HostPath::Block, DevicePath::Staged),
+        (true, HostPath::Superset, DevicePath::Staged),
+        (true, HostPath::Pack, DevicePath::Direct),
+        (true, HostPath::Pack, DevicePath::Staged),
+        (false, HostPath::Block, DevicePath::Direct),
+        (false, HostPath::Block, DevicePath::Staged),
+        (false, HostPath::Pack, DevicePath::Direct),
+        (false, HostPath::Pack, DevicePath::Staged),
+    ] {
+        assert!(paths.contains(&want), "{want:?} never planned: {paths:?}");
+    }
+}
