@@ -151,7 +151,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
             any::<u64>(),
             any::<bool>(),
             any::<bool>(),
-            prop::bool::weighted(0.1),
+            (prop::bool::weighted(0.1), prop::bool::weighted(0.3)),
         )
             .prop_map(
                 |(
@@ -165,7 +165,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                     seed,
                     no_driver,
                     force_64,
-                    no_rows,
+                    (no_rows, no_transpose),
                 )| {
                     if rowish {
                         let last = shape.len() - 1;
@@ -187,6 +187,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             no_driver,
                             force_64,
                             no_rows,
+                            no_transpose,
                         },
                     }
                 },
@@ -338,6 +339,86 @@ proptest! {
     }
 }
 
+/// Permutations of ranks 2..=6 with axes around the tile sizes (primes, 1s, just over a
+/// tile), the source permuted and sliced (steps of either sign), the destination contiguous or
+/// also permuted and sliced, any pair of element types.
+fn permute_case_strategy() -> impl Strategy<Value = Case> {
+    let len = prop_oneof![
+        3 => proptest::sample::select(vec![2usize, 3, 5, 7, 8, 9, 13]),
+        2 => proptest::sample::select(vec![16usize, 17, 31, 32, 33]),
+        1 => proptest::sample::select(vec![63usize, 64, 65, 70]),
+        1 => Just(1usize),
+    ];
+    proptest::collection::vec(len, 2..=6)
+        .prop_filter("small enough for the interpreter", |s| {
+            s.iter().product::<usize>() <= 40_000
+        })
+        .prop_flat_map(|shape| {
+            let r = shape.len();
+            (
+                Just(shape),
+                operand_spec(r),
+                operand_spec(r),
+                prop::bool::weighted(0.6),
+                dtype(),
+                dtype(),
+                any::<u64>(),
+                prop::bool::weighted(0.5),
+            )
+                .prop_map(
+                    |(shape, mut dst, src, dst_contiguous, from, to, seed, same)| {
+                        if dst_contiguous {
+                            let r = shape.len();
+                            dst.perm_seed = (0..r).collect();
+                            dst.steps = vec![1; r];
+                            dst.pads = vec![0; r];
+                        }
+                        let to = if same { from } else { to };
+                        Case {
+                            bcast: vec![false; shape.len()],
+                            shape,
+                            dst,
+                            src,
+                            from,
+                            to,
+                            seed,
+                            opt: PlanOptions::default(),
+                        }
+                    },
+                )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn permutations_match_reference(c in permute_case_strategy()) {
+        check_copy(&c)?;
+    }
+}
+
+#[test]
+fn permutation_cases_take_the_permute_path() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = permute_case_strategy();
+    let (mut permute, mut total) = (0, 0);
+    for _ in 0..400 {
+        let c = strategy.new_tree(&mut runner).unwrap().current();
+        let o = operands(&c);
+        if let Ok(p) = case_plan(&c, &o) {
+            total += 1;
+            permute += usize::from(p.path() == "permute");
+        }
+    }
+    assert!(
+        permute * 3 >= total,
+        "{permute} of {total} cases take the permute path"
+    );
+}
+
 fn contiguous_plan(
     from: DType,
     to: DType,
@@ -411,9 +492,49 @@ fn paths_are_chosen_as_documented() {
         "transpose"
     );
     assert_eq!(
-        contiguous_plan(F32, BF16, &[16, 64, 64], &[4096, 64, 1], &[1, 16, 1024]).path(),
+        contiguous_plan(F32, BF16, &[64, 64, 64], &[4096, 64, 1], &[1, 64, 4096]).path(),
         "transpose"
     );
+    // Permute: a tile axis shorter than the transpose tile (16), strided operands, a
+    // transpose of the 16384^2 f32 matrix with the transpose kernels disabled.
+    assert_eq!(
+        contiguous_plan(F32, BF16, &[16, 64, 64], &[4096, 64, 1], &[1, 16, 1024]).path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(
+            U8,
+            U8,
+            &[64, 64, 32, 32, 64],
+            &[4194304, 65536, 2048, 64, 1],
+            &[64, 1, 131072, 4096, 4194304]
+        )
+        .path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(F32, F32, &[512, 256], &[256, 1], &[2, 1024]).path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(F32, F32, &[512, 256], &[-512, 2], &[1, 512]).path(),
+        "permute"
+    );
+    let p = plan_copy(
+        DST_BASE,
+        &[16384, 1],
+        F32,
+        SRC_BASE,
+        &[1, 16384],
+        F32,
+        &[16384, 16384],
+        PlanOptions {
+            no_transpose: true,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.path(), "permute");
     // Every other column: general strided kernel with 32-bit indexing.
     assert_eq!(
         contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[128, 2]).path(),
