@@ -913,3 +913,75 @@ fn random_cases_reach_every_copy_path() {
         "aligned rows {vector_rows}, rows with a head {head_rows}, scalar rows {scalar_rows}"
     );
 }
+
+/// Every permutation of the bandwidth sweep's shapes (2^28 elements) into a standard-layout
+/// destination plans to a tiled path, a row path or a contiguous copy, never to the general
+/// strided kernels.
+#[test]
+fn sweep_permutations_never_take_the_strided_kernels() {
+    use std::collections::BTreeMap;
+    let shapes: &[&[usize]] = &[
+        &[16384, 16384],
+        &[1024, 1024, 256],
+        &[128, 128, 128, 128],
+        &[64, 64, 32, 32, 64],
+        &[32, 32, 16, 16, 16, 32],
+        &[4096, 4096, 16],
+        &[16, 1024, 16, 1024],
+    ];
+    let perms = |rank: usize| {
+        let mut out = vec![vec![]];
+        for _ in 0..rank {
+            out = out
+                .into_iter()
+                .flat_map(|p: Vec<usize>| {
+                    (0..rank)
+                        .filter(|a| !p.contains(a))
+                        .map(|a| [p.clone(), vec![a]].concat())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+        }
+        out
+    };
+    let contiguous = |shape: &[usize]| {
+        let mut st = vec![1isize; shape.len()];
+        for k in (0..shape.len().saturating_sub(1)).rev() {
+            st[k] = st[k + 1] * shape[k + 1] as isize;
+        }
+        st
+    };
+    for (from, to) in [
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::U8, DType::U8),
+        (DType::F32, DType::F16),
+    ] {
+        let mut paths: BTreeMap<&str, usize> = BTreeMap::new();
+        for shape in shapes {
+            let src = contiguous(shape);
+            for p in perms(shape.len()) {
+                let pshape: Vec<usize> = p.iter().map(|&a| shape[a]).collect();
+                let pstrides: Vec<isize> = p.iter().map(|&a| src[a]).collect();
+                let plan = plan_copy(
+                    DST_BASE,
+                    &contiguous(&pshape),
+                    to,
+                    SRC_BASE,
+                    &pstrides,
+                    from,
+                    &pshape,
+                    PlanOptions::default(),
+                )
+                .unwrap();
+                *paths.entry(plan.path()).or_default() += 1;
+                assert!(
+                    !plan.path().starts_with("strided"),
+                    "{from} -> {to} {shape:?} perm {p:?}: {}",
+                    plan.path()
+                );
+            }
+        }
+        println!("{from} -> {to}: {paths:?}");
+    }
+}
