@@ -273,7 +273,10 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
     target: Option<f64>,
 ) {
     let stream = b.stream.clone();
-    let a = devspan::interop::view_of(src, IxDyn(shape))
+    let elems: usize = shape.iter().product();
+    let a = DeviceView::from(src)
+        .slice_move(s![..elems])
+        .into_shape(IxDyn(shape))
         .unwrap()
         .permuted_axes(IxDyn(perm));
     let n = a.len();
@@ -340,12 +343,14 @@ fn permute_workloads(b: &mut Bench) {
 }
 
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
-/// first row index of this type's rows.
-fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> usize {
+/// range of this type's rows. Cases planned to the transpose kernels are timed a second time
+/// with the permute kernels (group `sweep-permute`).
+fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<usize> {
     let stream = b.stream.clone();
-    let first = b.rows.len();
     let src = random_device::<T>(&stream, PERMUTE_ELEMS);
     let mut out = stream.alloc_zeros::<T>(PERMUTE_ELEMS).unwrap();
+    let mut transposes = Vec::new();
+    let first = b.rows.len();
     for shape in SWEEP_SHAPES {
         let perms = permutations(shape.len());
         let step = if quick { 11 } else { 1 };
@@ -361,15 +366,56 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> usize {
                 false,
                 None,
             );
+            if b.rows.last().unwrap().path == "transpose" {
+                transposes.push((shape, perm.clone()));
+            }
         }
     }
-    first
+    let rows = first..b.rows.len();
+    for (shape, perm) in transposes {
+        permute_one(
+            b,
+            "sweep-permute",
+            format!("{} {shape:?} perm {perm:?}", T::DTYPE),
+            &src,
+            &mut out,
+            shape,
+            &perm,
+            true,
+            None,
+        );
+    }
+    rows
 }
 
 fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
     let mut summary = Vec::new();
-    let mut one = |b: &mut Bench, first: usize, ty: &str| {
-        let rows: Vec<&Row> = b.rows[first..].iter().collect();
+    let mut one = |b: &mut Bench, range: std::ops::Range<usize>, ty: &str| {
+        let rows: Vec<&Row> = b.rows[range.clone()].iter().collect();
+        let alt: BTreeMap<&str, f64> = b.rows[range.end..]
+            .iter()
+            .map(|r| (r.name.as_str(), r.ratio()))
+            .collect();
+        // The better of the two kernels wherever both were timed.
+        let best: Vec<f64> = rows
+            .iter()
+            .map(|r| {
+                r.ratio()
+                    .max(alt.get(r.name.as_str()).copied().unwrap_or(0.0))
+            })
+            .collect();
+        let mut best_sorted = best.clone();
+        best_sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let faster = rows
+            .iter()
+            .filter(|r| alt.get(r.name.as_str()).is_some_and(|&a| a > r.ratio()))
+            .count();
+        summary.push(format!(
+            "sweep {ty}: {} transpose-path cases also timed with the permute kernel, faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
+            alt.len(),
+            best_sorted[0],
+            median(best.clone())
+        ));
         let mut worst = rows.clone();
         worst.sort_by(|x, y| x.ratio().partial_cmp(&y.ratio()).unwrap());
         let ratios: Vec<f64> = rows.iter().map(|r| r.ratio()).collect();

@@ -10,12 +10,12 @@ use super::{
 const LEN: u64 = 32;
 const CHUNK: u64 = 96;
 const NCHUNKS: u64 = 160;
-const MAGIC: u64 = 224;
-const SHIFT: u64 = 232;
 const DST_STRIDES: u64 = 352; // low words read as 32-bit strides
 const SRC_STRIDES: u64 = 416;
 const DST_STEPS: u64 = 480;
 const SRC_STEPS: u64 = 544;
+const MAGIC32: u64 = 608;
+const SHIFT32: u64 = 640;
 const AXES: usize = 8;
 
 /// Slots per tile side. Must agree with `permute_tile` in `src/kernels/permute.rs`.
@@ -95,10 +95,12 @@ fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
     p
 }
 
-/// Splits the tile index `%bid` over the pieces: `%boffd` / `%boffs` (bytes) and `%rem0..3`.
+/// Splits the tile index `%bid` (below 2^31) over the pieces with 32-bit fast division:
+/// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
+/// and every slot is used.
 fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
     let mut c = Code::default();
-    c.line("mov.b64 %x, %bid;");
+    c.line("cvt.u32.u64 %x, %bid;");
     c.line("mov.b64 %boffd, 0;");
     c.line("mov.b64 %boffs, 0;");
     let pr = g.reg(Class::Pred);
@@ -107,25 +109,27 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
             c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
             c.line(format!("@{pr} bra.uni $ORIGIN_DONE;"));
         }
-        let (nch, magic, q, t, cc) = (
-            g.reg(Class::B64),
-            g.reg(Class::B64),
-            g.reg(Class::B64),
-            g.reg(Class::B64),
-            g.reg(Class::B64),
+        let (nch, magic, sh, q, t, cc) = (
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
         );
-        let sh = g.reg(Class::B32);
-        c.line(format!("ld.param.u64 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
+        c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
         c.line(format!(
-            "ld.param.u64 {magic}, [p_args+{}];",
-            MAGIC + 16 * k
+            "ld.param.u32 {magic}, [p_args+{}];",
+            MAGIC32 + 4 * k
         ));
-        c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT + 16 * k));
-        c.line(format!("mul.hi.u64 {t}, %x, {magic};"));
-        c.line(format!("add.u64 {t}, {t}, %x;"));
-        c.line(format!("shr.u64 {q}, {t}, {sh};"));
-        c.line(format!("mul.lo.u64 {t}, {q}, {nch};"));
-        c.line(format!("sub.u64 {cc}, %x, {t};"));
+        c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
+        c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
+        c.line(format!("add.u32 {t}, {t}, %x;"));
+        c.line(format!("shr.u32 {q}, {t}, {sh};"));
+        c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
+        c.line(format!("sub.u32 {cc}, %x, {t};"));
+        let c64 = g.reg(Class::B64);
+        c.line(format!("cvt.u64.u32 {c64}, {cc};"));
         let (ds, ss) = (g.reg(Class::B64), g.reg(Class::B64));
         c.line(format!(
             "ld.param.s64 {ds}, [p_args+{}];",
@@ -135,23 +139,125 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
             "ld.param.s64 {ss}, [p_args+{}];",
             SRC_STEPS + 8 * k
         ));
-        c.line(format!("mad.lo.s64 %boffd, {cc}, {ds}, %boffd;"));
-        c.line(format!("mad.lo.s64 %boffs, {cc}, {ss}, %boffs;"));
+        c.line(format!("mad.lo.s64 %boffd, {c64}, {ds}, %boffd;"));
+        c.line(format!("mad.lo.s64 %boffs, {c64}, {ss}, %boffs;"));
         if k < 4 {
-            let (ch, len) = (g.reg(Class::B64), g.reg(Class::B64));
+            let (ch, len, t64) = (g.reg(Class::B64), g.reg(Class::B64), g.reg(Class::B64));
             c.line(format!("ld.param.u64 {ch}, [p_args+{}];", CHUNK + 8 * k));
             c.line(format!("ld.param.u64 {len}, [p_args+{}];", LEN + 8 * k));
-            c.line(format!("mul.lo.u64 {t}, {cc}, {ch};"));
-            c.line(format!("sub.u64 {t}, {len}, {t};"));
-            c.line(format!("min.u64 {t}, {t}, 65535;"));
-            c.line(format!("cvt.u32.u64 %rem{k}, {t};"));
+            c.line(format!("mul.lo.u64 {t64}, {c64}, {ch};"));
+            c.line(format!("sub.u64 {t64}, {len}, {t64};"));
+            c.line(format!("min.u64 {t64}, {t64}, 65535;"));
+            c.line(format!("cvt.u32.u64 %rem{k}, {t64};"));
         }
-        c.line(format!("mov.b64 %x, {q};"));
+        c.line(format!("mov.b32 %x, {q};"));
     }
     c.label("$ORIGIN_DONE");
     c.line(format!("shl.b64 %boffd, %boffd, {};", log2(d.size)));
     c.line(format!("shl.b64 %boffs, %boffs, {};", log2(s.size)));
+    c.line("setp.ge.u32 %pfull, %rem0, %c0;");
+    for k in 1..4 {
+        c.line(format!("setp.ge.and.u32 %pfull, %rem{k}, %c{k}, %pfull;"));
+    }
+    c.line("and.pred %pfull, %pfull, %pslots;");
     c.text()
+}
+
+/// The read phase: all loads of the thread, then conversions and shared stores. Predicated
+/// on the slots' coordinates unless the tile is known to be whole.
+#[allow(clippy::too_many_arguments)]
+fn read_phase(g: &mut Gen, s: Ty, d: Ty, p: u64, ra: &[Slot], rb: &[Slot], whole: bool) -> String {
+    let mut read = Code::default();
+    let pb: Vec<(Option<String>, String)> = rb
+        .iter()
+        .map(|sl| {
+            let p = (!whole).then(|| inside(g, &mut read, 1, sl));
+            let a = g.reg(Class::B64);
+            read.line(format!("mad.wide.s32 {a}, {}, 1, %sbase;", sl.off));
+            (p, a)
+        })
+        .collect();
+    let pa: Vec<Option<String>> = ra
+        .iter()
+        .map(|sl| (!whole).then(|| inside(g, &mut read, 0, sl)))
+        .collect();
+    let mut loaded = Vec::new();
+    for (k, sa) in ra.iter().enumerate() {
+        for (i, (pbi, base)) in pb.iter().enumerate() {
+            let pr = match (&pa[k], pbi) {
+                (Some(x), Some(y)) => {
+                    let pr = g.reg(Class::Pred);
+                    read.line(format!("and.pred {pr}, {x}, {y};"));
+                    Some(pr)
+                }
+                _ => None,
+            };
+            let at = g.reg(Class::B64);
+            read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
+            let v = load_scalar(
+                g,
+                &mut read,
+                s,
+                Space::GlobalNc,
+                &format!("[{at}]"),
+                pr.as_deref(),
+            );
+            loaded.push((k as u64, i as u64, v));
+        }
+    }
+    for (k, i, v) in loaded {
+        let y = convert(g, &mut read, s, d, &v);
+        let off = (8 * k * p + 32 * i) * d.size;
+        store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
+    }
+    read.text()
+}
+
+/// The write phase: all shared loads, then (predicated) global stores.
+fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool) -> String {
+    let mut write = Code::default();
+    let pw: Vec<(Option<String>, String)> = wa
+        .iter()
+        .map(|sl| {
+            let p = (!whole).then(|| inside(g, &mut write, 0, sl));
+            let a = g.reg(Class::B64);
+            write.line(format!("mad.wide.s32 {a}, {}, 1, %dbase;", sl.off));
+            (p, a)
+        })
+        .collect();
+    let pbw: Vec<Option<String>> = wb
+        .iter()
+        .map(|sl| (!whole).then(|| inside(g, &mut write, 1, sl)))
+        .collect();
+    let mut vals = Vec::new();
+    for k in 0..wb.len() {
+        for i in 0..wa.len() {
+            let off = (32 * i as u64 * p + 8 * k as u64) * d.size;
+            let v = load_scalar(g, &mut write, d, Space::Shared, &addr("%tsr", off), None);
+            vals.push((k, i, v));
+        }
+    }
+    for (k, i, v) in vals {
+        let pr = match (&pw[i].0, &pbw[k]) {
+            (Some(x), Some(y)) => {
+                let pr = g.reg(Class::Pred);
+                write.line(format!("and.pred {pr}, {x}, {y};"));
+                Some(pr)
+            }
+            _ => None,
+        };
+        let at = g.reg(Class::B64);
+        write.line(format!("mad.wide.s32 {at}, {}, 1, {};", wb[k].off, pw[i].1));
+        store_scalar(
+            &mut write,
+            d,
+            Space::Global,
+            &format!("[{at}]"),
+            &v,
+            pr.as_deref(),
+        );
+    }
+    write.text()
 }
 
 pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
@@ -199,91 +305,21 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
         .map(|j| slot(&mut g, &mut setup, 1, j, DST_STRIDES, dsh))
         .collect();
 
+    // Chunks and whether every slot of both sides is used.
+    for k in 0..4u64 {
+        setup.line(format!("ld.param.u32 %c{k}, [p_args+{}];", CHUNK + 8 * k));
+    }
+    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
+    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
+    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
+    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+
     let origin = origin(&mut g, s, d);
-
-    // Read phase: all loads of the thread, then conversions and shared stores.
-    let mut read = Code::default();
-    let pb: Vec<(String, String)> = rb
-        .iter()
-        .map(|sl| {
-            let p = inside(&mut g, &mut read, 1, sl);
-            let a = g.reg(Class::B64);
-            read.line(format!("mad.wide.s32 {a}, {}, 1, %sbase;", sl.off));
-            (p, a)
-        })
-        .collect();
-    let pa: Vec<String> = ra
-        .iter()
-        .map(|sl| inside(&mut g, &mut read, 0, sl))
-        .collect();
-    let mut loaded = Vec::new();
-    for (k, sa) in ra.iter().enumerate() {
-        for (i, (pbi, base)) in pb.iter().enumerate() {
-            let pr = g.reg(Class::Pred);
-            read.line(format!("and.pred {pr}, {}, {pbi};", pa[k]));
-            let at = g.reg(Class::B64);
-            read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
-            let v = load_scalar(
-                &mut g,
-                &mut read,
-                s,
-                Space::GlobalNc,
-                &format!("[{at}]"),
-                Some(&pr),
-            );
-            loaded.push((k as u64, i as u64, v));
-        }
-    }
-    for (k, i, v) in loaded {
-        let y = convert(&mut g, &mut read, s, d, &v);
-        let off = (8 * k * p + 32 * i) * d.size;
-        store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
-    }
-
-    // Write phase: all shared loads, then predicated global stores.
-    let mut write = Code::default();
-    let pw: Vec<(String, String)> = wa
-        .iter()
-        .map(|sl| {
-            let p = inside(&mut g, &mut write, 0, sl);
-            let a = g.reg(Class::B64);
-            write.line(format!("mad.wide.s32 {a}, {}, 1, %dbase;", sl.off));
-            (p, a)
-        })
-        .collect();
-    let pbw: Vec<String> = wb
-        .iter()
-        .map(|sl| inside(&mut g, &mut write, 1, sl))
-        .collect();
-    let mut vals = Vec::new();
-    for k in 0..ny {
-        for i in 0..nx {
-            let off = (32 * i * p + 8 * k) * d.size;
-            let v = load_scalar(
-                &mut g,
-                &mut write,
-                d,
-                Space::Shared,
-                &addr("%tsr", off),
-                None,
-            );
-            vals.push((k as usize, i as usize, v));
-        }
-    }
-    for (k, i, v) in vals {
-        let pr = g.reg(Class::Pred);
-        write.line(format!("and.pred {pr}, {}, {};", pw[i].0, pbw[k]));
-        let at = g.reg(Class::B64);
-        write.line(format!("mad.wide.s32 {at}, {}, 1, {};", wb[k].off, pw[i].1));
-        store_scalar(
-            &mut write,
-            d,
-            Space::Global,
-            &format!("[{at}]"),
-            &v,
-            Some(&pr),
-        );
-    }
+    let read = read_phase(&mut g, s, d, p, &ra, &rb, false);
+    let write = write_phase(&mut g, d, p, &wa, &wb, false);
+    let read_whole = read_phase(&mut g, s, d, p, &ra, &rb, true);
+    let write_whole = write_phase(&mut g, d, p, &wa, &wb, true);
 
     t.render(
         "permute.ptx",
@@ -295,8 +331,10 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
             ("ORIGIN", origin),
-            ("READ", read.text()),
-            ("WRITE", write.text()),
+            ("READ", read),
+            ("WRITE", write),
+            ("READ_WHOLE", read_whole),
+            ("WRITE_WHOLE", write_whole),
         ],
     )
 }

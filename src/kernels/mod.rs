@@ -120,6 +120,14 @@ fn fill_fn(stream: &CudaStream, kind: &'static str, size: usize) -> Result<CudaF
     kernel(stream.context(), kind, t, t)
 }
 
+/// The number of multiprocessors of the stream's device.
+fn sm_count(stream: &CudaStream) -> Result<u32> {
+    let n = stream
+        .context()
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    Ok(n.max(1) as u32)
+}
+
 fn strided_cfg(n: u64) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (strided_grid(n).max(1), 1, 1),
@@ -247,7 +255,11 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
         Plan::Permute { args, from, to } => {
             let f = copy_fn(stream, "permute", *from, *to)?;
             let cfg = LaunchConfig {
-                grid_dim: (permute::permute_grid(args.tiles).max(1), 1, 1),
+                grid_dim: (
+                    permute::permute_grid(args.tiles, sm_count(stream)?).max(1),
+                    1,
+                    1,
+                ),
                 block_dim: permute::PERMUTE_BLOCK,
                 shared_mem_bytes: 0,
             };

@@ -14,11 +14,11 @@
 //! past `chunk[lo] * chunk[hi]` and coordinates past the axis end are skipped.
 //!
 //! Block [`PERMUTE_BLOCK`], grid [`permute_grid`] (the kernels loop over tiles, so any grid is
-//! correct). Static shared memory of `T * (T + pad) * size(D)` bytes (at most 8448).
+//! correct; the grid should be small enough that each block does many tiles). Static shared memory of `T * (T + pad) * size(D)` bytes (at most 8448).
 
 use cudarc::driver::DeviceRepr;
 
-use super::args::FastDiv64;
+use super::args::{FastDiv64, fast_div32, fast_div32_apply};
 
 /// Number of axes of [`PermuteArgs`]: 4 tile axes and up to 4 batch axes.
 pub const PERMUTE_AXES: usize = 8;
@@ -37,7 +37,7 @@ pub const fn permute_tile(src_size: usize, dst_size: usize) -> usize {
     }
 }
 
-/// Argument block of `*_permute_*` (608 bytes). Extents, strides and steps count elements;
+/// Argument block of `*_permute_*` (672 bytes). Extents, strides and steps count elements;
 /// addresses are bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub struct PermuteArgs {
     pub dst: u64,
     /// Source byte address of the element at multi-index 0.
     pub src: u64,
-    /// Number of tiles: the product of `nchunks[..rank]`, below 2^63.
+    /// Number of tiles: the product of `nchunks[..rank]`, below 2^31.
     pub tiles: u64,
     /// Number of axes, `4..=PERMUTE_AXES`.
     pub rank: u32,
@@ -68,6 +68,10 @@ pub struct PermuteArgs {
     pub dst_steps: [i64; PERMUTE_AXES],
     /// `chunk[k] * src_strides[k]`.
     pub src_steps: [i64; PERMUTE_AXES],
+    /// 32-bit fast division by `nchunks[k]` ([`fast_div32`]): magic numbers.
+    pub magic32: [u32; PERMUTE_AXES],
+    /// 32-bit fast division by `nchunks[k]`: shifts.
+    pub shift32: [u32; PERMUTE_AXES],
 }
 
 /// Selects one operand's stride of an axis.
@@ -89,7 +93,7 @@ pub struct PermuteAxis {
 impl PermuteArgs {
     /// Builds the block from the four tile axes (`[a0, a1, b0, b1]`) and the batch axes
     /// (at most 4) for elements of `src_size` and `dst_size` bytes; `None` when an extent or
-    /// chunk is zero, a side holds more slots than `tile`, a step overflows, there are 2^63
+    /// chunk is zero, a side holds more slots than `tile`, a step overflows, there are 2^31
     /// tiles or more, or an element of a tile lies 2^31 bytes or more from the tile's origin.
     pub fn new(
         dst: u64,
@@ -131,8 +135,12 @@ impl PermuteArgs {
             a.dst_steps[k] = ax.dst.checked_mul(i64::try_from(ax.chunk).ok()?)?;
             a.src_steps[k] = ax.src.checked_mul(i64::try_from(ax.chunk).ok()?)?;
         }
-        if tiles >= 1 << 63 {
+        // The kernels split tile indices with 32-bit arithmetic.
+        if tiles >= 1 << 31 {
             return None;
+        }
+        for k in 0..PERMUTE_AXES {
+            (a.magic32[k], a.shift32[k]) = fast_div32(a.nchunks[k] as u32);
         }
         // The kernels hold each slot's offset from the tile origin as a 32-bit byte offset.
         for side in [&tile_axes[..2], &tile_axes[2..]] {
@@ -157,11 +165,11 @@ impl PermuteArgs {
     #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     #[allow(clippy::needless_range_loop)] // the kernels' loop, axis by axis
     pub fn tile_origin(&self, t: u64) -> (i64, i64, [u64; 4]) {
-        let (mut x, mut d, mut s) = (t, 0i64, 0i64);
+        let (mut x, mut d, mut s) = (t as u32, 0i64, 0i64);
         let mut rem = [0u64; 4];
         for k in 0..self.rank as usize {
-            let q = self.div[k].div(x);
-            let c = x.wrapping_sub(q.wrapping_mul(self.nchunks[k]));
+            let q = fast_div32_apply(x, self.magic32[k], self.shift32[k]);
+            let c = u64::from(x.wrapping_sub(q.wrapping_mul(self.nchunks[k] as u32)));
             d = d.wrapping_add((c as i64).wrapping_mul(self.dst_steps[k]));
             s = s.wrapping_add((c as i64).wrapping_mul(self.src_steps[k]));
             if k < 4 {
@@ -181,14 +189,19 @@ impl PermuteArgs {
     }
 }
 
-/// Grid (x) of a permute kernel: one block per tile up to [`PERMUTE_MAX_GRID`]; 0 when there
-/// is nothing to do.
-pub fn permute_grid(tiles: u64) -> u32 {
-    tiles.min(u64::from(PERMUTE_MAX_GRID)) as u32
+/// Blocks per multiprocessor that [`permute_grid`] launches at most.
+pub const PERMUTE_BLOCKS_PER_SM: u32 = 8;
+
+/// Grid (x) of a permute kernel on a device with `sms` multiprocessors: one block per tile up
+/// to [`PERMUTE_BLOCKS_PER_SM`] blocks per multiprocessor (each block then loops over tiles,
+/// so that its per-thread set-up is paid once for many tiles); 0 when there is nothing to do.
+pub fn permute_grid(tiles: u64, sms: u32) -> u32 {
+    let cap = u64::from(sms.max(1)) * u64::from(PERMUTE_BLOCKS_PER_SM);
+    tiles.min(cap).min(u64::from(PERMUTE_MAX_GRID)) as u32
 }
 
 // SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no implicit padding
-// (offsets checked in tests); it matches the kernels' 608-byte, 8-aligned `.param` block.
+// (offsets checked in tests); it matches the kernels' 672-byte, 8-aligned `.param` block.
 unsafe impl DeviceRepr for PermuteArgs {}
 
 #[cfg(test)]
@@ -198,7 +211,7 @@ mod tests {
 
     #[test]
     fn layout_matches_the_kernels() {
-        assert_eq!(size_of::<PermuteArgs>(), 608);
+        assert_eq!(size_of::<PermuteArgs>(), 672);
         assert_eq!(align_of::<PermuteArgs>(), 8);
         assert_eq!(offset_of!(PermuteArgs, tiles), 16);
         assert_eq!(offset_of!(PermuteArgs, rank), 24);
@@ -210,6 +223,8 @@ mod tests {
         assert_eq!(offset_of!(PermuteArgs, src_strides), 416);
         assert_eq!(offset_of!(PermuteArgs, dst_steps), 480);
         assert_eq!(offset_of!(PermuteArgs, src_steps), 544);
+        assert_eq!(offset_of!(PermuteArgs, magic32), 608);
+        assert_eq!(offset_of!(PermuteArgs, shift32), 640);
     }
 
     fn ax(len: u64, chunk: u64, dst: i64, src: i64) -> PermuteAxis {
@@ -257,8 +272,12 @@ mod tests {
         // Offsets inside a tile must fit in 32 bits: 31 * 2^25 * 4 bytes does not.
         assert!(new([ax(64, 32, 1, 1 << 25), one, ax(64, 32, 64, 1), one], &[]).is_none());
         assert!(new([ax(64, 32, 1, 1 << 22), one, ax(64, 32, 64, 1), one], &[]).is_some());
-        assert_eq!(permute_grid(0), 0);
-        assert_eq!(permute_grid(1 << 40), PERMUTE_MAX_GRID);
+        assert_eq!(permute_grid(0, 132), 0);
+        assert_eq!(permute_grid(1000, 132), 1000);
+        assert_eq!(permute_grid(1 << 30, 132), 132 * 8);
+        // 2^31 tiles or more: not for these kernels.
+        let big = ax(1 << 40, 1, 1, 1);
+        assert!(new([ax(64, 32, 1, 64), one, ax(64, 32, 64, 1), one], &[big]).is_none());
         assert_eq!(permute_tile(1, 2), 64);
         assert_eq!(permute_tile(1, 4), 32);
     }

@@ -6,8 +6,8 @@
 //! | module | kernels |
 //! | --- | --- |
 //! | `fill_bN` (N = 1, 2, 4, 8) | `fill_contig_bN`, `fill_strided32_bN`, `fill_strided64_bN` |
-//! | `copy_bN` | `copy_contig_bN`, `copy_strided32_bN`, `copy_strided64_bN`, `copy_rows_bN`, `copy_transpose_bN` |
-//! | `cast_S_D` (S != D) | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D` |
+//! | `copy_bN` | `copy_contig_bN`, `copy_strided32_bN`, `copy_strided64_bN`, `copy_rows_bN`, `copy_transpose_bN`, `copy_permute_bN` |
+//! | `cast_S_D` (S != D) | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D`, `cast_permute_S_D` |
 //!
 //! `S` and `D` are element type names (`u8` ... `f64`); `N` is an element size in bytes. The
 //! launcher in `super` derives these names; the argument lists are described in [`super::args`].
