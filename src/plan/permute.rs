@@ -35,8 +35,8 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// not fit.
 ///
 /// Side A takes the destination's fastest axis (in pieces of at most `T` elements) and, when
-/// that axis is shorter than `T / 2`, the next fastest destination axis in pieces that fill
-/// the side; side B does the same with the source's fastest axes among the rest. Every other
+/// that axis has at most `T / 2` elements, the next fastest destination axis in pieces that
+/// fill the side; side B does the same with the source's fastest axes among the rest. Every other
 /// axis is a batch axis, in destination order.
 pub(crate) fn permute_args(
     norm: &Normalized,
@@ -61,7 +61,7 @@ pub(crate) fn permute_args(
     let side = |first: usize, used: &mut Vec<usize>, key: fn(&PAxis) -> isize| {
         let c0 = (axes[first].len as u64).min(t);
         let mut pair = [tile_axis(&axes[first], c0), UNUSED];
-        if c0 < t / 2
+        if c0 <= t / 2
             && let Some(k) = fastest(axes, used, key)
         {
             used.push(k);
