@@ -495,6 +495,20 @@ fn paths_are_chosen_as_documented() {
         contiguous_plan(F32, BF16, &[64, 64, 64], &[4096, 64, 1], &[1, 64, 4096]).path(),
         "transpose"
     );
+    // Copies of 2-byte elements: the permute kernel even where the transpose tiles fit; casts
+    // between 2-byte types keep the transpose kernel.
+    assert_eq!(
+        contiguous_plan(F16, F16, &[512, 256], &[256, 1], &[1, 512]).path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(F16, BF16, &[512, 256], &[256, 1], &[1, 512]).path(),
+        "transpose"
+    );
+    assert_eq!(
+        contiguous_plan(U8, U8, &[512, 256], &[256, 1], &[1, 512]).path(),
+        "transpose"
+    );
     // Permute: a tile axis shorter than the transpose tile (16), strided operands, a
     // transpose of the 16384^2 f32 matrix with the transpose kernels disabled.
     assert_eq!(
