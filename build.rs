@@ -11,6 +11,9 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+#[path = "build/permute.rs"]
+mod permute;
+
 const PTX_VERSION: &str = "7.0";
 const PTX_TARGET: &str = "sm_52";
 
@@ -1863,6 +1866,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             ),
             transpose_kernel(t, &format!("copy_transpose_{n}"), e, e),
             row_kernel(t, &format!("copy_rows_{n}"), e, e),
+            permute::permute_kernel(t, &format!("copy_permute_{n}"), e, e),
         ];
         push_kernels(t, &mut mods, ks);
     }
@@ -1888,6 +1892,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 ),
                 transpose_kernel(t, &format!("cast_transpose_{p}"), s, d),
                 row_kernel(t, &format!("cast_rows_{p}"), s, d),
+                permute::permute_kernel(t, &format!("cast_permute_{p}"), s, d),
             ];
             push_kernels(t, &mut mods, ks);
         }
@@ -1899,6 +1904,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=kernels");
+    println!("cargo:rerun-if-changed=build");
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let kernels = manifest.join("kernels");
     if let Ok(entries) = fs::read_dir(&kernels) {

@@ -4,8 +4,11 @@
 //! `bench-results.json` (or the path in `DEVSPAN_BENCH_JSON`).
 //!
 //! `cargo bench --bench bandwidth` (needs a GPU; without one it says so and exits).
-//! `--quick` runs fewer repetitions; `--first-use` is the child mode that times the first fill
-//! and cast of a fresh process.
+//! `--quick` runs fewer repetitions (and every 11th permutation of the sweep); `--first-use` is
+//! the child mode that times the first fill and cast of a fresh process. Other arguments select
+//! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
+//! workloads) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
+//! median and the worst five per type); none selects all.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +18,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
-use ndarray::{Ix1, Ix2, s};
+use ndarray::{Ix1, Ix2, IxDyn, s};
 
 const GIB: usize = 1 << 30;
 
@@ -222,6 +225,229 @@ fn copy_workloads(b: &mut Bench) {
         let ms = b.time(|| o.assign(&stream, &v).unwrap());
         b.record("copy", name.into(), path, 2 * len * 4, ms, Some(target));
     }
+}
+
+/// Every permutation of `rank` axes, in lexicographic order.
+fn permutations(rank: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for _ in 0..rank {
+        out = out
+            .into_iter()
+            .flat_map(|p: Vec<usize>| {
+                (0..rank)
+                    .filter(|a| !p.contains(a))
+                    .map(|a| [p.clone(), vec![a]].concat())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    out
+}
+
+/// Elements of every tensor of the permutation workloads: 1 GiB of f32.
+const PERMUTE_ELEMS: usize = 1 << 28;
+
+/// The sweep's shapes: the five of the published PyTorch / CuPy comparison, then two more
+/// with a short axis next to long ones.
+const SWEEP_SHAPES: &[&[usize]] = &[
+    &[16384, 16384],
+    &[1024, 1024, 256],
+    &[128, 128, 128, 128],
+    &[64, 64, 32, 32, 64],
+    &[32, 32, 16, 16, 16, 32],
+    &[4096, 4096, 16],
+    &[16, 1024, 16, 1024],
+];
+
+/// Times `out = src.permuted_axes(perm).as T` (standard layout `out`), recording one row.
+#[allow(clippy::too_many_arguments)]
+fn permute_one<F: DeviceElement, T: DeviceElement>(
+    b: &mut Bench,
+    group: &'static str,
+    name: String,
+    src: &CudaSlice<F>,
+    out: &mut CudaSlice<T>,
+    shape: &[usize],
+    perm: &[usize],
+    force_permute: bool,
+    target: Option<f64>,
+) {
+    let stream = b.stream.clone();
+    let elems: usize = shape.iter().product();
+    let a = DeviceView::from(src)
+        .slice_move(s![..elems])
+        .into_shape(IxDyn(shape))
+        .unwrap()
+        .permuted_axes(IxDyn(perm));
+    let n = a.len();
+    let mut o = devspan::DeviceViewMut::<T, Ix1>::from(out)
+        .slice_move(s![..n])
+        .into_shape(IxDyn(a.shape()))
+        .unwrap();
+    let mut path = path_of(&mut o, &a);
+    let ms = if force_permute {
+        path = devspan::__private::assign_cast_without_transpose(&mut o, &stream, &a).unwrap();
+        b.time(|| {
+            devspan::__private::assign_cast_without_transpose(&mut o, &stream, &a).unwrap();
+        })
+    } else {
+        b.time(|| o.assign_cast(&stream, &a).unwrap())
+    };
+    let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
+    b.record(group, name, path, bytes, ms, target);
+}
+
+fn permute_workloads(b: &mut Bench) {
+    let stream = b.stream.clone();
+    let n = PERMUTE_ELEMS;
+    let src = random_device::<f32>(&stream, n);
+    let mut out32 = stream.alloc_zeros::<f32>(n).unwrap();
+    let mut out16 = stream.alloc_zeros::<f16>(n).unwrap();
+    let cube = [1024, 1024, 256];
+    for force in [false, true] {
+        let how = if force { " (permute kernel)" } else { "" };
+        permute_one(
+            b,
+            "permute",
+            format!("(2,0,1) f32 1024x1024x256 -> contiguous{how}"),
+            &src,
+            &mut out32,
+            &cube,
+            &[2, 0, 1],
+            force,
+            (!force).then_some(0.85),
+        );
+        permute_one(
+            b,
+            "permute",
+            format!("(2,0,1) f32 1024x1024x256 -> f16{how}"),
+            &src,
+            &mut out16,
+            &cube,
+            &[2, 0, 1],
+            force,
+            (!force).then_some(0.85),
+        );
+        permute_one(
+            b,
+            "permute",
+            format!("transpose f32 16384^2 -> contiguous{how}"),
+            &src,
+            &mut out32,
+            &[16384, 16384],
+            &[1, 0],
+            force,
+            None,
+        );
+    }
+}
+
+/// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
+/// range of this type's rows. Cases planned to the transpose kernels are timed a second time
+/// with the permute kernels (group `sweep-permute`).
+fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<usize> {
+    let stream = b.stream.clone();
+    let src = random_device::<T>(&stream, PERMUTE_ELEMS);
+    let mut out = stream.alloc_zeros::<T>(PERMUTE_ELEMS).unwrap();
+    let mut transposes = Vec::new();
+    let first = b.rows.len();
+    for shape in SWEEP_SHAPES {
+        let perms = permutations(shape.len());
+        let step = if quick { 11 } else { 1 };
+        for perm in perms.iter().step_by(step) {
+            permute_one(
+                b,
+                "sweep",
+                format!("{} {shape:?} perm {perm:?}", T::DTYPE),
+                &src,
+                &mut out,
+                shape,
+                perm,
+                false,
+                None,
+            );
+            if b.rows.last().unwrap().path == "transpose" {
+                transposes.push((shape, perm.clone()));
+            }
+        }
+    }
+    let rows = first..b.rows.len();
+    for (shape, perm) in transposes {
+        permute_one(
+            b,
+            "sweep-permute",
+            format!("{} {shape:?} perm {perm:?}", T::DTYPE),
+            &src,
+            &mut out,
+            shape,
+            &perm,
+            true,
+            None,
+        );
+    }
+    rows
+}
+
+fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
+    let mut summary = Vec::new();
+    let mut one = |b: &mut Bench, range: std::ops::Range<usize>, ty: &str| {
+        let rows: Vec<&Row> = b.rows[range.clone()].iter().collect();
+        let alt: BTreeMap<&str, f64> = b.rows[range.end..]
+            .iter()
+            .map(|r| (r.name.as_str(), r.ratio()))
+            .collect();
+        // The better of the two kernels wherever both were timed.
+        let best: Vec<f64> = rows
+            .iter()
+            .map(|r| {
+                r.ratio()
+                    .max(alt.get(r.name.as_str()).copied().unwrap_or(0.0))
+            })
+            .collect();
+        let mut best_sorted = best.clone();
+        best_sorted.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let faster = rows
+            .iter()
+            .filter(|r| alt.get(r.name.as_str()).is_some_and(|&a| a > r.ratio()))
+            .count();
+        summary.push(format!(
+            "sweep {ty}: {} transpose-path cases also timed with the permute kernel, faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
+            alt.len(),
+            best_sorted[0],
+            median(best.clone())
+        ));
+        let mut worst = rows.clone();
+        worst.sort_by(|x, y| x.ratio().partial_cmp(&y.ratio()).unwrap());
+        let ratios: Vec<f64> = rows.iter().map(|r| r.ratio()).collect();
+        let (min, med) = (worst[0].ratio(), median(ratios.clone()));
+        summary.push(format!(
+            "sweep {ty}: {} permutations, min ratio {min:.3} (target 0.70: {}), median {med:.3} (target 0.85: {}), {} below 0.70",
+            rows.len(),
+            if min >= 0.70 { "met" } else { "MISSED" },
+            if med >= 0.85 { "met" } else { "MISSED" },
+            ratios.iter().filter(|&&r| r < 0.70).count()
+        ));
+        for r in worst.iter().take(5) {
+            summary.push(format!(
+                "  worst: {:<52} {:.3} ({})",
+                r.name,
+                r.ratio(),
+                r.path
+            ));
+        }
+        let mut by_path: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in &rows {
+            *by_path.entry(r.path.as_str()).or_default() += 1;
+        }
+        summary.push(format!("  paths: {by_path:?}"));
+    };
+    let f = sweep_type::<f32>(b, quick);
+    one(b, f, "f32");
+    let f = sweep_type::<f16>(b, quick);
+    one(b, f, "f16");
+    let f = sweep_type::<u8>(b, quick);
+    one(b, f, "u8");
+    summary
 }
 
 fn fill_workloads(b: &mut Bench) {
@@ -434,9 +660,20 @@ fn main() {
     // CUDA_CACHE_PATH) and compiles the PTX; the second finds it in that cache.
     let cache = std::env::temp_dir().join(format!("devspan-jit-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
-    let first = first_use_in_child("first process, empty JIT cache", &cache);
-    let second = first_use_in_child("second process, warm JIT cache", &cache);
-    let _ = std::fs::remove_dir_all(&cache);
+    let only: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |g: &str| only.is_empty() || only.iter().any(|o| o.as_str() == g);
+    let (first, second) = if want("first-use") {
+        let first = first_use_in_child("first process, empty JIT cache", &cache);
+        let second = first_use_in_child("second process, warm JIT cache", &cache);
+        let _ = std::fs::remove_dir_all(&cache);
+        (first, second)
+    } else {
+        (None, None)
+    };
 
     let quick = args.iter().any(|a| a == "--quick");
     let stream = devspan::new_stream(0).unwrap();
@@ -458,12 +695,6 @@ fn main() {
         scratch: None,
         rows: Vec::new(),
     };
-    let only: Vec<&String> = args
-        .iter()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let want = |g: &str| only.is_empty() || only.iter().any(|o| o.as_str() == g);
     if want("copy") {
         copy_workloads(&mut b);
     }
@@ -473,6 +704,14 @@ fn main() {
     if want("cast") {
         cast_workloads(&mut b);
     }
+    if want("permute") {
+        permute_workloads(&mut b);
+    }
+    let sweep = if want("sweep") {
+        permute_sweep(&mut b, quick)
+    } else {
+        Vec::new()
+    };
     let mut overhead = Vec::new();
     if want("overhead") {
         println!("host overhead with cudarc's multi-stream event tracking (the default):");
@@ -508,6 +747,9 @@ fn main() {
         for r in worst.iter().take(8) {
             println!("  worst: {:<40} {:.3} ({})", r.name, r.ratio(), r.path);
         }
+    }
+    for line in &sweep {
+        println!("{line}");
     }
     let mut json = String::from("{\n  \"rows\": [\n");
     for (i, r) in b.rows.iter().enumerate() {

@@ -71,6 +71,33 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     }
 }
 
+/// `assign_cast` with the transpose kernels disabled, so that the permute kernels take their
+/// cases; returns the path taken (for benchmarks comparing the two).
+pub fn assign_cast_without_transpose<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+) -> Result<String> {
+    let opt = PlanOptions {
+        no_transpose: true,
+        ..PlanOptions::default()
+    };
+    let path = plan::plan_copy(
+        dst.device_ptr(),
+        dst.strides(),
+        T::DTYPE,
+        src.device_ptr(),
+        src.strides(),
+        U::DTYPE,
+        dst.shape(),
+        opt,
+    )?
+    .path()
+    .to_string();
+    dst.assign_cast_with(stream, src, opt)?;
+    Ok(path)
+}
+
 /// The path `fill` on `dst` takes.
 pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) -> String {
     match plan::plan_fill(

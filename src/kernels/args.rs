@@ -40,6 +40,11 @@
 //! [`transpose_grid_sized`] (tiles of [`transpose_tile`] elements; any grid is
 //! correct). Up to 16 KiB of static shared memory.
 //!
+//! # Permute kernels
+//!
+//! `copy_permute_bN(args: PermuteArgs)` and `cast_permute_S_D(args: PermuteArgs)`: see
+//! [`super::permute`].
+//!
 //! # Row kernels
 //!
 //! `copy_rows_bN(args: RowArgs)` and `cast_rows_S_D(args: RowArgs)` copy

@@ -3,6 +3,7 @@
 //! per context, and cached.
 
 pub(crate) mod args;
+pub(crate) mod permute;
 pub(crate) mod ptx;
 
 use std::collections::HashMap;
@@ -110,6 +111,14 @@ fn fill_fn(stream: &CudaStream, kind: &'static str, size: usize) -> Result<CudaF
         }
     };
     kernel(stream.context(), kind, t, t)
+}
+
+/// The number of multiprocessors of the stream's device.
+fn sm_count(stream: &CudaStream) -> Result<u32> {
+    let n = stream
+        .context()
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    Ok(n.max(1) as u32)
 }
 
 fn strided_cfg(n: u64) -> LaunchConfig {
@@ -236,6 +245,24 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             unsafe { b.launch(cfg)? };
             Ok(())
         }
+        Plan::Permute { args, from, to } => {
+            let f = copy_fn(stream, "permute", *from, *to)?;
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    permute::permute_grid(args.tiles, sm_count(stream)?).max(1),
+                    1,
+                    1,
+                ),
+                block_dim: permute::PERMUTE_BLOCK,
+                shared_mem_bytes: 0,
+            };
+            let mut b = stream.launch_builder(&f);
+            b.arg(args);
+            // SAFETY: every element the tiles cover is in bounds of both operands (contract);
+            // the kernel takes exactly one `PermuteArgs` block.
+            unsafe { b.launch(cfg)? };
+            Ok(())
+        }
         Plan::Rows { args, from, to } => {
             let f = copy_fn(stream, "rows", *from, *to)?;
             let (gx, gy) = row_grid(args, from.size(), to.size());
@@ -275,13 +302,20 @@ mod tests {
         }
         for from in DType::ALL {
             for to in DType::ALL {
-                for kind in ["contig", "strided32", "strided64", "transpose", "rows"] {
+                for kind in [
+                    "contig",
+                    "strided32",
+                    "strided64",
+                    "transpose",
+                    "rows",
+                    "permute",
+                ] {
                     let n = kernel_name(kind, from, to);
                     assert!(has(&n), "{n}");
                     checked += 1;
                 }
             }
         }
-        assert_eq!(checked, 12 + 144 * 5);
+        assert_eq!(checked, 12 + 144 * 6);
     }
 }

@@ -8,6 +8,7 @@ use crate::kernels::args::{
     CONTIG_ALIGN, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs, contig_group_elems,
     row_grid, row_head, row_units_per_lane,
 };
+use crate::kernels::permute::{PermuteArgs, permute_tile};
 
 /// Host buffers standing in for device allocations at chosen addresses.
 #[derive(Default, Debug)]
@@ -203,6 +204,49 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
         Plan::Rows { ref args, from, to } => {
             let (gx, gy) = row_grid(args, from.size(), to.size());
             run_rows(args, from, to, (gx.max(1), gy.max(1)), mem);
+        }
+        Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
+    }
+}
+
+/// A slot's byte offset from its tile's origin as the permute kernels compute it: 32-bit
+/// wrapping arithmetic on the low words of the strides, sign-extended.
+fn slot_offset(l: (u64, u64), s0: i64, s1: i64, size: usize) -> i64 {
+    let e = (l.0 as i32)
+        .wrapping_mul(s0 as i32)
+        .wrapping_add((l.1 as i32).wrapping_mul(s1 as i32));
+    i64::from(e.wrapping_shl(size.trailing_zeros()))
+}
+
+/// Runs a permute kernel over `mem` tile by tile, slot by slot, with the kernel's index math.
+pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut HostMem) {
+    let t = permute_tile(from.size(), to.size()) as u64;
+    let (ss, ds) = (from.size(), to.size());
+    for tile in 0..args.tiles {
+        let (od, os, rem) = args.tile_origin(tile);
+        let (bd, bs) = (
+            args.dst.wrapping_add((od as u64).wrapping_mul(ds as u64)),
+            args.src.wrapping_add((os as u64).wrapping_mul(ss as u64)),
+        );
+        for j in 0..t {
+            let Some(la) = args.slot(0, j) else { continue };
+            if la.0 >= rem[0] || la.1 >= rem[1] {
+                continue;
+            }
+            for l in 0..t {
+                let Some(lb) = args.slot(1, l) else { continue };
+                if lb.0 >= rem[2] || lb.1 >= rem[3] {
+                    continue;
+                }
+                let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
+                let d = bd
+                    .wrapping_add(slot_offset(la, dsr[0], dsr[1], ds) as u64)
+                    .wrapping_add(slot_offset(lb, dsr[2], dsr[3], ds) as u64);
+                let s = bs
+                    .wrapping_add(slot_offset(la, ssr[0], ssr[1], ss) as u64)
+                    .wrapping_add(slot_offset(lb, ssr[2], ssr[3], ss) as u64);
+                copy_elem(mem, d, to, s, from);
+            }
         }
     }
 }

@@ -151,7 +151,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
             any::<u64>(),
             any::<bool>(),
             any::<bool>(),
-            prop::bool::weighted(0.1),
+            (prop::bool::weighted(0.1), prop::bool::weighted(0.3)),
         )
             .prop_map(
                 |(
@@ -165,7 +165,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                     seed,
                     no_driver,
                     force_64,
-                    no_rows,
+                    (no_rows, no_transpose),
                 )| {
                     if rowish {
                         let last = shape.len() - 1;
@@ -187,6 +187,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             no_driver,
                             force_64,
                             no_rows,
+                            no_transpose,
                         },
                     }
                 },
@@ -338,6 +339,86 @@ proptest! {
     }
 }
 
+/// Permutations of ranks 2..=6 with axes around the tile sizes (primes, 1s, just over a
+/// tile), the source permuted and sliced (steps of either sign), the destination contiguous or
+/// also permuted and sliced, any pair of element types.
+fn permute_case_strategy() -> impl Strategy<Value = Case> {
+    let len = prop_oneof![
+        3 => proptest::sample::select(vec![2usize, 3, 5, 7, 8, 9, 13]),
+        2 => proptest::sample::select(vec![16usize, 17, 31, 32, 33]),
+        1 => proptest::sample::select(vec![63usize, 64, 65, 70]),
+        1 => Just(1usize),
+    ];
+    proptest::collection::vec(len, 2..=6)
+        .prop_filter("small enough for the interpreter", |s| {
+            s.iter().product::<usize>() <= 40_000
+        })
+        .prop_flat_map(|shape| {
+            let r = shape.len();
+            (
+                Just(shape),
+                operand_spec(r),
+                operand_spec(r),
+                prop::bool::weighted(0.6),
+                dtype(),
+                dtype(),
+                any::<u64>(),
+                prop::bool::weighted(0.5),
+            )
+                .prop_map(
+                    |(shape, mut dst, src, dst_contiguous, from, to, seed, same)| {
+                        if dst_contiguous {
+                            let r = shape.len();
+                            dst.perm_seed = (0..r).collect();
+                            dst.steps = vec![1; r];
+                            dst.pads = vec![0; r];
+                        }
+                        let to = if same { from } else { to };
+                        Case {
+                            bcast: vec![false; shape.len()],
+                            shape,
+                            dst,
+                            src,
+                            from,
+                            to,
+                            seed,
+                            opt: PlanOptions::default(),
+                        }
+                    },
+                )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn permutations_match_reference(c in permute_case_strategy()) {
+        check_copy(&c)?;
+    }
+}
+
+#[test]
+fn permutation_cases_take_the_permute_path() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = permute_case_strategy();
+    let (mut permute, mut total) = (0, 0);
+    for _ in 0..400 {
+        let c = strategy.new_tree(&mut runner).unwrap().current();
+        let o = operands(&c);
+        if let Ok(p) = case_plan(&c, &o) {
+            total += 1;
+            permute += usize::from(p.path() == "permute");
+        }
+    }
+    assert!(
+        permute * 3 >= total,
+        "{permute} of {total} cases take the permute path"
+    );
+}
+
 fn contiguous_plan(
     from: DType,
     to: DType,
@@ -411,9 +492,63 @@ fn paths_are_chosen_as_documented() {
         "transpose"
     );
     assert_eq!(
-        contiguous_plan(F32, BF16, &[16, 64, 64], &[4096, 64, 1], &[1, 16, 1024]).path(),
+        contiguous_plan(F32, BF16, &[64, 64, 64], &[4096, 64, 1], &[1, 64, 4096]).path(),
         "transpose"
     );
+    // Copies of 2-byte elements: the permute kernel even where the transpose tiles fit; casts
+    // between 2-byte types keep the transpose kernel.
+    assert_eq!(
+        contiguous_plan(F16, F16, &[512, 256], &[256, 1], &[1, 512]).path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(F16, BF16, &[512, 256], &[256, 1], &[1, 512]).path(),
+        "transpose"
+    );
+    assert_eq!(
+        contiguous_plan(U8, U8, &[512, 256], &[256, 1], &[1, 512]).path(),
+        "transpose"
+    );
+    // Permute: a tile axis shorter than the transpose tile (16), strided operands, a
+    // transpose of the 16384^2 f32 matrix with the transpose kernels disabled.
+    assert_eq!(
+        contiguous_plan(F32, BF16, &[16, 64, 64], &[4096, 64, 1], &[1, 16, 1024]).path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(
+            U8,
+            U8,
+            &[64, 64, 32, 32, 64],
+            &[4194304, 65536, 2048, 64, 1],
+            &[64, 1, 131072, 4096, 4194304]
+        )
+        .path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(F32, F32, &[512, 256], &[256, 1], &[2, 1024]).path(),
+        "permute"
+    );
+    assert_eq!(
+        contiguous_plan(F32, F32, &[512, 256], &[-512, 2], &[1, 512]).path(),
+        "permute"
+    );
+    let p = plan_copy(
+        DST_BASE,
+        &[16384, 1],
+        F32,
+        SRC_BASE,
+        &[1, 16384],
+        F32,
+        &[16384, 16384],
+        PlanOptions {
+            no_transpose: true,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.path(), "permute");
     // Every other column: general strided kernel with 32-bit indexing.
     assert_eq!(
         contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[128, 2]).path(),
@@ -791,4 +926,152 @@ fn random_cases_reach_every_copy_path() {
         vector_rows >= 200 && scalar_rows >= 200 && head_rows >= 200,
         "aligned rows {vector_rows}, rows with a head {head_rows}, scalar rows {scalar_rows}"
     );
+}
+
+/// Every permutation of the bandwidth sweep's shapes (2^28 elements) into a standard-layout
+/// destination plans to a tiled path, a row path or a contiguous copy, never to the general
+/// strided kernels.
+#[test]
+fn sweep_permutations_never_take_the_strided_kernels() {
+    use std::collections::BTreeMap;
+    let shapes: &[&[usize]] = &[
+        &[16384, 16384],
+        &[1024, 1024, 256],
+        &[128, 128, 128, 128],
+        &[64, 64, 32, 32, 64],
+        &[32, 32, 16, 16, 16, 32],
+        &[4096, 4096, 16],
+        &[16, 1024, 16, 1024],
+    ];
+    let perms = |rank: usize| {
+        let mut out = vec![vec![]];
+        for _ in 0..rank {
+            out = out
+                .into_iter()
+                .flat_map(|p: Vec<usize>| {
+                    (0..rank)
+                        .filter(|a| !p.contains(a))
+                        .map(|a| [p.clone(), vec![a]].concat())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+        }
+        out
+    };
+    let contiguous = |shape: &[usize]| {
+        let mut st = vec![1isize; shape.len()];
+        for k in (0..shape.len().saturating_sub(1)).rev() {
+            st[k] = st[k + 1] * shape[k + 1] as isize;
+        }
+        st
+    };
+    for (from, to) in [
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::U8, DType::U8),
+        (DType::F32, DType::F16),
+    ] {
+        let mut paths: BTreeMap<&str, usize> = BTreeMap::new();
+        for shape in shapes {
+            let src = contiguous(shape);
+            for p in perms(shape.len()) {
+                let pshape: Vec<usize> = p.iter().map(|&a| shape[a]).collect();
+                let pstrides: Vec<isize> = p.iter().map(|&a| src[a]).collect();
+                let plan = plan_copy(
+                    DST_BASE,
+                    &contiguous(&pshape),
+                    to,
+                    SRC_BASE,
+                    &pstrides,
+                    from,
+                    &pshape,
+                    PlanOptions::default(),
+                )
+                .unwrap();
+                *paths.entry(plan.path()).or_default() += 1;
+                assert!(
+                    !plan.path().starts_with("strided"),
+                    "{from} -> {to} {shape:?} perm {p:?}: {}",
+                    plan.path()
+                );
+            }
+        }
+        println!("{from} -> {to}: {paths:?}");
+    }
+}
+
+/// Every permutation of ranks 2-6 of small awkward shapes, sources contiguous, sliced or
+/// reversed, through the planner and the interpreter (the GPU tests' cases at host size).
+#[test]
+fn every_permutation_of_ranks_2_to_6_matches_reference() {
+    let shapes: &[&[usize]] = &[
+        &[33, 17],
+        &[9, 1, 40],
+        &[3, 17, 2, 33],
+        &[2, 3, 16, 5, 9],
+        &[3, 2, 5, 2, 7, 3],
+    ];
+    let mut permute = 0;
+    for (n, shape) in shapes.iter().enumerate() {
+        let r = shape.len();
+        let mut perms = vec![vec![]];
+        for _ in 0..r {
+            perms = perms
+                .into_iter()
+                .flat_map(|p: Vec<usize>| {
+                    (0..r)
+                        .filter(|a| !p.contains(a))
+                        .map(|a| [p.clone(), vec![a]].concat())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+        }
+        for (i, p) in perms.iter().enumerate() {
+            // The source: a contiguous base of the permuted shape, every other case reversed
+            // on one axis and sliced with an offset on another.
+            let seed: Vec<usize> = p.iter().map(|&a| r - a).collect();
+            let steps: Vec<isize> = (0..r)
+                .map(|k| if i % 2 == 1 && k == i % r { -1 } else { 1 })
+                .collect();
+            let starts: Vec<usize> = (0..r).map(|k| usize::from(k == (i + 1) % r)).collect();
+            let src = OperandSpec {
+                perm_seed: seed,
+                steps,
+                pads: vec![1; r],
+                starts,
+                misalign: (i % 3) as u64,
+            };
+            let dst = OperandSpec {
+                perm_seed: (0..r).collect(),
+                steps: vec![1; r],
+                pads: vec![0; r],
+                starts: vec![0; r],
+                misalign: 0,
+            };
+            let (from, to) = [
+                (DType::U8, DType::U8),
+                (DType::F16, DType::F16),
+                (DType::F32, DType::F32),
+                (DType::F64, DType::F64),
+                (DType::F32, DType::F16),
+                (DType::U8, DType::F64),
+            ][(i + n) % 6];
+            let c = Case {
+                shape: shape.to_vec(),
+                dst,
+                src,
+                bcast: vec![false; r],
+                from,
+                to,
+                seed: (i * 31 + n) as u64,
+                opt: PlanOptions::default(),
+            };
+            let o = operands(&c);
+            if case_plan(&c, &o).unwrap().path() == "permute" {
+                permute += 1;
+            }
+            check_copy(&c).unwrap_or_else(|e| panic!("{shape:?} perm {p:?}: {e}"));
+        }
+    }
+    assert!(permute >= 300, "{permute} cases took the permute path");
 }

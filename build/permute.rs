@@ -1,0 +1,340 @@
+//! Generator of the permute kernels (`kernels/permute.ptx`): any permutation of up to 8 axes,
+//! tiles of T x T slots through shared memory, fused with a conversion.
+//!
+//! Parameter offsets follow `PermuteArgs` in `src/kernels/permute.rs`.
+
+use super::{
+    Class, Code, Gen, Space, Templates, Ty, addr, convert, load_scalar, log2, store_scalar,
+};
+
+const LEN: u64 = 32;
+const CHUNK: u64 = 96;
+const NCHUNKS: u64 = 160;
+const DST_STRIDES: u64 = 352; // low words read as 32-bit strides
+const SRC_STRIDES: u64 = 416;
+const DST_STEPS: u64 = 480;
+const SRC_STEPS: u64 = 544;
+const MAGIC32: u64 = 608;
+const SHIFT32: u64 = 640;
+const AXES: usize = 8;
+
+/// Slots per tile side. Must agree with `permute_tile` in `src/kernels/permute.rs`.
+fn tile(s: Ty, d: Ty) -> u64 {
+    if s.size <= 2 && d.size <= 2 { 64 } else { 32 }
+}
+
+/// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
+/// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).
+fn pitch(t: u64, d: Ty) -> u64 {
+    t + (4 / d.size).max(1)
+}
+
+/// A slot's per-thread constants: local coordinates packed as `l0 | l1 << 16` (`0xFFFF` in
+/// both halves for a slot past the side's pieces, never below the remaining extents, which
+/// the origin clamps to 65535) and the byte offset of its element from the tile's origin, in
+/// 32 bits (the planner keeps every offset inside a tile within `i32`; the low 32 bits of the
+/// strides give the exact product then).
+struct Slot {
+    packed: String,
+    off: String,
+}
+
+/// Computes slot `j` (a `.b32` register) of `side` with the strides of one operand.
+fn slot(g: &mut Gen, c: &mut Code, side: u64, j: &str, strides: u64, shift: u32) -> Slot {
+    let c0 = g.reg(Class::B32);
+    let c1 = g.reg(Class::B32);
+    c.line(format!(
+        "ld.param.u32 {c0}, [p_args+{}];",
+        CHUNK + 16 * side
+    ));
+    c.line(format!(
+        "ld.param.u32 {c1}, [p_args+{}];",
+        CHUNK + 16 * side + 8
+    ));
+    let q = g.reg(Class::B32);
+    let r = g.reg(Class::B32);
+    let t = g.reg(Class::B32);
+    c.line(format!("div.u32 {q}, {j}, {c0};"));
+    c.line(format!("mul.lo.u32 {t}, {q}, {c0};"));
+    c.line(format!("sub.u32 {r}, {j}, {t};"));
+    let n = g.reg(Class::B32);
+    c.line(format!("mul.lo.u32 {n}, {c0}, {c1};"));
+    let pinv = g.reg(Class::Pred);
+    c.line(format!("setp.ge.u32 {pinv}, {j}, {n};"));
+    let packed = g.reg(Class::B32);
+    c.line(format!("shl.b32 {t}, {q}, 16;"));
+    c.line(format!("or.b32 {packed}, {t}, {r};"));
+    c.line(format!("@{pinv} mov.b32 {packed}, 0xFFFFFFFF;"));
+    let (s0, s1) = (g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!(
+        "ld.param.u32 {s0}, [p_args+{}];",
+        strides + 16 * side
+    ));
+    c.line(format!(
+        "ld.param.u32 {s1}, [p_args+{}];",
+        strides + 16 * side + 8
+    ));
+    let off = g.reg(Class::B32);
+    c.line(format!("mul.lo.s32 {off}, {r}, {s0};"));
+    c.line(format!("mad.lo.s32 {off}, {q}, {s1}, {off};"));
+    c.line(format!("shl.b32 {off}, {off}, {shift};"));
+    Slot { packed, off }
+}
+
+/// Sets `p` when the slot's coordinates lie inside the tile (`%rem{2 side}`, `%rem{2 side+1}`).
+fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
+    let p = g.reg(Class::Pred);
+    let (l0, l1) = (g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!("and.b32 {l0}, {}, 65535;", s.packed));
+    c.line(format!("shr.u32 {l1}, {}, 16;", s.packed));
+    c.line(format!("setp.lt.u32 {p}, {l0}, %rem{};", 2 * side));
+    c.line(format!(
+        "setp.lt.and.u32 {p}, {l1}, %rem{}, {p};",
+        2 * side + 1
+    ));
+    p
+}
+
+/// Splits the tile index `%bid` (below 2^31) over the pieces with 32-bit fast division:
+/// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
+/// and every slot is used.
+fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
+    let mut c = Code::default();
+    c.line("cvt.u32.u64 %x, %bid;");
+    c.line("mov.b64 %boffd, 0;");
+    c.line("mov.b64 %boffs, 0;");
+    let pr = g.reg(Class::Pred);
+    for k in 0..AXES as u64 {
+        if k >= 4 {
+            c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
+            c.line(format!("@{pr} bra.uni $ORIGIN_DONE;"));
+        }
+        let (nch, magic, sh, q, t, cc) = (
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+        );
+        c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
+        c.line(format!(
+            "ld.param.u32 {magic}, [p_args+{}];",
+            MAGIC32 + 4 * k
+        ));
+        c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
+        c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
+        c.line(format!("add.u32 {t}, {t}, %x;"));
+        c.line(format!("shr.u32 {q}, {t}, {sh};"));
+        c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
+        c.line(format!("sub.u32 {cc}, %x, {t};"));
+        let c64 = g.reg(Class::B64);
+        c.line(format!("cvt.u64.u32 {c64}, {cc};"));
+        let (ds, ss) = (g.reg(Class::B64), g.reg(Class::B64));
+        c.line(format!(
+            "ld.param.s64 {ds}, [p_args+{}];",
+            DST_STEPS + 8 * k
+        ));
+        c.line(format!(
+            "ld.param.s64 {ss}, [p_args+{}];",
+            SRC_STEPS + 8 * k
+        ));
+        c.line(format!("mad.lo.s64 %boffd, {c64}, {ds}, %boffd;"));
+        c.line(format!("mad.lo.s64 %boffs, {c64}, {ss}, %boffs;"));
+        if k < 4 {
+            let (ch, len, t64) = (g.reg(Class::B64), g.reg(Class::B64), g.reg(Class::B64));
+            c.line(format!("ld.param.u64 {ch}, [p_args+{}];", CHUNK + 8 * k));
+            c.line(format!("ld.param.u64 {len}, [p_args+{}];", LEN + 8 * k));
+            c.line(format!("mul.lo.u64 {t64}, {c64}, {ch};"));
+            c.line(format!("sub.u64 {t64}, {len}, {t64};"));
+            c.line(format!("min.u64 {t64}, {t64}, 65535;"));
+            c.line(format!("cvt.u32.u64 %rem{k}, {t64};"));
+        }
+        c.line(format!("mov.b32 %x, {q};"));
+    }
+    c.label("$ORIGIN_DONE");
+    c.line(format!("shl.b64 %boffd, %boffd, {};", log2(d.size)));
+    c.line(format!("shl.b64 %boffs, %boffs, {};", log2(s.size)));
+    c.line("setp.ge.u32 %pfull, %rem0, %c0;");
+    for k in 1..4 {
+        c.line(format!("setp.ge.and.u32 %pfull, %rem{k}, %c{k}, %pfull;"));
+    }
+    c.line("and.pred %pfull, %pfull, %pslots;");
+    c.text()
+}
+
+/// The read phase: all loads of the thread, then conversions and shared stores. Predicated
+/// on the slots' coordinates unless the tile is known to be whole.
+#[allow(clippy::too_many_arguments)]
+fn read_phase(g: &mut Gen, s: Ty, d: Ty, p: u64, ra: &[Slot], rb: &[Slot], whole: bool) -> String {
+    let mut read = Code::default();
+    let pb: Vec<(Option<String>, String)> = rb
+        .iter()
+        .map(|sl| {
+            let p = (!whole).then(|| inside(g, &mut read, 1, sl));
+            let a = g.reg(Class::B64);
+            read.line(format!("mad.wide.s32 {a}, {}, 1, %sbase;", sl.off));
+            (p, a)
+        })
+        .collect();
+    let pa: Vec<Option<String>> = ra
+        .iter()
+        .map(|sl| (!whole).then(|| inside(g, &mut read, 0, sl)))
+        .collect();
+    let mut loaded = Vec::new();
+    for (k, sa) in ra.iter().enumerate() {
+        for (i, (pbi, base)) in pb.iter().enumerate() {
+            let pr = match (&pa[k], pbi) {
+                (Some(x), Some(y)) => {
+                    let pr = g.reg(Class::Pred);
+                    read.line(format!("and.pred {pr}, {x}, {y};"));
+                    Some(pr)
+                }
+                _ => None,
+            };
+            let at = g.reg(Class::B64);
+            read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
+            let v = load_scalar(
+                g,
+                &mut read,
+                s,
+                Space::GlobalNc,
+                &format!("[{at}]"),
+                pr.as_deref(),
+            );
+            loaded.push((k as u64, i as u64, v));
+        }
+    }
+    for (k, i, v) in loaded {
+        let y = convert(g, &mut read, s, d, &v);
+        let off = (8 * k * p + 32 * i) * d.size;
+        store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
+    }
+    read.text()
+}
+
+/// The write phase: all shared loads, then (predicated) global stores.
+fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool) -> String {
+    let mut write = Code::default();
+    let pw: Vec<(Option<String>, String)> = wa
+        .iter()
+        .map(|sl| {
+            let p = (!whole).then(|| inside(g, &mut write, 0, sl));
+            let a = g.reg(Class::B64);
+            write.line(format!("mad.wide.s32 {a}, {}, 1, %dbase;", sl.off));
+            (p, a)
+        })
+        .collect();
+    let pbw: Vec<Option<String>> = wb
+        .iter()
+        .map(|sl| (!whole).then(|| inside(g, &mut write, 1, sl)))
+        .collect();
+    let mut vals = Vec::new();
+    for k in 0..wb.len() {
+        for i in 0..wa.len() {
+            let off = (32 * i as u64 * p + 8 * k as u64) * d.size;
+            let v = load_scalar(g, &mut write, d, Space::Shared, &addr("%tsr", off), None);
+            vals.push((k, i, v));
+        }
+    }
+    for (k, i, v) in vals {
+        let pr = match (&pw[i].0, &pbw[k]) {
+            (Some(x), Some(y)) => {
+                let pr = g.reg(Class::Pred);
+                write.line(format!("and.pred {pr}, {x}, {y};"));
+                Some(pr)
+            }
+            _ => None,
+        };
+        let at = g.reg(Class::B64);
+        write.line(format!("mad.wide.s32 {at}, {}, 1, {};", wb[k].off, pw[i].1));
+        store_scalar(
+            &mut write,
+            d,
+            Space::Global,
+            &format!("[{at}]"),
+            &v,
+            pr.as_deref(),
+        );
+    }
+    write.text()
+}
+
+pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
+    let tt = tile(s, d);
+    let p = pitch(tt, d);
+    let (nx, ny) = (tt / 32, tt / 8);
+    let (ssh, dsh) = (log2(s.size), log2(d.size));
+    let mut g = Gen::default();
+
+    // Per-thread constants.
+    let mut setup = Code::default();
+    let tmp = g.reg(Class::B32);
+    setup.line(format!("mad.lo.u32 {tmp}, %ty, {p}, %tx;"));
+    setup.line(format!("mad.lo.u32 %tsw, {tmp}, {}, %tile;", d.size));
+    setup.line(format!("mad.lo.u32 {tmp}, %tx, {p}, %ty;"));
+    setup.line(format!("mad.lo.u32 %tsr, {tmp}, {}, %tile;", d.size));
+    let jx: Vec<String> = (0..nx)
+        .map(|i| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, %tx, {};", 32 * i));
+            j
+        })
+        .collect();
+    let jy: Vec<String> = (0..ny)
+        .map(|k| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, %ty, {};", 8 * k));
+            j
+        })
+        .collect();
+    let rb: Vec<Slot> = jx
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 1, j, SRC_STRIDES, ssh))
+        .collect();
+    let ra: Vec<Slot> = jy
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 0, j, SRC_STRIDES, ssh))
+        .collect();
+    let wa: Vec<Slot> = jx
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 0, j, DST_STRIDES, dsh))
+        .collect();
+    let wb: Vec<Slot> = jy
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 1, j, DST_STRIDES, dsh))
+        .collect();
+
+    // Chunks and whether every slot of both sides is used.
+    for k in 0..4u64 {
+        setup.line(format!("ld.param.u32 %c{k}, [p_args+{}];", CHUNK + 8 * k));
+    }
+    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
+    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
+    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
+    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+
+    let origin = origin(&mut g, s, d);
+    let read = read_phase(&mut g, s, d, p, &ra, &rb, false);
+    let write = write_phase(&mut g, d, p, &wa, &wb, false);
+    let read_whole = read_phase(&mut g, s, d, p, &ra, &rb, true);
+    let write_whole = write_phase(&mut g, d, p, &wa, &wb, true);
+
+    t.render(
+        "permute.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("T", tt.to_string()),
+            ("PITCH", p.to_string()),
+            ("TILE_BYTES", (tt * p * d.size).to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("ORIGIN", origin),
+            ("READ", read),
+            ("WRITE", write),
+            ("READ_WHOLE", read_whole),
+            ("WRITE_WHOLE", write_whole),
+        ],
+    )
+}

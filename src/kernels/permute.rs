@@ -1,0 +1,284 @@
+//! Argument block and geometry of the permute kernels.
+//!
+//! `copy_permute_bN(args: PermuteArgs)` and `cast_permute_S_D(args: PermuteArgs)` copy (and
+//! convert) between two layouts whose fastest axes differ, through tiles in shared memory.
+//!
+//! The axes of [`PermuteArgs`] are split into *chunks*: axis `k` of extent `len[k]` is cut into
+//! `nchunks[k] = ceil(len[k] / chunk[k])` pieces. A *tile* is one choice of a piece on every
+//! axis; tiles are numbered with axis 0 fastest. Axes 0 and 1 form the tile's **A** side (the
+//! destination's fastest axes: the write phase runs along them), axes 2 and 3 its **B** side
+//! (the source's fastest axes: the read phase runs along them); axes `4..rank` are batch axes
+//! with `chunk == 1`. `chunk[0] * chunk[1]` and `chunk[2] * chunk[3]` must not exceed
+//! [`permute_tile`] slots. Slot `j` of a side holds the element at local coordinates
+//! `(j % chunk[lo], j / chunk[lo])` of that side's two axes (see [`PermuteArgs::slot`]); slots
+//! past `chunk[lo] * chunk[hi]` and coordinates past the axis end are skipped.
+//!
+//! Block [`PERMUTE_BLOCK`], grid [`permute_grid`] (the kernels loop over tiles, so any grid is
+//! correct; the grid should be small enough that each block does many tiles). Static shared memory of `T * (T + pad) * size(D)` bytes (at most 8448).
+
+use cudarc::driver::DeviceRepr;
+
+use super::args::{FastDiv64, fast_div32, fast_div32_apply};
+
+/// Number of axes of [`PermuteArgs`]: 4 tile axes and up to 4 batch axes.
+pub const PERMUTE_AXES: usize = 8;
+/// Block shape of the permute kernels (required exactly).
+pub const PERMUTE_BLOCK: (u32, u32, u32) = (32, 8, 1);
+/// Largest grid of a permute kernel.
+pub const PERMUTE_MAX_GRID: u32 = i32::MAX as u32;
+
+/// Slots per side of a permute tile: 64 when both element types have at most 2 bytes (so that
+/// each thread moves at least 16 bytes per phase), else 32.
+pub const fn permute_tile(src_size: usize, dst_size: usize) -> usize {
+    if src_size <= 2 && dst_size <= 2 {
+        64
+    } else {
+        32
+    }
+}
+
+/// Argument block of `*_permute_*` (672 bytes). Extents, strides and steps count elements;
+/// addresses are bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PermuteArgs {
+    /// Destination byte address of the element at multi-index 0.
+    pub dst: u64,
+    /// Source byte address of the element at multi-index 0.
+    pub src: u64,
+    /// Number of tiles: the product of `nchunks[..rank]`, below 2^31.
+    pub tiles: u64,
+    /// Number of axes, `4..=PERMUTE_AXES`.
+    pub rank: u32,
+    /// Padding; zero.
+    pub _pad: u32,
+    /// Extent of each axis (1 for unused axes).
+    pub len: [u64; PERMUTE_AXES],
+    /// Extent of one piece of each axis (1 for batch and unused axes).
+    pub chunk: [u64; PERMUTE_AXES],
+    /// `ceil(len / chunk)` per axis.
+    pub nchunks: [u64; PERMUTE_AXES],
+    /// Fast division by `nchunks[k]`.
+    pub div: [FastDiv64; PERMUTE_AXES],
+    /// Destination strides.
+    pub dst_strides: [i64; PERMUTE_AXES],
+    /// Source strides.
+    pub src_strides: [i64; PERMUTE_AXES],
+    /// `chunk[k] * dst_strides[k]`: the destination step from one piece to the next.
+    pub dst_steps: [i64; PERMUTE_AXES],
+    /// `chunk[k] * src_strides[k]`.
+    pub src_steps: [i64; PERMUTE_AXES],
+    /// 32-bit fast division by `nchunks[k]` ([`fast_div32`]): magic numbers.
+    pub magic32: [u32; PERMUTE_AXES],
+    /// 32-bit fast division by `nchunks[k]`: shifts.
+    pub shift32: [u32; PERMUTE_AXES],
+}
+
+/// Selects one operand's stride of an axis.
+type StrideOf = fn(&PermuteAxis) -> i64;
+
+/// One axis of a permute plan: extent, piece size and strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PermuteAxis {
+    /// Extent.
+    pub len: u64,
+    /// Piece size (1 for batch axes).
+    pub chunk: u64,
+    /// Destination stride in elements.
+    pub dst: i64,
+    /// Source stride in elements.
+    pub src: i64,
+}
+
+impl PermuteArgs {
+    /// Builds the block from the four tile axes (`[a0, a1, b0, b1]`) and the batch axes
+    /// (at most 4) for elements of `src_size` and `dst_size` bytes; `None` when an extent or
+    /// chunk is zero, a side holds more slots than `tile`, a step overflows, there are 2^31
+    /// tiles or more, or an element of a tile lies 2^31 bytes or more from the tile's origin.
+    pub fn new(
+        dst: u64,
+        src: u64,
+        tile_axes: [PermuteAxis; 4],
+        batch: &[PermuteAxis],
+        tile: u64,
+        src_size: usize,
+        dst_size: usize,
+    ) -> Option<Self> {
+        if batch.len() > PERMUTE_AXES - 4
+            || tile_axes[0].chunk * tile_axes[1].chunk > tile
+            || tile_axes[2].chunk * tile_axes[3].chunk > tile
+        {
+            return None;
+        }
+        let mut a = Self {
+            dst,
+            src,
+            rank: (4 + batch.len()) as u32,
+            len: [1; PERMUTE_AXES],
+            chunk: [1; PERMUTE_AXES],
+            nchunks: [1; PERMUTE_AXES],
+            ..Self::default()
+        };
+        let mut tiles = 1u64;
+        for (k, ax) in tile_axes.iter().chain(batch).enumerate() {
+            if ax.len == 0 || ax.chunk == 0 || ax.chunk > ax.len {
+                return None;
+            }
+            let n = ax.len.div_ceil(ax.chunk);
+            tiles = tiles.checked_mul(n)?;
+            a.len[k] = ax.len;
+            a.chunk[k] = ax.chunk;
+            a.nchunks[k] = n;
+            a.div[k] = FastDiv64::new(n);
+            a.dst_strides[k] = ax.dst;
+            a.src_strides[k] = ax.src;
+            a.dst_steps[k] = ax.dst.checked_mul(i64::try_from(ax.chunk).ok()?)?;
+            a.src_steps[k] = ax.src.checked_mul(i64::try_from(ax.chunk).ok()?)?;
+        }
+        // The kernels split tile indices with 32-bit arithmetic.
+        if tiles >= 1 << 31 {
+            return None;
+        }
+        for k in 0..PERMUTE_AXES {
+            (a.magic32[k], a.shift32[k]) = fast_div32(a.nchunks[k] as u32);
+        }
+        // The kernels hold each slot's offset from the tile origin as a 32-bit byte offset.
+        for side in [&tile_axes[..2], &tile_axes[2..]] {
+            let sides: [(StrideOf, usize); 2] = [(|a| a.dst, dst_size), (|a| a.src, src_size)];
+            for (stride, size) in sides {
+                let reach: u128 = side
+                    .iter()
+                    .map(|a| u128::from(a.chunk - 1) * u128::from(stride(a).unsigned_abs()))
+                    .sum::<u128>()
+                    * size as u128;
+                if reach > i32::MAX as u128 {
+                    return None;
+                }
+            }
+        }
+        a.tiles = tiles;
+        Some(a)
+    }
+
+    /// The tile's origin, computed like the kernels do: element offsets `(dst, src)` of its
+    /// first element and the remaining extents `len - origin` of the four tile axes.
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
+    #[allow(clippy::needless_range_loop)] // the kernels' loop, axis by axis
+    pub fn tile_origin(&self, t: u64) -> (i64, i64, [u64; 4]) {
+        let (mut x, mut d, mut s) = (t as u32, 0i64, 0i64);
+        let mut rem = [0u64; 4];
+        for k in 0..self.rank as usize {
+            let q = fast_div32_apply(x, self.magic32[k], self.shift32[k]);
+            let c = u64::from(x.wrapping_sub(q.wrapping_mul(self.nchunks[k] as u32)));
+            d = d.wrapping_add((c as i64).wrapping_mul(self.dst_steps[k]));
+            s = s.wrapping_add((c as i64).wrapping_mul(self.src_steps[k]));
+            if k < 4 {
+                rem[k] = self.len[k].wrapping_sub(c.wrapping_mul(self.chunk[k]));
+            }
+            x = q;
+        }
+        (d, s, rem)
+    }
+
+    /// Local coordinates of slot `j` of side `side` (0: axes 0 and 1, 1: axes 2 and 3), or
+    /// `None` for a slot past the side's `chunk[lo] * chunk[hi]`.
+    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
+    pub fn slot(&self, side: usize, j: u64) -> Option<(u64, u64)> {
+        let (c0, c1) = (self.chunk[2 * side], self.chunk[2 * side + 1]);
+        (j < c0 * c1).then(|| (j % c0, j / c0))
+    }
+}
+
+/// Blocks per multiprocessor that [`permute_grid`] launches at most.
+pub const PERMUTE_BLOCKS_PER_SM: u32 = 8;
+
+/// Grid (x) of a permute kernel on a device with `sms` multiprocessors: one block per tile up
+/// to [`PERMUTE_BLOCKS_PER_SM`] blocks per multiprocessor (each block then loops over tiles,
+/// so that its per-thread set-up is paid once for many tiles); 0 when there is nothing to do.
+pub fn permute_grid(tiles: u64, sms: u32) -> u32 {
+    let cap = u64::from(sms.max(1)) * u64::from(PERMUTE_BLOCKS_PER_SM);
+    tiles.min(cap).min(u64::from(PERMUTE_MAX_GRID)) as u32
+}
+
+// SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no implicit padding
+// (offsets checked in tests); it matches the kernels' 672-byte, 8-aligned `.param` block.
+unsafe impl DeviceRepr for PermuteArgs {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn layout_matches_the_kernels() {
+        assert_eq!(size_of::<PermuteArgs>(), 672);
+        assert_eq!(align_of::<PermuteArgs>(), 8);
+        assert_eq!(offset_of!(PermuteArgs, tiles), 16);
+        assert_eq!(offset_of!(PermuteArgs, rank), 24);
+        assert_eq!(offset_of!(PermuteArgs, len), 32);
+        assert_eq!(offset_of!(PermuteArgs, chunk), 96);
+        assert_eq!(offset_of!(PermuteArgs, nchunks), 160);
+        assert_eq!(offset_of!(PermuteArgs, div), 224);
+        assert_eq!(offset_of!(PermuteArgs, dst_strides), 352);
+        assert_eq!(offset_of!(PermuteArgs, src_strides), 416);
+        assert_eq!(offset_of!(PermuteArgs, dst_steps), 480);
+        assert_eq!(offset_of!(PermuteArgs, src_steps), 544);
+        assert_eq!(offset_of!(PermuteArgs, magic32), 608);
+        assert_eq!(offset_of!(PermuteArgs, shift32), 640);
+    }
+
+    fn ax(len: u64, chunk: u64, dst: i64, src: i64) -> PermuteAxis {
+        PermuteAxis {
+            len,
+            chunk,
+            dst,
+            src,
+        }
+    }
+
+    #[test]
+    fn tiles_cover_the_axes() {
+        let one = ax(1, 1, 0, 0);
+        let a = PermuteArgs::new(
+            0,
+            0,
+            [
+                ax(5, 5, 1, 100),
+                ax(20, 6, 5, 1000),
+                ax(70, 32, 100, 1),
+                one,
+            ],
+            &[ax(3, 1, 10_000, 70_000)],
+            32,
+            4,
+            4,
+        )
+        .unwrap();
+        assert_eq!(a.tiles, 4 * 3 * 3);
+        assert_eq!(a.rank, 5);
+        // Tile 1 + 4 * (2 + 3 * 2): piece 1 of axis 1, piece 2 of axis 2, batch 2.
+        let (d, s, rem) = a.tile_origin(1 + 4 * (2 + 3 * 2));
+        assert_eq!(d, 6 * 5 + 64 * 100 + 2 * 10_000);
+        assert_eq!(s, 6 * 1000 + 64 + 2 * 70_000);
+        assert_eq!(rem, [5, 14, 6, 1]);
+        assert_eq!(a.slot(0, 29), Some((4, 5)));
+        assert_eq!(a.slot(0, 30), None);
+        assert_eq!(a.slot(1, 31), Some((31, 0)));
+        // Too many slots, zero extents, too many batch axes.
+        let new = |t: [PermuteAxis; 4], b: &[PermuteAxis]| PermuteArgs::new(0, 0, t, b, 32, 4, 4);
+        assert!(new([ax(5, 5, 1, 1), ax(9, 7, 5, 1), one, one], &[]).is_none());
+        assert!(new([ax(0, 1, 1, 1), one, one, one], &[]).is_none());
+        assert!(new([one; 4], &[one; 5]).is_none());
+        // Offsets inside a tile must fit in 32 bits: 31 * 2^25 * 4 bytes does not.
+        assert!(new([ax(64, 32, 1, 1 << 25), one, ax(64, 32, 64, 1), one], &[]).is_none());
+        assert!(new([ax(64, 32, 1, 1 << 22), one, ax(64, 32, 64, 1), one], &[]).is_some());
+        assert_eq!(permute_grid(0, 132), 0);
+        assert_eq!(permute_grid(1000, 132), 1000);
+        assert_eq!(permute_grid(1 << 30, 132), 132 * 8);
+        // 2^31 tiles or more: not for these kernels.
+        let big = ax(1 << 40, 1, 1, 1);
+        assert!(new([ax(64, 32, 1, 64), one, ax(64, 32, 64, 1), one], &[big]).is_none());
+        assert_eq!(permute_tile(1, 2), 64);
+        assert_eq!(permute_tile(1, 4), 32);
+    }
+}

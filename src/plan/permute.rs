@@ -1,0 +1,94 @@
+//! The permute path: tiles over the destination's and the source's fastest axes.
+
+use super::{Normalized, PAxis};
+use crate::kernels::permute::{PERMUTE_AXES, PermuteArgs, PermuteAxis, permute_tile};
+
+/// Fewest slots on each side of a tile for the permute path to pay off.
+pub(crate) const PERMUTE_MIN_SIDE: u64 = 8;
+
+fn tile_axis(a: &PAxis, chunk: u64) -> PermuteAxis {
+    PermuteAxis {
+        len: a.len as u64,
+        chunk,
+        dst: a.dst as i64,
+        src: a.src as i64,
+    }
+}
+
+const UNUSED: PermuteAxis = PermuteAxis {
+    len: 1,
+    chunk: 1,
+    dst: 0,
+    src: 0,
+};
+
+/// Picks the next axis of a tile side: the unused axis with the smallest `|key|` (non-zero).
+fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Option<usize> {
+    (0..axes.len())
+        .filter(|k| !used.contains(k) && key(&axes[*k]) != 0)
+        .min_by_key(|&k| (key(&axes[k]).unsigned_abs(), k))
+}
+
+/// The permute kernels' arguments for normalised axes (innermost in the destination first)
+/// whose fastest source axis is not the destination's fastest axis, or `None` when the tiles
+/// would be too small on either side, more than four batch axes remain, or the arguments do
+/// not fit.
+///
+/// Side A takes the destination's fastest axis (in pieces of at most `T` elements) and, when
+/// that axis has at most `T / 2` elements, the next fastest destination axis in pieces that
+/// fill the side; side B does the same with the source's fastest axes among the rest. Every other
+/// axis is a batch axis, in destination order.
+pub(crate) fn permute_args(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+) -> Option<PermuteArgs> {
+    let axes = &norm.axes;
+    let r = axes.len();
+    if r < 2 {
+        return None;
+    }
+    let t = permute_tile(src_size, dst_size) as u64;
+    let a0 = fastest(axes, &[], |a| a.dst)?;
+    let b0 = fastest(axes, &[a0], |a| a.src)?;
+    let (sa, sb) = (axes[a0].src.unsigned_abs(), axes[b0].src.unsigned_abs());
+    if sa != 0 && sb >= sa {
+        return None;
+    }
+    let mut used = vec![a0, b0];
+    let side = |first: usize, used: &mut Vec<usize>, key: fn(&PAxis) -> isize| {
+        let c0 = (axes[first].len as u64).min(t);
+        let mut pair = [tile_axis(&axes[first], c0), UNUSED];
+        if c0 <= t / 2
+            && let Some(k) = fastest(axes, used, key)
+        {
+            used.push(k);
+            let c1 = (axes[k].len as u64).min(t / c0);
+            pair[1] = tile_axis(&axes[k], c1);
+        }
+        pair
+    };
+    let a = side(a0, &mut used, |a| a.dst);
+    let b = side(b0, &mut used, |a| a.src);
+    if a[0].chunk * a[1].chunk < PERMUTE_MIN_SIDE || b[0].chunk * b[1].chunk < PERMUTE_MIN_SIDE {
+        return None;
+    }
+    let batch: Vec<PermuteAxis> = (0..r)
+        .filter(|k| !used.contains(k))
+        .map(|k| tile_axis(&axes[k], 1))
+        .collect();
+    if batch.len() > PERMUTE_AXES - 4 {
+        return None;
+    }
+    PermuteArgs::new(
+        dst,
+        src,
+        [a[0], a[1], b[0], b[1]],
+        &batch,
+        t,
+        src_size,
+        dst_size,
+    )
+}

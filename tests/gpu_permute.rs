@@ -1,0 +1,417 @@
+//! GPU tests of permuted copies (the permute and transpose paths): every permutation of ranks
+//! 2-6 on awkward shapes, every element size, fused casts, strided / sliced / negative-stride
+//! operands on either side, against ndarray on fresh random data with the destination
+//! poisoned first. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use devspan::testing::{cast_reference, gpu_stream};
+use devspan::{DeviceArray, DeviceElement};
+use half::{bf16, f16};
+use ndarray::{Array, ArrayD, ArrayViewD, Dimension, IxDyn, SliceInfoElem};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+fn random<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
+    let n: usize = shape.iter().product();
+    let mut words = vec![0u64; (n * std::mem::size_of::<T>()).div_ceil(8)];
+    rng.fill(words.as_mut_slice());
+    let bytes: &[u8] = &bytemuck::cast_slice::<u64, u8>(&words)[..n * std::mem::size_of::<T>()];
+    Array::from_shape_vec(IxDyn(shape), bytemuck::cast_slice::<u8, T>(bytes).to_vec()).unwrap()
+}
+
+/// Bitwise equality, except that any two NaNs of a float type compare equal.
+fn same_bits<T: DeviceElement>(a: &T, b: &T) -> bool {
+    if bytemuck::bytes_of(a) == bytemuck::bytes_of(b) {
+        return true;
+    }
+    let nan = |x: &T| {
+        let bits = x.to_bits_u64();
+        match T::DTYPE {
+            devspan::DType::F16 => (bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0,
+            devspan::DType::BF16 => (bits & 0x7f80) == 0x7f80 && (bits & 0x007f) != 0,
+            devspan::DType::F32 => f32::from_bits(bits as u32).is_nan(),
+            devspan::DType::F64 => f64::from_bits(bits).is_nan(),
+            _ => false,
+        }
+    };
+    nan(a) && nan(b)
+}
+
+#[track_caller]
+fn assert_same<T: DeviceElement>(got: &ArrayViewD<'_, T>, expect: &ArrayViewD<'_, T>, what: &str) {
+    assert_eq!(got.shape(), expect.shape(), "{what}: shape");
+    // Fast path: both in standard layout and equal.
+    if let (Some(g), Some(e)) = (got.as_slice(), expect.as_slice())
+        && g.iter().zip(e).all(|(a, b)| same_bits(a, b))
+    {
+        return;
+    }
+    let mut bad = Vec::new();
+    let mut count = 0;
+    for ((i, g), e) in got.indexed_iter().zip(expect.iter()) {
+        if !same_bits(g, e) {
+            count += 1;
+            if bad.len() < 5 {
+                bad.push(format!("{:?}: got {g} expected {e}", i.slice()));
+            }
+        }
+    }
+    assert!(
+        count == 0,
+        "{what}: {count} of {} elements differ, first: {bad:?}",
+        got.len()
+    );
+}
+
+fn permutations(rank: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for _ in 0..rank {
+        out = out
+            .into_iter()
+            .flat_map(|p: Vec<usize>| {
+                (0..rank)
+                    .filter(|a| !p.contains(a))
+                    .map(|a| [p.clone(), vec![a]].concat())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    out
+}
+
+fn slice_info(elems: &[SliceInfoElem]) -> ndarray::SliceInfo<Vec<SliceInfoElem>, IxDyn, IxDyn> {
+    ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(elems.to_vec()).unwrap()
+}
+
+fn step(start: isize, end: Option<isize>, step: isize) -> SliceInfoElem {
+    SliceInfoElem::Slice { start, end, step }
+}
+
+/// Counts of the paths taken, printed at the end of each test.
+type Paths = BTreeMap<String, usize>;
+
+/// Copies (and converts) `src.permuted_axes(p)` of a random source of `shape`, sliced by
+/// `src_slice`, into a contiguous poisoned destination for every permutation `p` in `perms`,
+/// and compares with ndarray.
+fn permuted_cases<From: DeviceElement, To: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    shape: &[usize],
+    src_slice: &[SliceInfoElem],
+    perms: &[Vec<usize>],
+    paths: &mut Paths,
+) {
+    let host = random::<From>(rng, shape);
+    let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let hv = host.view().slice_move(slice_info(src_slice));
+    let dv = dev.view().try_slice(slice_info(src_slice)).unwrap();
+    for p in perms {
+        let hp = hv.clone().permuted_axes(p.clone());
+        let dp = dv.clone().permuted_axes(IxDyn(p));
+        let poison = random::<To>(rng, hp.shape());
+        let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+        {
+            let mut ov = out.view_mut();
+            *paths
+                .entry(devspan::__private::copy_path(&mut ov, &dp))
+                .or_default() += 1;
+            ov.assign_cast(stream, &dp).unwrap();
+        }
+        let got = out.to_host(stream).unwrap();
+        let expect = hp
+            .mapv(|x| cast_reference::<From, To>(x))
+            .as_standard_layout()
+            .into_owned();
+        assert_same(
+            &got.view(),
+            &expect.view(),
+            &format!(
+                "{} -> {}, source {shape:?} sliced {src_slice:?}, perm {p:?}",
+                From::DTYPE,
+                To::DTYPE,
+            ),
+        );
+    }
+}
+
+fn full(rank: usize) -> Vec<SliceInfoElem> {
+    vec![step(0, None, 1); rank]
+}
+
+/// Awkward shapes of ranks 2-6: primes, 1s, lengths just over a tile (32, 64).
+fn awkward_shapes() -> Vec<Vec<usize>> {
+    vec![
+        vec![67, 129],
+        vec![33, 65],
+        vec![1, 97],
+        vec![5, 33, 65],
+        vec![17, 1, 70],
+        vec![64, 3, 31],
+        vec![3, 17, 33, 9],
+        vec![2, 65, 1, 13],
+        vec![2, 7, 17, 33, 3],
+        vec![5, 1, 8, 9, 16],
+        vec![2, 3, 5, 7, 11, 13],
+        vec![1, 9, 2, 65, 3, 5],
+    ]
+}
+
+#[track_caller]
+fn check_permute_taken(paths: &Paths, what: &str) {
+    println!("{what}: paths {paths:?}");
+    assert!(
+        paths.get("permute").copied().unwrap_or(0) > 0,
+        "{what}: no case took the permute path: {paths:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_permutation_of_ranks_2_to_6_every_element_size() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut paths = Paths::new();
+    for shape in awkward_shapes() {
+        let perms = permutations(shape.len());
+        let sl = full(shape.len());
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f32, f32>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f64, f64>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+    }
+    check_permute_taken(&paths, "every permutation");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn permutations_fused_with_all_144_casts() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut paths = Paths::new();
+    let perms = vec![vec![2, 0, 1], vec![1, 2, 0], vec![2, 1, 0]];
+    let sl = full(3);
+    macro_rules! inner {
+        ($to:ty, $from:ty) => {
+            permuted_cases::<$from, $to>(&stream, &mut rng, &[9, 70, 33], &sl, &perms, &mut paths);
+        };
+    }
+    macro_rules! outer {
+        ($from:ty) => {
+            inner!(u8, $from);
+            inner!(i8, $from);
+            inner!(u16, $from);
+            inner!(i16, $from);
+            inner!(u32, $from);
+            inner!(i32, $from);
+            inner!(u64, $from);
+            inner!(i64, $from);
+            inner!(f16, $from);
+            inner!(bf16, $from);
+            inner!(f32, $from);
+            inner!(f64, $from);
+        };
+    }
+    outer!(u8);
+    outer!(i8);
+    outer!(u16);
+    outer!(i16);
+    outer!(u32);
+    outer!(i32);
+    outer!(u64);
+    outer!(i64);
+    outer!(f16);
+    outer!(bf16);
+    outer!(f32);
+    outer!(f64);
+    // Every permutation of rank 5 for the bench's fused cast.
+    permuted_cases::<f32, f16>(
+        &stream,
+        &mut rng,
+        &[3, 17, 2, 33, 9],
+        &full(5),
+        &permutations(5),
+        &mut paths,
+    );
+    check_permute_taken(&paths, "casts");
+}
+
+/// Sliced sources: offsets, steps of 2 and 3, negative steps, on the fast axes too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sliced_and_negative_stride_sources() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(43);
+    let mut paths = Paths::new();
+    let slicings: Vec<Vec<SliceInfoElem>> = vec![
+        vec![step(1, None, 1), step(0, Some(-3), 1), step(2, None, 1)],
+        vec![step(0, None, 1), step(0, None, 2), step(0, None, -1)],
+        vec![step(0, None, -1), step(1, None, 3), step(0, None, 1)],
+        vec![step(0, None, 2), step(0, None, -1), step(0, None, -2)],
+    ];
+    for sl in &slicings {
+        let perms = permutations(3);
+        permuted_cases::<f32, f32>(&stream, &mut rng, &[20, 70, 67], sl, &perms, &mut paths);
+        permuted_cases::<u8, u8>(&stream, &mut rng, &[20, 70, 67], sl, &perms, &mut paths);
+        permuted_cases::<u16, f32>(&stream, &mut rng, &[20, 70, 67], sl, &perms, &mut paths);
+        permuted_cases::<f64, bf16>(&stream, &mut rng, &[20, 70, 67], sl, &perms, &mut paths);
+    }
+    let sl5 = vec![
+        step(0, None, 1),
+        step(1, None, 1),
+        step(0, None, -1),
+        step(0, None, 2),
+        step(3, None, 1),
+    ];
+    permuted_cases::<f16, f16>(
+        &stream,
+        &mut rng,
+        &[3, 9, 5, 40, 36],
+        &sl5,
+        &permutations(5),
+        &mut paths,
+    );
+    check_permute_taken(&paths, "sliced sources");
+}
+
+/// Destinations that are themselves sliced (negative strides, steps, offsets) inside a larger
+/// poisoned array: the elements outside the slice must keep their poison.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sliced_and_negative_stride_destinations() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(44);
+    let mut paths = Paths::new();
+    fn one<From: DeviceElement, To: DeviceElement>(
+        stream: &Arc<CudaStream>,
+        rng: &mut StdRng,
+        paths: &mut Paths,
+        dst_slice: &[SliceInfoElem],
+        perm: &[usize],
+    ) {
+        let src_shape = [33usize, 40, 70];
+        let host = random::<From>(rng, &src_shape);
+        let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+        let hp = host.view().permuted_axes(perm.to_vec());
+        let dp = dev.view().permuted_axes(IxDyn(perm));
+        // A destination base large enough for every slicing below.
+        let base_shape: Vec<usize> = hp.shape().iter().map(|&n| 2 * n + 3).collect();
+        let poison = random::<To>(rng, &base_shape);
+        let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+        let mut expect = poison.clone();
+        {
+            let mut ov = out.view_mut().slice_move(slice_info(dst_slice));
+            assert_eq!(ov.shape(), hp.shape(), "test slicing");
+            *paths
+                .entry(devspan::__private::copy_path(&mut ov, &dp))
+                .or_default() += 1;
+            ov.assign_cast(stream, &dp).unwrap();
+        }
+        expect
+            .slice_mut(slice_info(dst_slice))
+            .assign(&hp.mapv(|x| cast_reference::<From, To>(x)));
+        let got = out.to_host(stream).unwrap();
+        assert_same(
+            &got.view(),
+            &expect.view(),
+            &format!(
+                "{} -> {}, perm {perm:?}, destination {dst_slice:?}",
+                From::DTYPE,
+                To::DTYPE
+            ),
+        );
+    }
+    for perm in permutations(3) {
+        let n: Vec<isize> = perm.iter().map(|&a| [33isize, 40, 70][a]).collect();
+        let slicings = [
+            // Every other element of the fastest axis, reversed middle axis.
+            vec![
+                step(1, Some(1 + n[0]), 1),
+                step(0, Some(n[1]), -1),
+                step(0, Some(2 * n[2]), 2),
+            ],
+            // Reversed fastest axis, offsets.
+            vec![
+                step(2, Some(2 + n[0]), 1),
+                step(3, Some(3 + n[1]), 1),
+                step(1, Some(1 + n[2]), -1),
+            ],
+            // Steps of 2 everywhere, negative outer.
+            vec![
+                step(0, Some(2 * n[0]), -2),
+                step(1, Some(1 + 2 * n[1]), 2),
+                step(0, Some(2 * n[2]), 2),
+            ],
+        ];
+        for sl in &slicings {
+            one::<f32, f32>(&stream, &mut rng, &mut paths, sl, &perm);
+            one::<u8, u8>(&stream, &mut rng, &mut paths, sl, &perm);
+            one::<i32, f16>(&stream, &mut rng, &mut paths, sl, &perm);
+            one::<bf16, f64>(&stream, &mut rng, &mut paths, sl, &perm);
+        }
+    }
+    check_permute_taken(&paths, "sliced destinations");
+}
+
+/// Shapes like the bench's (long axes next to short ones) at a reduced size, element sizes
+/// 1, 2, 4, and the fused cast.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bench_like_shapes() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(45);
+    let mut paths = Paths::new();
+    for shape in [
+        vec![64usize, 48, 40],
+        vec![16, 16, 8, 8, 8],
+        vec![8, 8, 4, 4, 4, 8],
+    ] {
+        let sl = full(shape.len());
+        let perms = permutations(shape.len());
+        let perms: Vec<Vec<usize>> = perms.into_iter().step_by(7).collect();
+        permuted_cases::<f32, f32>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f32, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+    }
+    check_permute_taken(&paths, "bench-like shapes");
+}
+
+/// A small subset for compute-sanitizer (memcheck): partial tiles on every side, merged
+/// axes, negative strides, a cast.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sanitize_subset() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(46);
+    let mut paths = Paths::new();
+    let sl = vec![step(0, None, -1), step(1, None, 1), step(0, None, 2)];
+    let perms = permutations(3);
+    permuted_cases::<f32, f32>(&stream, &mut rng, &[9, 70, 67], &sl, &perms, &mut paths);
+    permuted_cases::<u8, u8>(
+        &stream,
+        &mut rng,
+        &[9, 70, 67],
+        &full(3),
+        &perms,
+        &mut paths,
+    );
+    permuted_cases::<f64, f16>(
+        &stream,
+        &mut rng,
+        &[9, 70, 67],
+        &full(3),
+        &perms,
+        &mut paths,
+    );
+    permuted_cases::<u16, u16>(
+        &stream,
+        &mut rng,
+        &[2, 3, 5, 7, 11, 13],
+        &full(6),
+        &[vec![5, 4, 3, 2, 1, 0], vec![1, 3, 5, 0, 2, 4]],
+        &mut paths,
+    );
+    check_permute_taken(&paths, "sanitize subset");
+}
