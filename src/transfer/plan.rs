@@ -6,10 +6,10 @@
 //! the host side reads or writes memory front to back. Then:
 //!
 //! * host side ([`HostPath`]): the host elements *are* a gap-free block (`Block`, one memcpy),
-//!   or (uploads only, when the host's contiguous runs are short) the block spanned by the
-//!   elements is sent whole, gaps included (`Superset`; a broadcast host view sends its one copy
-//!   and the device broadcasts it), or the elements are gathered / scattered run by run
-//!   (`Pack`);
+//!   or (uploads only, when the block spanned by the elements is smaller than the view, as for
+//!   a broadcast host view) that block is sent once and the device broadcasts it (`Superset`;
+//!   forcing it on a view with gaps sends the gaps too), or the elements are gathered /
+//!   scattered run by run (`Pack`);
 //! * device side ([`DevicePath`]): the device view has exactly the bus buffer's layout
 //!   (`Direct`: the DMA lands in, or leaves from, the view's own memory), or the buffer goes
 //!   through a device temporary and the planner's strided copy kernels (`Staged`), which
@@ -72,14 +72,12 @@ pub(crate) struct TransferPlan {
     pub buf_zero: usize,
 }
 
-/// Upload a block with gaps whole only when the host's contiguous runs are shorter than this
-/// many elements (a gather of short runs is slow per byte) ...
-const SHORT_RUN: usize = 16;
-/// ... and the block is at most this many times the element count. With long runs, packing on
-/// the host moves bytes about as fast as the memcpy of a block does, so sending gaps never
-/// pays (H200 measurements in BENCHMARKS.md: rows of 3/4 and 1/4 of the pitch, packed 0.74 and
-/// 0.44 of the pinned rate, sent whole 0.45 and 0.16; every other element, both 0.34).
-const SUPERSET_FACTOR: usize = 4;
+// Gaps are never uploaded unless the block holds fewer elements than the view (a broadcast
+// host view sends its one copy, and the device broadcasts it). H200 measurements
+// (BENCHMARKS.md), uploads from a 16384 x 16384 f32 array, ratio to the pinned rate, packed /
+// sent whole: rows of 3/4 of the pitch 0.74 / 0.45 and 0.87 / 0.54, rows of 1/4 0.44 / 0.16 and
+// 0.78 / 0.19, every other element 0.34 / 0.34 and 0.49 / 0.36 (two runs). Packing was never
+// slower.
 
 fn overflow(shape: &[usize], strides: &[isize]) -> Error {
     Error::overflow(format!(
@@ -169,8 +167,7 @@ pub(crate) fn plan_transfer(
         runs.push(HostAxis { len: 1, stride: 1 });
     }
     let dense = span == n;
-    let inner_run = if runs[0].stride == 1 { runs[0].len } else { 1 };
-    let superset_pays = inner_run < SHORT_RUN && span / SUPERSET_FACTOR <= n;
+    let superset_pays = span < n;
     let host = match (dir, force) {
         _ if dense => HostPath::Block,
         (Direction::Up, Some(HostPath::Superset)) => HostPath::Superset,
