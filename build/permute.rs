@@ -490,12 +490,12 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
     }
     let (whole_r, whole_w) = phases.pop().expect("two phases");
     let (read, write) = phases.pop().expect("two phases");
-    t.render(
+    let text = t.render(
         "permute.ptx",
         &[
             ("NAME", name.to_string()),
             ("T", tt.to_string()),
-            ("PITCH", format!("{pw} words, not")),
+            ("PITCH", pw.to_string()),
             ("TILE_BYTES", (tt * pw * 4).to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
@@ -505,5 +505,17 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
             ("READ_WHOLE", whole_r),
             ("WRITE_WHOLE", whole_w),
         ],
+    );
+    // The template's comment describes the element-wise phases; these are the packed ones.
+    let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
+    format!(
+        "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
+         // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots; a thread\n\
+         // loads {k} words along the source's fastest axis per {k} x {k} block, transposes\n\
+         // the block in registers (prmt) and stores {k} words to shared memory at\n\
+         // [B slot][A group] (pitch {pw} words); the write phase stores words along the\n\
+         // destination's fastest axis. Origin, whole-tile path and grid as in\n\
+         // copy_permute_bN.\n{body}",
+        e.size
     )
 }
