@@ -1868,6 +1868,17 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             row_kernel(t, &format!("copy_rows_{n}"), e, e),
             permute::permute_kernel(t, &format!("copy_permute_{n}"), e, e),
         ];
+        let ks = if size <= 2 {
+            let mut ks = ks;
+            ks.push(permute::permute_packed_kernel(
+                t,
+                &format!("copy_permute_packed_{n}"),
+                e,
+            ));
+            ks
+        } else {
+            ks
+        };
         push_kernels(t, &mut mods, ks);
     }
     for s in TYPES {

@@ -4,7 +4,8 @@
 //! Parameter offsets follow `PermuteArgs` in `src/kernels/permute.rs`.
 
 use super::{
-    Class, Code, Gen, Space, Templates, Ty, addr, convert, load_scalar, log2, store_scalar,
+    Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2,
+    store_scalar, transpose_words,
 };
 
 const LEN: u64 = 32;
@@ -336,5 +337,185 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
             ("READ_WHOLE", read_whole),
             ("WRITE_WHOLE", write_whole),
         ],
+    )
+}
+
+/// The packed variant of `copy_permute_bN` for 1- and 2-byte elements
+/// (`copy_permute_packed_bN`, same template and arguments): every global access moves a 4-byte
+/// word of `k = 4 / size` elements. Requires (checked by the planner, see
+/// `PermuteArgs::pack`) that axis 0 has destination stride 1 and axis 2 source stride 1, that
+/// both have extents and chunks that are multiples of `k`, that every other stride of the
+/// same operand is a multiple of `k`, and that both base addresses are 4-byte aligned.
+///
+/// Tile of 64 x 64 slots; groups of `k` slots along a side form one word. Read phase: each
+/// thread loads `k` words (A slots `k ag .. k ag + k`, B group `bg`) per micro-block, transposes
+/// the `k x k` block in registers and stores `k` words to shared memory at `[B][A group]`
+/// (pitch `64 / k + 1` words). Write phase: each thread loads words `[B slot][A group]` and
+/// stores them along the destination's fastest axis.
+pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
+    assert!(e.size <= 2);
+    let tt: u64 = 64;
+    let k = 4 / e.size;
+    let gs = tt / k; // groups (words) per side
+    let pw = gs + 1; // shared pitch in words
+    let m = gs * gs / 256; // micro-blocks per thread
+    let nw = tt * gs / 256; // words per thread in the write phase
+    let sh = log2(e.size);
+    let w = bits_ty(4);
+    let mut g = Gen::default();
+    let mut setup = Code::default();
+
+    // Thread id, and the per-thread group / slot indices.
+    let (tid, bg, ag0, tmp) = (
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+    );
+    setup.line(format!("mad.lo.u32 {tid}, %ty, 32, %tx;"));
+    setup.line(format!("rem.u32 {bg}, {tid}, {gs};"));
+    setup.line(format!("div.u32 {ag0}, {tid}, {gs};"));
+    // Read phase: shared word (k bg) * pw + ag0.
+    setup.line(format!("mul.lo.u32 {tmp}, {bg}, {};", k * pw));
+    setup.line(format!("add.u32 {tmp}, {tmp}, {ag0};"));
+    setup.line(format!("mad.lo.u32 %tsw, {tmp}, 4, %tile;"));
+    // Write phase: A group wa = tid % gs, B slot tid / gs + (256 / gs) i; shared word
+    // (tid / gs) * pw + wa.
+    setup.line(format!("mul.lo.u32 {tmp}, {ag0}, {pw};"));
+    setup.line(format!("add.u32 {tmp}, {tmp}, {bg};"));
+    setup.line(format!("mad.lo.u32 %tsr, {tmp}, 4, %tile;"));
+    let jb = g.reg(Class::B32);
+    setup.line(format!("mul.lo.u32 {jb}, {bg}, {k};"));
+    // The read side's B group and the write side's A group start at slot k * (tid % gs).
+    let rb = slot(&mut g, &mut setup, 1, &jb, SRC_STRIDES, sh);
+    let wa = slot(&mut g, &mut setup, 0, &jb, DST_STRIDES, sh);
+    // A slots of the read phase: k (ag0 + (256 / gs) i) + r.
+    let mut ra = Vec::new();
+    for i in 0..m {
+        for r in 0..k {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, {ag0}, {};", (256 / gs) * i));
+            setup.line(format!("mad.lo.u32 {j}, {j}, {k}, {r};"));
+            ra.push(slot(&mut g, &mut setup, 0, &j, SRC_STRIDES, sh));
+        }
+    }
+    // B slots of the write phase: tid / gs + (256 / gs) i.
+    let wb: Vec<Slot> = (0..nw)
+        .map(|i| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, {ag0}, {};", (256 / gs) * i));
+            slot(&mut g, &mut setup, 1, &j, DST_STRIDES, sh)
+        })
+        .collect();
+    for kk in 0..4u64 {
+        setup.line(format!("ld.param.u32 %c{kk}, [p_args+{}];", CHUNK + 8 * kk));
+    }
+    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
+    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
+    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
+    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+
+    let origin = origin(&mut g, e, e);
+    let mut phases = Vec::new();
+    for whole in [false, true] {
+        // Read: m micro-blocks of k words each.
+        let mut read = Code::default();
+        let pb = (!whole).then(|| inside(&mut g, &mut read, 1, &rb));
+        let base = g.reg(Class::B64);
+        read.line(format!("mad.wide.s32 {base}, {}, 1, %sbase;", rb.off));
+        let mut words = Vec::new();
+        for sa in &ra {
+            let pr = pb.as_ref().map(|pb| {
+                let pa = inside(&mut g, &mut read, 0, sa);
+                let pr = g.reg(Class::Pred);
+                read.line(format!("and.pred {pr}, {pa}, {pb};"));
+                pr
+            });
+            let at = g.reg(Class::B64);
+            read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
+            words.push(load_scalar(
+                &mut g,
+                &mut read,
+                w,
+                Space::GlobalNc,
+                &format!("[{at}]"),
+                pr.as_deref(),
+            ));
+        }
+        for (i, block) in words.chunks(k as usize).enumerate() {
+            let cols = transpose_words(&mut g, &mut read, e.size, block);
+            for (b, x) in cols.iter().enumerate() {
+                let off = 4 * (b as u64 * pw + (256 / gs) * i as u64);
+                store_scalar(&mut read, w, Space::Shared, &addr("%tsw", off), x, None);
+            }
+        }
+        // Write: nw words.
+        let mut write = Code::default();
+        let pa = (!whole).then(|| inside(&mut g, &mut write, 0, &wa));
+        let base = g.reg(Class::B64);
+        write.line(format!("mad.wide.s32 {base}, {}, 1, %dbase;", wa.off));
+        let vals: Vec<String> = (0..nw)
+            .map(|i| {
+                let off = 4 * (256 / gs) * i * pw;
+                load_scalar(
+                    &mut g,
+                    &mut write,
+                    w,
+                    Space::Shared,
+                    &addr("%tsr", off),
+                    None,
+                )
+            })
+            .collect();
+        for (sb, v) in wb.iter().zip(&vals) {
+            let pr = pa.as_ref().map(|pa| {
+                let pb = inside(&mut g, &mut write, 1, sb);
+                let pr = g.reg(Class::Pred);
+                write.line(format!("and.pred {pr}, {pa}, {pb};"));
+                pr
+            });
+            let at = g.reg(Class::B64);
+            write.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
+            store_scalar(
+                &mut write,
+                w,
+                Space::Global,
+                &format!("[{at}]"),
+                v,
+                pr.as_deref(),
+            );
+        }
+        phases.push((read.text(), write.text()));
+    }
+    let (whole_r, whole_w) = phases.pop().expect("two phases");
+    let (read, write) = phases.pop().expect("two phases");
+    let text = t.render(
+        "permute.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("T", tt.to_string()),
+            ("PITCH", pw.to_string()),
+            ("TILE_BYTES", (tt * pw * 4).to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("ORIGIN", origin),
+            ("READ", read),
+            ("WRITE", write),
+            ("READ_WHOLE", whole_r),
+            ("WRITE_WHOLE", whole_w),
+        ],
+    );
+    // The template's comment describes the element-wise phases; these are the packed ones.
+    let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
+    format!(
+        "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
+         // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots; a thread\n\
+         // loads {k} words along the source's fastest axis per {k} x {k} block, transposes\n\
+         // the block in registers (prmt) and stores {k} words to shared memory at\n\
+         // [B slot][A group] (pitch {pw} words); the write phase stores words along the\n\
+         // destination's fastest axis. Origin, whole-tile path and grid as in\n\
+         // copy_permute_bN.\n{body}",
+        e.size
     )
 }

@@ -66,7 +66,7 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
         dst.shape(),
         PlanOptions::default(),
     ) {
-        Ok(p) => p.path().to_string(),
+        Ok(p) => p.kernel_path().to_string(),
         Err(e) => format!("error: {e}"),
     }
 }
@@ -92,7 +92,7 @@ pub fn assign_cast_without_transpose<T: DeviceElement, U: DeviceElement, D: Dime
         dst.shape(),
         opt,
     )?
-    .path()
+    .kernel_path()
     .to_string();
     dst.assign_cast_with(stream, src, opt)?;
     Ok(path)
@@ -108,7 +108,7 @@ pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) 
         0,
         PlanOptions::default(),
     ) {
-        Ok(p) => p.path().to_string(),
+        Ok(p) => p.kernel_path().to_string(),
         Err(e) => format!("error: {e}"),
     }
 }

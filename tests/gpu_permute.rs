@@ -378,6 +378,60 @@ fn bench_like_shapes() {
     check_permute_taken(&paths, "bench-like shapes");
 }
 
+/// 1- and 2-byte copies whose fastest axes hold whole 4-byte words (the packed kernel):
+/// whole and partial tiles, sources offset by one element (words misaligned: the element-wise
+/// kernel) or by a whole word, reversed axes; and two-axis permutations with one short axis
+/// (the long one is split so that tiles are full).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn packed_and_split_permutations() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(47);
+    let mut paths = Paths::new();
+    for shape in [
+        vec![16usize, 1024],
+        vec![1024, 16],
+        vec![12, 512],
+        vec![68, 132],
+        vec![64, 8, 68],
+        vec![4, 68, 8, 2],
+        vec![16, 4, 16, 8],
+        vec![8, 4, 8, 4, 8],
+    ] {
+        let r = shape.len();
+        let perms = permutations(r);
+        let perms: Vec<Vec<usize>> = if r > 3 {
+            perms.into_iter().step_by(5).collect()
+        } else {
+            perms
+        };
+        let mut slices = vec![full(r)];
+        // Offset by one element on the last axis, then by four elements (one word) on the
+        // first; reversed on the last axis.
+        let mut one = full(r);
+        one[r - 1] = step(1, Some(shape[r - 1] as isize - 3), 1);
+        slices.push(one);
+        let mut word = full(r);
+        word[0] = step(4, None, 1);
+        slices.push(word);
+        let mut rev = full(r);
+        rev[r - 1] = step(0, None, -1);
+        slices.push(rev);
+        for sl in &slices {
+            permuted_cases::<u8, u8>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
+            permuted_cases::<f16, f16>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
+            permuted_cases::<u16, u16>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
+            permuted_cases::<f32, f32>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
+        }
+    }
+    println!("packed and split: paths {paths:?}");
+    assert!(
+        paths.get("permute_packed").copied().unwrap_or(0) >= 50,
+        "too few cases took the packed kernel: {paths:?}"
+    );
+    check_permute_taken(&paths, "packed and split");
+}
+
 /// A small subset for compute-sanitizer (memcheck): partial tiles on every side, merged
 /// axes, negative strides, a cast.
 #[test]
@@ -411,6 +465,31 @@ fn sanitize_subset() {
         &[2, 3, 5, 7, 11, 13],
         &full(6),
         &[vec![5, 4, 3, 2, 1, 0], vec![1, 3, 5, 0, 2, 4]],
+        &mut paths,
+    );
+    // The packed kernel, with partial tiles on both sides, and a split two-axis case.
+    permuted_cases::<u8, u8>(
+        &stream,
+        &mut rng,
+        &[68, 12, 132],
+        &full(3),
+        &perms,
+        &mut paths,
+    );
+    permuted_cases::<f16, f16>(
+        &stream,
+        &mut rng,
+        &[68, 12, 132],
+        &full(3),
+        &perms,
+        &mut paths,
+    );
+    permuted_cases::<u8, u8>(
+        &stream,
+        &mut rng,
+        &[16, 1024],
+        &full(2),
+        &[vec![1, 0]],
         &mut paths,
     );
     check_permute_taken(&paths, "sanitize subset");

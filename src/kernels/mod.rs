@@ -246,7 +246,12 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             Ok(())
         }
         Plan::Permute { args, from, to } => {
-            let f = copy_fn(stream, "permute", *from, *to)?;
+            let kind = if args.pack == 0 {
+                "permute"
+            } else {
+                "permute_packed"
+            };
+            let f = copy_fn(stream, kind, *from, *to)?;
             let cfg = LaunchConfig {
                 grid_dim: (
                     permute::permute_grid(args.tiles, sm_count(stream)?).max(1),

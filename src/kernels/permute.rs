@@ -50,8 +50,9 @@ pub struct PermuteArgs {
     pub tiles: u64,
     /// Number of axes, `4..=PERMUTE_AXES`.
     pub rank: u32,
-    /// Padding; zero.
-    pub _pad: u32,
+    /// Elements per 4-byte word of `copy_permute_packed_bN` (`4 / size`), or 0 for the
+    /// element-wise kernels. Set by [`PermuteArgs::packed`]; the kernels do not read it.
+    pub pack: u32,
     /// Extent of each axis (1 for unused axes).
     pub len: [u64; PERMUTE_AXES],
     /// Extent of one piece of each axis (1 for batch and unused axes).
@@ -158,6 +159,35 @@ impl PermuteArgs {
         }
         a.tiles = tiles;
         Some(a)
+    }
+
+    /// These arguments for `copy_permute_packed_bN` (1- and 2-byte copies) if its conditions
+    /// hold, else `None`: with `k = 4 / size` elements per word, axis 0 has destination stride
+    /// 1 and axis 2 source stride 1, both with extents and chunks that are multiples of `k`;
+    /// every other destination stride and every other source stride is a multiple of `k`; both
+    /// base addresses are 4-byte aligned (the tile is [`permute_tile`], 64 slots per side,
+    /// for these sizes). Then every group of `k` slots along axis 0
+    /// (or 2) is one aligned word of the destination (or source).
+    pub fn packed(mut self, size: usize) -> Option<Self> {
+        if !matches!(size, 1 | 2) {
+            return None;
+        }
+        let k = (4 / size) as u64;
+        let ki = k as i64;
+        let mult = |x: i64| x % ki == 0;
+        let ok = self.dst % 4 == 0
+            && self.src % 4 == 0
+            && self.dst_strides[0] == 1
+            && self.src_strides[2] == 1
+            && [0, 2]
+                .iter()
+                .all(|&a| self.len[a] % k == 0 && self.chunk[a] % k == 0)
+            && (0..PERMUTE_AXES).all(|a| a == 0 || mult(self.dst_strides[a]))
+            && (0..PERMUTE_AXES).all(|a| a == 2 || mult(self.src_strides[a]));
+        ok.then(|| {
+            self.pack = k as u32;
+            self
+        })
     }
 
     /// The tile's origin, computed like the kernels do: element offsets `(dst, src)` of its

@@ -220,6 +220,9 @@ fn slot_offset(l: (u64, u64), s0: i64, s1: i64, size: usize) -> i64 {
 
 /// Runs a permute kernel over `mem` tile by tile, slot by slot, with the kernel's index math.
 pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut HostMem) {
+    if args.pack != 0 {
+        return run_permute_packed(args, from, to, mem);
+    }
     let t = permute_tile(from.size(), to.size()) as u64;
     let (ss, ds) = (from.size(), to.size());
     for tile in 0..args.tiles {
@@ -246,6 +249,62 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
                     .wrapping_add(slot_offset(la, ssr[0], ssr[1], ss) as u64)
                     .wrapping_add(slot_offset(lb, ssr[2], ssr[3], ss) as u64);
                 copy_elem(mem, d, to, s, from);
+            }
+        }
+    }
+}
+
+/// Runs `copy_permute_packed_bN` over `mem` with the kernel's index math: per tile, the word
+/// of `k` elements that starts at A slot `k ga` (or B slot `k gb`) is addressed through that
+/// slot alone; element `(r, b)` of the `k x k` block of groups `(ga, gb)` is read at byte
+/// `b * size` of the source word of A slot `k ga + r` and written at byte `r * size` of the
+/// destination word of B slot `k gb + b`. Panics if a word is not 4-byte aligned or a slot
+/// of a group is skipped while its group's first slot is not.
+fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut HostMem) {
+    let size = from.size();
+    assert_eq!(size, to.size(), "packed permute copies only");
+    let k = u64::from(args.pack);
+    assert_eq!(k * size as u64, 4, "packed permute: 4-byte words");
+    let t = permute_tile(size, size) as u64;
+    let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
+    let inside = |rem: &[u64; 4], side: usize, j: u64| {
+        args.slot(side, j)
+            .filter(|l| l.0 < rem[2 * side] && l.1 < rem[2 * side + 1])
+    };
+    for tile in 0..args.tiles {
+        let (od, os, rem) = args.tile_origin(tile);
+        let (bd, bs) = (
+            args.dst.wrapping_add((od as u64).wrapping_mul(size as u64)),
+            args.src.wrapping_add((os as u64).wrapping_mul(size as u64)),
+        );
+        for ga in 0..t / k {
+            let Some(la) = inside(&rem, 0, k * ga) else {
+                continue;
+            };
+            for gb in 0..t / k {
+                let Some(lb) = inside(&rem, 1, k * gb) else {
+                    continue;
+                };
+                for i in 0..k {
+                    assert!(inside(&rem, 0, k * ga + i).is_some(), "A group split");
+                    assert!(inside(&rem, 1, k * gb + i).is_some(), "B group split");
+                }
+                for r in 0..k {
+                    let ar = args.slot(0, k * ga + r).expect("checked");
+                    let sw = bs
+                        .wrapping_add(slot_offset(ar, ssr[0], ssr[1], size) as u64)
+                        .wrapping_add(slot_offset(lb, ssr[2], ssr[3], size) as u64);
+                    assert_eq!(sw % 4, 0, "misaligned source word");
+                    for b in 0..k {
+                        let bb = args.slot(1, k * gb + b).expect("checked");
+                        let dw = bd
+                            .wrapping_add(slot_offset(la, dsr[0], dsr[1], size) as u64)
+                            .wrapping_add(slot_offset(bb, dsr[2], dsr[3], size) as u64);
+                        assert_eq!(dw % 4, 0, "misaligned destination word");
+                        let sz = size as u64;
+                        copy_elem(mem, dw + r * sz, to, sw + b * sz, from);
+                    }
+                }
             }
         }
     }

@@ -188,6 +188,15 @@ pub(crate) enum Plan {
 }
 
 impl Plan {
+    /// [`Plan::path`], with the permute path's packed kernel told apart (`permute_packed`),
+    /// for diagnostics and benchmarks.
+    pub(crate) fn kernel_path(&self) -> &'static str {
+        match self {
+            Plan::Permute { args, .. } if args.pack != 0 => "permute_packed",
+            p => p.path(),
+        }
+    }
+
     /// A short name of the path, for tests and benchmarks.
     pub(crate) fn path(&self) -> &'static str {
         match self {
@@ -446,7 +455,7 @@ pub(crate) fn plan_copy(
         return Ok(Plan::Transpose { args, from, to });
     }
     // Permute: the source's fastest axis is another axis than the destination's.
-    if let Some(args) = permute::permute_args(&norm, d, s, ss, ds) {
+    if let Some(args) = permute::permute_args(&norm, d, s, ss, ds, same) {
         return Ok(Plan::Permute { args, from, to });
     }
     Ok(match strided_args(&norm, d, s, opt)? {

@@ -38,25 +38,57 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// that axis has at most `T / 2` elements, the next fastest destination axis in pieces that
 /// fill the side; side B does the same with the source's fastest axes among the rest. Every other
 /// axis is a batch axis, in destination order.
+///
+/// When only these two axes remain and one of them is at most `T / 2` long, the other one
+/// (a multiple of `T`, at least `2 T` long) is split into an inner axis of `T` elements, which
+/// stays the first axis of its side, and an outer one, which fills the short side, so that
+/// tiles are full. Copies (`copy`) of 1- and 2-byte elements whose words line up take the
+/// packed kernel ([`PermuteArgs::packed`]).
 pub(crate) fn permute_args(
     norm: &Normalized,
     dst: u64,
     src: u64,
     src_size: usize,
     dst_size: usize,
+    copy: bool,
 ) -> Option<PermuteArgs> {
-    let axes = &norm.axes;
+    let mut axes = norm.axes.clone();
     let r = axes.len();
     if r < 2 {
         return None;
     }
     let t = permute_tile(src_size, dst_size) as u64;
-    let a0 = fastest(axes, &[], |a| a.dst)?;
-    let b0 = fastest(axes, &[a0], |a| a.src)?;
+    let a0 = fastest(&axes, &[], |a| a.dst)?;
+    let b0 = fastest(&axes, &[a0], |a| a.src)?;
     let (sa, sb) = (axes[a0].src.unsigned_abs(), axes[b0].src.unsigned_abs());
     if sa != 0 && sb >= sa {
         return None;
     }
+    if r == 2 {
+        let tu = t as usize;
+        let split = |short: usize, long: usize| {
+            axes[short].len <= tu / 2 && axes[long].len % tu == 0 && axes[long].len >= 2 * tu
+        };
+        let long = if split(a0, b0) {
+            Some(b0)
+        } else if split(b0, a0) {
+            Some(a0)
+        } else {
+            None
+        };
+        if let Some(k) = long {
+            let a = axes[k];
+            let ti = tu as isize;
+            axes[k].len = tu;
+            axes.push(PAxis {
+                len: a.len / tu,
+                dst: a.dst.checked_mul(ti)?,
+                src: a.src.checked_mul(ti)?,
+            });
+        }
+    }
+    let axes = &axes;
+    let r = axes.len();
     let mut used = vec![a0, b0];
     let side = |first: usize, used: &mut Vec<usize>, key: fn(&PAxis) -> isize| {
         let c0 = (axes[first].len as u64).min(t);
@@ -82,7 +114,7 @@ pub(crate) fn permute_args(
     if batch.len() > PERMUTE_AXES - 4 {
         return None;
     }
-    PermuteArgs::new(
+    let args = PermuteArgs::new(
         dst,
         src,
         [a[0], a[1], b[0], b[1]],
@@ -90,5 +122,10 @@ pub(crate) fn permute_args(
         t,
         src_size,
         dst_size,
-    )
+    )?;
+    Some(if copy && src_size == dst_size {
+        args.packed(src_size).unwrap_or(args)
+    } else {
+        args
+    })
 }
