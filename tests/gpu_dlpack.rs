@@ -2,6 +2,8 @@
 //! (versioned and legacy managed tensors), imported again, written through, and released
 //! exactly once. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -11,19 +13,9 @@ use devspan::testing::gpu_stream;
 use devspan::{DeviceArray, DeviceElement, DeviceOwner, DeviceViewMut, ErrorKind};
 use half::{bf16, f16};
 use ndarray::{Array, ArrayD, IxDyn, s};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
 
-fn random<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
-    let n: usize = shape.iter().product();
-    let mut words = vec![0u64; (n * std::mem::size_of::<T>()).div_ceil(8)];
-    rng.fill(words.as_mut_slice());
-    let bytes = &bytemuck::cast_slice::<u64, u8>(&words)[..n * std::mem::size_of::<T>()];
-    Array::from_shape_vec(IxDyn(shape), bytemuck::cast_slice::<u8, T>(bytes).to_vec()).unwrap()
-}
-
-fn bits<T: DeviceElement>(a: &ArrayD<T>) -> Vec<u64> {
-    a.iter().map(|x| x.to_bits_u64()).collect()
-}
+use common::{bits, random};
 
 /// Device memory whose release is counted.
 struct Counted<T> {

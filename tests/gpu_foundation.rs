@@ -2,6 +2,8 @@
 //! so that machines without a GPU report them as ignored; the GPU runner passes
 //! `--include-ignored` with `DEVSPAN_REQUIRE_GPU=1`.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -10,16 +12,9 @@ use devspan::testing::gpu_stream;
 use devspan::{DeviceArray, DeviceElement, DeviceOwner, DeviceSpan, DeviceView, interop};
 use half::{bf16, f16};
 use ndarray::{Array, ArrayD, IxDyn, s};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{SeedableRng, rngs::StdRng};
 
-fn random_array<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
-    let n: usize = shape.iter().product();
-    let mut words = vec![0u64; (n * std::mem::size_of::<T>()).div_ceil(8)];
-    rng.fill(words.as_mut_slice());
-    let bytes: &[u8] = &bytemuck::cast_slice::<u64, u8>(&words)[..n * std::mem::size_of::<T>()];
-    let v: Vec<T> = bytemuck::cast_slice::<u8, T>(bytes).to_vec();
-    Array::from_shape_vec(IxDyn(shape), v).unwrap()
-}
+use common::random;
 
 fn bits_equal<T: DeviceElement>(a: &ArrayD<T>, b: &ArrayD<T>) -> bool {
     a.shape() == b.shape()
@@ -40,7 +35,7 @@ fn round_trip<T: DeviceElement>(rng: &mut StdRng) {
         vec![17, 33],
         vec![2, 3, 4, 5, 6],
     ] {
-        let host = random_array::<T>(rng, &shape);
+        let host = random::<T>(rng, &shape);
         let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
         assert_eq!(dev.shape(), host.shape());
         let back = dev.to_host(&stream).unwrap();
@@ -80,7 +75,7 @@ fn round_trips_every_element_type() {
 #[ignore = "needs a CUDA GPU"]
 fn buffer_outlives_every_user_handle_to_context_and_stream() {
     let mut rng = StdRng::seed_from_u64(7);
-    let host = random_array::<f32>(&mut rng, &[256, 256]);
+    let host = random::<f32>(&mut rng, &[256, 256]);
     let dev = {
         let ctx = devspan::context(0).unwrap();
         let stream = ctx.new_stream().unwrap();

@@ -1,60 +1,18 @@
 //! GPU tests of fill, copy and cast against ndarray references on fresh random data, with the
 //! destination poisoned first. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
 
+mod common;
+
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement, ErrorKind};
 use half::{bf16, f16};
-use ndarray::{Array, ArrayD, ArrayViewD, Dimension, IxDyn, SliceInfoElem, s};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use ndarray::{Array, ArrayD, ArrayViewD, IxDyn, SliceInfoElem, s};
+use rand::{SeedableRng, rngs::StdRng};
 
-fn random<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
-    let n: usize = shape.iter().product();
-    let mut words = vec![0u64; (n * std::mem::size_of::<T>()).div_ceil(8)];
-    rng.fill(words.as_mut_slice());
-    let bytes: &[u8] = &bytemuck::cast_slice::<u64, u8>(&words)[..n * std::mem::size_of::<T>()];
-    Array::from_shape_vec(IxDyn(shape), bytemuck::cast_slice::<u8, T>(bytes).to_vec()).unwrap()
-}
-
-/// Bitwise equality, except that any two NaNs of a float type compare equal.
-fn same_bits<T: DeviceElement>(a: &T, b: &T) -> bool {
-    if bytemuck::bytes_of(a) == bytemuck::bytes_of(b) {
-        return true;
-    }
-    let nan = |x: &T| {
-        let bits = x.to_bits_u64();
-        match T::DTYPE {
-            devspan::DType::F16 => (bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0,
-            devspan::DType::BF16 => (bits & 0x7f80) == 0x7f80 && (bits & 0x007f) != 0,
-            devspan::DType::F32 => f32::from_bits(bits as u32).is_nan(),
-            devspan::DType::F64 => f64::from_bits(bits).is_nan(),
-            _ => false,
-        }
-    };
-    nan(a) && nan(b)
-}
-
-#[track_caller]
-fn assert_same<T: DeviceElement>(got: &ArrayViewD<'_, T>, expect: &ArrayViewD<'_, T>, what: &str) {
-    assert_eq!(got.shape(), expect.shape(), "{what}: shape");
-    let mut bad = Vec::new();
-    let mut count = 0;
-    for ((i, g), e) in got.indexed_iter().zip(expect.iter()) {
-        if !same_bits(g, e) {
-            count += 1;
-            if bad.len() < 5 {
-                bad.push(format!("{:?}: got {g} expected {e}", i.slice()));
-            }
-        }
-    }
-    assert!(
-        count == 0,
-        "{what}: {count} of {} elements differ, first: {bad:?}",
-        got.len()
-    );
-}
+use common::{assert_same, permutations, random};
 
 /// The slicings the tests apply to a source array of rank 3, as ndarray slice elements.
 fn slicings() -> Vec<(&'static str, Vec<SliceInfoElem>)> {
@@ -145,22 +103,6 @@ fn slicings() -> Vec<(&'static str, Vec<SliceInfoElem>)> {
             ],
         ),
     ]
-}
-
-fn permutations(rank: usize) -> Vec<Vec<usize>> {
-    let mut out = vec![vec![]];
-    for _ in 0..rank {
-        out = out
-            .into_iter()
-            .flat_map(|p: Vec<usize>| {
-                (0..rank)
-                    .filter(|a| !p.contains(a))
-                    .map(|a| [p.clone(), vec![a]].concat())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-    }
-    out
 }
 
 fn sliced<'a, T>(a: ArrayViewD<'a, T>, elems: &[SliceInfoElem]) -> ArrayViewD<'a, T> {

@@ -1,19 +1,15 @@
 //! GPU tests of host <-> device copies between arbitrary layouts on both sides.
 
+mod common;
+
 use devspan::__private::{HostPath, TransferOptions};
 use devspan::testing::gpu_stream;
 use devspan::{DeviceArray, DeviceElement, ErrorKind, PinnedBuffer};
 use half::{bf16, f16};
-use ndarray::{Array, ArrayD, IxDyn, SliceInfo, SliceInfoElem};
+use ndarray::{IxDyn, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-fn random<T: DeviceElement>(rng: &mut StdRng, shape: &[usize]) -> ArrayD<T> {
-    let n: usize = shape.iter().product();
-    let mut words = vec![0u64; (n * std::mem::size_of::<T>()).div_ceil(8)];
-    rng.fill(words.as_mut_slice());
-    let bytes = &bytemuck::cast_slice::<u64, u8>(&words)[..n * std::mem::size_of::<T>()];
-    Array::from_shape_vec(IxDyn(shape), bytemuck::cast_slice::<u8, T>(bytes).to_vec()).unwrap()
-}
+use common::{bits, random};
 
 /// A random slicing (steps, negative steps, offsets) of every axis of a base shape, and a random
 /// axis permutation.
@@ -35,10 +31,6 @@ fn random_layout(rng: &mut StdRng, base: &[usize]) -> (Vec<SliceInfoElem>, Vec<u
         perm.swap(i, rng.random_range(0..=i));
     }
     (sl, perm)
-}
-
-fn bits<T: DeviceElement>(a: &ArrayD<T>) -> Vec<u64> {
-    a.iter().map(|x| x.to_bits_u64()).collect()
 }
 
 /// Small staging chunks (not a multiple of anything), 1-4 threads, sometimes a forced host path.
