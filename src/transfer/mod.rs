@@ -82,8 +82,9 @@ unsafe fn send<T: DeviceElement>(
         return unsafe { dma::htod(stream, dev, base, plan.m) };
     }
     // SAFETY: `runs` from `base` reach the view's elements (Pack) or the block between its
-    // lowest and highest element (Block, Superset), all inside the view's single allocation.
-    // The superset's gaps are copied as bytes into staging memory and never read on the host.
+    // lowest and highest element (Block, Superset), which the planner allows only when every
+    // element of the block is an element of the view (no gaps); all inside the view's single
+    // allocation.
     unsafe { pipeline::upload(stream, base, &plan.runs, plan.m, dev, opt) }
 }
 
@@ -368,9 +369,12 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         host: &ArrayView<'_, T, D>,
         opt: &TransferOptions,
     ) -> Result<()> {
-        upload(self, stream, host, opt, opt.pinned_direct)?;
-        stream.synchronize()?;
-        Ok(())
+        let r = upload(self, stream, host, opt, opt.pinned_direct);
+        // A direct copy from page-locked host memory may be in flight even when a later step
+        // failed: the host borrow must not end before the stream has finished with it.
+        let s = stream.synchronize();
+        r?;
+        Ok(s?)
     }
 
     /// Starts copying a host view of any layout into this device view (same shape) on

@@ -2,6 +2,7 @@
 //! from ordinary (pageable) memory go through.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result, sys};
@@ -41,6 +42,10 @@ pub struct PinnedBuffer<T> {
     ctx: Arc<CudaContext>,
     /// Events recorded after each device copy enqueued on the buffer and not yet waited for.
     pending: Mutex<Vec<CudaEvent>>,
+    /// Set when a copy may still use the memory with no event to wait for (the driver failed
+    /// both to record one and to synchronise the stream): host access is refused from then
+    /// on and the memory is leaked, never freed.
+    untracked: AtomicBool,
 }
 
 // SAFETY: the buffer owns its allocation like a `Box<[T]>`; shared access goes through `&self`
@@ -121,6 +126,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
             len,
             ctx: ctx.clone(),
             pending: Mutex::new(Vec::new()),
+            untracked: AtomicBool::new(false),
         })
     }
 
@@ -169,6 +175,12 @@ impl<T: DeviceElement> PinnedBuffer<T> {
     /// # Ok(()) }
     /// ```
     pub fn synchronize(&self) -> Result<()> {
+        if self.untracked.load(Ordering::Acquire) {
+            return Err(Error::invalid(
+                "a device copy of this pinned buffer could not be tracked after a driver error; \
+                 its contents are unavailable",
+            ));
+        }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(e) = pending.last() {
             e.synchronize()?;
@@ -212,28 +224,43 @@ impl<T: DeviceElement> PinnedBuffer<T> {
     }
 
     /// Makes `stream` wait for pending copies and records a new pending event after `enqueue`.
+    ///
+    /// The lock on `pending` is held throughout, so copies enqueued from several threads each
+    /// wait for the others' events and none is dropped untracked. Whatever `enqueue` issued
+    /// before failing is tracked too: its event is recorded, or the stream is waited for, or
+    /// (when both fail) the buffer is marked untracked, after which host access is refused
+    /// and `Drop` leaks the memory rather than free it under a copy.
     fn enqueue_on(
         &self,
         stream: &Arc<CudaStream>,
         enqueue: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        {
-            let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            for e in pending.iter() {
-                if e.context() == stream.context() {
-                    stream.wait(e)?;
-                } else {
-                    e.synchronize()?;
-                }
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for e in pending.iter() {
+            if e.context() == stream.context() {
+                stream.wait(e)?;
+            } else {
+                e.synchronize()?;
             }
         }
-        enqueue()?;
         let e = stream.context().new_event(None)?;
-        e.record(stream)?;
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        pending.clear();
-        pending.push(e);
-        Ok(())
+        let r = enqueue();
+        match e.record(stream) {
+            Ok(()) => {
+                // `e` completes after every earlier event: `stream` waited for those of its
+                // context, and the others were waited for on the host.
+                pending.clear();
+                pending.push(e);
+            }
+            Err(err) => {
+                if stream.synchronize().is_err() {
+                    self.untracked.store(true, Ordering::Release);
+                }
+                r?;
+                return Err(err.into());
+            }
+        }
+        r
     }
 
     fn check_len(&self, n: usize, shape: &[usize]) -> Result<()> {
@@ -354,7 +381,7 @@ impl<T> Drop for PinnedBuffer<T> {
         if self.len == 0 || std::mem::size_of::<T>() == 0 {
             return;
         }
-        if !ok {
+        if !ok || *self.untracked.get_mut() {
             // A copy may still use the memory: leaking it is the only safe choice.
             return;
         }

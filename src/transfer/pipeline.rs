@@ -43,15 +43,18 @@ impl Default for TransferOptions {
 
 impl TransferOptions {
     fn check(&self) -> Result<()> {
-        if self.chunk_bytes == 0 || self.threads == 0 {
+        if self.chunk_bytes == 0 || self.threads == 0 || self.threads > MAX_THREADS {
             return Err(Error::invalid(format!(
-                "staging chunk size ({}) and thread count ({}) must be nonzero",
+                "staging chunk size ({}) must be nonzero and the thread count ({}) in 1..={MAX_THREADS}",
                 self.chunk_bytes, self.threads
             )));
         }
         Ok(())
     }
 }
+
+/// Most staging threads a transfer may ask for.
+const MAX_THREADS: usize = 256;
 
 /// A host pointer that crosses to the worker threads.
 #[derive(Clone, Copy)]
@@ -273,4 +276,29 @@ pub(crate) unsafe fn download<T: Copy + Send>(
         let r = go();
         wait_all(&ev, used, r)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked() {
+        let ok = TransferOptions::default();
+        assert!(ok.check().is_ok());
+        for bad in [
+            TransferOptions {
+                chunk_bytes: 0,
+                ..ok
+            },
+            TransferOptions { threads: 0, ..ok },
+            TransferOptions {
+                threads: MAX_THREADS + 1,
+                ..ok
+            },
+        ] {
+            let e = bad.check().unwrap_err();
+            assert_eq!(e.kind(), &crate::ErrorKind::InvalidArgument);
+        }
+    }
 }

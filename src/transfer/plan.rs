@@ -87,8 +87,10 @@ fn overflow(shape: &[usize], strides: &[isize]) -> Error {
 
 /// Plans a transfer between a host view (`host_strides`) and a device view (`dev_strides`) of
 /// `shape`, both in elements of `elem_size` bytes. `force` overrides the host path where it is
-/// legal (tests and benchmarks). `Err(Overflow)` when the host view's extent or the bus bytes
-/// do not fit `isize`.
+/// legal (tests and benchmarks): `Pack` always is, `Superset` only where the planner would
+/// choose it (a broadcast of a gap-free block); a block is never sent with gaps.
+/// `Err(Shape)` when the stride lists do not match the shape's rank, `Err(Overflow)` when the
+/// host view's extent or the bus bytes do not fit `isize`.
 pub(crate) fn plan_transfer(
     shape: &[usize],
     host_strides: &[isize],
@@ -98,8 +100,13 @@ pub(crate) fn plan_transfer(
     force: Option<HostPath>,
 ) -> Result<TransferPlan> {
     let rank = shape.len();
-    debug_assert_eq!(host_strides.len(), rank);
-    debug_assert_eq!(dev_strides.len(), rank);
+    if host_strides.len() != rank || dev_strides.len() != rank {
+        return Err(Error::shape(format!(
+            "shape {shape:?} with {} host and {} device strides",
+            host_strides.len(),
+            dev_strides.len()
+        )));
+    }
     let n = shape
         .iter()
         .try_fold(1usize, |a, &l| a.checked_mul(l))
@@ -166,12 +173,31 @@ pub(crate) fn plan_transfer(
     if runs.is_empty() {
         runs.push(HostAxis { len: 1, stride: 1 });
     }
-    let dense = span == n;
-    let superset_pays = span < n;
-    let host = match (dir, force) {
+    // Without its broadcast (stride 0) axes, the view is gap-free when its axes merge into one
+    // run of stride 1: only then does the block from `lo` to `lo + span` hold the view's own
+    // elements and nothing else. Any other block would read host memory outside the view,
+    // which another thread may be writing through a disjoint view.
+    let gap_free = {
+        let mut merged: Option<HostAxis> = None;
+        let mut one_run = true;
+        for &i in order.iter().rev().filter(|&&i| host_strides[i] != 0) {
+            let ax = HostAxis {
+                len: shape[i],
+                stride: host_strides[i].unsigned_abs(),
+            };
+            match merged.as_mut() {
+                None => merged = Some(ax),
+                Some(inner) if ax.stride == inner.stride * inner.len => inner.len *= ax.len,
+                Some(_) => one_run = false,
+            }
+        }
+        one_run && merged.is_none_or(|r| r.stride == 1)
+    };
+    let dense = gap_free && span == n;
+    let broadcast = gap_free && span < n;
+    let host = match dir {
         _ if dense => HostPath::Block,
-        (Direction::Up, Some(HostPath::Superset)) => HostPath::Superset,
-        (Direction::Up, None) if superset_pays => HostPath::Superset,
+        Direction::Up if broadcast && force != Some(HostPath::Pack) => HostPath::Superset,
         _ => HostPath::Pack,
     };
     let (m, runs, buf_strides, buf_zero) = match host {
