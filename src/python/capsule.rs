@@ -57,6 +57,18 @@ pub(crate) fn take(capsule: &Bound<'_, PyAny>) -> PyResult<DlpackTensor> {
         return Err(PyErr::take(py)
             .unwrap_or_else(|| PyValueError::new_err("the DLPack capsule holds a null pointer")));
     }
+    // A misaligned managed tensor cannot be read, so its deleter cannot be called: refuse it
+    // before taking it, and leave the capsule to its producer's destructor.
+    let align = if versioned {
+        std::mem::align_of::<DLManagedTensorVersioned>()
+    } else {
+        std::mem::align_of::<DLManagedTensor>()
+    };
+    if (ptr as usize) % align != 0 {
+        return Err(PyValueError::new_err(format!(
+            "the DLPack capsule's managed tensor at {ptr:p} is not {align}-byte aligned"
+        )));
+    }
     // SAFETY: `used` is a 'static C string, as capsule names must outlive the capsule.
     if unsafe { ffi::PyCapsule_SetName(obj, used.as_ptr()) } != 0 {
         return Err(PyErr::fetch(py));
@@ -74,19 +86,39 @@ pub(crate) fn take(capsule: &Bound<'_, PyAny>) -> PyResult<DlpackTensor> {
     t.map_err(super::to_py)
 }
 
+/// Runs `f` with the current Python exception, if any, set aside and restored afterwards:
+/// capsule destructors run at any time, also while an exception propagates.
+///
+/// # Safety
+/// The GIL must be held.
+unsafe fn keeping_exception(f: impl FnOnce()) {
+    let (mut ty, mut value, mut tb) = (
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    );
+    // SAFETY: the GIL is held (contract); fetch moves the exception state into the three
+    // owned references and restore moves them back.
+    unsafe { ffi::PyErr_Fetch(&mut ty, &mut value, &mut tb) };
+    f();
+    // SAFETY: as above; whatever `f` left set is replaced by the saved state.
+    unsafe { ffi::PyErr_Restore(ty, value, tb) };
+}
+
 unsafe extern "C" fn destroy_versioned(capsule: *mut ffi::PyObject) {
     // SAFETY: called by Python with the dying capsule and the GIL held. A capsule still named
     // "dltensor_versioned" was never consumed, so its tensor (made by devspan's export) is still
-    // ours to delete, once.
+    // ours to delete, once; a consumed one (renamed) is left alone. `PyCapsule_IsValid` sets no
+    // exception, and the deleter runs with any in-flight exception set aside.
     unsafe {
         if ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr())
-                .cast::<DLManagedTensorVersioned>();
-            if let Some(deleter) = (*p).deleter {
-                deleter(p);
-            }
-        } else {
-            ffi::PyErr_Clear();
+            keeping_exception(|| {
+                let p = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr())
+                    .cast::<DLManagedTensorVersioned>();
+                if let Some(deleter) = (*p).deleter {
+                    deleter(p);
+                }
+            });
         }
     }
 }
@@ -95,12 +127,13 @@ unsafe extern "C" fn destroy_legacy(capsule: *mut ffi::PyObject) {
     // SAFETY: as in `destroy_versioned`, for "dltensor".
     unsafe {
         if ffi::PyCapsule_IsValid(capsule, LEGACY.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()).cast::<DLManagedTensor>();
-            if let Some(deleter) = (*p).deleter {
-                deleter(p);
-            }
-        } else {
-            ffi::PyErr_Clear();
+            keeping_exception(|| {
+                let p =
+                    ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()).cast::<DLManagedTensor>();
+                if let Some(deleter) = (*p).deleter {
+                    deleter(p);
+                }
+            });
         }
     }
 }
@@ -158,4 +191,66 @@ pub(crate) unsafe fn legacy(py: Python<'_>, managed: *mut DLManagedTensor) -> Py
     }
     // SAFETY: `cap` is a new reference.
     Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
+}
+
+/// Run with `cargo test --features python --lib` (the test binary links libpython).
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use pyo3::exceptions::PyRuntimeError;
+
+    use super::*;
+
+    /// An owner of no memory that counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+    impl crate::DeviceOwner for Counted {}
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A capsule exporting a view over an address that is never dereferenced.
+    fn capsule(py: Python<'_>, drops: &Arc<AtomicUsize>) -> Py<PyAny> {
+        // SAFETY: metadata only; nothing reads or writes the address.
+        let v = unsafe {
+            crate::DeviceView::<f32, _>::from_raw_parts(
+                0x7f00_0000_0000,
+                4,
+                ndarray::Ix1(4),
+                &[1],
+                0,
+                0,
+                Arc::new(Counted(drops.clone())),
+            )
+        }
+        .unwrap();
+        // SAFETY: a fresh export, handed to the capsule once.
+        unsafe { versioned(py, v.into_dlpack()) }.unwrap()
+    }
+
+    #[test]
+    fn capsule_destructors_keep_the_exception_in_flight() {
+        Python::initialize();
+        Python::attach(|py| {
+            // Consumed: the consumer deleted the tensor; the capsule dies during an exception.
+            let drops = Arc::new(AtomicUsize::new(0));
+            let cap = capsule(py, &drops);
+            drop(take(cap.bind(py)).unwrap());
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+            PyRuntimeError::new_err("in flight").restore(py);
+            drop(cap);
+            assert!(PyErr::take(py).is_some(), "the exception was cleared");
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+            // Never consumed: the destructor deletes the tensor, once, and keeps the exception.
+            let drops = Arc::new(AtomicUsize::new(0));
+            let cap = capsule(py, &drops);
+            PyRuntimeError::new_err("in flight").restore(py);
+            drop(cap);
+            assert!(PyErr::take(py).is_some(), "the exception was cleared");
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+        });
+    }
 }

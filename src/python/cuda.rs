@@ -56,16 +56,24 @@ impl Drop for CurrentContext {
 ///
 /// `None`, `0` and `1` are the legacy default stream, `2` the per-thread default stream, and
 /// anything larger a `CUstream` handle (`torch.cuda.Stream.cuda_stream`, `cupy.cuda.Stream.ptr`),
-/// which must belong to the same context. Negative values are refused.
+/// which must belong to the same context. Negative values, and values that cannot be the
+/// address of a stream (below 4096 or not 8-byte aligned), are refused. Any other value is
+/// trusted to be a live stream: the driver dereferences the handle, so a dangling or made-up
+/// one is undefined behaviour, as it is for the frameworks' own external-stream wrappers.
 pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Arc<CudaStream>> {
     match handle.unwrap_or(1) {
         0 | 1 => Ok(ctx.default_stream()),
         2 => Ok(ctx.per_thread_stream()),
+        h if h > 2 && (h < 4096 || h % 8 != 0) => Err(PyValueError::new_err(format!(
+            "stream {h} (0x{h:x}) cannot be a CUstream handle: use None, 1 (legacy default), 2 \
+             (per-thread default) or a live stream's handle"
+        ))),
         h if h > 2 => {
             let cu_stream = h as usize as sys::CUstream;
             let mut owner: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: `cuStreamGetCtx` reads the handle and writes one context handle to the
-            // valid pointer it is given; an invalid handle is answered with an error code.
+            // SAFETY: the handle is trusted to be a live `CUstream` (the documented contract of
+            // the Python API; the driver dereferences it); `cuStreamGetCtx` writes one context
+            // handle to the valid pointer it is given.
             let r = unsafe { sys::cuStreamGetCtx(cu_stream, &mut owner) };
             if r != sys::CUresult::CUDA_SUCCESS {
                 return Err(PyValueError::new_err(format!(
@@ -78,7 +86,8 @@ pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Ar
                     ctx.ordinal()
                 )));
             }
-            // SAFETY: 1. the handle is a live stream of this context (checked above); 2. the
+            // SAFETY: 1. the handle is a live stream (trusted, above) of this context (checked
+            // above); 2. the
             // wrapper is used only during the call that made it (events recorded on it outlive
             // it harmlessly); 3. ordering with the stream owner's work is what the caller asked
             // for by naming the stream.
@@ -128,13 +137,20 @@ impl Pending {
         Ok(())
     }
 
-    /// Blocks the calling thread until all recorded work is complete.
+    /// Blocks the calling thread until all recorded work is complete. A wait that fails is
+    /// tried once more: cudarc reports an error stored in the context before waiting, and the
+    /// first call clears it.
     pub(crate) fn wait_host(&mut self) {
+        let wait = |e: &CudaEvent| {
+            if e.synchronize().is_err() {
+                let _ = e.synchronize();
+            }
+        };
         if let Some(w) = self.write.take() {
-            let _ = w.synchronize();
+            wait(&w);
         }
         for r in self.reads.drain(..) {
-            let _ = r.synchronize();
+            wait(&r);
         }
     }
 }
