@@ -137,6 +137,11 @@ impl Pending {
         Ok(())
     }
 
+    /// Whether no work is recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.write.is_none() && self.reads.is_empty()
+    }
+
     /// Blocks the calling thread until all recorded work is complete. A wait that fails is
     /// tried once more: cudarc reports an error stored in the context before waiting, and the
     /// first call clears it.

@@ -78,8 +78,14 @@ pub struct Tensor {
 
 impl Drop for Tensor {
     fn drop(&mut self) {
+        let mut pending = std::mem::take(self.pending.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if pending.is_empty() {
+            return;
+        }
         let _current = CurrentContext::save();
-        self.pending().wait_host();
+        // Wait without holding the GIL: other Python threads go on, and work queued on the
+        // streams (a host callback, say) may itself need the GIL.
+        Python::attach(|py| py.detach(move || pending.wait_host()));
     }
 }
 
