@@ -10,15 +10,21 @@
 //! workloads) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
 //! median and the worst five per type); none selects all.
 
+mod common;
+#[path = "../tests/common/mod.rs"]
+mod test_common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, IxDyn, s};
+
+use common::{median, time_events};
+use test_common::permutations;
 
 const GIB: usize = 1 << 30;
 
@@ -50,39 +56,10 @@ impl Row {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 impl Bench {
     /// Median milliseconds of `f`, each run bracketed by its own pair of events.
-    fn time(&self, mut f: impl FnMut()) -> f64 {
-        let ctx = self.stream.context();
-        for _ in 0..self.warmup {
-            f();
-        }
-        self.stream.synchronize().unwrap();
-        let mut t = Vec::with_capacity(self.reps);
-        for _ in 0..self.reps {
-            let a = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .unwrap();
-            let b = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .unwrap();
-            a.record(&self.stream).unwrap();
-            f();
-            b.record(&self.stream).unwrap();
-            b.synchronize().unwrap();
-            t.push(a.elapsed_ms(&b).unwrap() as f64);
-        }
-        median(t)
+    fn time(&self, f: impl FnMut()) -> f64 {
+        time_events(&self.stream, self.warmup, self.reps, f)
     }
 
     /// Median time of `cuMemcpyDtoD` moving `counted / 2` bytes (so `counted` bytes read +
@@ -228,22 +205,6 @@ fn copy_workloads(b: &mut Bench) {
 }
 
 /// Every permutation of `rank` axes, in lexicographic order.
-fn permutations(rank: usize) -> Vec<Vec<usize>> {
-    let mut out = vec![vec![]];
-    for _ in 0..rank {
-        out = out
-            .into_iter()
-            .flat_map(|p: Vec<usize>| {
-                (0..rank)
-                    .filter(|a| !p.contains(a))
-                    .map(|a| [p.clone(), vec![a]].concat())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-    }
-    out
-}
-
 /// Elements of every tensor of the permutation workloads: 1 GiB of f32.
 const PERMUTE_ELEMS: usize = 1 << 28;
 

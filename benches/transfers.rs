@@ -8,13 +8,16 @@
 //! `cargo bench --bench transfers` (needs a GPU; without one it says so and exits); `--quick`
 //! runs fewer repetitions.
 
+mod common;
+
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaStream, DevicePtr};
 use devspan::__private::{HostPath, TransferOptions, transfer_path};
 use devspan::{DeviceArray, PinnedBuffer};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut1, s};
+
+use common::time_events;
 
 const GIB: usize = 1 << 30;
 const SIDE: usize = 16384;
@@ -44,40 +47,11 @@ impl Row {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 impl Bench {
     /// Median milliseconds of `f`, each run bracketed by its own pair of events (the calls
     /// wait for their transfer, so this is the call's duration).
-    fn time(&self, mut f: impl FnMut()) -> f64 {
-        let ctx = self.stream.context();
-        for _ in 0..self.warmup {
-            f();
-        }
-        self.stream.synchronize().unwrap();
-        let mut t = Vec::with_capacity(self.reps);
-        for _ in 0..self.reps {
-            let a = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .unwrap();
-            let b = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .unwrap();
-            a.record(&self.stream).unwrap();
-            f();
-            b.record(&self.stream).unwrap();
-            b.synchronize().unwrap();
-            t.push(a.elapsed_ms(&b).unwrap() as f64);
-        }
-        median(t)
+    fn time(&self, f: impl FnMut()) -> f64 {
+        time_events(&self.stream, self.warmup, self.reps, f)
     }
 
     fn record(

@@ -173,25 +173,16 @@ pub(crate) fn plan_transfer(
     if runs.is_empty() {
         runs.push(HostAxis { len: 1, stride: 1 });
     }
-    // Without its broadcast (stride 0) axes, the view is gap-free when its axes merge into one
+    // Without its broadcast (stride 0) axes, the view is gap-free when the rest merges into one
     // run of stride 1: only then does the block from `lo` to `lo + span` hold the view's own
     // elements and nothing else. Any other block would read host memory outside the view,
-    // which another thread may be writing through a disjoint view.
-    let gap_free = {
-        let mut merged: Option<HostAxis> = None;
-        let mut one_run = true;
-        for &i in order.iter().rev().filter(|&&i| host_strides[i] != 0) {
-            let ax = HostAxis {
-                len: shape[i],
-                stride: host_strides[i].unsigned_abs(),
-            };
-            match merged.as_mut() {
-                None => merged = Some(ax),
-                Some(inner) if ax.stride == inner.stride * inner.len => inner.len *= ax.len,
-                Some(_) => one_run = false,
-            }
-        }
-        one_run && merged.is_none_or(|r| r.stride == 1)
+    // which another thread may be writing through a disjoint view. Broadcast axes sort
+    // innermost and never merge with the others, so the other runs are theirs alone.
+    let mut strided = runs.iter().filter(|r| r.stride != 0);
+    let gap_free = match (strided.next(), strided.next()) {
+        (None, _) => true,
+        (Some(r), None) => r.stride == 1,
+        _ => false,
     };
     let dense = gap_free && span == n;
     let broadcast = gap_free && span < n;
