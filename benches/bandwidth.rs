@@ -230,7 +230,7 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
     out: &mut CudaSlice<T>,
     shape: &[usize],
     perm: &[usize],
-    force_permute: bool,
+    force_transpose: bool,
     target: Option<f64>,
 ) {
     let stream = b.stream.clone();
@@ -246,10 +246,10 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
         .into_shape(IxDyn(a.shape()))
         .unwrap();
     let mut path = path_of(&mut o, &a);
-    let ms = if force_permute {
-        path = devspan::__private::assign_cast_without_transpose(&mut o, &stream, &a).unwrap();
+    let ms = if force_transpose {
+        path = devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
         b.time(|| {
-            devspan::__private::assign_cast_without_transpose(&mut o, &stream, &a).unwrap();
+            devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
         })
     } else {
         b.time(|| o.assign_cast(&stream, &a).unwrap())
@@ -266,7 +266,7 @@ fn permute_workloads(b: &mut Bench) {
     let mut out16 = stream.alloc_zeros::<f16>(n).unwrap();
     let cube = [1024, 1024, 256];
     for force in [false, true] {
-        let how = if force { " (permute kernel)" } else { "" };
+        let how = if force { " (transpose kernel)" } else { "" };
         permute_one(
             b,
             "permute",

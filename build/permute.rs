@@ -20,9 +20,12 @@ const SHIFT32: u64 = 640;
 const AXES: usize = 8;
 
 /// Slots per tile side. Must agree with `permute_tile` in `src/kernels/permute.rs`.
-fn tile(s: Ty, d: Ty) -> u64 {
-    if s.size <= 2 && d.size <= 2 { 64 } else { 32 }
-}
+const TILE: u64 = 64;
+/// Rows of the element-wise kernels' block (`.reqntid 32, BY`). Must agree with
+/// `PERMUTE_BLOCK` in `src/kernels/permute.rs`.
+const BY: u64 = 16;
+/// Rows of the packed kernels' block. Must agree with `PERMUTE_PACKED_BLOCK`.
+const PACKED_BY: u64 = 8;
 
 /// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
 /// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).
@@ -208,7 +211,7 @@ fn read_phase(g: &mut Gen, s: Ty, d: Ty, p: u64, ra: &[Slot], rb: &[Slot], whole
     }
     for (k, i, v) in loaded {
         let y = convert(g, &mut read, s, d, &v);
-        let off = (8 * k * p + 32 * i) * d.size;
+        let off = (BY * k * p + 32 * i) * d.size;
         store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
     }
     read.text()
@@ -233,7 +236,7 @@ fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool
     let mut vals = Vec::new();
     for k in 0..wb.len() {
         for i in 0..wa.len() {
-            let off = (32 * i as u64 * p + 8 * k as u64) * d.size;
+            let off = (32 * i as u64 * p + BY * k as u64) * d.size;
             let v = load_scalar(g, &mut write, d, Space::Shared, &addr("%tsr", off), None);
             vals.push((k, i, v));
         }
@@ -262,9 +265,9 @@ fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool
 }
 
 pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
-    let tt = tile(s, d);
+    let tt = TILE;
     let p = pitch(tt, d);
-    let (nx, ny) = (tt / 32, tt / 8);
+    let (nx, ny) = (tt / 32, tt / BY);
     let (ssh, dsh) = (log2(s.size), log2(d.size));
     let mut g = Gen::default();
 
@@ -285,7 +288,7 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
     let jy: Vec<String> = (0..ny)
         .map(|k| {
             let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, %ty, {};", 8 * k));
+            setup.line(format!("add.u32 {j}, %ty, {};", BY * k));
             j
         })
         .collect();
@@ -327,6 +330,7 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
         &[
             ("NAME", name.to_string()),
             ("T", tt.to_string()),
+            ("BY", BY.to_string()),
             ("PITCH", p.to_string()),
             ("TILE_BYTES", (tt * p * d.size).to_string()),
             ("DECLS", g.decls()),
@@ -353,8 +357,8 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
 /// (pitch `64 / k + 1` words). Write phase: each thread loads words `[B slot][A group]` and
 /// stores them along the destination's fastest axis.
 pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
-    assert!(e.size <= 2);
-    let tt: u64 = 64;
+    assert!(e.size <= 2 && PACKED_BY == 8);
+    let tt = TILE;
     let k = 4 / e.size;
     let gs = tt / k; // groups (words) per side
     let pw = gs + 1; // shared pitch in words
@@ -495,6 +499,7 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
         &[
             ("NAME", name.to_string()),
             ("T", tt.to_string()),
+            ("BY", PACKED_BY.to_string()),
             ("PITCH", pw.to_string()),
             ("TILE_BYTES", (tt * pw * 4).to_string()),
             ("DECLS", g.decls()),

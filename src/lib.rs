@@ -97,7 +97,9 @@ pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::kernels::ptx::modules as ptx_modules;
-    pub use crate::ops::{assign_cast_without_transpose, copy_path, fill_path};
+    pub use crate::ops::{
+        assign_cast_preferring_transpose, assign_cast_without_transpose, copy_path, fill_path,
+    };
     pub use crate::transfer::{DevicePath, HostPath, TransferOptions, transfer_path};
 }
 

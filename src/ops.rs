@@ -82,6 +82,30 @@ pub fn assign_cast_without_transpose<T: DeviceElement, U: DeviceElement, D: Dime
         no_transpose: true,
         ..PlanOptions::default()
     };
+    assign_cast_path(dst, stream, src, opt)
+}
+
+/// `assign_cast` with the transpose kernels taking every case they apply to (by default the
+/// permute kernels take most of them); returns the path taken (for tests and benchmarks of
+/// the transpose kernels).
+pub fn assign_cast_preferring_transpose<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+) -> Result<String> {
+    let opt = PlanOptions {
+        prefer_transpose: true,
+        ..PlanOptions::default()
+    };
+    assign_cast_path(dst, stream, src, opt)
+}
+
+fn assign_cast_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+    opt: PlanOptions,
+) -> Result<String> {
     let path = plan::plan_copy(
         dst.device_ptr(),
         dst.strides(),

@@ -118,6 +118,20 @@ fn copy_cast_cases<From: DeviceElement, To: DeviceElement>(
     shape: &[usize],
     paths: bool,
 ) {
+    copy_cast_cases_with::<From, To>(stream, rng, shape, paths, false);
+}
+
+/// [`copy_cast_cases`]; with `transpose`, the transpose kernels take every case they apply to
+/// (by default the permute kernels take most of them). Returns the number of cases that took
+/// the transpose kernel.
+fn copy_cast_cases_with<From: DeviceElement, To: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    shape: &[usize],
+    paths: bool,
+    transpose: bool,
+) -> usize {
+    let mut transposed = 0;
     let host = random::<From>(rng, shape);
     let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
     for (name, sl) in slicings() {
@@ -136,7 +150,17 @@ fn copy_cast_cases<From: DeviceElement, To: DeviceElement>(
             let dp = dv.clone().permuted_axes(IxDyn(&p));
             let poison = random::<To>(rng, hp.shape());
             let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
-            out.view_mut().assign_cast(stream, &dp).unwrap();
+            if transpose {
+                let path = devspan::__private::assign_cast_preferring_transpose(
+                    &mut out.view_mut(),
+                    stream,
+                    &dp,
+                )
+                .unwrap();
+                transposed += usize::from(path == "transpose");
+            } else {
+                out.view_mut().assign_cast(stream, &dp).unwrap();
+            }
             let got = out.to_host(stream).unwrap();
             let expect = hp.mapv(|x| cast_reference::<From, To>(x));
             assert_same(
@@ -151,6 +175,7 @@ fn copy_cast_cases<From: DeviceElement, To: DeviceElement>(
             );
         }
     }
+    transposed
 }
 
 macro_rules! for_each_type {
@@ -171,6 +196,9 @@ fn copy_every_type_every_path() {
             // Large enough for the transpose tiles (>= 8 on both tile axes), odd sizes.
             copy_cast_cases::<$t, $t>(&stream, &mut rng, &[9, 37, 70], true);
             copy_cast_cases::<$t, $t>(&stream, &mut rng, &[3, 130, 41], false);
+            // The same layouts through the transpose kernels where they apply.
+            let n = copy_cast_cases_with::<$t, $t>(&stream, &mut rng, &[9, 37, 70], true, true);
+            assert!(n > 0, "no {} case took the transpose kernel", <$t>::DTYPE);
         };
     }
     for_each_type!(run);
@@ -204,6 +232,15 @@ fn cast_transposed_and_broadcast_sources() {
     copy_cast_cases::<u8, f32>(&stream, &mut rng, &[6, 64, 48], true);
     copy_cast_cases::<f64, bf16>(&stream, &mut rng, &[6, 40, 33], true);
     copy_cast_cases::<i32, i8>(&stream, &mut rng, &[6, 40, 33], true);
+    // The transpose kernels with conversions.
+    for n in [
+        copy_cast_cases_with::<f32, f16>(&stream, &mut rng, &[6, 64, 48], true, true),
+        copy_cast_cases_with::<u8, f32>(&stream, &mut rng, &[6, 64, 48], true, true),
+        copy_cast_cases_with::<f64, bf16>(&stream, &mut rng, &[6, 40, 33], true, true),
+        copy_cast_cases_with::<i32, i8>(&stream, &mut rng, &[6, 40, 33], true, true),
+    ] {
+        assert!(n > 0, "no cast took the transpose kernel");
+    }
     // Broadcast: a row and a column into a matrix.
     let row = random::<f32>(&mut rng, &[1, 50]);
     let col = random::<i16>(&mut rng, &[40, 1]);

@@ -251,14 +251,19 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             } else {
                 "permute_packed"
             };
+            let block = if args.pack == 0 {
+                permute::PERMUTE_BLOCK
+            } else {
+                permute::PERMUTE_PACKED_BLOCK
+            };
             let f = copy_fn(stream, kind, *from, *to)?;
             let cfg = LaunchConfig {
                 grid_dim: (
-                    permute::permute_grid(args.tiles, sm_count(stream)?).max(1),
+                    permute::permute_grid(args.tiles, sm_count(stream)?, block).max(1),
                     1,
                     1,
                 ),
-                block_dim: permute::PERMUTE_BLOCK,
+                block_dim: block,
                 shared_mem_bytes: 0,
             };
             let mut b = stream.launch_builder(&f);

@@ -227,6 +227,9 @@ pub(crate) struct PlanOptions {
     pub no_rows: bool,
     /// Never use the transpose kernels (the permute kernels take their cases).
     pub no_transpose: bool,
+    /// Use the transpose kernels wherever they apply (by default only 1-byte copies take them,
+    /// and the permute kernels take the other cases when they can).
+    pub prefer_transpose: bool,
 }
 
 fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
@@ -403,20 +406,29 @@ pub(crate) fn plan_copy(
     // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
     // stride +-1, the source's axis 0 is not contiguous, and both axes fill the kernel's
     // tiles (shorter axes go to the permute kernel, which merges them with their neighbours).
-    // Copies of 2-byte elements always go to the permute kernel: on an H200 it beat the packed
-    // 64 x 64 transpose in 109 of 110 such cases of the permutation sweep (0.71-0.73 of a
-    // device memcpy against 0.65-0.72).
+    // Only 1-byte copies (whose packed transpose moves 128 x 128 tiles in 4-byte words) take
+    // it by default: the permute kernels' 64 x 64 tiles beat its 32 x 32 tiles for wider
+    // elements and for casts, and the packed permute kernel beat the packed 64 x 64 transpose
+    // of 2-byte copies. The others come here when the permute kernel cannot take them.
     let min_extent = TRANSPOSE_MIN_EXTENT.max(transpose_tile(ss, ds) as usize);
-    if r >= 2
+    let transpose_k = if r >= 2
         && !opt.no_transpose
-        && !(same && ss == 2)
         && norm.axes[0].dst == 1
         && norm.axes[0].src.unsigned_abs() != 1
         && norm.axes[0].len >= min_extent
-        && let Some(k) =
-            (1..r).find(|&k| norm.axes[k].src.unsigned_abs() == 1 && norm.axes[k].len >= min_extent)
         && r - 2 <= MAX_BATCH_RANK
     {
+        (1..r).find(|&k| norm.axes[k].src.unsigned_abs() == 1 && norm.axes[k].len >= min_extent)
+    } else {
+        None
+    };
+    let transpose_first = opt.prefer_transpose || (same && ss == 1);
+    if (transpose_k.is_none() || !transpose_first)
+        && let Some(args) = permute::permute_args(&norm, d, s, ss, ds, same)
+    {
+        return Ok(Plan::Permute { args, from, to });
+    }
+    if let Some(k) = transpose_k {
         let (mut d, mut s) = (d, s);
         if norm.axes[k].src < 0 {
             let a = &mut norm.axes[k];
@@ -453,10 +465,6 @@ pub(crate) fn plan_copy(
             args.batch_src_strides[i] = bs as i64;
         }
         return Ok(Plan::Transpose { args, from, to });
-    }
-    // Permute: the source's fastest axis is another axis than the destination's.
-    if let Some(args) = permute::permute_args(&norm, d, s, ss, ds, same) {
-        return Ok(Plan::Permute { args, from, to });
     }
     Ok(match strided_args(&norm, d, s, opt)? {
         Ok(args) => Plan::Strided32 { args, from, to },

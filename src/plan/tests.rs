@@ -151,7 +151,11 @@ fn case_strategy() -> impl Strategy<Value = Case> {
             any::<u64>(),
             any::<bool>(),
             any::<bool>(),
-            (prop::bool::weighted(0.1), prop::bool::weighted(0.3)),
+            (
+                prop::bool::weighted(0.1),
+                prop::bool::weighted(0.3),
+                prop::bool::weighted(0.3),
+            ),
         )
             .prop_map(
                 |(
@@ -165,7 +169,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                     seed,
                     no_driver,
                     force_64,
-                    (no_rows, no_transpose),
+                    (no_rows, no_transpose, prefer_transpose),
                 )| {
                     if rowish {
                         let last = shape.len() - 1;
@@ -188,6 +192,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             force_64,
                             no_rows,
                             no_transpose,
+                            prefer_transpose,
                         },
                     }
                 },
@@ -486,25 +491,23 @@ fn paths_are_chosen_as_documented() {
     )
     .unwrap();
     assert_eq!(p.path(), "strided32");
-    // Transpose.
-    assert_eq!(
-        contiguous_plan(F32, F32, &[512, 256], &[256, 1], &[1, 512]).path(),
-        "transpose"
-    );
-    assert_eq!(
-        contiguous_plan(F32, BF16, &[64, 64, 64], &[4096, 64, 1], &[1, 64, 4096]).path(),
-        "transpose"
-    );
-    // Copies of 2-byte elements: the permute kernel even where the transpose tiles fit; casts
-    // between 2-byte types keep the transpose kernel.
-    assert_eq!(
-        contiguous_plan(F16, F16, &[512, 256], &[256, 1], &[1, 512]).path(),
-        "permute"
-    );
-    assert_eq!(
-        contiguous_plan(F16, BF16, &[512, 256], &[256, 1], &[1, 512]).path(),
-        "transpose"
-    );
+    // Transposes: the permute kernel unless the transpose kernel is preferred; 1-byte copies
+    // keep the (packed) transpose kernel.
+    let prefer = PlanOptions {
+        prefer_transpose: true,
+        ..PlanOptions::default()
+    };
+    for (from, to, shape, dst, src) in [
+        (F32, F32, &[512, 256][..], &[256, 1][..], &[1, 512][..]),
+        (F32, BF16, &[64, 64, 64], &[4096, 64, 1], &[1, 64, 4096]),
+        (F16, F16, &[512, 256], &[256, 1], &[1, 512]),
+        (F16, BF16, &[512, 256], &[256, 1], &[1, 512]),
+        (F64, I8, &[512, 256], &[256, 1], &[1, 512]),
+    ] {
+        assert_eq!(contiguous_plan(from, to, shape, dst, src).path(), "permute");
+        let p = plan_copy(DST_BASE, dst, to, SRC_BASE, src, from, shape, prefer).unwrap();
+        assert_eq!(p.path(), "transpose", "{from} -> {to} {shape:?}");
+    }
     assert_eq!(
         contiguous_plan(U8, U8, &[512, 256], &[256, 1], &[1, 512]).path(),
         "transpose"
@@ -777,10 +780,10 @@ fn central_block_and_sliced_batches_take_the_row_path() {
     // Short rows of 8 f32: two units per row, one lane per row.
     let p = run_case(&[50, 8], &[8, 1], 0, F32, &[12, 1], 0, F32, None);
     assert_eq!(rows_of(&p).team_shift, 0);
-    // A transposed batch stays on the transpose path (source inner stride not 1).
+    // A transposed batch stays off the row path (source inner stride not 1).
     assert_eq!(
         contiguous_plan(F32, F32, &[4, 64, 64], &[4096, 64, 1], &[4096, 1, 64]).path(),
-        "transpose"
+        "permute"
     );
 }
 
@@ -900,7 +903,7 @@ fn random_cases_reach_every_copy_path() {
     let strategy = case_strategy();
     let mut paths: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut vector_rows, mut scalar_rows, mut head_rows) = (0, 0, 0);
-    for _ in 0..3000 {
+    for _ in 0..4000 {
         let c = strategy.new_tree(&mut runner).unwrap().current();
         let o = operands(&c);
         let Ok(p) = case_plan(&c, &o) else { continue };
@@ -920,7 +923,10 @@ fn random_cases_reach_every_copy_path() {
     }
     // (The transpose path needs two axes of at least 8 elements; these cases rarely have them.)
     for path in ["contig", "memcpy", "strided32", "strided64", "rows"] {
-        assert!(paths.get(path).copied().unwrap_or(0) >= 20, "{paths:?}");
+        assert!(
+            paths.get(path).copied().unwrap_or(0) >= 20,
+            "{path}: {paths:?}"
+        );
     }
     assert!(
         vector_rows >= 200 && scalar_rows >= 200 && head_rows >= 200,
