@@ -304,13 +304,13 @@ fn permute_workloads(b: &mut Bench) {
 }
 
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
-/// range of this type's rows. Cases planned to the transpose kernels are timed a second time
-/// with the permute kernels (group `sweep-permute`).
+/// range of this type's rows. Cases planned to the permute kernels are timed a second time
+/// with the transpose kernels where those apply (group `sweep-transpose`).
 fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<usize> {
     let stream = b.stream.clone();
     let src = random_device::<T>(&stream, PERMUTE_ELEMS);
     let mut out = stream.alloc_zeros::<T>(PERMUTE_ELEMS).unwrap();
-    let mut transposes = Vec::new();
+    let mut permutes = Vec::new();
     let first = b.rows.len();
     for shape in SWEEP_SHAPES {
         let perms = permutations(shape.len());
@@ -327,16 +327,16 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
                 false,
                 None,
             );
-            if b.rows.last().unwrap().path == "transpose" {
-                transposes.push((shape, perm.clone()));
+            if b.rows.last().unwrap().path == "permute" {
+                permutes.push((shape, perm.clone()));
             }
         }
     }
     let rows = first..b.rows.len();
-    for (shape, perm) in transposes {
+    for (shape, perm) in permutes {
         permute_one(
             b,
-            "sweep-permute",
+            "sweep-transpose",
             format!("{} {shape:?} perm {perm:?}", T::DTYPE),
             &src,
             &mut out,
@@ -345,6 +345,9 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
             true,
             None,
         );
+        if b.rows.last().unwrap().path != "transpose" {
+            b.rows.pop();
+        }
     }
     rows
 }
@@ -372,7 +375,7 @@ fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
             .filter(|r| alt.get(r.name.as_str()).is_some_and(|&a| a > r.ratio()))
             .count();
         summary.push(format!(
-            "sweep {ty}: {} transpose-path cases also timed with the permute kernel, faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
+            "sweep {ty}: {} permute-path cases also timed with the transpose kernel, faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
             alt.len(),
             best_sorted[0],
             median(best.clone())
