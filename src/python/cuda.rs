@@ -10,13 +10,16 @@ use super::to_py;
 
 /// The primary context of `device`, one `CudaContext` per device for the life of the process
 /// (frameworks such as PyTorch and CuPy use the same primary contexts).
+///
+/// The calling thread's current context is the same after the call as before it, also on the
+/// call that creates the context.
 pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
     static CONTEXTS: Mutex<Vec<Option<Arc<CudaContext>>>> = Mutex::new(Vec::new());
     let mut all = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(Some(ctx)) = all.get(device) {
         return Ok(ctx.clone());
     }
-    let ctx = crate::device::context(device).map_err(to_py)?;
+    let ctx = create_context(device)?;
     if all.len() <= device {
         all.resize(device + 1, None);
     }
@@ -24,24 +27,47 @@ pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
     Ok(ctx)
 }
 
+/// A new `CudaContext` over the primary context of `device`. Creating one makes it current on
+/// the calling thread; the previous current context (or none) is restored before returning.
+fn create_context(device: usize) -> PyResult<Arc<CudaContext>> {
+    let _current = CurrentContext::save();
+    crate::device::context(device).map_err(to_py)
+}
+
 /// Restores the thread's current CUDA context when dropped, so that devspan's calls (which
 /// make the tensor's primary context current) leave a framework's notion of the current device
 /// as they found it.
+///
+/// Every entry point of the bindings saves the current context before anything that can make
+/// another one current.
 pub(crate) struct CurrentContext(Option<sys::CUcontext>);
 
 impl CurrentContext {
+    /// The calling thread's current context (possibly none). With no usable CUDA driver nothing
+    /// is saved, and nothing is restored: no context can have been made current.
     pub(crate) fn save() -> Self {
-        let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given. It is
-        // only called once the driver is known to be loaded (a context exists).
-        let ok = unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS;
-        CurrentContext(ok.then_some(ctx))
+        if !crate::device::gpu_available() {
+            return CurrentContext(None);
+        }
+        CurrentContext(current())
     }
+}
+
+/// The calling thread's current context (null for none), or `None` when the driver cannot say.
+/// Only called once the driver is known to be loaded and initialised.
+fn current() -> Option<sys::CUcontext> {
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given; the driver
+    // library is loaded and initialised (the callers check `gpu_available` first).
+    let ok = unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS;
+    ok.then_some(ctx)
 }
 
 impl Drop for CurrentContext {
     fn drop(&mut self) {
-        if let Some(ctx) = self.0 {
+        if let Some(ctx) = self.0
+            && current() != Some(ctx)
+        {
             // SAFETY: `ctx` was the thread's current context (or null) when saved; primary
             // contexts stay alive while devspan's `CudaContext` retains them. Setting null is
             // allowed and unbinds.
@@ -157,5 +183,49 @@ impl Pending {
         for r in self.reads.drain(..) {
             wait(&r);
         }
+    }
+}
+
+/// Run with `cargo test --features python --lib python` (the test binary links libpython). The
+/// `#[ignore]`d tests need a CUDA GPU (`--include-ignored`, as the GPU runner does).
+#[cfg(test)]
+mod tests {
+    use pyo3::Python;
+
+    use super::*;
+
+    /// Sets the calling thread's current context (null unbinds).
+    fn set_current(ctx: sys::CUcontext) {
+        // SAFETY: `ctx` is null or a context that the caller keeps alive.
+        let r = unsafe { sys::cuCtxSetCurrent(ctx) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+
+    #[test]
+    fn contexts_and_saved_contexts_need_no_driver() {
+        Python::initialize();
+        Python::attach(|_| {
+            let saved = CurrentContext::save();
+            let ctx = context(0);
+            drop(saved);
+            assert_eq!(ctx.is_ok(), crate::device::gpu_available());
+        });
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn creating_a_context_keeps_the_current_context() {
+        Python::initialize();
+        Python::attach(|_| {
+            let ctx = context(0).expect("a CUDA device");
+            for before in [std::ptr::null_mut(), ctx.cu_ctx()] {
+                set_current(before);
+                // Not the cached context: a new `CudaContext`, which binds on creation.
+                let fresh = create_context(0).expect("a CUDA device");
+                assert_eq!(current(), Some(before));
+                drop(fresh);
+            }
+            set_current(std::ptr::null_mut());
+        });
     }
 }

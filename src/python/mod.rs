@@ -37,6 +37,7 @@
 //!   by the user (as with every DLPack exchange).
 //! - Arguments that are not `devspan.Tensor`s are imported for the call only; the call then
 //!   waits for its work before releasing them.
+//! - Every call leaves the calling thread's current CUDA context as it found it.
 //!
 //! Errors: `devspan.DevspanError` (its message names the kind of error: `UnsupportedDtype`,
 //! `DeviceMismatch`, ...), `TypeError` for objects that are neither tensors nor capsules,
@@ -284,6 +285,7 @@ fn import(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Tensor> {
 #[pyfunction]
 #[pyo3(signature = (obj, stream = None))]
 fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
+    let _current = cuda::CurrentContext::save();
     if let Ok(t) = obj.cast::<Tensor>() {
         return Ok(t.clone().unbind());
     }
@@ -329,9 +331,9 @@ fn scalar<T: DeviceElement + num_traits::NumCast>(value: &Bound<'_, PyAny>) -> P
 #[pyfunction]
 #[pyo3(signature = (dst, value, stream = None))]
 fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
+    let _current = cuda::CurrentContext::save();
     let arg = arg(dst, stream)?;
     let t = arg.get();
-    let _current = cuda::CurrentContext::save();
     let s = cuda::stream(t.ctx(), stream)?;
     with_dtype!(t.dtype(), T => {
         let v: T = scalar::<T>(value)?;
@@ -348,6 +350,7 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
 #[pyfunction]
 #[pyo3(signature = (dst, src, stream = None))]
 fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
+    let _current = cuda::CurrentContext::save();
     let d = arg(dst, stream)?;
     let sarg = arg(src, stream)?;
     let (dt, st) = (d.get(), sarg.get());
@@ -358,7 +361,6 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
             dt.device()
         ))));
     }
-    let _current = cuda::CurrentContext::save();
     let s = cuda::stream(dt.ctx(), stream)?;
     with_dtype!(dt.dtype(), T => {
         let mut dv = dt.view_mut::<T>().map_err(to_py)?;
@@ -382,6 +384,7 @@ fn cast(
     dtype: &Bound<'_, PyAny>,
     stream: Option<i64>,
 ) -> PyResult<Py<Tensor>> {
+    let _current = cuda::CurrentContext::save();
     let to = parse_dtype(dtype)?;
     let a = arg(src, stream)?;
     let t = converted(a.get(), to, stream)?;
@@ -392,6 +395,7 @@ fn cast(
 #[pyfunction]
 #[pyo3(signature = (src, stream = None))]
 fn to_contiguous(src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
+    let _current = cuda::CurrentContext::save();
     let a = arg(src, stream)?;
     let t = converted(a.get(), a.get().dtype(), stream)?;
     Py::new(src.py(), t)

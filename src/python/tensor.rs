@@ -181,6 +181,7 @@ impl Tensor {
     /// A tensor over a producer's managed tensor; `stream` is where the producer's data is
     /// ready (None: the producer gave no stream promise, use the legacy default stream).
     pub(crate) fn import(t: DlpackTensor, stream: Option<i64>) -> PyResult<Tensor> {
+        let _current = CurrentContext::save();
         let read_only = t.is_read_only();
         let dtype = t.dtype().map_err(to_py)?;
         let (place, owner) = with_dtype!(dtype, T => {
@@ -203,7 +204,6 @@ impl Tensor {
         if tensor.writable {
             tensor.writable = with_dtype!(dtype, T => tensor.view_mut::<T>().is_ok());
         }
-        let _current = CurrentContext::save();
         let s = cuda::stream(&tensor.ctx, stream)?;
         tensor.after(&s, true)?;
         Ok(tensor)
@@ -323,8 +323,8 @@ impl Tensor {
                 "a read-only tensor can only be exported as a versioned DLPack tensor (max_version >= (1, 0))",
             ));
         }
+        let _current = CurrentContext::save();
         if stream != Some(-1) {
-            let _current = CurrentContext::save();
             let s = cuda::stream(&self.ctx, stream)?;
             // The consumer may write: it waits for devspan's reads as well.
             self.before(&s, true)?;
