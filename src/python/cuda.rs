@@ -1,6 +1,6 @@
 //! Contexts, framework stream handles and the events that order work between them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
 use pyo3::PyResult;
@@ -127,6 +127,9 @@ pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Ar
 
 /// Work queued on a tensor's memory by devspan that later work on other streams must wait
 /// for: the last write and the reads since then.
+///
+/// Dropping it drops CUDA events, which makes their context current: callers hold a
+/// [`CurrentContext`] while they do.
 #[derive(Default)]
 pub(crate) struct Pending {
     write: Option<CudaEvent>,
@@ -186,8 +189,36 @@ impl Pending {
     }
 }
 
-/// Run with `cargo test --features python --lib python` (the test binary links libpython). The
-/// `#[ignore]`d tests need a CUDA GPU (`--include-ignored`, as the GPU runner does).
+/// Locks a record of pending work (a poisoned lock still holds a consistent record).
+pub(crate) fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+    pending.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Blocks until `stream` has finished its work; a failure is retried once, as in
+/// [`Pending::wait_host`].
+pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
+    stream
+        .synchronize()
+        .or_else(|_| stream.synchronize())
+        .map_err(|e| to_py(e.into()))
+}
+
+/// `result`, the outcome of queuing work on a stream, returned only once that work is accounted
+/// for, whether it failed or not: `record` notes it for later users (records CUDA events), and
+/// where that fails `synchronize` waits for it. The first error is the one returned.
+pub(crate) fn settle<R, E>(
+    result: Result<R, E>,
+    record: impl FnOnce() -> Result<(), E>,
+    synchronize: impl FnOnce() -> Result<(), E>,
+) -> Result<R, E> {
+    // On a recording error the synchronisation's own error is dropped: the first is reported.
+    let accounted = record().inspect_err(|_| {
+        let _ = synchronize();
+    });
+    let out = result?;
+    accounted.map(|()| out)
+}
+
 #[cfg(test)]
 mod tests {
     use pyo3::Python;
@@ -199,6 +230,39 @@ mod tests {
         // SAFETY: `ctx` is null or a context that the caller keeps alive.
         let r = unsafe { sys::cuCtxSetCurrent(ctx) };
         assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+
+    #[test]
+    fn settle_accounts_for_the_work_on_every_path() {
+        use std::cell::Cell;
+        let (records, syncs) = (Cell::new(0), Cell::new(0));
+        let record = |ok: bool| {
+            let records = &records;
+            move || {
+                records.set(records.get() + 1);
+                if ok { Ok(()) } else { Err("record") }
+            }
+        };
+        let sync = || {
+            syncs.set(syncs.get() + 1);
+            Err::<(), _>("sync")
+        };
+        assert_eq!(settle(Ok(7), record(true), sync), Ok(7));
+        assert_eq!((records.get(), syncs.get()), (1, 0));
+        // A failed launch is still recorded: part of it may have been queued.
+        assert_eq!(
+            settle(Err::<u8, _>("launch"), record(true), sync),
+            Err("launch")
+        );
+        assert_eq!((records.get(), syncs.get()), (2, 0));
+        // No event: the stream is synchronised instead, and the first error is reported.
+        assert_eq!(
+            settle(Err::<u8, _>("launch"), record(false), sync),
+            Err("launch")
+        );
+        assert_eq!((records.get(), syncs.get()), (3, 1));
+        assert_eq!(settle(Ok(7), record(false), sync), Err("record"));
+        assert_eq!((records.get(), syncs.get()), (4, 2));
     }
 
     #[test]
@@ -225,6 +289,36 @@ mod tests {
                 assert_eq!(current(), Some(before));
                 drop(fresh);
             }
+            set_current(std::ptr::null_mut());
+        });
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn dropping_an_allocation_frees_it_in_its_own_context() {
+        Python::initialize();
+        Python::attach(|_| {
+            let ctx = context(0).expect("a CUDA device");
+            let home = ctx.default_stream();
+            let side = ctx.per_thread_stream();
+            let a = crate::DeviceArray::<f32, _>::zeros(&home, ndarray::IxDyn(&[1 << 20]))
+                .expect("allocation");
+            let t = super::super::Tensor::owned(a).expect("tensor");
+            let mut v = t.view_mut::<f32>().expect("view");
+            t.before(&side, true).expect("order");
+            v.fill(&side, 1.0).expect("fill");
+            t.after(&side, true).expect("record");
+            drop(v);
+            set_current(std::ptr::null_mut());
+            drop(t);
+            assert_eq!(
+                current(),
+                Some(std::ptr::null_mut()),
+                "the context was left current"
+            );
+            // A free under no context would have stored an error in the context.
+            ctx.check_err().expect("the free succeeded");
+            ctx.synchronize().expect("synchronize");
             set_current(std::ptr::null_mut());
         });
     }

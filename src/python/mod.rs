@@ -30,11 +30,14 @@
 //!
 //! - `from_dlpack(obj, stream=s)` passes `s` to `obj.__dlpack__(stream=...)`, so the producer
 //!   makes `s` wait for its pending work on the tensor (the DLPack protocol).
-//! - devspan records a CUDA event after each operation on a tensor; a later operation on
-//!   another stream, and a consumer's stream given to `Tensor.__dlpack__(stream=...)`, wait for
-//!   it.
+//! - devspan records a CUDA event after each operation on a tensor (also after one that
+//!   failed part way); a later operation on the same `devspan.Tensor` on another stream, and a
+//!   consumer's stream given to `Tensor.__dlpack__(stream=...)`, wait for it.
+//! - When an imported tensor goes away, devspan waits on the host for its work on it before
+//!   releasing the memory to the producer; the memory of `cast` and `to_contiguous` results is
+//!   freed (stream-ordered) after devspan's work on it, whoever releases it last.
 //! - Work that a framework queues on memory devspan also uses, outside these calls, is ordered
-//!   by the user (as with every DLPack exchange).
+//!   by the user (as with every DLPack exchange): devspan does not see it.
 //! - Arguments that are not `devspan.Tensor`s are imported for the call only; the call then
 //!   waits for its work before releasing them.
 //! - Every call leaves the calling thread's current CUDA context as it found it.
@@ -46,8 +49,6 @@
 mod capsule;
 mod cuda;
 mod tensor;
-
-use std::sync::Arc;
 
 use ndarray::IxDyn;
 use pyo3::create_exception;
@@ -339,8 +340,8 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
         let v: T = scalar::<T>(value)?;
         let mut view = t.view_mut::<T>().map_err(to_py)?;
         t.before(&s, true)?;
-        view.fill(&s, v).map_err(to_py)?;
-        t.after(&s, true)?;
+        let done = view.fill(&s, v).map_err(to_py);
+        cuda::settle(done, || t.after(&s, true), || cuda::synchronize(&s))?;
     });
     Ok(())
 }
@@ -368,9 +369,13 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
             let sv = st.view::<U>().map_err(to_py)?;
             dt.before(&s, true)?;
             st.before(&s, false)?;
-            dv.assign_cast(&s, &sv).map_err(to_py)?;
-            st.after(&s, false)?;
-            dt.after(&s, true)?;
+            let done = dv.assign_cast(&s, &sv).map_err(to_py);
+            let record = || {
+                let read = st.after(&s, false);
+                let written = dt.after(&s, true);
+                read.and(written)
+            };
+            cuda::settle(done, record, || cuda::synchronize(&s))?;
         })
     });
     Ok(())
@@ -401,25 +406,33 @@ fn to_contiguous(src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Ten
     Py::new(src.py(), t)
 }
 
+/// A new tensor (standard layout) with the elements of `st` converted to `to`, written on
+/// `stream`. The memory is allocated on (and freed on) the legacy default stream, which
+/// outlives any stream a caller names.
 fn converted(st: &Tensor, to: DType, stream: Option<i64>) -> PyResult<Tensor> {
     let _current = cuda::CurrentContext::save();
     let ctx = st.ctx().clone();
     let s = cuda::stream(&ctx, stream)?;
-    // The new memory is allocated on (and, when dropped, freed on) the legacy default stream,
-    // which outlives any stream a caller names.
     let home = ctx.default_stream();
     with_dtype!(st.dtype(), U => {
         let sv = st.view::<U>().map_err(to_py)?;
         with_dtype!(to, T => {
-            // SAFETY: `assign_cast` below writes every element before the array is read; on
-            // error the array is dropped unread.
-            let mut out = unsafe { DeviceArray::<T, IxDyn>::uninit(&home, sv.dim()) }.map_err(to_py)?;
-            let allocated = home.record_event(None).map_err(|e| to_py(e.into()))?;
-            s.wait(&allocated).map_err(|e| to_py(e.into()))?;
+            // SAFETY: `assign_cast` below writes every element before the tensor is returned;
+            // on error the tensor is dropped unread.
+            let array = unsafe { DeviceArray::<T, IxDyn>::uninit(&home, sv.dim()) }.map_err(to_py)?;
+            // From here on the memory is freed after the work recorded on `out`, on any path.
+            let out = Tensor::owned(array)?;
+            let mut ov = out.view_mut::<T>().map_err(to_py)?;
+            out.before(&s, true)?;
             st.before(&s, false)?;
-            out.view_mut().assign_cast(&s, &sv).map_err(to_py)?;
-            st.after(&s, false)?;
-            tensor::Tensor::owned(out, Arc::clone(&ctx), &s)
+            let done = ov.assign_cast(&s, &sv).map_err(to_py);
+            let record = || {
+                let read = st.after(&s, false);
+                let written = out.after(&s, true);
+                read.and(written)
+            };
+            cuda::settle(done, record, || cuda::synchronize(&s))?;
+            Ok(out)
         })
     })
 }
