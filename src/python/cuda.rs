@@ -1,6 +1,6 @@
 //! Contexts, framework stream handles and the events that order work between them.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
 use pyo3::PyResult;
@@ -219,6 +219,65 @@ pub(crate) fn settle<R, E>(
     accounted.map(|()| out)
 }
 
+/// Device memory that a devspan tensor spans: bytes `start..end` on CUDA device `device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Region {
+    pub(crate) device: usize,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+}
+
+impl Region {
+    /// Whether some byte lies in both (empty regions overlap nothing).
+    fn overlaps(&self, other: &Region) -> bool {
+        self.device == other.device && self.start.max(other.start) < self.end.min(other.end)
+    }
+}
+
+/// Items (the records of pending work of live devspan tensors) by the memory they describe,
+/// so that work on one tensor can be ordered after devspan's work on every other tensor over
+/// overlapping memory: the same producer tensor imported twice, or an export imported again.
+///
+/// Entries are weak: an entry is forgotten once nothing else holds its item. Overlap is
+/// decided on whole spans, so views that share an allocation but no element may be ordered
+/// needlessly, never the other way round.
+pub(crate) struct Users<T> {
+    entries: Mutex<Vec<(Region, Weak<T>)>>,
+}
+
+impl<T> Users<T> {
+    pub(crate) const fn new() -> Self {
+        Users {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Vec<(Region, Weak<T>)>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds `item` as a user of `region`, forgetting entries whose items are gone.
+    pub(crate) fn register(&self, region: Region, item: &Arc<T>) {
+        let mut entries = self.entries();
+        entries.retain(|(_, w)| w.strong_count() > 0);
+        entries.push((region, Arc::downgrade(item)));
+    }
+
+    /// The live items whose regions overlap `region`.
+    pub(crate) fn overlapping(&self, region: Region) -> Vec<Arc<T>> {
+        self.entries()
+            .iter()
+            .filter(|(r, _)| r.overlaps(&region))
+            .filter_map(|(_, w)| w.upgrade())
+            .collect()
+    }
+}
+
+/// The records of pending work of all live devspan tensors.
+pub(crate) static TENSORS: Users<Mutex<Pending>> = Users::new();
+
+/// Run with `cargo test --features python --lib python` (the test binary links libpython). The
+/// `#[ignore]`d tests need a CUDA GPU (`--include-ignored`, as the GPU runner does).
 #[cfg(test)]
 mod tests {
     use pyo3::Python;
@@ -230,6 +289,45 @@ mod tests {
         // SAFETY: `ctx` is null or a context that the caller keeps alive.
         let r = unsafe { sys::cuCtxSetCurrent(ctx) };
         assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+
+    #[test]
+    fn users_lists_the_live_items_over_overlapping_memory() {
+        let users = Users::<u32>::new();
+        let at = |device, start, end| Region { device, start, end };
+        let a = Arc::new(1);
+        let b = Arc::new(2);
+        let c = Arc::new(3);
+        users.register(at(0, 0x1000, 0x2000), &a);
+        users.register(at(0, 0x1800, 0x2800), &b);
+        users.register(at(1, 0x1000, 0x2000), &c);
+        let found = |r| {
+            let mut v: Vec<u32> = users.overlapping(r).iter().map(|x| **x).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(found(at(0, 0x1000, 0x2000)), [1, 2]);
+        assert_eq!(
+            found(at(0, 0x0000, 0x1000)),
+            [] as [u32; 0],
+            "touching is not overlapping"
+        );
+        assert_eq!(found(at(0, 0x2000, 0x2001)), [2]);
+        assert_eq!(found(at(1, 0x1fff, 0x3000)), [3], "devices are told apart");
+        assert_eq!(
+            found(at(0, 0x1900, 0x1900)),
+            [] as [u32; 0],
+            "empty spans reach nothing"
+        );
+        drop(b);
+        assert_eq!(
+            found(at(0, 0x1000, 0x2800)),
+            [1],
+            "gone items are not listed"
+        );
+        let d = Arc::new(4);
+        users.register(at(2, 0, 8), &d);
+        assert_eq!(users.entries().len(), 3, "registering forgets gone items");
     }
 
     #[test]

@@ -31,8 +31,13 @@
 //! - `from_dlpack(obj, stream=s)` passes `s` to `obj.__dlpack__(stream=...)`, so the producer
 //!   makes `s` wait for its pending work on the tensor (the DLPack protocol).
 //! - devspan records a CUDA event after each operation on a tensor (also after one that
-//!   failed part way); a later operation on the same `devspan.Tensor` on another stream, and a
-//!   consumer's stream given to `Tensor.__dlpack__(stream=...)`, wait for it.
+//!   failed part way). A later operation on another stream waits for it: an operation on the
+//!   same `devspan.Tensor`, and one on any other live `devspan.Tensor` whose memory overlaps
+//!   it, such as a second import of the same producer tensor (`from_dlpack(x, stream=s1)` and
+//!   `from_dlpack(x[::2], stream=s2)`) or an export imported again. A consumer's stream given
+//!   to `Tensor.__dlpack__(stream=...)` waits for it as well. Overlap is judged on the whole
+//!   span a tensor may reach, so tensors that share an allocation but no element may wait for
+//!   each other.
 //! - When an imported tensor goes away, devspan waits on the host for its work on it before
 //!   releasing the memory to the producer; the memory of `cast` and `to_contiguous` results is
 //!   freed (stream-ordered) after devspan's work on it, whoever releases it last.
@@ -273,6 +278,11 @@ fn import(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Tensor> {
 }
 
 /// A view over the tensor of any DLPack producer, without copying.
+///
+/// Each call makes a new `devspan.Tensor`. devspan's operations on it are ordered (on the GPU)
+/// after devspan's earlier operations on it and on every other live devspan tensor over
+/// overlapping memory, on whatever streams they ran; work the producer or another framework
+/// queues on the memory is ordered by the user.
 ///
 /// `obj` has `__dlpack__` (a `torch.Tensor`, `cupy.ndarray`, JAX array, ...) or is a DLPack
 /// capsule (named "dltensor" or "dltensor_versioned"; renamed "used_..." once taken). `stream`

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::cuda::{self, CurrentContext, Pending};
+use super::cuda::{self, CurrentContext, Pending, Region};
 use super::{capsule, to_py, with_dtype};
 use crate::dlpack::{DLDeviceType, DlpackTensor};
 use crate::element::{DType, DeviceElement};
@@ -89,6 +89,16 @@ struct Placement {
 }
 
 impl Placement {
+    /// The bytes of the span that the layout is checked against.
+    fn region(&self) -> Region {
+        let bytes = (self.span_len as u64).saturating_mul(self.dtype.size() as u64);
+        Region {
+            device: self.device,
+            start: self.base,
+            end: self.base.saturating_add(bytes),
+        }
+    }
+
     fn of<T: DeviceElement>(v: &DeviceView<'_, T, IxDyn>) -> Self {
         let span = v.span();
         let size = std::mem::size_of::<T>() as u64;
@@ -112,9 +122,10 @@ impl Placement {
 /// `cupy.from_dlpack(t)`). The memory stays alive while the tensor or anything exported from it
 /// lives, whatever happens to the producer's own Python objects.
 ///
-/// devspan orders its own work on this tensor object across streams with CUDA events: an
-/// operation waits for devspan's earlier work on it, and so does a consumer's stream given to
-/// `__dlpack__`. When the last reference to an imported
+/// devspan orders its own work across streams with CUDA events: an operation waits for
+/// devspan's earlier work on this tensor and on every other live devspan tensor whose memory
+/// overlaps it (the same producer tensor imported twice, an export imported again), and so
+/// does a consumer's stream given to `__dlpack__`. When the last reference to an imported
 /// tensor goes away, devspan waits (on the host) for its work on it before releasing the memory
 /// to the producer; devspan's own allocations are freed stream-ordered after that work. Work
 /// that frameworks queue on the memory themselves is not known to devspan: its ordering with
@@ -125,8 +136,8 @@ pub struct Tensor {
     writable: bool,
     owner: Arc<dyn DeviceOwner>,
     ctx: Arc<CudaContext>,
-    /// devspan's work on the memory; for devspan's own allocations shared with the
-    /// [`Allocation`] that frees the memory.
+    /// devspan's work on the memory; also listed (weakly) in [`cuda::TENSORS`], and for
+    /// devspan's own allocations shared with the [`Allocation`] that frees the memory.
     pending: Arc<Mutex<Pending>>,
     /// Whether `owner` is an [`Allocation`], which orders its own release after `pending`.
     self_releasing: bool,
@@ -149,7 +160,7 @@ impl Drop for Tensor {
 }
 
 impl Tensor {
-    /// A tensor over `place`.
+    /// A tensor over `place`, listed in [`cuda::TENSORS`].
     fn new(
         place: Placement,
         owner: Arc<dyn DeviceOwner>,
@@ -157,6 +168,7 @@ impl Tensor {
         pending: Arc<Mutex<Pending>>,
         self_releasing: bool,
     ) -> Tensor {
+        cuda::TENSORS.register(place.region(), &pending);
         Tensor {
             place,
             writable: false,
@@ -239,10 +251,16 @@ impl Tensor {
         }
     }
 
-    /// Makes `stream` wait for devspan's earlier work on this tensor that a read (or write)
-    /// must follow.
+    /// Makes `stream` wait for devspan's earlier work that a read (or write) of this tensor
+    /// must follow: on this tensor and on every live devspan tensor over overlapping memory.
     pub(crate) fn before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        self.pending().order_before(stream, writing)
+        self.pending().order_before(stream, writing)?;
+        for other in cuda::TENSORS.overlapping(self.place.region()) {
+            if !Arc::ptr_eq(&other, &self.pending) {
+                cuda::lock(&other).order_before(stream, writing)?;
+            }
+        }
+        Ok(())
     }
 
     /// Records that `stream` has queued a write (or a read) of this tensor.
