@@ -6,6 +6,7 @@ import gc
 import pytest
 
 from conftest import need, no_gpu
+from dlpack_ctypes import KDLCUDA, Managed
 from gpu_common import SIGNED, cast_values_ok
 
 torch = need("torch")
@@ -218,13 +219,23 @@ def test_side_streams_are_ordered():
 
 def test_device_and_export_arguments(stream):
     x = torch.zeros(3, device="cuda")
-    v = devspan.from_dlpack(x, stream=stream)
-    assert v.__dlpack_device__() == (2, x.device.index or 0)
+    device = x.device.index or 0
+    # A producer whose deleter calls are counted, over x's memory.
+    m = Managed(True, (3,), data=x.data_ptr(), device=(KDLCUDA, device))
+    v = devspan.from_dlpack(m.capsule(), stream=stream)
+    assert v.__dlpack_device__() == (2, device)
     with pytest.raises(BufferError):
         v.__dlpack__(dl_device=(1, 0))
     with pytest.raises(BufferError):
         v.__dlpack__(copy=True)
-    cap = v.__dlpack__(max_version=(1, 0))
-    del cap  # never consumed: its destructor deletes it
-    gc.collect()
     assert "Tensor" in repr(v)
+    caps = [v.__dlpack__(max_version=(1, 0)), v.__dlpack__()]  # versioned and legacy
+    del v
+    gc.collect()
+    assert m.deleted == 0  # the unconsumed capsules keep the producer alive
+    caps.pop()
+    gc.collect()
+    assert m.deleted == 0
+    caps.pop()  # never consumed: the last capsule's destructor deletes its tensor
+    gc.collect()
+    assert m.deleted == 1
