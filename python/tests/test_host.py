@@ -114,3 +114,40 @@ def test_bad_arguments():
         devspan.cast(a, "complex64")
     with pytest.raises(TypeError, match="element types"):
         devspan.cast(a, np.bool_)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_cuda_tensors_without_a_device_or_with_one(versioned):
+    """A well-formed CUDA tensor. With no usable GPU every entry point reports NoDevice (saving
+    and restoring the thread's current CUDA context must not need the driver) and deletes the
+    tensor once. With a GPU the import is a view that keeps the tensor until it is dropped; its
+    address is made up, so nothing else is run on it."""
+    m = Managed(versioned, (2, 3))
+    try:
+        v = devspan.from_dlpack(m.capsule())
+    except devspan.DevspanError as e:
+        assert "NoDevice" in str(e), e
+        assert m.deleted == 1
+    else:
+        assert v.shape == (2, 3) and v.dtype == "f32"
+        assert m.deleted == 0
+        del v
+        gc.collect()
+        assert m.deleted == 1
+        return
+    calls = {
+        "fill": lambda dst, _: devspan.fill(dst, 1),
+        "cast": lambda src, _: devspan.cast(src, "f16"),
+        "to_contiguous": lambda src, _: devspan.to_contiguous(src),
+        "copy": lambda dst, src: devspan.copy(dst, src),
+    }
+    for name, call in calls.items():
+        m, other = Managed(versioned, (2, 3)), Managed(versioned, (2, 3))
+        second = other.capsule()
+        with pytest.raises(devspan.DevspanError, match="NoDevice"):
+            call(m.capsule(), second)
+        gc.collect()
+        assert m.deleted == 1, name
+        # copy(dst, src) imports dst first: src is never taken and stays its producer's.
+        assert other.deleted == 0, name
+        assert capsule_name(second) == (b"dltensor_versioned" if versioned else b"dltensor"), name

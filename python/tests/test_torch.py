@@ -2,10 +2,14 @@
 keep-alive of the producer, and fill / copy / cast / to_contiguous against PyTorch's own ops."""
 
 import gc
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from conftest import need, no_gpu
+from dlpack_ctypes import KDLCUDA, Managed
 from gpu_common import SIGNED, cast_values_ok
 
 torch = need("torch")
@@ -218,13 +222,87 @@ def test_side_streams_are_ordered():
 
 def test_device_and_export_arguments(stream):
     x = torch.zeros(3, device="cuda")
-    v = devspan.from_dlpack(x, stream=stream)
-    assert v.__dlpack_device__() == (2, x.device.index or 0)
+    device = x.device.index or 0
+    # A producer whose deleter calls are counted, over x's memory.
+    m = Managed(True, (3,), data=x.data_ptr(), device=(KDLCUDA, device))
+    v = devspan.from_dlpack(m.capsule(), stream=stream)
+    assert v.__dlpack_device__() == (2, device)
     with pytest.raises(BufferError):
         v.__dlpack__(dl_device=(1, 0))
     with pytest.raises(BufferError):
         v.__dlpack__(copy=True)
-    cap = v.__dlpack__(max_version=(1, 0))
-    del cap  # never consumed: its destructor deletes it
-    gc.collect()
     assert "Tensor" in repr(v)
+    caps = [v.__dlpack__(max_version=(1, 0)), v.__dlpack__()]  # versioned and legacy
+    del v
+    gc.collect()
+    assert m.deleted == 0  # the unconsumed capsules keep the producer alive
+    caps.pop()
+    gc.collect()
+    assert m.deleted == 0
+    caps.pop()  # never consumed: the last capsule's destructor deletes its tensor
+    gc.collect()
+    assert m.deleted == 1
+
+
+def test_imports_of_one_tensor_are_ordered_across_streams():
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    n = 1 << 24
+    x = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    a = devspan.from_dlpack(x, stream=s1.cuda_stream)
+    b = devspan.from_dlpack(x[::2], stream=s2.cuda_stream)  # another Tensor over the same memory
+    with torch.cuda.stream(s1):
+        torch.cuda._sleep(200_000_000)  # holds s1 back, so an unordered reader runs first
+    devspan.fill(a, 3.0, stream=s1.cuda_stream)
+    h = devspan.cast(b, "f64", stream=s2.cuda_stream)  # must wait for the fill through `a`
+    with torch.cuda.stream(s2):
+        total = torch.from_dlpack(h).sum()
+    s2.synchronize()
+    assert total.item() == 3.0 * (n // 2)
+    del a, b, h
+    torch.cuda.synchronize()
+
+
+CURRENT_CONTEXT_SCRIPT = """
+import ctypes, sys
+import torch
+sys.path.insert(0, {path!r})
+import devspan
+
+cuda = ctypes.CDLL("libcuda.so.1")
+
+
+def current():
+    ctx = ctypes.c_void_p()
+    assert cuda.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
+    return ctx.value
+
+
+x = torch.ones(1 << 20, device="cuda")
+torch.cuda.synchronize()
+assert current() is not None  # PyTorch made the primary context current
+assert cuda.cuCtxSetCurrent(None) == 0
+v = devspan.from_dlpack(x, stream=1)  # the first import: devspan creates its context
+assert current() is None, "from_dlpack"
+h = devspan.cast(v, "f16", stream=1)
+assert current() is None, "cast"
+del h  # frees devspan's allocation, which needs its own context current
+assert current() is None, "dropping a cast result"
+devspan.fill(v, 2.0, stream=1)  # would report an error stored by a failed free
+assert current() is None, "fill"
+del v
+assert current() is None, "dropping an import"
+torch.cuda.synchronize()
+assert bool((x == 2.0).all())
+print("context kept")
+"""
+
+
+def test_calls_keep_the_current_context():
+    """In a fresh process, so that devspan's first import creates its context."""
+    import pathlib
+
+    path = str(pathlib.Path(__file__).resolve().parents[1])
+    script = textwrap.dedent(CURRENT_CONTEXT_SCRIPT).format(path=path)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "context kept" in r.stdout, r.stdout + r.stderr

@@ -1,6 +1,6 @@
 //! Contexts, framework stream handles and the events that order work between them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
 use pyo3::PyResult;
@@ -10,13 +10,16 @@ use super::to_py;
 
 /// The primary context of `device`, one `CudaContext` per device for the life of the process
 /// (frameworks such as PyTorch and CuPy use the same primary contexts).
+///
+/// The calling thread's current context is the same after the call as before it, also on the
+/// call that creates the context.
 pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
     static CONTEXTS: Mutex<Vec<Option<Arc<CudaContext>>>> = Mutex::new(Vec::new());
     let mut all = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(Some(ctx)) = all.get(device) {
         return Ok(ctx.clone());
     }
-    let ctx = crate::device::context(device).map_err(to_py)?;
+    let ctx = create_context(device)?;
     if all.len() <= device {
         all.resize(device + 1, None);
     }
@@ -24,24 +27,47 @@ pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
     Ok(ctx)
 }
 
+/// A new `CudaContext` over the primary context of `device`. Creating one makes it current on
+/// the calling thread; the previous current context (or none) is restored before returning.
+fn create_context(device: usize) -> PyResult<Arc<CudaContext>> {
+    let _current = CurrentContext::save();
+    crate::device::context(device).map_err(to_py)
+}
+
 /// Restores the thread's current CUDA context when dropped, so that devspan's calls (which
 /// make the tensor's primary context current) leave a framework's notion of the current device
 /// as they found it.
+///
+/// Every entry point of the bindings saves the current context before anything that can make
+/// another one current.
 pub(crate) struct CurrentContext(Option<sys::CUcontext>);
 
 impl CurrentContext {
+    /// The calling thread's current context (possibly none). With no usable CUDA driver nothing
+    /// is saved, and nothing is restored: no context can have been made current.
     pub(crate) fn save() -> Self {
-        let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given. It is
-        // only called once the driver is known to be loaded (a context exists).
-        let ok = unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS;
-        CurrentContext(ok.then_some(ctx))
+        if !crate::device::gpu_available() {
+            return CurrentContext(None);
+        }
+        CurrentContext(current())
     }
+}
+
+/// The calling thread's current context (null for none), or `None` when the driver cannot say.
+/// Only called once the driver is known to be loaded and initialised.
+fn current() -> Option<sys::CUcontext> {
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given; the driver
+    // library is loaded and initialised (the callers check `gpu_available` first).
+    let ok = unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS;
+    ok.then_some(ctx)
 }
 
 impl Drop for CurrentContext {
     fn drop(&mut self) {
-        if let Some(ctx) = self.0 {
+        if let Some(ctx) = self.0
+            && current() != Some(ctx)
+        {
             // SAFETY: `ctx` was the thread's current context (or null) when saved; primary
             // contexts stay alive while devspan's `CudaContext` retains them. Setting null is
             // allowed and unbinds.
@@ -101,6 +127,9 @@ pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Ar
 
 /// Work queued on a tensor's memory by devspan that later work on other streams must wait
 /// for: the last write and the reads since then.
+///
+/// Dropping it drops CUDA events, which makes their context current: callers hold a
+/// [`CurrentContext`] while they do.
 #[derive(Default)]
 pub(crate) struct Pending {
     write: Option<CudaEvent>,
@@ -157,5 +186,238 @@ impl Pending {
         for r in self.reads.drain(..) {
             wait(&r);
         }
+    }
+}
+
+/// Locks a record of pending work (a poisoned lock still holds a consistent record).
+pub(crate) fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+    pending.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Blocks until `stream` has finished its work; a failure is retried once, as in
+/// [`Pending::wait_host`].
+pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
+    stream
+        .synchronize()
+        .or_else(|_| stream.synchronize())
+        .map_err(|e| to_py(e.into()))
+}
+
+/// `result`, the outcome of queuing work on a stream, returned only once that work is accounted
+/// for, whether it failed or not: `record` notes it for later users (records CUDA events), and
+/// where that fails `synchronize` waits for it. The first error is the one returned.
+pub(crate) fn settle<R, E>(
+    result: Result<R, E>,
+    record: impl FnOnce() -> Result<(), E>,
+    synchronize: impl FnOnce() -> Result<(), E>,
+) -> Result<R, E> {
+    // On a recording error the synchronisation's own error is dropped: the first is reported.
+    let accounted = record().inspect_err(|_| {
+        let _ = synchronize();
+    });
+    let out = result?;
+    accounted.map(|()| out)
+}
+
+/// Device memory that a devspan tensor spans: bytes `start..end` on CUDA device `device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Region {
+    pub(crate) device: usize,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+}
+
+impl Region {
+    /// Whether some byte lies in both (empty regions overlap nothing).
+    fn overlaps(&self, other: &Region) -> bool {
+        self.device == other.device && self.start.max(other.start) < self.end.min(other.end)
+    }
+}
+
+/// Items (the records of pending work of live devspan tensors) by the memory they describe,
+/// so that work on one tensor can be ordered after devspan's work on every other tensor over
+/// overlapping memory: the same producer tensor imported twice, or an export imported again.
+///
+/// Entries are weak: an entry is forgotten once nothing else holds its item. Overlap is
+/// decided on whole spans, so views that share an allocation but no element may be ordered
+/// needlessly, never the other way round.
+pub(crate) struct Users<T> {
+    entries: Mutex<Vec<(Region, Weak<T>)>>,
+}
+
+impl<T> Users<T> {
+    pub(crate) const fn new() -> Self {
+        Users {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Vec<(Region, Weak<T>)>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds `item` as a user of `region`, forgetting entries whose items are gone.
+    pub(crate) fn register(&self, region: Region, item: &Arc<T>) {
+        let mut entries = self.entries();
+        entries.retain(|(_, w)| w.strong_count() > 0);
+        entries.push((region, Arc::downgrade(item)));
+    }
+
+    /// The live items whose regions overlap `region`.
+    pub(crate) fn overlapping(&self, region: Region) -> Vec<Arc<T>> {
+        self.entries()
+            .iter()
+            .filter(|(r, _)| r.overlaps(&region))
+            .filter_map(|(_, w)| w.upgrade())
+            .collect()
+    }
+}
+
+/// The records of pending work of all live devspan tensors.
+pub(crate) static TENSORS: Users<Mutex<Pending>> = Users::new();
+
+/// Run with `cargo test --features python --lib python` (the test binary links libpython). The
+/// `#[ignore]`d tests need a CUDA GPU (`--include-ignored`, as the GPU runner does).
+#[cfg(test)]
+mod tests {
+    use pyo3::Python;
+
+    use super::*;
+
+    /// Sets the calling thread's current context (null unbinds).
+    fn set_current(ctx: sys::CUcontext) {
+        // SAFETY: `ctx` is null or a context that the caller keeps alive.
+        let r = unsafe { sys::cuCtxSetCurrent(ctx) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+
+    #[test]
+    fn users_lists_the_live_items_over_overlapping_memory() {
+        let users = Users::<u32>::new();
+        let at = |device, start, end| Region { device, start, end };
+        let a = Arc::new(1);
+        let b = Arc::new(2);
+        let c = Arc::new(3);
+        users.register(at(0, 0x1000, 0x2000), &a);
+        users.register(at(0, 0x1800, 0x2800), &b);
+        users.register(at(1, 0x1000, 0x2000), &c);
+        let found = |r| {
+            let mut v: Vec<u32> = users.overlapping(r).iter().map(|x| **x).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(found(at(0, 0x1000, 0x2000)), [1, 2]);
+        assert_eq!(
+            found(at(0, 0x0000, 0x1000)),
+            [] as [u32; 0],
+            "touching is not overlapping"
+        );
+        assert_eq!(found(at(0, 0x2000, 0x2001)), [2]);
+        assert_eq!(found(at(1, 0x1fff, 0x3000)), [3], "devices are told apart");
+        assert_eq!(
+            found(at(0, 0x1900, 0x1900)),
+            [] as [u32; 0],
+            "empty spans reach nothing"
+        );
+        drop(b);
+        assert_eq!(
+            found(at(0, 0x1000, 0x2800)),
+            [1],
+            "gone items are not listed"
+        );
+        let d = Arc::new(4);
+        users.register(at(2, 0, 8), &d);
+        assert_eq!(users.entries().len(), 3, "registering forgets gone items");
+    }
+
+    #[test]
+    fn settle_accounts_for_the_work_on_every_path() {
+        use std::cell::Cell;
+        let (records, syncs) = (Cell::new(0), Cell::new(0));
+        let record = |ok: bool| {
+            let records = &records;
+            move || {
+                records.set(records.get() + 1);
+                if ok { Ok(()) } else { Err("record") }
+            }
+        };
+        let sync = || {
+            syncs.set(syncs.get() + 1);
+            Err::<(), _>("sync")
+        };
+        assert_eq!(settle(Ok(7), record(true), sync), Ok(7));
+        assert_eq!((records.get(), syncs.get()), (1, 0));
+        // A failed launch is still recorded: part of it may have been queued.
+        assert_eq!(
+            settle(Err::<u8, _>("launch"), record(true), sync),
+            Err("launch")
+        );
+        assert_eq!((records.get(), syncs.get()), (2, 0));
+        // No event: the stream is synchronised instead, and the first error is reported.
+        assert_eq!(
+            settle(Err::<u8, _>("launch"), record(false), sync),
+            Err("launch")
+        );
+        assert_eq!((records.get(), syncs.get()), (3, 1));
+        assert_eq!(settle(Ok(7), record(false), sync), Err("record"));
+        assert_eq!((records.get(), syncs.get()), (4, 2));
+    }
+
+    #[test]
+    fn contexts_and_saved_contexts_need_no_driver() {
+        Python::initialize();
+        Python::attach(|_| {
+            let saved = CurrentContext::save();
+            let ctx = context(0);
+            drop(saved);
+            assert_eq!(ctx.is_ok(), crate::device::gpu_available());
+        });
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn creating_a_context_keeps_the_current_context() {
+        Python::initialize();
+        Python::attach(|_| {
+            let ctx = context(0).expect("a CUDA device");
+            for before in [std::ptr::null_mut(), ctx.cu_ctx()] {
+                set_current(before);
+                // Not the cached context: a new `CudaContext`, which binds on creation.
+                let fresh = create_context(0).expect("a CUDA device");
+                assert_eq!(current(), Some(before));
+                drop(fresh);
+            }
+            set_current(std::ptr::null_mut());
+        });
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn dropping_an_allocation_frees_it_in_its_own_context() {
+        Python::initialize();
+        Python::attach(|_| {
+            let ctx = context(0).expect("a CUDA device");
+            let home = ctx.default_stream();
+            let side = ctx.per_thread_stream();
+            let a = crate::DeviceArray::<f32, _>::zeros(&home, ndarray::IxDyn(&[1 << 20]))
+                .expect("allocation");
+            let t = super::super::Tensor::owned(a).expect("tensor");
+            let mut v = t.view_mut::<f32>().expect("view");
+            t.before(&side, true).expect("order");
+            v.fill(&side, 1.0).expect("fill");
+            t.after(&side, true).expect("record");
+            drop(v);
+            set_current(std::ptr::null_mut());
+            drop(t);
+            assert_eq!(
+                current(),
+                Some(std::ptr::null_mut()),
+                "the context was left current"
+            );
+            // A free under no context would have stored an error in the context.
+            ctx.check_err().expect("the free succeeded");
+            ctx.synchronize().expect("synchronize");
+            set_current(std::ptr::null_mut());
+        });
     }
 }

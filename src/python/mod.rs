@@ -30,13 +30,22 @@
 //!
 //! - `from_dlpack(obj, stream=s)` passes `s` to `obj.__dlpack__(stream=...)`, so the producer
 //!   makes `s` wait for its pending work on the tensor (the DLPack protocol).
-//! - devspan records a CUDA event after each operation on a tensor; a later operation on
-//!   another stream, and a consumer's stream given to `Tensor.__dlpack__(stream=...)`, wait for
-//!   it.
+//! - devspan records a CUDA event after each operation on a tensor (also after one that
+//!   failed part way). A later operation on another stream waits for it: an operation on the
+//!   same `devspan.Tensor`, and one on any other live `devspan.Tensor` whose memory overlaps
+//!   it, such as a second import of the same producer tensor (`from_dlpack(x, stream=s1)` and
+//!   `from_dlpack(x[::2], stream=s2)`) or an export imported again. A consumer's stream given
+//!   to `Tensor.__dlpack__(stream=...)` waits for it as well. Overlap is judged on the whole
+//!   span a tensor may reach, so tensors that share an allocation but no element may wait for
+//!   each other.
+//! - When an imported tensor goes away, devspan waits on the host for its work on it before
+//!   releasing the memory to the producer; the memory of `cast` and `to_contiguous` results is
+//!   freed (stream-ordered) after devspan's work on it, whoever releases it last.
 //! - Work that a framework queues on memory devspan also uses, outside these calls, is ordered
-//!   by the user (as with every DLPack exchange).
+//!   by the user (as with every DLPack exchange): devspan does not see it.
 //! - Arguments that are not `devspan.Tensor`s are imported for the call only; the call then
 //!   waits for its work before releasing them.
+//! - Every call leaves the calling thread's current CUDA context as it found it.
 //!
 //! Errors: `devspan.DevspanError` (its message names the kind of error: `UnsupportedDtype`,
 //! `DeviceMismatch`, ...), `TypeError` for objects that are neither tensors nor capsules,
@@ -45,8 +54,6 @@
 mod capsule;
 mod cuda;
 mod tensor;
-
-use std::sync::Arc;
 
 use ndarray::IxDyn;
 use pyo3::create_exception;
@@ -272,6 +279,11 @@ fn import(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Tensor> {
 
 /// A view over the tensor of any DLPack producer, without copying.
 ///
+/// Each call makes a new `devspan.Tensor`. devspan's operations on it are ordered (on the GPU)
+/// after devspan's earlier operations on it and on every other live devspan tensor over
+/// overlapping memory, on whatever streams they ran; work the producer or another framework
+/// queues on the memory is ordered by the user.
+///
 /// `obj` has `__dlpack__` (a `torch.Tensor`, `cupy.ndarray`, JAX array, ...) or is a DLPack
 /// capsule (named "dltensor" or "dltensor_versioned"; renamed "used_..." once taken). `stream`
 /// is where devspan will use the tensor; the producer is asked (`__dlpack__(stream=...)`) to
@@ -284,6 +296,7 @@ fn import(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Tensor> {
 #[pyfunction]
 #[pyo3(signature = (obj, stream = None))]
 fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
+    let _current = cuda::CurrentContext::save();
     if let Ok(t) = obj.cast::<Tensor>() {
         return Ok(t.clone().unbind());
     }
@@ -329,16 +342,16 @@ fn scalar<T: DeviceElement + num_traits::NumCast>(value: &Bound<'_, PyAny>) -> P
 #[pyfunction]
 #[pyo3(signature = (dst, value, stream = None))]
 fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
+    let _current = cuda::CurrentContext::save();
     let arg = arg(dst, stream)?;
     let t = arg.get();
-    let _current = cuda::CurrentContext::save();
     let s = cuda::stream(t.ctx(), stream)?;
     with_dtype!(t.dtype(), T => {
         let v: T = scalar::<T>(value)?;
         let mut view = t.view_mut::<T>().map_err(to_py)?;
         t.before(&s, true)?;
-        view.fill(&s, v).map_err(to_py)?;
-        t.after(&s, true)?;
+        let done = view.fill(&s, v).map_err(to_py);
+        cuda::settle(done, || t.after(&s, true), || cuda::synchronize(&s))?;
     });
     Ok(())
 }
@@ -348,6 +361,7 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
 #[pyfunction]
 #[pyo3(signature = (dst, src, stream = None))]
 fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
+    let _current = cuda::CurrentContext::save();
     let d = arg(dst, stream)?;
     let sarg = arg(src, stream)?;
     let (dt, st) = (d.get(), sarg.get());
@@ -358,7 +372,6 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
             dt.device()
         ))));
     }
-    let _current = cuda::CurrentContext::save();
     let s = cuda::stream(dt.ctx(), stream)?;
     with_dtype!(dt.dtype(), T => {
         let mut dv = dt.view_mut::<T>().map_err(to_py)?;
@@ -366,9 +379,13 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
             let sv = st.view::<U>().map_err(to_py)?;
             dt.before(&s, true)?;
             st.before(&s, false)?;
-            dv.assign_cast(&s, &sv).map_err(to_py)?;
-            st.after(&s, false)?;
-            dt.after(&s, true)?;
+            let done = dv.assign_cast(&s, &sv).map_err(to_py);
+            let record = || {
+                let read = st.after(&s, false);
+                let written = dt.after(&s, true);
+                read.and(written)
+            };
+            cuda::settle(done, record, || cuda::synchronize(&s))?;
         })
     });
     Ok(())
@@ -382,6 +399,7 @@ fn cast(
     dtype: &Bound<'_, PyAny>,
     stream: Option<i64>,
 ) -> PyResult<Py<Tensor>> {
+    let _current = cuda::CurrentContext::save();
     let to = parse_dtype(dtype)?;
     let a = arg(src, stream)?;
     let t = converted(a.get(), to, stream)?;
@@ -392,30 +410,39 @@ fn cast(
 #[pyfunction]
 #[pyo3(signature = (src, stream = None))]
 fn to_contiguous(src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
+    let _current = cuda::CurrentContext::save();
     let a = arg(src, stream)?;
     let t = converted(a.get(), a.get().dtype(), stream)?;
     Py::new(src.py(), t)
 }
 
+/// A new tensor (standard layout) with the elements of `st` converted to `to`, written on
+/// `stream`. The memory is allocated on (and freed on) the legacy default stream, which
+/// outlives any stream a caller names.
 fn converted(st: &Tensor, to: DType, stream: Option<i64>) -> PyResult<Tensor> {
     let _current = cuda::CurrentContext::save();
     let ctx = st.ctx().clone();
     let s = cuda::stream(&ctx, stream)?;
-    // The new memory is allocated on (and, when dropped, freed on) the legacy default stream,
-    // which outlives any stream a caller names.
     let home = ctx.default_stream();
     with_dtype!(st.dtype(), U => {
         let sv = st.view::<U>().map_err(to_py)?;
         with_dtype!(to, T => {
-            // SAFETY: `assign_cast` below writes every element before the array is read; on
-            // error the array is dropped unread.
-            let mut out = unsafe { DeviceArray::<T, IxDyn>::uninit(&home, sv.dim()) }.map_err(to_py)?;
-            let allocated = home.record_event(None).map_err(|e| to_py(e.into()))?;
-            s.wait(&allocated).map_err(|e| to_py(e.into()))?;
+            // SAFETY: `assign_cast` below writes every element before the tensor is returned;
+            // on error the tensor is dropped unread.
+            let array = unsafe { DeviceArray::<T, IxDyn>::uninit(&home, sv.dim()) }.map_err(to_py)?;
+            // From here on the memory is freed after the work recorded on `out`, on any path.
+            let out = Tensor::owned(array)?;
+            let mut ov = out.view_mut::<T>().map_err(to_py)?;
+            out.before(&s, true)?;
             st.before(&s, false)?;
-            out.view_mut().assign_cast(&s, &sv).map_err(to_py)?;
-            st.after(&s, false)?;
-            tensor::Tensor::owned(out, Arc::clone(&ctx), &s)
+            let done = ov.assign_cast(&s, &sv).map_err(to_py);
+            let record = || {
+                let read = st.after(&s, false);
+                let written = out.after(&s, true);
+                read.and(written)
+            };
+            cuda::settle(done, record, || cuda::synchronize(&s))?;
+            Ok(out)
         })
     })
 }

@@ -8,13 +8,13 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::cuda::{self, CurrentContext, Pending};
+use super::cuda::{self, CurrentContext, Pending, Region};
 use super::{capsule, to_py, with_dtype};
 use crate::dlpack::{DLDeviceType, DlpackTensor};
 use crate::element::{DType, DeviceElement};
 use crate::owner::DeviceOwner;
 use crate::view::{DeviceView, DeviceViewMut};
-use crate::{DeviceArray, Error, ErrorKind};
+use crate::{DeviceArray, Error, ErrorKind, Layout};
 
 /// Keeps an imported view (and with it the producer) alive behind a devspan owner handle.
 struct Held<V: Send + Sync + 'static>(#[allow(dead_code)] V);
@@ -22,6 +22,54 @@ struct Held<V: Send + Sync + 'static>(#[allow(dead_code)] V);
 impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
     fn describe(&self) -> String {
         "DLPack producer".into()
+    }
+}
+
+/// Device memory that devspan allocated for a tensor (the results of `cast` and
+/// `to_contiguous`): the [`DeviceArray`] and the tensor's record of devspan's work on it.
+///
+/// It is dropped after the last view and export of the memory, on whichever thread drops that:
+/// it makes the array's context current, makes the array's stream (the legacy default stream,
+/// where the memory was allocated) wait for every use recorded in `pending`, frees the memory
+/// there (stream-ordered), and restores the thread's current context.
+struct Allocation<T: DeviceElement> {
+    array: Option<DeviceArray<T, IxDyn>>,
+    pending: Arc<Mutex<Pending>>,
+}
+
+impl<T: DeviceElement> DeviceOwner for Allocation<T> {
+    fn describe(&self) -> String {
+        let n = self.array.as_ref().map_or(0, |a| a.len());
+        format!("devspan allocation ({n} {} elements)", T::DTYPE)
+    }
+}
+
+impl<T: DeviceElement> Drop for Allocation<T> {
+    fn drop(&mut self) {
+        let Some(array) = self.array.take() else {
+            return;
+        };
+        let _current = CurrentContext::save();
+        let mut pending = std::mem::take(&mut *cuda::lock(&self.pending));
+        let home = array.stream().clone();
+        let ctx = home.context();
+        // cudarc frees without making the slice's context current, and the legacy default
+        // stream's handle means the default stream of whatever context is current: bind first.
+        // A failed bind is tried once more (cudarc first reports, and clears, an error stored
+        // in the context).
+        if ctx.bind_to_thread().is_err() && ctx.bind_to_thread().is_err() {
+            // Freeing under another context could release the memory on another device's
+            // stream, unordered with the work on it: leak it instead.
+            std::mem::forget(array);
+            return;
+        }
+        if pending.order_before(&home, true).is_err() {
+            pending.wait_host();
+        }
+        // Frees on `home` (`cuMemFreeAsync`; without memory pools, after synchronising `home`).
+        drop(array);
+        // The events are released while the guard still holds the saved context.
+        drop(pending);
     }
 }
 
@@ -41,6 +89,16 @@ struct Placement {
 }
 
 impl Placement {
+    /// The bytes of the span that the layout is checked against.
+    fn region(&self) -> Region {
+        let bytes = (self.span_len as u64).saturating_mul(self.dtype.size() as u64);
+        Region {
+            device: self.device,
+            start: self.base,
+            end: self.base.saturating_add(bytes),
+        }
+    }
+
     fn of<T: DeviceElement>(v: &DeviceView<'_, T, IxDyn>) -> Self {
         let span = v.span();
         let size = std::mem::size_of::<T>() as u64;
@@ -64,25 +122,37 @@ impl Placement {
 /// `cupy.from_dlpack(t)`). The memory stays alive while the tensor or anything exported from it
 /// lives, whatever happens to the producer's own Python objects.
 ///
-/// devspan orders its own work on a tensor across streams with CUDA events; when the last
-/// reference to a tensor goes away, it waits for that work to finish before releasing the
-/// memory to its owner.
+/// devspan orders its own work across streams with CUDA events: an operation waits for
+/// devspan's earlier work on this tensor and on every other live devspan tensor whose memory
+/// overlaps it (the same producer tensor imported twice, an export imported again), and so
+/// does a consumer's stream given to `__dlpack__`. When the last reference to an imported
+/// tensor goes away, devspan waits (on the host) for its work on it before releasing the memory
+/// to the producer; devspan's own allocations are freed stream-ordered after that work. Work
+/// that frameworks queue on the memory themselves is not known to devspan: its ordering with
+/// devspan's calls is the user's, as in every DLPack exchange.
 #[pyclass(frozen, name = "Tensor", module = "devspan")]
 pub struct Tensor {
     place: Placement,
     writable: bool,
     owner: Arc<dyn DeviceOwner>,
     ctx: Arc<CudaContext>,
-    pending: Mutex<Pending>,
+    /// devspan's work on the memory; also listed (weakly) in [`cuda::TENSORS`], and for
+    /// devspan's own allocations shared with the [`Allocation`] that frees the memory.
+    pending: Arc<Mutex<Pending>>,
+    /// Whether `owner` is an [`Allocation`], which orders its own release after `pending`.
+    self_releasing: bool,
 }
 
 impl Drop for Tensor {
     fn drop(&mut self) {
-        let mut pending = std::mem::take(self.pending.get_mut().unwrap_or_else(|p| p.into_inner()));
-        if pending.is_empty() {
+        if self.self_releasing {
             return;
         }
         let _current = CurrentContext::save();
+        let mut pending = std::mem::take(&mut *cuda::lock(&self.pending));
+        if pending.is_empty() {
+            return;
+        }
         // Wait without holding the GIL: other Python threads go on, and work queued on the
         // streams (a host callback, say) may itself need the GIL.
         Python::attach(|py| py.detach(move || pending.wait_host()));
@@ -90,8 +160,27 @@ impl Drop for Tensor {
 }
 
 impl Tensor {
+    /// A tensor over `place`, listed in [`cuda::TENSORS`].
+    fn new(
+        place: Placement,
+        owner: Arc<dyn DeviceOwner>,
+        ctx: Arc<CudaContext>,
+        pending: Arc<Mutex<Pending>>,
+        self_releasing: bool,
+    ) -> Tensor {
+        cuda::TENSORS.register(place.region(), &pending);
+        Tensor {
+            place,
+            writable: false,
+            owner,
+            ctx,
+            pending,
+            self_releasing,
+        }
+    }
+
     fn pending(&self) -> MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        cuda::lock(&self.pending)
     }
 
     pub(crate) fn dtype(&self) -> DType {
@@ -162,10 +251,16 @@ impl Tensor {
         }
     }
 
-    /// Makes `stream` wait for devspan's earlier work on this tensor that a read (or write)
-    /// must follow.
+    /// Makes `stream` wait for devspan's earlier work that a read (or write) of this tensor
+    /// must follow: on this tensor and on every live devspan tensor over overlapping memory.
     pub(crate) fn before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        self.pending().order_before(stream, writing)
+        self.pending().order_before(stream, writing)?;
+        for other in cuda::TENSORS.overlapping(self.place.region()) {
+            if !Arc::ptr_eq(&other, &self.pending) {
+                cuda::lock(&other).order_before(stream, writing)?;
+            }
+        }
+        Ok(())
     }
 
     /// Records that `stream` has queued a write (or a read) of this tensor.
@@ -181,6 +276,7 @@ impl Tensor {
     /// A tensor over a producer's managed tensor; `stream` is where the producer's data is
     /// ready (None: the producer gave no stream promise, use the legacy default stream).
     pub(crate) fn import(t: DlpackTensor, stream: Option<i64>) -> PyResult<Tensor> {
+        let _current = CurrentContext::save();
         let read_only = t.is_read_only();
         let dtype = t.dtype().map_err(to_py)?;
         let (place, owner) = with_dtype!(dtype, T => {
@@ -190,38 +286,34 @@ impl Tensor {
             (place, owner)
         });
         let ctx = cuda::context(place.device)?;
-        let mut tensor = Tensor {
-            place,
-            writable: false,
-            owner,
-            ctx,
-            pending: Mutex::new(Pending::default()),
-        };
+        let mut tensor = Tensor::new(place, owner, ctx, Arc::default(), false);
         // Writable unless the producer said otherwise or the layout reaches an element twice
         // (a broadcast), which `view_mut` refuses.
         tensor.writable = !read_only;
         if tensor.writable {
             tensor.writable = with_dtype!(dtype, T => tensor.view_mut::<T>().is_ok());
         }
-        let _current = CurrentContext::save();
         let s = cuda::stream(&tensor.ctx, stream)?;
         tensor.after(&s, true)?;
         Ok(tensor)
     }
 
-    /// A tensor owning a devspan array whose last write was queued on `stream`.
-    pub(crate) fn owned<T: DeviceElement>(
-        array: DeviceArray<T, IxDyn>,
-        ctx: Arc<CudaContext>,
-        stream: &CudaStream,
-    ) -> PyResult<Tensor> {
+    /// A writable tensor owning a new devspan array, with the allocation (queued on the
+    /// array's stream) recorded as its first write. Its memory is freed by an [`Allocation`].
+    pub(crate) fn owned<T: DeviceElement>(array: DeviceArray<T, IxDyn>) -> PyResult<Tensor> {
+        let _current = CurrentContext::save();
         let dim = array.dim();
-        let slice = array.into_cuda_slice();
-        let ptr = crate::bytes::address_of(&slice);
-        let (len, device) = (slice.len(), slice.context().ordinal());
-        let strides = crate::Layout::contiguous(dim.clone()).strides().to_vec();
-        let owner: Arc<dyn DeviceOwner> = Arc::new(slice);
-        // SAFETY: the slice owns `len` elements of `T` at `ptr` on `device` and lives in
+        let ptr = crate::bytes::address_of(array.as_cuda_slice());
+        let (len, device) = (array.as_cuda_slice().len(), array.device());
+        let home = array.stream().clone();
+        let ctx = home.context().clone();
+        let pending: Arc<Mutex<Pending>> = Arc::default();
+        let owner: Arc<dyn DeviceOwner> = Arc::new(Allocation {
+            array: Some(array),
+            pending: pending.clone(),
+        });
+        let strides = Layout::contiguous(dim.clone()).strides().to_vec();
+        // SAFETY: the array owns `len` elements of `T` at `ptr` on `device` and lives in
         // `owner`, which the tensor's views keep alive.
         let v = unsafe {
             DeviceView::<T, IxDyn>::from_raw_parts(
@@ -235,14 +327,9 @@ impl Tensor {
             )
         }
         .map_err(to_py)?;
-        let tensor = Tensor {
-            place: Placement::of(&v),
-            writable: true,
-            owner,
-            ctx,
-            pending: Mutex::new(Pending::default()),
-        };
-        tensor.after(stream, true)?;
+        let mut tensor = Tensor::new(Placement::of(&v), owner, ctx, pending, true);
+        tensor.writable = true;
+        tensor.after(&home, true)?;
         Ok(tensor)
     }
 }
@@ -323,8 +410,8 @@ impl Tensor {
                 "a read-only tensor can only be exported as a versioned DLPack tensor (max_version >= (1, 0))",
             ));
         }
+        let _current = CurrentContext::save();
         if stream != Some(-1) {
-            let _current = CurrentContext::save();
             let s = cuda::stream(&self.ctx, stream)?;
             // The consumer may write: it waits for devspan's reads as well.
             self.before(&s, true)?;
