@@ -1850,7 +1850,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             strided_kernel(t, &format!("fill_strided64_{n}"), Op::Fill(e), &STRIDED64),
         ];
         push_kernels(t, &mut mods, ks);
-        let ks = vec![
+        let mut ks = vec![
             contig_kernel(t, &format!("copy_contig_{n}"), e, e),
             strided_kernel(
                 t,
@@ -1866,19 +1866,24 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             ),
             transpose_kernel(t, &format!("copy_transpose_{n}"), e, e),
             row_kernel(t, &format!("copy_rows_{n}"), e, e),
-            permute::permute_kernel(t, &format!("copy_permute_{n}"), e, e),
         ];
-        let ks = if size <= 2 {
-            let mut ks = ks;
+        for (kind, tt, by) in permute::VARIANTS {
+            ks.push(permute::permute_kernel(
+                t,
+                &format!("copy_{kind}_{n}"),
+                e,
+                e,
+                tt,
+                by,
+            ));
+        }
+        if size <= 2 {
             ks.push(permute::permute_packed_kernel(
                 t,
                 &format!("copy_permute_packed_{n}"),
                 e,
             ));
-            ks
-        } else {
-            ks
-        };
+        }
         push_kernels(t, &mut mods, ks);
     }
     for s in TYPES {
@@ -1887,7 +1892,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 continue;
             }
             let p = format!("{}_{}", s.tag, d.tag);
-            let ks = vec![
+            let mut ks = vec![
                 contig_kernel(t, &format!("cast_contig_{p}"), s, d),
                 strided_kernel(
                     t,
@@ -1903,8 +1908,17 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 ),
                 transpose_kernel(t, &format!("cast_transpose_{p}"), s, d),
                 row_kernel(t, &format!("cast_rows_{p}"), s, d),
-                permute::permute_kernel(t, &format!("cast_permute_{p}"), s, d),
             ];
+            for (kind, tt, by) in permute::VARIANTS {
+                ks.push(permute::permute_kernel(
+                    t,
+                    &format!("cast_{kind}_{p}"),
+                    s,
+                    d,
+                    tt,
+                    by,
+                ));
+            }
             push_kernels(t, &mut mods, ks);
         }
     }

@@ -327,7 +327,10 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
                 false,
                 None,
             );
-            if b.rows.last().unwrap().path == "permute" {
+            if matches!(
+                b.rows.last().unwrap().path.as_str(),
+                "permute" | "permute32"
+            ) {
                 permutes.push((shape, perm.clone()));
             }
         }

@@ -19,13 +19,16 @@ const MAGIC32: u64 = 608;
 const SHIFT32: u64 = 640;
 const AXES: usize = 8;
 
-/// Slots per tile side. Must agree with `permute_tile` in `src/kernels/permute.rs`.
+/// Slots per tile side of the packed kernels and of the large element-wise kernels. Must agree
+/// with `PERMUTE_TILE` in `src/kernels/permute.rs`.
 const TILE: u64 = 64;
-/// Rows of the element-wise kernels' block (`.reqntid 32, BY`). Must agree with
-/// `PERMUTE_BLOCK` in `src/kernels/permute.rs`.
-const BY: u64 = 16;
-/// Rows of the packed kernels' block. Must agree with `PERMUTE_PACKED_BLOCK`.
+/// Rows of the packed kernels' block. Must agree with `PERMUTE_SMALL_BLOCK`.
 const PACKED_BY: u64 = 8;
+
+/// The element-wise kernels' variants: `(kind, slots per side, block rows)`. Must agree with
+/// `PermuteArgs::tile`, `PERMUTE_BLOCK` and `PERMUTE_SMALL_BLOCK` in
+/// `src/kernels/permute.rs`.
+pub(super) const VARIANTS: [(&str, u64, u64); 2] = [("permute", 64, 16), ("permute32", 32, 8)];
 
 /// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
 /// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).
@@ -170,7 +173,14 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
 /// The read phase: all loads of the thread, then conversions and shared stores. Predicated
 /// on the slots' coordinates unless the tile is known to be whole.
 #[allow(clippy::too_many_arguments)]
-fn read_phase(g: &mut Gen, s: Ty, d: Ty, p: u64, ra: &[Slot], rb: &[Slot], whole: bool) -> String {
+fn read_phase(
+    g: &mut Gen,
+    (s, d): (Ty, Ty),
+    (p, by): (u64, u64),
+    ra: &[Slot],
+    rb: &[Slot],
+    whole: bool,
+) -> String {
     let mut read = Code::default();
     let pb: Vec<(Option<String>, String)> = rb
         .iter()
@@ -211,14 +221,21 @@ fn read_phase(g: &mut Gen, s: Ty, d: Ty, p: u64, ra: &[Slot], rb: &[Slot], whole
     }
     for (k, i, v) in loaded {
         let y = convert(g, &mut read, s, d, &v);
-        let off = (BY * k * p + 32 * i) * d.size;
+        let off = (by * k * p + 32 * i) * d.size;
         store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
     }
     read.text()
 }
 
 /// The write phase: all shared loads, then (predicated) global stores.
-fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool) -> String {
+fn write_phase(
+    g: &mut Gen,
+    d: Ty,
+    (p, by): (u64, u64),
+    wa: &[Slot],
+    wb: &[Slot],
+    whole: bool,
+) -> String {
     let mut write = Code::default();
     let pw: Vec<(Option<String>, String)> = wa
         .iter()
@@ -236,7 +253,7 @@ fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool
     let mut vals = Vec::new();
     for k in 0..wb.len() {
         for i in 0..wa.len() {
-            let off = (32 * i as u64 * p + BY * k as u64) * d.size;
+            let off = (32 * i as u64 * p + by * k as u64) * d.size;
             let v = load_scalar(g, &mut write, d, Space::Shared, &addr("%tsr", off), None);
             vals.push((k, i, v));
         }
@@ -264,10 +281,18 @@ fn write_phase(g: &mut Gen, d: Ty, p: u64, wa: &[Slot], wb: &[Slot], whole: bool
     write.text()
 }
 
-pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
-    let tt = TILE;
+/// The element-wise kernel `name` for `s -> d` with tiles of `tt` x `tt` slots and blocks of
+/// (32, `by`) threads.
+pub(super) fn permute_kernel(
+    t: &mut Templates,
+    name: &str,
+    s: Ty,
+    d: Ty,
+    tt: u64,
+    by: u64,
+) -> String {
     let p = pitch(tt, d);
-    let (nx, ny) = (tt / 32, tt / BY);
+    let (nx, ny) = (tt / 32, tt / by);
     let (ssh, dsh) = (log2(s.size), log2(d.size));
     let mut g = Gen::default();
 
@@ -288,7 +313,7 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
     let jy: Vec<String> = (0..ny)
         .map(|k| {
             let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, %ty, {};", BY * k));
+            setup.line(format!("add.u32 {j}, %ty, {};", by * k));
             j
         })
         .collect();
@@ -320,17 +345,17 @@ pub(super) fn permute_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> Str
     setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
 
     let origin = origin(&mut g, s, d);
-    let read = read_phase(&mut g, s, d, p, &ra, &rb, false);
-    let write = write_phase(&mut g, d, p, &wa, &wb, false);
-    let read_whole = read_phase(&mut g, s, d, p, &ra, &rb, true);
-    let write_whole = write_phase(&mut g, d, p, &wa, &wb, true);
+    let read = read_phase(&mut g, (s, d), (p, by), &ra, &rb, false);
+    let write = write_phase(&mut g, d, (p, by), &wa, &wb, false);
+    let read_whole = read_phase(&mut g, (s, d), (p, by), &ra, &rb, true);
+    let write_whole = write_phase(&mut g, d, (p, by), &wa, &wb, true);
 
     t.render(
         "permute.ptx",
         &[
             ("NAME", name.to_string()),
             ("T", tt.to_string()),
-            ("BY", BY.to_string()),
+            ("BY", by.to_string()),
             ("PITCH", p.to_string()),
             ("TILE_BYTES", (tt * p * d.size).to_string()),
             ("DECLS", g.decls()),

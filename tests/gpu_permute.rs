@@ -94,11 +94,14 @@ fn awkward_shapes() -> Vec<Vec<usize>> {
     ]
 }
 
+/// Asserts that some case took the element-wise permute kernels (64 x 64 tiles: `permute`,
+/// 32 x 32 tiles: `permute32`).
 #[track_caller]
 fn check_permute_taken(paths: &Paths, what: &str) {
     println!("{what}: paths {paths:?}");
+    let n = |k: &str| paths.get(k).copied().unwrap_or(0);
     assert!(
-        paths.get("permute").copied().unwrap_or(0) > 0,
+        n("permute") + n("permute32") > 0,
         "{what}: no case took the permute path: {paths:?}"
     );
 }
@@ -118,6 +121,12 @@ fn every_permutation_of_ranks_2_to_6_every_element_size() {
         permuted_cases::<f64, f64>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
     }
     check_permute_taken(&paths, "every permutation");
+    for kernel in ["permute", "permute32", "permute_packed"] {
+        assert!(
+            paths.get(kernel).copied().unwrap_or(0) > 0,
+            "no case took {kernel}: {paths:?}"
+        );
+    }
 }
 
 #[test]

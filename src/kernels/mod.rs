@@ -246,15 +246,12 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             Ok(())
         }
         Plan::Permute { args, from, to } => {
-            let kind = if args.pack == 0 {
-                "permute"
+            let (kind, block) = if args.pack != 0 {
+                ("permute_packed", permute::PERMUTE_SMALL_BLOCK)
+            } else if u64::from(args.tile) == permute::PERMUTE_SMALL_TILE {
+                ("permute32", permute::PERMUTE_SMALL_BLOCK)
             } else {
-                "permute_packed"
-            };
-            let block = if args.pack == 0 {
-                permute::PERMUTE_BLOCK
-            } else {
-                permute::PERMUTE_PACKED_BLOCK
+                ("permute", permute::PERMUTE_BLOCK)
             };
             let f = copy_fn(stream, kind, *from, *to)?;
             let cfg = LaunchConfig {
@@ -319,6 +316,7 @@ mod tests {
                     "transpose",
                     "rows",
                     "permute",
+                    "permute32",
                 ] {
                     let n = kernel_name(kind, from, to);
                     assert!(has(&n), "{n}");
@@ -326,6 +324,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 12 + 144 * 6);
+        assert_eq!(checked, 12 + 144 * 7);
     }
 }

@@ -9,11 +9,11 @@
 //! destination's fastest axes: the write phase runs along them), axes 2 and 3 its **B** side
 //! (the source's fastest axes: the read phase runs along them); axes `4..rank` are batch axes
 //! with `chunk == 1`. `chunk[0] * chunk[1]` and `chunk[2] * chunk[3]` must not exceed
-//! [`permute_tile`] slots. Slot `j` of a side holds the element at local coordinates
+//! [`PermuteArgs::tile`] slots. Slot `j` of a side holds the element at local coordinates
 //! `(j % chunk[lo], j / chunk[lo])` of that side's two axes (see [`PermuteArgs::slot`]); slots
 //! past `chunk[lo] * chunk[hi]` and coordinates past the axis end are skipped.
 //!
-//! Block [`PERMUTE_BLOCK`] (the packed kernels: [`PERMUTE_PACKED_BLOCK`]), grid
+//! Block [`PERMUTE_BLOCK`] (the small and packed kernels: [`PERMUTE_SMALL_BLOCK`]), grid
 //! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid should be
 //! small enough that each block does many tiles). Static shared memory of
 //! `T * (T + pad) * size(D)` bytes (at most 33280).
@@ -24,23 +24,26 @@ use super::args::{FastDiv64, fast_div32, fast_div32_apply};
 
 /// Number of axes of [`PermuteArgs`]: 4 tile axes and up to 4 batch axes.
 pub const PERMUTE_AXES: usize = 8;
-/// Block shape of the element-wise permute kernels `copy_permute_bN` and `cast_permute_S_D`
-/// (required exactly): each thread moves 8 elements per phase.
+/// Block shape of the large element-wise permute kernels `copy_permute_bN` and
+/// `cast_permute_S_D` (required exactly): each thread moves 8 elements per phase.
 pub const PERMUTE_BLOCK: (u32, u32, u32) = (32, 16, 1);
-/// Block shape of the packed kernels `copy_permute_packed_bN` (required exactly).
-pub const PERMUTE_PACKED_BLOCK: (u32, u32, u32) = (32, 8, 1);
+/// Block shape of the small element-wise kernels (`copy_permute32_bN`, `cast_permute32_S_D`)
+/// and of the packed kernels (`copy_permute_packed_bN`) (required exactly).
+pub const PERMUTE_SMALL_BLOCK: (u32, u32, u32) = (32, 8, 1);
 /// Largest grid of a permute kernel.
 pub const PERMUTE_MAX_GRID: u32 = i32::MAX as u32;
 
-/// Slots per side of a permute tile, for every pair of element sizes: 64. (On an H200, 64 x 64
-/// tiles of 4-byte elements moved by 512 threads transposed at 0.97 of a device memcpy where
-/// 32 x 32 tiles moved by 256 threads reached 0.90.)
-pub const fn permute_tile(src_size: usize, dst_size: usize) -> usize {
-    let _ = (src_size, dst_size);
-    64
-}
+/// Slots per side of the tiles of the packed kernels and of the large element-wise kernels
+/// (`copy_permute_bN`, `cast_permute_S_D`, block [`PERMUTE_BLOCK`]). The small element-wise
+/// kernels (`copy_permute32_bN`, `cast_permute32_S_D`, block [`PERMUTE_SMALL_BLOCK`]) have
+/// tiles of [`PERMUTE_SMALL_TILE`] slots, for layouts whose tile axes cannot fill the large
+/// tiles. (On an H200, 64 x 64 tiles of 4-byte elements moved by 512 threads transposed at 0.97
+/// of a device memcpy where 32 x 32 tiles moved by 256 threads reached 0.90.)
+pub const PERMUTE_TILE: u64 = 64;
+/// Slots per side of the small element-wise kernels' tiles.
+pub const PERMUTE_SMALL_TILE: u64 = 32;
 
-/// Argument block of `*_permute_*` (672 bytes). Extents, strides and steps count elements;
+/// Argument block of `*_permute*_*` (680 bytes). Extents, strides and steps count elements;
 /// addresses are bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,6 +79,11 @@ pub struct PermuteArgs {
     pub magic32: [u32; PERMUTE_AXES],
     /// 32-bit fast division by `nchunks[k]`: shifts.
     pub shift32: [u32; PERMUTE_AXES],
+    /// Slots per tile side: [`PERMUTE_TILE`] or [`PERMUTE_SMALL_TILE`] (which kernel runs the
+    /// plan). The kernels do not read it.
+    pub tile: u32,
+    /// Padding to a multiple of 8 bytes.
+    pub reserved: u32,
 }
 
 /// Selects one operand's stride of an axis.
@@ -121,6 +129,7 @@ impl PermuteArgs {
             len: [1; PERMUTE_AXES],
             chunk: [1; PERMUTE_AXES],
             nchunks: [1; PERMUTE_AXES],
+            tile: tile as u32,
             ..Self::default()
         };
         let mut tiles = 1u64;
@@ -168,11 +177,11 @@ impl PermuteArgs {
     /// hold, else `None`: with `k = 4 / size` elements per word, axis 0 has destination stride
     /// 1 and axis 2 source stride 1, both with extents and chunks that are multiples of `k`;
     /// every other destination stride and every other source stride is a multiple of `k`; both
-    /// base addresses are 4-byte aligned (the tile is [`permute_tile`], 64 slots per side,
+    /// base addresses are 4-byte aligned (the tile is [`PERMUTE_TILE`], 64 slots per side,
     /// for these sizes). Then every group of `k` slots along axis 0
     /// (or 2) is one aligned word of the destination (or source).
     pub fn packed(mut self, size: usize) -> Option<Self> {
-        if !matches!(size, 1 | 2) {
+        if !matches!(size, 1 | 2) || u64::from(self.tile) != PERMUTE_TILE {
             return None;
         }
         let k = (4 / size) as u64;
@@ -238,7 +247,7 @@ pub fn permute_grid(tiles: u64, sms: u32, block: (u32, u32, u32)) -> u32 {
 }
 
 // SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no implicit padding
-// (offsets checked in tests); it matches the kernels' 672-byte, 8-aligned `.param` block.
+// (offsets checked in tests); it matches the kernels' 680-byte, 8-aligned `.param` block.
 unsafe impl DeviceRepr for PermuteArgs {}
 
 #[cfg(test)]
@@ -248,7 +257,8 @@ mod tests {
 
     #[test]
     fn layout_matches_the_kernels() {
-        assert_eq!(size_of::<PermuteArgs>(), 672);
+        assert_eq!(size_of::<PermuteArgs>(), 680);
+        assert_eq!(offset_of!(PermuteArgs, tile), 672);
         assert_eq!(align_of::<PermuteArgs>(), 8);
         assert_eq!(offset_of!(PermuteArgs, tiles), 16);
         assert_eq!(offset_of!(PermuteArgs, rank), 24);
@@ -312,11 +322,11 @@ mod tests {
         assert_eq!(permute_grid(0, 132, PERMUTE_BLOCK), 0);
         assert_eq!(permute_grid(500, 132, PERMUTE_BLOCK), 500);
         assert_eq!(permute_grid(1 << 30, 132, PERMUTE_BLOCK), 132 * 4);
-        assert_eq!(permute_grid(1 << 30, 132, PERMUTE_PACKED_BLOCK), 132 * 8);
+        assert_eq!(permute_grid(1 << 30, 132, PERMUTE_SMALL_BLOCK), 132 * 8);
         // 2^31 tiles or more: not for these kernels.
         let big = ax(1 << 40, 1, 1, 1);
         assert!(new([ax(64, 32, 1, 64), one, ax(64, 32, 64, 1), one], &[big]).is_none());
-        assert_eq!(permute_tile(1, 2), 64);
-        assert_eq!(permute_tile(4, 8), 64);
+        let a = new([ax(64, 32, 1, 64), one, ax(64, 32, 64, 1), one], &[]).unwrap();
+        assert_eq!(a.tile, 32);
     }
 }

@@ -8,7 +8,7 @@ use crate::kernels::args::{
     CONTIG_ALIGN, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs, contig_group_elems,
     row_grid, row_head, row_units_per_lane,
 };
-use crate::kernels::permute::{PermuteArgs, permute_tile};
+use crate::kernels::permute::PermuteArgs;
 
 /// Host buffers standing in for device allocations at chosen addresses.
 #[derive(Default, Debug)]
@@ -223,7 +223,7 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
     if args.pack != 0 {
         return run_permute_packed(args, from, to, mem);
     }
-    let t = permute_tile(from.size(), to.size()) as u64;
+    let t = u64::from(args.tile);
     let (ss, ds) = (from.size(), to.size());
     for tile in 0..args.tiles {
         let (od, os, rem) = args.tile_origin(tile);
@@ -265,7 +265,7 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     assert_eq!(size, to.size(), "packed permute copies only");
     let k = u64::from(args.pack);
     assert_eq!(k * size as u64, 4, "packed permute: 4-byte words");
-    let t = permute_tile(size, size) as u64;
+    let t = u64::from(args.tile);
     let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
     let inside = |rem: &[u64; 4], side: usize, j: u64| {
         args.slot(side, j)

@@ -188,11 +188,16 @@ pub(crate) enum Plan {
 }
 
 impl Plan {
-    /// [`Plan::path`], with the permute path's packed kernel told apart (`permute_packed`),
-    /// for diagnostics and benchmarks.
+    /// [`Plan::path`], with the permute path's packed and small-tile kernels told apart
+    /// (`permute_packed`, `permute32`), for diagnostics and benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.pack != 0 => "permute_packed",
+            Plan::Permute { args, .. }
+                if u64::from(args.tile) == crate::kernels::permute::PERMUTE_SMALL_TILE =>
+            {
+                "permute32"
+            }
             p => p.path(),
         }
     }

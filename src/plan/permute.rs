@@ -1,7 +1,9 @@
 //! The permute path: tiles over the destination's and the source's fastest axes.
 
 use super::{Normalized, PAxis};
-use crate::kernels::permute::{PERMUTE_AXES, PermuteArgs, PermuteAxis, permute_tile};
+use crate::kernels::permute::{
+    PERMUTE_AXES, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, PermuteAxis,
+};
 
 /// Fewest slots on each side of a tile for the permute path to pay off.
 pub(crate) const PERMUTE_MIN_SIDE: u64 = 8;
@@ -44,6 +46,10 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// stays the first axis of its side, and an outer one, which fills the short side, so that
 /// tiles are full. Copies (`copy`) of 1- and 2-byte elements whose words line up take the
 /// packed kernel ([`PermuteArgs::packed`]).
+///
+/// `T` is [`PERMUTE_TILE`]; when those tiles cannot be filled (a side's axes hold fewer
+/// slots) and tiles of [`PERMUTE_SMALL_TILE`] are filled better, the small kernels take the
+/// copy: half-empty large tiles leave half of their threads idle.
 pub(crate) fn permute_args(
     norm: &Normalized,
     dst: u64,
@@ -52,12 +58,44 @@ pub(crate) fn permute_args(
     dst_size: usize,
     copy: bool,
 ) -> Option<PermuteArgs> {
+    let large = tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_TILE);
+    if copy
+        && src_size == dst_size
+        && let Some(p) = large.and_then(|a| a.packed(src_size))
+    {
+        return Some(p);
+    }
+    // Share of the tile's slots that the plan's sides use.
+    let fill = |a: &PermuteArgs| {
+        let used = a.chunk[0] * a.chunk[1] * a.chunk[2] * a.chunk[3];
+        used as f64 / (u64::from(a.tile) * u64::from(a.tile)) as f64
+    };
+    if let Some(a) = large
+        && fill(&a) >= 1.0
+    {
+        return Some(a);
+    }
+    let small = tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_SMALL_TILE);
+    match (large, small) {
+        (Some(l), Some(s)) => Some(if fill(&s) > fill(&l) { s } else { l }),
+        (l, s) => l.or(s),
+    }
+}
+
+/// [`permute_args`] with tiles of `t` x `t` slots, not packed.
+fn tiled_args(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+    t: u64,
+) -> Option<PermuteArgs> {
     let mut axes = norm.axes.clone();
     let r = axes.len();
     if r < 2 {
         return None;
     }
-    let t = permute_tile(src_size, dst_size) as u64;
     let a0 = fastest(&axes, &[], |a| a.dst)?;
     let b0 = fastest(&axes, &[a0], |a| a.src)?;
     let (sa, sb) = (axes[a0].src.unsigned_abs(), axes[b0].src.unsigned_abs());
@@ -114,7 +152,7 @@ pub(crate) fn permute_args(
     if batch.len() > PERMUTE_AXES - 4 {
         return None;
     }
-    let args = PermuteArgs::new(
+    PermuteArgs::new(
         dst,
         src,
         [a[0], a[1], b[0], b[1]],
@@ -122,10 +160,5 @@ pub(crate) fn permute_args(
         t,
         src_size,
         dst_size,
-    )?;
-    Some(if copy && src_size == dst_size {
-        args.packed(src_size).unwrap_or(args)
-    } else {
-        args
-    })
+    )
 }

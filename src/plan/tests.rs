@@ -1017,7 +1017,7 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
         &[2, 3, 16, 5, 9],
         &[3, 2, 5, 2, 7, 3],
     ];
-    let mut permute = 0;
+    let (mut permute, mut small) = (0, 0);
     for (n, shape) in shapes.iter().enumerate() {
         let r = shape.len();
         let mut perms = vec![vec![]];
@@ -1073,13 +1073,77 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
                 opt: PlanOptions::default(),
             };
             let o = operands(&c);
-            if case_plan(&c, &o).unwrap().path() == "permute" {
+            let plan = case_plan(&c, &o).unwrap();
+            if plan.path() == "permute" {
                 permute += 1;
+                small += usize::from(plan.kernel_path() == "permute32");
             }
             check_copy(&c).unwrap_or_else(|e| panic!("{shape:?} perm {p:?}: {e}"));
         }
     }
     assert!(permute >= 300, "{permute} cases took the permute path");
+    // (These small shapes fill the small tiles better; `permute_tiles_follow_the_fill` runs
+    // the large ones.)
+    assert!(
+        small * 2 >= permute,
+        "{small} of {permute} permute cases took the small tiles"
+    );
+}
+
+/// The tile size follows how well the tile axes fill the tiles: 64 x 64 where both sides
+/// fill them, 32 x 32 where a side of the large tile would stay half empty and the small one
+/// fills; every case is checked through the interpreter at a reduced size.
+#[test]
+fn permute_tiles_follow_the_fill() {
+    use DType::*;
+    // Strides of a permuted copy of a contiguous source: (output shape, dst, src).
+    let layout = |shape: &[usize], perm: &[usize]| {
+        let r = shape.len();
+        let contiguous = |shape: &[usize]| {
+            let mut strides = vec![0isize; r];
+            let mut s = 1isize;
+            for k in (0..r).rev() {
+                strides[k] = s;
+                s *= shape[k] as isize;
+            }
+            strides
+        };
+        let src = contiguous(shape);
+        let out: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+        let dst = contiguous(&out);
+        (out, dst, perm.iter().map(|&a| src[a]).collect::<Vec<_>>())
+    };
+    // (shape, permutation, expected kernel path) for f32 copies of a contiguous source.
+    let cases: &[(&[usize], &[usize], &str)] = &[
+        (&[1024, 1024, 256], &[2, 0, 1], "permute"),
+        (&[128, 128, 128, 128], &[0, 1, 3, 2], "permute"),
+        // A 16 x 32 transpose in every 2 KiB block: 64 slots on one side, 32 on the other.
+        (&[32, 32, 16, 16, 16, 32], &[0, 1, 2, 3, 5, 4], "permute32"),
+        // The first and last axes (32 each) swapped around a contiguous middle.
+        (&[32, 32, 16, 16, 16, 32], &[5, 1, 2, 3, 4, 0], "permute32"),
+    ];
+    for &(shape, perm, want) in cases {
+        let (out, dst, src) = layout(shape, perm);
+        let p = contiguous_plan(F32, F32, &out, &dst, &src);
+        assert_eq!(p.kernel_path(), want, "{shape:?} perm {perm:?}");
+    }
+    // Layouts of both kinds at sizes the interpreter runs quickly.
+    for (shape, perm, want) in [
+        (&[2, 2, 3, 16, 32][..], &[0, 1, 2, 4, 3][..], "permute32"),
+        (&[32, 3, 2, 32], &[3, 1, 2, 0], "permute32"),
+        (&[70, 3, 130], &[2, 1, 0], "permute"),
+        (&[2, 65, 3, 66], &[0, 3, 2, 1], "permute"),
+    ] {
+        let (out, dst, src) = layout(shape, perm);
+        for (from, to) in [(F32, F32), (F64, F16), (U8, I32)] {
+            let p = run_case(&out, &dst, 0, to, &src, 0, from, None);
+            assert_eq!(
+                p.kernel_path(),
+                want,
+                "{shape:?} perm {perm:?} {from} -> {to}"
+            );
+        }
+    }
 }
 
 /// Copies of 1- and 2-byte elements whose fastest axes hold whole words take the packed
