@@ -222,6 +222,18 @@ const SWEEP_SHAPES: &[&[usize]] = &[
 
 /// Times `out = src.permuted_axes(perm).as T` (standard layout `out`), recording one row.
 #[allow(clippy::too_many_arguments)]
+/// Which kernels a permuted copy may take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    /// The planner's choice.
+    Default,
+    /// The transpose kernels wherever they apply.
+    Transpose,
+    /// No packed permute kernels.
+    Unpacked,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn permute_one<F: DeviceElement, T: DeviceElement>(
     b: &mut Bench,
     group: &'static str,
@@ -230,7 +242,7 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
     out: &mut CudaSlice<T>,
     shape: &[usize],
     perm: &[usize],
-    force_transpose: bool,
+    kernels: Kernels,
     target: Option<f64>,
 ) {
     let stream = b.stream.clone();
@@ -246,13 +258,21 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
         .into_shape(IxDyn(a.shape()))
         .unwrap();
     let mut path = path_of(&mut o, &a);
-    let ms = if force_transpose {
-        path = devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
-        b.time(|| {
-            devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
-        })
-    } else {
-        b.time(|| o.assign_cast(&stream, &a).unwrap())
+    let ms = match kernels {
+        Kernels::Default => b.time(|| o.assign_cast(&stream, &a).unwrap()),
+        Kernels::Transpose => {
+            path =
+                devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
+            b.time(|| {
+                devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
+            })
+        }
+        Kernels::Unpacked => {
+            path = devspan::__private::assign_cast_without_packing(&mut o, &stream, &a).unwrap();
+            b.time(|| {
+                devspan::__private::assign_cast_without_packing(&mut o, &stream, &a).unwrap();
+            })
+        }
     };
     let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
     b.record(group, name, path, bytes, ms, target);
@@ -275,7 +295,11 @@ fn permute_workloads(b: &mut Bench) {
             &mut out32,
             &cube,
             &[2, 0, 1],
-            force,
+            if force {
+                Kernels::Transpose
+            } else {
+                Kernels::Default
+            },
             (!force).then_some(0.85),
         );
         permute_one(
@@ -286,7 +310,11 @@ fn permute_workloads(b: &mut Bench) {
             &mut out16,
             &cube,
             &[2, 0, 1],
-            force,
+            if force {
+                Kernels::Transpose
+            } else {
+                Kernels::Default
+            },
             (!force).then_some(0.85),
         );
         permute_one(
@@ -297,15 +325,53 @@ fn permute_workloads(b: &mut Bench) {
             &mut out32,
             &[16384, 16384],
             &[1, 0],
-            force,
+            if force {
+                Kernels::Transpose
+            } else {
+                Kernels::Default
+            },
             None,
         );
     }
+    // Grids of the permute kernel: resident blocks per multiprocessor times 1 (the default),
+    // 2, 4 and 16, and one block per tile.
+    for scale in [2, 4, 16, u32::MAX] {
+        devspan::__private::set_permute_grid_scale(scale);
+        let grid = if scale == u32::MAX {
+            "one block per tile".to_string()
+        } else {
+            format!("grid x{scale}")
+        };
+        permute_one(
+            b,
+            "permute-grid",
+            format!("(2,0,1) f32 1024x1024x256 -> contiguous, {grid}"),
+            &src,
+            &mut out32,
+            &cube,
+            &[2, 0, 1],
+            Kernels::Default,
+            None,
+        );
+        permute_one(
+            b,
+            "permute-grid",
+            format!("transpose f32 16384^2 -> contiguous, {grid}"),
+            &src,
+            &mut out32,
+            &[16384, 16384],
+            &[1, 0],
+            Kernels::Default,
+            None,
+        );
+    }
+    devspan::__private::set_permute_grid_scale(1);
 }
 
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
 /// range of this type's rows. Cases planned to the permute kernels are timed a second time
-/// with the transpose kernels where those apply (group `sweep-transpose`).
+/// with the transpose kernels where those apply (group `sweep-transpose`), cases planned to
+/// the packed permute kernels without them (group `sweep-unpacked`).
 fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<usize> {
     let stream = b.stream.clone();
     let src = random_device::<T>(&stream, PERMUTE_ELEMS);
@@ -324,31 +390,35 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
                 &mut out,
                 shape,
                 perm,
-                false,
+                Kernels::Default,
                 None,
             );
-            if matches!(
-                b.rows.last().unwrap().path.as_str(),
-                "permute" | "permute32"
-            ) {
-                permutes.push((shape, perm.clone()));
+            match b.rows.last().unwrap().path.as_str() {
+                "permute" | "permute32" => permutes.push((shape, perm.clone(), Kernels::Transpose)),
+                "permute_packed" => permutes.push((shape, perm.clone(), Kernels::Unpacked)),
+                _ => {}
             }
         }
     }
     let rows = first..b.rows.len();
-    for (shape, perm) in permutes {
+    for (shape, perm, kernels) in permutes {
+        let group = if kernels == Kernels::Transpose {
+            "sweep-transpose"
+        } else {
+            "sweep-unpacked"
+        };
         permute_one(
             b,
-            "sweep-transpose",
+            group,
             format!("{} {shape:?} perm {perm:?}", T::DTYPE),
             &src,
             &mut out,
             shape,
             &perm,
-            true,
+            kernels,
             None,
         );
-        if b.rows.last().unwrap().path != "transpose" {
+        if kernels == Kernels::Transpose && b.rows.last().unwrap().path != "transpose" {
             b.rows.pop();
         }
     }
@@ -378,7 +448,7 @@ fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
             .filter(|r| alt.get(r.name.as_str()).is_some_and(|&a| a > r.ratio()))
             .count();
         summary.push(format!(
-            "sweep {ty}: {} permute-path cases also timed with the transpose kernel, faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
+            "sweep {ty}: {} cases also timed with other kernels (permute cases with the transpose kernel, packed ones unpacked), faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
             alt.len(),
             best_sorted[0],
             median(best.clone())

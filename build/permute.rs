@@ -219,8 +219,14 @@ fn read_phase(
             loaded.push((k as u64, i as u64, v));
         }
     }
-    for (k, i, v) in loaded {
-        let y = convert(g, &mut read, s, d, &v);
+    let converted: Vec<(u64, u64, String)> = loaded
+        .into_iter()
+        .map(|(k, i, v)| (k, i, convert(g, &mut read, s, d, &v)))
+        .collect();
+    // The previous tile's write phase must be done with the shared tile; this tile's loads
+    // are already in flight.
+    read.line("bar.sync 0;");
+    for (k, i, y) in converted {
         let off = (by * k * p + 32 * i) * d.size;
         store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
     }
@@ -472,8 +478,13 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
                 pr.as_deref(),
             ));
         }
-        for (i, block) in words.chunks(k as usize).enumerate() {
-            let cols = transpose_words(&mut g, &mut read, e.size, block);
+        let blocks: Vec<Vec<String>> = words
+            .chunks(k as usize)
+            .map(|block| transpose_words(&mut g, &mut read, e.size, block))
+            .collect();
+        // The previous tile's write phase must be done with the shared tile.
+        read.line("bar.sync 0;");
+        for (i, cols) in blocks.iter().enumerate() {
             for (b, x) in cols.iter().enumerate() {
                 let off = 4 * (b as u64 * pw + (256 / gs) * i as u64);
                 store_scalar(&mut read, w, Space::Shared, &addr("%tsw", off), x, None);

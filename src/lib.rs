@@ -96,9 +96,11 @@ pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 /// The embedded PTX modules, `(name, text)`, for tools that validate them.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::kernels::permute::set_grid_scale as set_permute_grid_scale;
     pub use crate::kernels::ptx::modules as ptx_modules;
     pub use crate::ops::{
-        assign_cast_preferring_transpose, assign_cast_without_transpose, copy_path, fill_path,
+        assign_cast_preferring_transpose, assign_cast_without_packing,
+        assign_cast_without_transpose, copy_path, fill_path,
     };
     pub use crate::transfer::{DevicePath, HostPath, TransferOptions, transfer_path};
 }

@@ -100,6 +100,20 @@ pub fn assign_cast_preferring_transpose<T: DeviceElement, U: DeviceElement, D: D
     assign_cast_path(dst, stream, src, opt)
 }
 
+/// `assign_cast` with the packed permute kernels disabled; returns the path taken (for
+/// benchmarks comparing the kernels).
+pub fn assign_cast_without_packing<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+) -> Result<String> {
+    let opt = PlanOptions {
+        no_packed: true,
+        ..PlanOptions::default()
+    };
+    assign_cast_path(dst, stream, src, opt)
+}
+
 fn assign_cast_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     dst: &mut DeviceViewMut<'_, T, D>,
     stream: &Arc<CudaStream>,

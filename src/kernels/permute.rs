@@ -18,6 +18,8 @@
 //! small enough that each block does many tiles). Static shared memory of
 //! `T * (T + pad) * size(D)` bytes (at most 33280).
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use cudarc::driver::DeviceRepr;
 
 use super::args::{FastDiv64, fast_div32, fast_div32_apply};
@@ -242,8 +244,17 @@ pub const PERMUTE_THREADS_PER_SM: u32 = 2048;
 pub fn permute_grid(tiles: u64, sms: u32, block: (u32, u32, u32)) -> u32 {
     let threads = (block.0 * block.1 * block.2).max(1);
     let per_sm = (PERMUTE_THREADS_PER_SM / threads).max(1);
-    let cap = u64::from(sms.max(1)) * u64::from(per_sm);
+    let scale = GRID_SCALE.load(Ordering::Relaxed).max(1);
+    let cap = u64::from(sms.max(1)) * u64::from(per_sm) * u64::from(scale);
     tiles.min(cap).min(u64::from(PERMUTE_MAX_GRID)) as u32
+}
+
+/// Factor on [`permute_grid`]'s cap (1 by default); benchmarks compare grid sizes with it.
+static GRID_SCALE: AtomicU32 = AtomicU32::new(1);
+
+/// Sets the factor on [`permute_grid`]'s cap for the whole process (benchmarks only).
+pub fn set_grid_scale(scale: u32) {
+    GRID_SCALE.store(scale.max(1), Ordering::Relaxed);
 }
 
 // SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no implicit padding

@@ -235,6 +235,8 @@ pub(crate) struct PlanOptions {
     /// Use the transpose kernels wherever they apply (by default only 1-byte copies take them,
     /// and the permute kernels take the other cases when they can).
     pub prefer_transpose: bool,
+    /// Never use the packed permute kernels.
+    pub no_packed: bool,
 }
 
 fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
@@ -429,7 +431,7 @@ pub(crate) fn plan_copy(
     };
     let transpose_first = opt.prefer_transpose || (same && ss == 1);
     if (transpose_k.is_none() || !transpose_first)
-        && let Some(args) = permute::permute_args(&norm, d, s, ss, ds, same)
+        && let Some(args) = permute::permute_args(&norm, d, s, ss, ds, same && !opt.no_packed)
     {
         return Ok(Plan::Permute { args, from, to });
     }

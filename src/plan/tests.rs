@@ -193,6 +193,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             no_rows,
                             no_transpose,
                             prefer_transpose,
+                            no_packed: seed % 4 == 0,
                         },
                     }
                 },
