@@ -333,9 +333,9 @@ fn permute_workloads(b: &mut Bench) {
             None,
         );
     }
-    // Grids of the permute kernel: resident blocks per multiprocessor times 1 (the default),
-    // 2, 4 and 16, and one block per tile.
-    for scale in [2, 4, 16, u32::MAX] {
+    // Grids of the permute kernel: the device's resident blocks times 1, 4 and 16, and one
+    // block per tile (the default rule is the group `permute`).
+    for scale in [1, 4, 16, u32::MAX] {
         devspan::__private::set_permute_grid_scale(scale);
         let grid = if scale == u32::MAX {
             "one block per tile".to_string()
@@ -365,7 +365,7 @@ fn permute_workloads(b: &mut Bench) {
             None,
         );
     }
-    devspan::__private::set_permute_grid_scale(1);
+    devspan::__private::set_permute_grid_scale(0);
 }
 
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
