@@ -394,7 +394,9 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
                 None,
             );
             match b.rows.last().unwrap().path.as_str() {
-                "permute" | "permute32" => permutes.push((shape, perm.clone(), Kernels::Transpose)),
+                "permute" | "permute32" | "permute_words" => {
+                    permutes.push((shape, perm.clone(), Kernels::Transpose))
+                }
                 "permute_packed" => permutes.push((shape, perm.clone(), Kernels::Unpacked)),
                 _ => {}
             }

@@ -4,7 +4,7 @@
 //! Parameter offsets follow `PermuteArgs` in `src/kernels/permute.rs`.
 
 use super::{
-    Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2,
+    Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2, pack_word,
     store_scalar, transpose_words,
 };
 
@@ -17,6 +17,7 @@ const DST_STEPS: u64 = 480;
 const SRC_STEPS: u64 = 544;
 const MAGIC32: u64 = 608;
 const SHIFT32: u64 = 640;
+const WORDS: u64 = 676;
 const AXES: usize = 8;
 
 /// Slots per tile side of the packed kernels and of the large element-wise kernels. Must agree
@@ -287,8 +288,60 @@ fn write_phase(
     write.text()
 }
 
+/// The write phase in 4-byte words of two 2-byte elements: lane `tx` takes A slots `2 tx` and
+/// `2 tx + 1` (one word of the destination, see `PermuteArgs::words`), row `ty` B slots
+/// `ty + by k`; the two elements come from shared memory at `%tsr2` (`[2 tx][ty]`).
+fn write_words(
+    g: &mut Gen,
+    d: Ty,
+    (p, by): (u64, u64),
+    wa: &Slot,
+    wb: &[Slot],
+    whole: bool,
+) -> String {
+    let mut write = Code::default();
+    let pa = (!whole).then(|| inside(g, &mut write, 0, wa));
+    let base = g.reg(Class::B64);
+    write.line(format!("mad.wide.s32 {base}, {}, 1, %dbase;", wa.off));
+    let words: Vec<String> = (0..wb.len() as u64)
+        .map(|k| {
+            let off = by * k * d.size;
+            let lo = load_scalar(g, &mut write, d, Space::Shared, &addr("%tsr2", off), None);
+            let hi = load_scalar(
+                g,
+                &mut write,
+                d,
+                Space::Shared,
+                &addr("%tsr2", off + p * d.size),
+                None,
+            );
+            pack_word(g, &mut write, d, &[lo, hi])
+        })
+        .collect();
+    for (sb, w) in wb.iter().zip(&words) {
+        let pr = pa.as_ref().map(|pa| {
+            let pb = inside(g, &mut write, 1, sb);
+            let pr = g.reg(Class::Pred);
+            write.line(format!("and.pred {pr}, {pa}, {pb};"));
+            pr
+        });
+        let at = g.reg(Class::B64);
+        write.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
+        store_scalar(
+            &mut write,
+            bits_ty(4),
+            Space::Global,
+            &format!("[{at}]"),
+            w,
+            pr.as_deref(),
+        );
+    }
+    write.text()
+}
+
 /// The element-wise kernel `name` for `s -> d` with tiles of `tt` x `tt` slots and blocks of
-/// (32, `by`) threads.
+/// (32, `by`) threads. With 2-byte destinations and 64-slot tiles, the kernel also has a
+/// write phase in 4-byte words, taken when `PermuteArgs::words` is set.
 pub(super) fn permute_kernel(
     t: &mut Templates,
     name: &str,
@@ -350,11 +403,38 @@ pub(super) fn permute_kernel(
     setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
     setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
 
+    // Word stores: A slot 2 tx, its pair's shared address, and the flag.
+    let words = (d.size == 2 && tt == 64).then(|| {
+        let j = g.reg(Class::B32);
+        setup.line(format!("shl.b32 {j}, %tx, 1;"));
+        let wa2 = slot(&mut g, &mut setup, 0, &j, DST_STRIDES, dsh);
+        let tmp = g.reg(Class::B32);
+        setup.line(format!("mad.lo.u32 {tmp}, {j}, {p}, %ty;"));
+        setup.line(format!("mad.lo.u32 %tsr2, {tmp}, {}, %tile;", d.size));
+        let flag = g.reg(Class::B32);
+        let pw = g.reg(Class::Pred);
+        setup.line(format!("ld.param.u32 {flag}, [p_args+{WORDS}];"));
+        setup.line(format!("setp.ne.u32 {pw}, {flag}, 0;"));
+        (wa2, pw)
+    });
     let origin = origin(&mut g, s, d);
     let read = read_phase(&mut g, (s, d), (p, by), &ra, &rb, false);
-    let write = write_phase(&mut g, d, (p, by), &wa, &wb, false);
     let read_whole = read_phase(&mut g, (s, d), (p, by), &ra, &rb, true);
-    let write_whole = write_phase(&mut g, d, (p, by), &wa, &wb, true);
+    let mut writes = Vec::new();
+    for (whole, tag) in [(false, "P"), (true, "W")] {
+        let elems = write_phase(&mut g, d, (p, by), &wa, &wb, whole);
+        writes.push(match &words {
+            None => elems,
+            Some((wa2, pw)) => {
+                let w = write_words(&mut g, d, (p, by), wa2, &wb, whole);
+                format!(
+                    "\t@{pw} bra.uni $WORDS_{tag};\n{elems}\tbra.uni $WRITTEN_{tag};\n$WORDS_{tag}:\n{w}$WRITTEN_{tag}:\n"
+                )
+            }
+        });
+    }
+    let write_whole = writes.pop().expect("two write phases");
+    let write = writes.pop().expect("two write phases");
 
     t.render(
         "permute.ptx",

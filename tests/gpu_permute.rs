@@ -321,6 +321,21 @@ fn bench_like_shapes() {
         permuted_cases::<f32, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
     }
     check_permute_taken(&paths, "bench-like shapes");
+    // 2-byte destinations in 4-byte word stores: whole and partial tiles, cast and copy
+    // (unpacked 2-byte copies come here when their source words do not line up).
+    let mut words = Paths::new();
+    for shape in [vec![130usize, 3, 70], vec![66, 5, 129], vec![2, 66, 3, 130]] {
+        let sl = full(shape.len());
+        let perms = permutations(shape.len());
+        permuted_cases::<f32, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut words);
+        permuted_cases::<u8, bf16>(&stream, &mut rng, &shape, &sl, &perms, &mut words);
+        permuted_cases::<f64, i16>(&stream, &mut rng, &shape, &sl, &perms, &mut words);
+    }
+    println!("word stores: paths {words:?}");
+    assert!(
+        words.get("permute_words").copied().unwrap_or(0) > 0,
+        "no case stored words: {words:?}"
+    );
 }
 
 /// 1- and 2-byte copies whose fastest axes hold whole 4-byte words (the packed kernel):

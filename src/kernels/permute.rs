@@ -84,8 +84,9 @@ pub struct PermuteArgs {
     /// Slots per tile side: [`PERMUTE_TILE`] or [`PERMUTE_SMALL_TILE`] (which kernel runs the
     /// plan). The kernels do not read it.
     pub tile: u32,
-    /// Padding to a multiple of 8 bytes.
-    pub reserved: u32,
+    /// 1 when the large element-wise kernel for a 2-byte destination stores pairs of elements
+    /// as 4-byte words (set by [`PermuteArgs::with_word_stores`]), else 0. The kernels read it.
+    pub words: u32,
 }
 
 /// Selects one operand's stride of an axis.
@@ -175,6 +176,28 @@ impl PermuteArgs {
         Some(a)
     }
 
+    /// These arguments with [`PermuteArgs::words`] set when the large element-wise kernel
+    /// (tiles of [`PERMUTE_TILE`] slots) for a destination of `dst_size` bytes can store pairs
+    /// of elements as aligned 4-byte words: the destination has 2-byte elements, axis 0
+    /// destination stride 1 and an even extent and chunk, every other destination stride
+    /// (of the tile and batch axes) is even, and the destination base is 4-byte aligned. Then
+    /// A slots `2i` and `2i + 1` are always both inside a tile or both outside it, and their
+    /// elements form one aligned word. Otherwise the arguments are returned unchanged.
+    pub fn with_word_stores(mut self, dst_size: usize) -> Self {
+        let r = self.rank as usize;
+        let even = |x: i64| x % 2 == 0;
+        let ok = dst_size == 2
+            && self.pack == 0
+            && u64::from(self.tile) == PERMUTE_TILE
+            && self.dst % 4 == 0
+            && self.dst_strides[0] == 1
+            && self.len[0] % 2 == 0
+            && self.chunk[0] % 2 == 0
+            && self.dst_strides[1..r].iter().all(|&s| even(s));
+        self.words = u32::from(ok);
+        self
+    }
+
     /// These arguments for `copy_permute_packed_bN` (1- and 2-byte copies) if its conditions
     /// hold, else `None`: with `k = 4 / size` elements per word, axis 0 has destination stride
     /// 1 and axis 2 source stride 1, both with extents and chunks that are multiples of `k`;
@@ -200,6 +223,7 @@ impl PermuteArgs {
             && (0..PERMUTE_AXES).all(|a| a == 2 || mult(self.src_strides[a]));
         ok.then(|| {
             self.pack = k as u32;
+            self.words = 0;
             self
         })
     }
@@ -283,6 +307,7 @@ mod tests {
     fn layout_matches_the_kernels() {
         assert_eq!(size_of::<PermuteArgs>(), 680);
         assert_eq!(offset_of!(PermuteArgs, tile), 672);
+        assert_eq!(offset_of!(PermuteArgs, words), 676);
         assert_eq!(align_of::<PermuteArgs>(), 8);
         assert_eq!(offset_of!(PermuteArgs, tiles), 16);
         assert_eq!(offset_of!(PermuteArgs, rank), 24);

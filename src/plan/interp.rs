@@ -219,36 +219,48 @@ fn slot_offset(l: (u64, u64), s0: i64, s1: i64, size: usize) -> i64 {
 }
 
 /// Runs a permute kernel over `mem` tile by tile, slot by slot, with the kernel's index math.
+/// With [`PermuteArgs::words`], A slots `2i` and `2i + 1` are written as one word at the
+/// destination address of slot `2i`, as the kernel's word stores do; panics if that address
+/// is not 4-byte aligned or slot `2i + 1` is outside the tile while slot `2i` is inside.
 pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut HostMem) {
     if args.pack != 0 {
         return run_permute_packed(args, from, to, mem);
     }
     let t = u64::from(args.tile);
     let (ss, ds) = (from.size(), to.size());
+    let words = args.words != 0;
+    if words {
+        assert_eq!(ds, 2, "word stores of 2-byte elements only");
+    }
+    let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
     for tile in 0..args.tiles {
         let (od, os, rem) = args.tile_origin(tile);
         let (bd, bs) = (
             args.dst.wrapping_add((od as u64).wrapping_mul(ds as u64)),
             args.src.wrapping_add((os as u64).wrapping_mul(ss as u64)),
         );
-        for j in 0..t {
-            let Some(la) = args.slot(0, j) else { continue };
-            if la.0 >= rem[0] || la.1 >= rem[1] {
-                continue;
-            }
+        let inside = |side: usize, j: u64| {
+            args.slot(side, j)
+                .filter(|l| l.0 < rem[2 * side] && l.1 < rem[2 * side + 1])
+        };
+        let step = if words { 2 } else { 1 };
+        for j in (0..t).step_by(step) {
+            let Some(la) = inside(0, j) else { continue };
+            let pair = words.then(|| inside(0, j + 1).expect("word pair split by the tile edge"));
             for l in 0..t {
-                let Some(lb) = args.slot(1, l) else { continue };
-                if lb.0 >= rem[2] || lb.1 >= rem[3] {
-                    continue;
-                }
-                let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
+                let Some(lb) = inside(1, l) else { continue };
                 let d = bd
                     .wrapping_add(slot_offset(la, dsr[0], dsr[1], ds) as u64)
                     .wrapping_add(slot_offset(lb, dsr[2], dsr[3], ds) as u64);
-                let s = bs
-                    .wrapping_add(slot_offset(la, ssr[0], ssr[1], ss) as u64)
-                    .wrapping_add(slot_offset(lb, ssr[2], ssr[3], ss) as u64);
-                copy_elem(mem, d, to, s, from);
+                let src_of = |la| {
+                    bs.wrapping_add(slot_offset(la, ssr[0], ssr[1], ss) as u64)
+                        .wrapping_add(slot_offset(lb, ssr[2], ssr[3], ss) as u64)
+                };
+                copy_elem(mem, d, to, src_of(la), from);
+                if let Some(la1) = pair {
+                    assert_eq!(d % 4, 0, "word store at {d:#x} not 4-byte aligned");
+                    copy_elem(mem, d + 2, to, src_of(la1), from);
+                }
             }
         }
     }

@@ -188,8 +188,9 @@ pub(crate) enum Plan {
 }
 
 impl Plan {
-    /// [`Plan::path`], with the permute path's packed and small-tile kernels told apart
-    /// (`permute_packed`, `permute32`), for diagnostics and benchmarks.
+    /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels and word
+    /// stores told apart (`permute_packed`, `permute32`, `permute_words`), for diagnostics and
+    /// benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.pack != 0 => "permute_packed",
@@ -198,6 +199,7 @@ impl Plan {
             {
                 "permute32"
             }
+            Plan::Permute { args, .. } if args.words != 0 => "permute_words",
             p => p.path(),
         }
     }

@@ -58,7 +58,8 @@ pub(crate) fn permute_args(
     dst_size: usize,
     copy: bool,
 ) -> Option<PermuteArgs> {
-    let large = tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_TILE);
+    let large = tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_TILE)
+        .map(|a| a.with_word_stores(dst_size));
     if copy
         && src_size == dst_size
         && let Some(p) = large.and_then(|a| a.packed(src_size))

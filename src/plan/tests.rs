@@ -1128,16 +1128,20 @@ fn permute_tiles_follow_the_fill() {
         let p = contiguous_plan(F32, F32, &out, &dst, &src);
         assert_eq!(p.kernel_path(), want, "{shape:?} perm {perm:?}");
     }
-    // Layouts of both kinds at sizes the interpreter runs quickly.
+    // Layouts of both kinds at sizes the interpreter runs quickly; 2-byte destinations of the
+    // large tiles store words where the destination's fastest axis has an even extent.
     for (shape, perm, want) in [
         (&[2, 2, 3, 16, 32][..], &[0, 1, 2, 4, 3][..], "permute32"),
         (&[32, 3, 2, 32], &[3, 1, 2, 0], "permute32"),
         (&[70, 3, 130], &[2, 1, 0], "permute"),
         (&[2, 65, 3, 66], &[0, 3, 2, 1], "permute"),
+        (&[3, 130, 69], &[0, 2, 1], "permute"),
     ] {
         let (out, dst, src) = layout(shape, perm);
-        for (from, to) in [(F32, F32), (F64, F16), (U8, I32)] {
+        for (from, to) in [(F32, F32), (F64, F16), (U8, I32), (F32, BF16), (I8, U16)] {
             let p = run_case(&out, &dst, 0, to, &src, 0, from, None);
+            let words = want == "permute" && to.size() == 2 && out[out.len() - 1] % 2 == 0;
+            let want = if words { "permute_words" } else { want };
             assert_eq!(
                 p.kernel_path(),
                 want,
@@ -1145,6 +1149,10 @@ fn permute_tiles_follow_the_fill() {
             );
         }
     }
+    // A destination offset by one element: no word stores.
+    let (out, dst, src) = layout(&[70, 3, 130], &[2, 1, 0]);
+    let p = run_case(&out, &dst, 2, F16, &src, 0, F32, None);
+    assert_eq!(p.kernel_path(), "permute");
 }
 
 /// Copies of 1- and 2-byte elements whose fastest axes hold whole words take the packed
