@@ -318,17 +318,31 @@ fn write_words(
             pack_word(g, &mut write, d, &[lo, hi])
         })
         .collect();
-    for (sb, w) in wb.iter().zip(&words) {
-        let pr = pa.as_ref().map(|pa| {
-            let pb = inside(g, &mut write, 1, sb);
+    store_words(g, &mut write, pa.as_deref(), &base, wb, &words);
+    write.text()
+}
+
+/// Stores `words[k]` at `base` plus the destination offset of B slot `wb[k]`, predicated (when
+/// `pa` is given: a partial tile) on `pa` and on the B slot lying inside the tile.
+fn store_words(
+    g: &mut Gen,
+    c: &mut Code,
+    pa: Option<&str>,
+    base: &str,
+    wb: &[Slot],
+    words: &[String],
+) {
+    for (sb, w) in wb.iter().zip(words) {
+        let pr = pa.map(|pa| {
+            let pb = inside(g, c, 1, sb);
             let pr = g.reg(Class::Pred);
-            write.line(format!("and.pred {pr}, {pa}, {pb};"));
+            c.line(format!("and.pred {pr}, {pa}, {pb};"));
             pr
         });
         let at = g.reg(Class::B64);
-        write.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
+        c.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
         store_scalar(
-            &mut write,
+            c,
             bits_ty(4),
             Space::Global,
             &format!("[{at}]"),
@@ -336,7 +350,6 @@ fn write_words(
             pr.as_deref(),
         );
     }
-    write.text()
 }
 
 /// The element-wise kernel `name` for `s -> d` with tiles of `tt` x `tt` slots and blocks of
@@ -588,24 +601,7 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
                 )
             })
             .collect();
-        for (sb, v) in wb.iter().zip(&vals) {
-            let pr = pa.as_ref().map(|pa| {
-                let pb = inside(&mut g, &mut write, 1, sb);
-                let pr = g.reg(Class::Pred);
-                write.line(format!("and.pred {pr}, {pa}, {pb};"));
-                pr
-            });
-            let at = g.reg(Class::B64);
-            write.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
-            store_scalar(
-                &mut write,
-                w,
-                Space::Global,
-                &format!("[{at}]"),
-                v,
-                pr.as_deref(),
-            );
-        }
+        store_words(&mut g, &mut write, pa.as_deref(), &base, &wb, &vals);
         phases.push((read.text(), write.text()));
     }
     let (whole_r, whole_w) = phases.pop().expect("two phases");
