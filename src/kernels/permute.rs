@@ -288,8 +288,9 @@ pub fn permute_grid(tiles: u64, sms: u32, block: (u32, u32, u32)) -> u32 {
 /// A fixed factor of resident blocks for [`permute_grid`], or 0 for its rule.
 static GRID_SCALE: AtomicU32 = AtomicU32::new(0);
 
-/// Makes [`permute_grid`] launch `scale` times as many blocks as the device keeps resident
-/// (0: back to its rule), for the whole process. For benchmarks comparing grid sizes.
+/// Makes the permute kernels' launches use `scale` times as many blocks as the device keeps
+/// resident (0: back to the default rule of `permute_grid`), for the whole process. For
+/// benchmarks comparing grid sizes.
 pub fn set_grid_scale(scale: u32) {
     GRID_SCALE.store(scale, Ordering::Relaxed);
 }
