@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use devspan::__private::Steer;
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, IxDyn, s};
@@ -222,18 +223,6 @@ const SWEEP_SHAPES: &[&[usize]] = &[
 
 /// Times `out = src.permuted_axes(perm).as T` (standard layout `out`), recording one row.
 #[allow(clippy::too_many_arguments)]
-/// Which kernels a permuted copy may take.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kernels {
-    /// The planner's choice.
-    Default,
-    /// The transpose kernels wherever they apply.
-    Transpose,
-    /// No packed permute kernels.
-    Unpacked,
-}
-
-#[allow(clippy::too_many_arguments)]
 fn permute_one<F: DeviceElement, T: DeviceElement>(
     b: &mut Bench,
     group: &'static str,
@@ -242,7 +231,7 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
     out: &mut CudaSlice<T>,
     shape: &[usize],
     perm: &[usize],
-    kernels: Kernels,
+    steer: Steer,
     target: Option<f64>,
 ) {
     let stream = b.stream.clone();
@@ -258,21 +247,13 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
         .into_shape(IxDyn(a.shape()))
         .unwrap();
     let mut path = path_of(&mut o, &a);
-    let ms = match kernels {
-        Kernels::Default => b.time(|| o.assign_cast(&stream, &a).unwrap()),
-        Kernels::Transpose => {
-            path =
-                devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
-            b.time(|| {
-                devspan::__private::assign_cast_preferring_transpose(&mut o, &stream, &a).unwrap();
-            })
-        }
-        Kernels::Unpacked => {
-            path = devspan::__private::assign_cast_without_packing(&mut o, &stream, &a).unwrap();
-            b.time(|| {
-                devspan::__private::assign_cast_without_packing(&mut o, &stream, &a).unwrap();
-            })
-        }
+    let ms = if steer == Steer::Default {
+        b.time(|| o.assign_cast(&stream, &a).unwrap())
+    } else {
+        path = devspan::__private::assign_cast_steered(&mut o, &stream, &a, steer).unwrap();
+        b.time(|| {
+            devspan::__private::assign_cast_steered(&mut o, &stream, &a, steer).unwrap();
+        })
     };
     let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
     b.record(group, name, path, bytes, ms, target);
@@ -296,9 +277,9 @@ fn permute_workloads(b: &mut Bench) {
             &cube,
             &[2, 0, 1],
             if force {
-                Kernels::Transpose
+                Steer::PreferTranspose
             } else {
-                Kernels::Default
+                Steer::Default
             },
             (!force).then_some(0.85),
         );
@@ -311,9 +292,9 @@ fn permute_workloads(b: &mut Bench) {
             &cube,
             &[2, 0, 1],
             if force {
-                Kernels::Transpose
+                Steer::PreferTranspose
             } else {
-                Kernels::Default
+                Steer::Default
             },
             (!force).then_some(0.85),
         );
@@ -326,9 +307,9 @@ fn permute_workloads(b: &mut Bench) {
             &[16384, 16384],
             &[1, 0],
             if force {
-                Kernels::Transpose
+                Steer::PreferTranspose
             } else {
-                Kernels::Default
+                Steer::Default
             },
             None,
         );
@@ -350,7 +331,7 @@ fn permute_workloads(b: &mut Bench) {
             &mut out32,
             &cube,
             &[2, 0, 1],
-            Kernels::Default,
+            Steer::Default,
             None,
         );
         permute_one(
@@ -361,7 +342,7 @@ fn permute_workloads(b: &mut Bench) {
             &mut out32,
             &[16384, 16384],
             &[1, 0],
-            Kernels::Default,
+            Steer::Default,
             None,
         );
     }
@@ -390,21 +371,21 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
                 &mut out,
                 shape,
                 perm,
-                Kernels::Default,
+                Steer::Default,
                 None,
             );
             match b.rows.last().unwrap().path.as_str() {
                 "permute" | "permute32" | "permute_words" => {
-                    permutes.push((shape, perm.clone(), Kernels::Transpose))
+                    permutes.push((shape, perm.clone(), Steer::PreferTranspose))
                 }
-                "permute_packed" => permutes.push((shape, perm.clone(), Kernels::Unpacked)),
+                "permute_packed" => permutes.push((shape, perm.clone(), Steer::NoPacking)),
                 _ => {}
             }
         }
     }
     let rows = first..b.rows.len();
-    for (shape, perm, kernels) in permutes {
-        let group = if kernels == Kernels::Transpose {
+    for (shape, perm, steer) in permutes {
+        let group = if steer == Steer::PreferTranspose {
             "sweep-transpose"
         } else {
             "sweep-unpacked"
@@ -417,10 +398,10 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
             &mut out,
             shape,
             &perm,
-            kernels,
+            steer,
             None,
         );
-        if kernels == Kernels::Transpose && b.rows.last().unwrap().path != "transpose" {
+        if steer == Steer::PreferTranspose && b.rows.last().unwrap().path != "transpose" {
             b.rows.pop();
         }
     }

@@ -98,10 +98,7 @@ pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 pub mod __private {
     pub use crate::kernels::permute::set_grid_scale as set_permute_grid_scale;
     pub use crate::kernels::ptx::modules as ptx_modules;
-    pub use crate::ops::{
-        assign_cast_preferring_transpose, assign_cast_without_packing,
-        assign_cast_without_transpose, copy_path, fill_path,
-    };
+    pub use crate::ops::{Steer, assign_cast_steered, copy_path, fill_path};
     pub use crate::transfer::{DevicePath, HostPath, TransferOptions, transfer_path};
 }
 

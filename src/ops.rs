@@ -71,44 +71,28 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     }
 }
 
-/// `assign_cast` with the transpose kernels disabled, so that the permute kernels take their
-/// cases; returns the path taken (for benchmarks comparing the two).
-pub fn assign_cast_without_transpose<T: DeviceElement, U: DeviceElement, D: Dimension>(
-    dst: &mut DeviceViewMut<'_, T, D>,
-    stream: &Arc<CudaStream>,
-    src: &DeviceView<'_, U, D>,
-) -> Result<String> {
-    let opt = PlanOptions {
-        no_transpose: true,
-        ..PlanOptions::default()
-    };
-    assign_cast_path(dst, stream, src, opt)
+/// How [`assign_cast_steered`] steers the planner, for tests and benchmarks comparing kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    /// The planner's own choice.
+    Default,
+    /// The transpose kernels wherever they apply (by default the permute kernels take most of
+    /// their cases).
+    PreferTranspose,
+    /// No packed permute kernels.
+    NoPacking,
 }
 
-/// `assign_cast` with the transpose kernels taking every case they apply to (by default the
-/// permute kernels take most of them); returns the path taken (for tests and benchmarks of
-/// the transpose kernels).
-pub fn assign_cast_preferring_transpose<T: DeviceElement, U: DeviceElement, D: Dimension>(
+/// `assign_cast` with the planner steered by `steer`; returns the path taken.
+pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     dst: &mut DeviceViewMut<'_, T, D>,
     stream: &Arc<CudaStream>,
     src: &DeviceView<'_, U, D>,
+    steer: Steer,
 ) -> Result<String> {
     let opt = PlanOptions {
-        prefer_transpose: true,
-        ..PlanOptions::default()
-    };
-    assign_cast_path(dst, stream, src, opt)
-}
-
-/// `assign_cast` with the packed permute kernels disabled; returns the path taken (for
-/// benchmarks comparing the kernels).
-pub fn assign_cast_without_packing<T: DeviceElement, U: DeviceElement, D: Dimension>(
-    dst: &mut DeviceViewMut<'_, T, D>,
-    stream: &Arc<CudaStream>,
-    src: &DeviceView<'_, U, D>,
-) -> Result<String> {
-    let opt = PlanOptions {
-        no_packed: true,
+        prefer_transpose: steer == Steer::PreferTranspose,
+        no_packed: steer == Steer::NoPacking,
         ..PlanOptions::default()
     };
     assign_cast_path(dst, stream, src, opt)

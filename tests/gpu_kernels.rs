@@ -151,10 +151,11 @@ fn copy_cast_cases_with<From: DeviceElement, To: DeviceElement>(
             let poison = random::<To>(rng, hp.shape());
             let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
             if transpose {
-                let path = devspan::__private::assign_cast_preferring_transpose(
+                let path = devspan::__private::assign_cast_steered(
                     &mut out.view_mut(),
                     stream,
                     &dp,
+                    devspan::__private::Steer::PreferTranspose,
                 )
                 .unwrap();
                 transposed += usize::from(path == "transpose");

@@ -239,10 +239,7 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
             args.dst.wrapping_add((od as u64).wrapping_mul(ds as u64)),
             args.src.wrapping_add((os as u64).wrapping_mul(ss as u64)),
         );
-        let inside = |side: usize, j: u64| {
-            args.slot(side, j)
-                .filter(|l| l.0 < rem[2 * side] && l.1 < rem[2 * side + 1])
-        };
+        let inside = |side, j| slot_inside(args, &rem, side, j);
         let step = if words { 2 } else { 1 };
         for j in (0..t).step_by(step) {
             let Some(la) = inside(0, j) else { continue };
@@ -266,6 +263,13 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
     }
 }
 
+/// The local coordinates of slot `j` of `side` in a tile whose remaining extents are `rem`, if
+/// the slot is used and inside the tile.
+fn slot_inside(args: &PermuteArgs, rem: &[u64; 4], side: usize, j: u64) -> Option<(u64, u64)> {
+    args.slot(side, j)
+        .filter(|l| l.0 < rem[2 * side] && l.1 < rem[2 * side + 1])
+}
+
 /// Runs `copy_permute_packed_bN` over `mem` with the kernel's index math: per tile, the word
 /// of `k` elements that starts at A slot `k ga` (or B slot `k gb`) is addressed through that
 /// slot alone; element `(r, b)` of the `k x k` block of groups `(ga, gb)` is read at byte
@@ -279,10 +283,6 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     assert_eq!(k * size as u64, 4, "packed permute: 4-byte words");
     let t = u64::from(args.tile);
     let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
-    let inside = |rem: &[u64; 4], side: usize, j: u64| {
-        args.slot(side, j)
-            .filter(|l| l.0 < rem[2 * side] && l.1 < rem[2 * side + 1])
-    };
     for tile in 0..args.tiles {
         let (od, os, rem) = args.tile_origin(tile);
         let (bd, bs) = (
@@ -290,16 +290,22 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
             args.src.wrapping_add((os as u64).wrapping_mul(size as u64)),
         );
         for ga in 0..t / k {
-            let Some(la) = inside(&rem, 0, k * ga) else {
+            let Some(la) = slot_inside(args, &rem, 0, k * ga) else {
                 continue;
             };
             for gb in 0..t / k {
-                let Some(lb) = inside(&rem, 1, k * gb) else {
+                let Some(lb) = slot_inside(args, &rem, 1, k * gb) else {
                     continue;
                 };
                 for i in 0..k {
-                    assert!(inside(&rem, 0, k * ga + i).is_some(), "A group split");
-                    assert!(inside(&rem, 1, k * gb + i).is_some(), "B group split");
+                    assert!(
+                        slot_inside(args, &rem, 0, k * ga + i).is_some(),
+                        "A group split"
+                    );
+                    assert!(
+                        slot_inside(args, &rem, 1, k * gb + i).is_some(),
+                        "B group split"
+                    );
                 }
                 for r in 0..k {
                     let ar = args.slot(0, k * ga + r).expect("checked");
