@@ -1873,16 +1873,18 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 &format!("copy_{kind}_{n}"),
                 e,
                 e,
-                tt,
-                by,
+                (tt, by),
             ));
         }
-        if size <= 2 {
-            ks.push(permute::permute_packed_kernel(
-                t,
-                &format!("copy_permute_packed_{n}"),
-                e,
-            ));
+        for (kind, es, tt, by) in permute::PACKED_VARIANTS {
+            if es == size {
+                ks.push(permute::permute_packed_kernel(
+                    t,
+                    &format!("copy_{kind}_{n}"),
+                    e,
+                    (tt, by),
+                ));
+            }
         }
         push_kernels(t, &mut mods, ks);
     }
@@ -1915,8 +1917,7 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                     &format!("cast_{kind}_{p}"),
                     s,
                     d,
-                    tt,
-                    by,
+                    (tt, by),
                 ));
             }
             push_kernels(t, &mut mods, ks);

@@ -20,11 +20,15 @@ const SHIFT32: u64 = 640;
 const WORDS: u64 = 676;
 const AXES: usize = 8;
 
-/// Slots per tile side of the packed kernels and of the large element-wise kernels. Must agree
-/// with `PERMUTE_TILE` in `src/kernels/permute.rs`.
-const TILE: u64 = 64;
-/// Rows of the packed kernels' block. Must agree with `PERMUTE_SMALL_BLOCK`.
-const PACKED_BY: u64 = 8;
+/// The packed kernels: `(kind, element size, slots per side, block rows)`. Must agree with
+/// `PermuteArgs::tile` and `permute_kernel` in `src/kernels/permute.rs`. 2-byte elements have
+/// no 128-slot kernel: on an H200 the 64-slot one (256 threads moving 8 words each) was faster
+/// than 128-slot tiles moved by 512 threads (1024 threads: slower still).
+pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
+    ("permute_packed", 1, 64, 4),
+    ("permute_packed", 2, 64, 8),
+    ("permute_packed128", 1, 128, 8),
+];
 
 /// The element-wise kernels' variants: `(kind, slots per side, block rows)`. Must agree with
 /// `PermuteArgs::tile`, `PERMUTE_BLOCK` and `PERMUTE_SMALL_BLOCK` in
@@ -360,8 +364,7 @@ pub(super) fn permute_kernel(
     name: &str,
     s: Ty,
     d: Ty,
-    tt: u64,
-    by: u64,
+    (tt, by): (u64, u64),
 ) -> String {
     let p = pitch(tt, d);
     let (nx, ny) = (tt / 32, tt / by);
@@ -468,33 +471,56 @@ pub(super) fn permute_kernel(
     )
 }
 
-/// The packed variant of `copy_permute_bN` for 1- and 2-byte elements
-/// (`copy_permute_packed_bN`, same template and arguments): every global access moves a 4-byte
-/// word of `k = 4 / size` elements. Requires (checked by the planner, see
-/// `PermuteArgs::pack`) that axis 0 has destination stride 1 and axis 2 source stride 1, that
-/// both have extents and chunks that are multiples of `k`, that every other stride of the
-/// same operand is a multiple of `k`, and that both base addresses are 4-byte aligned.
+/// The packed variants of `copy_permute_bN` for 1- and 2-byte elements
+/// (`copy_permute_packed_bN`, `copy_permute_packed128_bN`; same template and arguments):
+/// every global access moves a 4-byte word of `k = 4 / size` elements. Requires (checked by
+/// the planner, see `PermuteArgs::packed`) that axis 0 has destination stride 1 and axis 2
+/// source stride 1, that both have extents and chunks that are multiples of `k`, that every
+/// other stride of the same operand is a multiple of `k`, and that both base addresses are
+/// 4-byte aligned.
 ///
-/// Tile of 64 x 64 slots; groups of `k` slots along a side form one word. Read phase: each
-/// thread loads `k` words (A slots `k ag .. k ag + k`, B group `bg`) per micro-block, transposes
-/// the `k x k` block in registers and stores `k` words to shared memory at `[B][A group]`
-/// (pitch `64 / k + 1` words). Write phase: each thread loads words `[B slot][A group]` and
-/// stores them along the destination's fastest axis.
-pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
-    assert!(e.size <= 2 && PACKED_BY == 8);
-    let tt = TILE;
+/// Tile of `tt` x `tt` slots, block (32, `by`); groups of `k` slots along a side form one word.
+/// A group lies inside one piece of its side's first axis, so only its first slot is
+/// decomposed: the other `k - 1` words of a group are `r` source strides of axis 0 further.
+/// The block first writes two tables to shared memory: per A group its first slot's packed
+/// coordinates and source offset, per B slot its packed coordinates and destination offset.
+/// A thread keeps in registers only its own B group (read phase) and A group (write phase);
+/// the other slots come from the tables, so a thread can move many words per tile.
+///
+/// Read phase: each thread loads `k` words (A slots `k ag .. k ag + k`, B group `bg`) per
+/// micro-block, transposes the `k x k` block in registers and stores `k` words to shared
+/// memory at `[B slot][A group]`. Write phase: each thread loads words `[B slot][A group]`
+/// and stores them along the destination's fastest axis. With 32 groups or more per side the
+/// shared tile has a pitch of `tt / k` words and the word column of row `R` is XOR-swizzled
+/// by `(R / k) mod 32`; with fewer, the pitch is padded by one word.
+pub(super) fn permute_packed_kernel(
+    t: &mut Templates,
+    name: &str,
+    e: Ty,
+    (tt, by): (u64, u64),
+) -> String {
+    assert!(e.size <= 2);
+    let nthr = 32 * by;
     let k = 4 / e.size;
     let gs = tt / k; // groups (words) per side
-    let pw = gs + 1; // shared pitch in words
-    let m = gs * gs / 256; // micro-blocks per thread
-    let nw = tt * gs / 256; // words per thread in the write phase
+    assert!(nthr % gs == 0 && gs % (nthr / gs) == 0 && nthr >= tt);
+    let rows = nthr / gs; // A groups (read) and B slots (write) a pass covers
+    let swz = gs >= 32;
+    assert!(!swz || rows % k == 0);
+    let pw = if swz { gs } else { gs + 1 }; // shared pitch in words
+    let m = gs / rows; // micro-blocks per thread
+    let nw = tt / rows; // words per thread in the write phase
+    let tile_bytes = tt * pw * 4;
+    let (tab_a, tab_b) = (tile_bytes, tile_bytes + 8 * gs);
+    let total = tab_b + 8 * tt;
     let sh = log2(e.size);
     let w = bits_ty(4);
     let mut g = Gen::default();
     let mut setup = Code::default();
 
     // Thread id, and the per-thread group / slot indices.
-    let (tid, bg, ag0, tmp) = (
+    let (tid, bg, ag0, tmp, bgm) = (
+        g.reg(Class::B32),
         g.reg(Class::B32),
         g.reg(Class::B32),
         g.reg(Class::B32),
@@ -503,38 +529,58 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
     setup.line(format!("mad.lo.u32 {tid}, %ty, 32, %tx;"));
     setup.line(format!("rem.u32 {bg}, {tid}, {gs};"));
     setup.line(format!("div.u32 {ag0}, {tid}, {gs};"));
-    // Read phase: shared word (k bg) * pw + ag0.
+    setup.line(format!("and.b32 {bgm}, {bg}, 31;"));
+
+    // The tables: A group `tid` (tid < gs), B slot `tid` (tid < tt).
+    let ja = g.reg(Class::B32);
+    setup.line(format!("mul.lo.u32 {ja}, {tid}, {k};"));
+    let ea = slot(&mut g, &mut setup, 0, &ja, SRC_STRIDES, sh);
+    let eb = slot(&mut g, &mut setup, 1, &tid, DST_STRIDES, sh);
+    let (pa, pb) = (g.reg(Class::Pred), g.reg(Class::Pred));
+    setup.line(format!("setp.lt.u32 {pa}, {tid}, {gs};"));
+    setup.line(format!("setp.lt.u32 {pb}, {tid}, {tt};"));
+    let at = g.reg(Class::B32);
+    setup.line(format!("mad.lo.u32 {at}, {tid}, 8, %tile;"));
+    setup.line(format!(
+        "@{pa} st.shared.v2.u32 [{at}+{tab_a}], {{{}, {}}};",
+        ea.packed, ea.off
+    ));
+    setup.line(format!(
+        "@{pb} st.shared.v2.u32 [{at}+{tab_b}], {{{}, {}}};",
+        eb.packed, eb.off
+    ));
+    setup.line("bar.sync 0;");
+    // Table rows of this thread's first A group and first B slot (both `ag0`).
+    let (tta, ttb) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mad.lo.u32 {tta}, {ag0}, 8, %tile;"));
+    setup.line(format!("add.u32 {ttb}, {tta}, {tab_b};"));
+    setup.line(format!("add.u32 {tta}, {tta}, {tab_a};"));
+
+    // Shared tile. Read phase: row k bg + b, column ag0 + rows i; write phase: row
+    // ag0 + rows i, column bg (both before the swizzle).
     setup.line(format!("mul.lo.u32 {tmp}, {bg}, {};", k * pw));
-    setup.line(format!("add.u32 {tmp}, {tmp}, {ag0};"));
+    if !swz {
+        setup.line(format!("add.u32 {tmp}, {tmp}, {ag0};"));
+    }
     setup.line(format!("mad.lo.u32 %tsw, {tmp}, 4, %tile;"));
-    // Write phase: A group wa = tid % gs, B slot tid / gs + (256 / gs) i; shared word
-    // (tid / gs) * pw + wa.
     setup.line(format!("mul.lo.u32 {tmp}, {ag0}, {pw};"));
-    setup.line(format!("add.u32 {tmp}, {tmp}, {bg};"));
+    if !swz {
+        setup.line(format!("add.u32 {tmp}, {tmp}, {bg};"));
+    }
     setup.line(format!("mad.lo.u32 %tsr, {tmp}, 4, %tile;"));
+    // Swizzle of the write phase's rows: (ag0 + rows i) / k = ag0 / k + (rows / k) i.
+    let agk = g.reg(Class::B32);
+    setup.line(format!("shr.u32 {agk}, {ag0}, {};", log2(k)));
+
     let jb = g.reg(Class::B32);
     setup.line(format!("mul.lo.u32 {jb}, {bg}, {k};"));
     // The read side's B group and the write side's A group start at slot k * (tid % gs).
     let rb = slot(&mut g, &mut setup, 1, &jb, SRC_STRIDES, sh);
     let wa = slot(&mut g, &mut setup, 0, &jb, DST_STRIDES, sh);
-    // A slots of the read phase: k (ag0 + (256 / gs) i) + r.
-    let mut ra = Vec::new();
-    for i in 0..m {
-        for r in 0..k {
-            let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, {ag0}, {};", (256 / gs) * i));
-            setup.line(format!("mad.lo.u32 {j}, {j}, {k}, {r};"));
-            ra.push(slot(&mut g, &mut setup, 0, &j, SRC_STRIDES, sh));
-        }
-    }
-    // B slots of the write phase: tid / gs + (256 / gs) i.
-    let wb: Vec<Slot> = (0..nw)
-        .map(|i| {
-            let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, {ag0}, {};", (256 / gs) * i));
-            slot(&mut g, &mut setup, 1, &j, DST_STRIDES, sh)
-        })
-        .collect();
+    // The source's axis-0 stride in bytes: from a group's first word to its others.
+    let s0 = g.reg(Class::B32);
+    setup.line(format!("ld.param.u32 {s0}, [p_args+{SRC_STRIDES}];"));
+    setup.line(format!("shl.b32 {s0}, {s0}, {sh};"));
     for kk in 0..4u64 {
         setup.line(format!("ld.param.u32 %c{kk}, [p_args+{}];", CHUNK + 8 * kk));
     }
@@ -544,6 +590,19 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
     setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
     setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
 
+    // An entry of a table: packed coordinates (partial tiles only) and offset.
+    let entry = |g: &mut Gen, c: &mut Code, base: &str, off: u64, whole: bool| -> Slot {
+        let (packed, o) = (g.reg(Class::B32), g.reg(Class::B32));
+        if whole {
+            c.line(format!("ld.shared.u32 {o}, [{base}+{}];", off + 4));
+        } else {
+            c.line(format!(
+                "ld.shared.v2.u32 {{{packed}, {o}}}, [{base}+{off}];"
+            ));
+        }
+        Slot { packed, off: o }
+    };
+
     let origin = origin(&mut g, e, e);
     let mut phases = Vec::new();
     for whole in [false, true] {
@@ -552,35 +611,63 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
         let pb = (!whole).then(|| inside(&mut g, &mut read, 1, &rb));
         let base = g.reg(Class::B64);
         read.line(format!("mad.wide.s32 {base}, {}, 1, %sbase;", rb.off));
+        let ra: Vec<Slot> = (0..m)
+            .map(|i| entry(&mut g, &mut read, &tta, 8 * rows * i, whole))
+            .collect();
         let mut words = Vec::new();
         for sa in &ra {
+            // The group is inside the tile exactly when its first slot is.
             let pr = pb.as_ref().map(|pb| {
                 let pa = inside(&mut g, &mut read, 0, sa);
                 let pr = g.reg(Class::Pred);
                 read.line(format!("and.pred {pr}, {pa}, {pb};"));
                 pr
             });
-            let at = g.reg(Class::B64);
-            read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
-            words.push(load_scalar(
-                &mut g,
-                &mut read,
-                w,
-                Space::GlobalNc,
-                &format!("[{at}]"),
-                pr.as_deref(),
-            ));
+            let at0 = g.reg(Class::B64);
+            read.line(format!("mad.wide.s32 {at0}, {}, 1, {base};", sa.off));
+            for r in 0..k {
+                let at = if r == 0 {
+                    at0.clone()
+                } else {
+                    let at = g.reg(Class::B64);
+                    read.line(format!("mad.wide.s32 {at}, {s0}, {r}, {at0};"));
+                    at
+                };
+                words.push(load_scalar(
+                    &mut g,
+                    &mut read,
+                    w,
+                    Space::GlobalNc,
+                    &format!("[{at}]"),
+                    pr.as_deref(),
+                ));
+            }
         }
         let blocks: Vec<Vec<String>> = words
             .chunks(k as usize)
             .map(|block| transpose_words(&mut g, &mut read, e.size, block))
             .collect();
+        // Shared addresses of the micro-blocks (swizzled columns).
+        let cols: Vec<(String, u64)> = (0..m)
+            .map(|i| {
+                if swz {
+                    let a = g.reg(Class::B32);
+                    read.line(format!("add.u32 {a}, {ag0}, {};", rows * i));
+                    read.line(format!("xor.b32 {a}, {a}, {bgm};"));
+                    read.line(format!("mad.lo.u32 {a}, {a}, 4, %tsw;"));
+                    (a, 0)
+                } else {
+                    ("%tsw".to_string(), 4 * rows * i)
+                }
+            })
+            .collect();
         // The previous tile's write phase must be done with the shared tile.
         read.line("bar.sync 0;");
-        for (i, cols) in blocks.iter().enumerate() {
-            for (b, x) in cols.iter().enumerate() {
-                let off = 4 * (b as u64 * pw + (256 / gs) * i as u64);
-                store_scalar(&mut read, w, Space::Shared, &addr("%tsw", off), x, None);
+        for (i, cols_i) in blocks.iter().enumerate() {
+            let (a, off) = &cols[i];
+            for (b, x) in cols_i.iter().enumerate() {
+                let off = off + 4 * b as u64 * pw;
+                store_scalar(&mut read, w, Space::Shared, &addr(a, off), x, None);
             }
         }
         // Write: nw words.
@@ -588,17 +675,29 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
         let pa = (!whole).then(|| inside(&mut g, &mut write, 0, &wa));
         let base = g.reg(Class::B64);
         write.line(format!("mad.wide.s32 {base}, {}, 1, %dbase;", wa.off));
+        let wb: Vec<Slot> = (0..nw)
+            .map(|i| entry(&mut g, &mut write, &ttb, 8 * rows * i, whole))
+            .collect();
         let vals: Vec<String> = (0..nw)
             .map(|i| {
-                let off = 4 * (256 / gs) * i * pw;
-                load_scalar(
-                    &mut g,
-                    &mut write,
-                    w,
-                    Space::Shared,
-                    &addr("%tsr", off),
-                    None,
-                )
+                let off = 4 * rows * i * pw;
+                if swz {
+                    let a = g.reg(Class::B32);
+                    write.line(format!("add.u32 {a}, {agk}, {};", (rows / k) * i));
+                    write.line(format!("and.b32 {a}, {a}, 31;"));
+                    write.line(format!("xor.b32 {a}, {a}, {bg};"));
+                    write.line(format!("mad.lo.u32 {a}, {a}, 4, %tsr;"));
+                    load_scalar(&mut g, &mut write, w, Space::Shared, &addr(&a, off), None)
+                } else {
+                    load_scalar(
+                        &mut g,
+                        &mut write,
+                        w,
+                        Space::Shared,
+                        &addr("%tsr", off),
+                        None,
+                    )
+                }
             })
             .collect();
         store_words(&mut g, &mut write, pa.as_deref(), &base, &wb, &vals);
@@ -611,9 +710,9 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
         &[
             ("NAME", name.to_string()),
             ("T", tt.to_string()),
-            ("BY", PACKED_BY.to_string()),
+            ("BY", by.to_string()),
             ("PITCH", pw.to_string()),
-            ("TILE_BYTES", (tt * pw * 4).to_string()),
+            ("TILE_BYTES", total.to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
             ("ORIGIN", origin),
@@ -625,13 +724,20 @@ pub(super) fn permute_packed_kernel(t: &mut Templates, name: &str, e: Ty) -> Str
     );
     // The template's comment describes the element-wise phases; these are the packed ones.
     let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
+    let layout = if swz {
+        format!("(pitch {pw} words, word columns XOR-swizzled by (row / {k}) mod 32)")
+    } else {
+        format!("(pitch {pw} words)")
+    };
     format!(
         "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
-         // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots; a thread\n\
-         // loads {k} words along the source's fastest axis per {k} x {k} block, transposes\n\
-         // the block in registers (prmt) and stores {k} words to shared memory at\n\
-         // [B slot][A group] (pitch {pw} words); the write phase stores words along the\n\
-         // destination's fastest axis. Origin, whole-tile path and grid as in\n\
+         // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots, block\n\
+         // (32, {by}); the block first writes tables of its A groups' source offsets and its\n\
+         // B slots' destination offsets to shared memory (after the tile). A thread loads\n\
+         // {k} words along the source's fastest axis per {k} x {k} block ({m} blocks), transposes\n\
+         // each block in registers (prmt) and stores {k} words to shared memory at\n\
+         // [B slot][A group] {layout}; the write phase stores {nw} words per thread along\n\
+         // the destination's fastest axis. Origin, whole-tile path and grid as in\n\
          // copy_permute_bN.\n{body}",
         e.size
     )

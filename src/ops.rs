@@ -81,6 +81,8 @@ pub enum Steer {
     PreferTranspose,
     /// No packed permute kernels.
     NoPacking,
+    /// No packed permute kernels with 128-slot tiles (64-slot ones only).
+    NoPacked128,
 }
 
 /// `assign_cast` with the planner steered by `steer`; returns the path taken.
@@ -93,6 +95,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     let opt = PlanOptions {
         prefer_transpose: steer == Steer::PreferTranspose,
         no_packed: steer == Steer::NoPacking,
+        no_packed128: steer == Steer::NoPacked128,
         ..PlanOptions::default()
     };
     assign_cast_path(dst, stream, src, opt)

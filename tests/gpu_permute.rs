@@ -338,7 +338,8 @@ fn bench_like_shapes() {
     );
 }
 
-/// 1- and 2-byte copies whose fastest axes hold whole 4-byte words (the packed kernel):
+/// 1- and 2-byte copies whose fastest axes hold whole 4-byte words (the packed kernels, 64-
+/// and 128-slot tiles):
 /// whole and partial tiles, sources offset by one element (words misaligned: the element-wise
 /// kernel) or by a whole word, reversed axes; and two-axis permutations with one short axis
 /// (the long one is split so that tiles are full).
@@ -384,10 +385,23 @@ fn packed_and_split_permutations() {
             permuted_cases::<f32, f32>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
         }
     }
+    // 128-slot packed tiles: 1-byte copies whose fastest axes (32 elements) are too short for
+    // the transpose kernel; whole and partial tiles, a source that starts one row in.
+    for shape in [vec![4usize, 32, 8, 36], vec![36, 5, 32, 8]] {
+        let mut word = full(4);
+        word[0] = step(1, None, 1);
+        for sl in [full(4), word] {
+            permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &permutations(4), &mut paths);
+        }
+    }
     println!("packed and split: paths {paths:?}");
     assert!(
         paths.get("permute_packed").copied().unwrap_or(0) >= 50,
         "too few cases took the packed kernel: {paths:?}"
+    );
+    assert!(
+        paths.get("permute_packed128").copied().unwrap_or(0) >= 8,
+        "too few cases took the 128-slot packed kernel: {paths:?}"
     );
     check_permute_taken(&paths, "packed and split");
 }
@@ -451,6 +465,19 @@ fn sanitize_subset() {
         &full(2),
         &[vec![1, 0]],
         &mut paths,
+    );
+    // The 128-slot packed kernel, partial tiles on both sides.
+    permuted_cases::<u8, u8>(
+        &stream,
+        &mut rng,
+        &[36, 5, 32, 8],
+        &full(4),
+        &[vec![2, 1, 3, 0], vec![3, 2, 0, 1]],
+        &mut paths,
+    );
+    assert!(
+        paths.get("permute_packed128").copied().unwrap_or(0) > 0,
+        "no case took the 128-slot packed kernel: {paths:?}"
     );
     check_permute_taken(&paths, "sanitize subset");
 }

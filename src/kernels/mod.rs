@@ -246,13 +246,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             Ok(())
         }
         Plan::Permute { args, from, to } => {
-            let (kind, block) = if args.pack != 0 {
-                ("permute_packed", permute::PERMUTE_SMALL_BLOCK)
-            } else if u64::from(args.tile) == permute::PERMUTE_SMALL_TILE {
-                ("permute32", permute::PERMUTE_SMALL_BLOCK)
-            } else {
-                ("permute", permute::PERMUTE_BLOCK)
-            };
+            let (kind, block) = permute::permute_kernel(args);
             let f = copy_fn(stream, kind, *from, *to)?;
             let cfg = LaunchConfig {
                 grid_dim: (

@@ -13,7 +13,7 @@
 //! `(j % chunk[lo], j / chunk[lo])` of that side's two axes (see [`PermuteArgs::slot`]); slots
 //! past `chunk[lo] * chunk[hi]` and coordinates past the axis end are skipped.
 //!
-//! Block [`PERMUTE_BLOCK`] (the small and packed kernels: [`PERMUTE_SMALL_BLOCK`]), grid
+//! Block [`PERMUTE_BLOCK`] (the other kernels: [`permute_kernel`]), grid
 //! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid should be
 //! small enough that each block does many tiles). Static shared memory of
 //! `T * (T + pad) * size(D)` bytes (at most 33280).
@@ -44,6 +44,26 @@ pub const PERMUTE_MAX_GRID: u32 = i32::MAX as u32;
 pub const PERMUTE_TILE: u64 = 64;
 /// Slots per side of the small element-wise kernels' tiles.
 pub const PERMUTE_SMALL_TILE: u64 = 32;
+/// Slots per side of the large packed kernel's tiles (`copy_permute_packed128_b1`, 1-byte
+/// elements, block [`permute_kernel`]): rows of 128 bytes on both sides. The packed kernels
+/// `copy_permute_packed_bN` have tiles of [`PERMUTE_TILE`] slots: for 2-byte elements, and
+/// for 1-byte layouts whose tile axes cannot fill the large tiles.
+pub const PERMUTE_PACKED_TILE: u64 = 128;
+
+/// The kernel kind (`permute`, `permute32`, `permute_packed` or `permute_packed128`; the
+/// names are `copy_{kind}_bN` and `cast_{kind}_S_D`) that runs `args`, and its block shape
+/// (required exactly). The packed kernels' threads move 8 words (1-byte elements, 64-slot
+/// tiles: 128 threads; 2-byte elements: 256 threads) or 16 words (1-byte elements, 128-slot
+/// tiles: 256 threads) per phase.
+pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
+    match (args.pack, u64::from(args.tile)) {
+        (0, PERMUTE_SMALL_TILE) => ("permute32", PERMUTE_SMALL_BLOCK),
+        (0, _) => ("permute", PERMUTE_BLOCK),
+        (_, PERMUTE_PACKED_TILE) => ("permute_packed128", (32, 8, 1)),
+        (4, _) => ("permute_packed", (32, 4, 1)),
+        _ => ("permute_packed", PERMUTE_SMALL_BLOCK),
+    }
+}
 
 /// Argument block of `*_permute*_*` (680 bytes). Extents, strides and steps count elements;
 /// addresses are bytes.
@@ -81,7 +101,7 @@ pub struct PermuteArgs {
     pub magic32: [u32; PERMUTE_AXES],
     /// 32-bit fast division by `nchunks[k]`: shifts.
     pub shift32: [u32; PERMUTE_AXES],
-    /// Slots per tile side: [`PERMUTE_TILE`] or [`PERMUTE_SMALL_TILE`] (which kernel runs the
+    /// Slots per tile side: [`PERMUTE_TILE`], [`PERMUTE_SMALL_TILE`] or [`PERMUTE_PACKED_TILE`] (which kernel runs the
     /// plan). The kernels do not read it.
     pub tile: u32,
     /// 1 when the large element-wise kernel for a 2-byte destination stores pairs of elements
@@ -202,11 +222,16 @@ impl PermuteArgs {
     /// hold, else `None`: with `k = 4 / size` elements per word, axis 0 has destination stride
     /// 1 and axis 2 source stride 1, both with extents and chunks that are multiples of `k`;
     /// every other destination stride and every other source stride is a multiple of `k`; both
-    /// base addresses are 4-byte aligned (the tile is [`PERMUTE_TILE`], 64 slots per side,
-    /// for these sizes). Then every group of `k` slots along axis 0
-    /// (or 2) is one aligned word of the destination (or source).
+    /// base addresses are 4-byte aligned; the tile is [`PERMUTE_TILE`] slots per side, or
+    /// [`PERMUTE_PACKED_TILE`] for 1-byte elements. Then every group of `k` slots along axis 0
+    /// (or 2) is one aligned word of the destination (or source), and lies inside one piece
+    /// of that axis.
     pub fn packed(mut self, size: usize) -> Option<Self> {
-        if !matches!(size, 1 | 2) || u64::from(self.tile) != PERMUTE_TILE {
+        let tile = u64::from(self.tile);
+        if !matches!(
+            (size, tile),
+            (1 | 2, PERMUTE_TILE) | (1, PERMUTE_PACKED_TILE)
+        ) {
             return None;
         }
         let k = (4 / size) as u64;

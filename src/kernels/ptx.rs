@@ -46,7 +46,7 @@ mod tests {
     #[test]
     fn every_module_is_present_sorted_and_versioned() {
         let names: Vec<&str> = modules().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.len(), 4 * 3 + 4 * 7 + 2 + 12 * 11 * 7);
+        assert_eq!(names.len(), 4 * 3 + 4 * 7 + 3 + 12 * 11 * 7);
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {
             assert!(text.starts_with(".version 7.0\n.target sm_52\n"), "{name}");
@@ -61,5 +61,7 @@ mod tests {
         assert!(module_ptx("copy_permute_packed_b1").is_some());
         assert!(module_ptx("copy_permute_packed_b2").is_some());
         assert!(module_ptx("copy_permute_packed_b4").is_none());
+        assert!(module_ptx("copy_permute_packed128_b1").is_some());
+        assert!(module_ptx("copy_permute_packed128_b2").is_none());
     }
 }

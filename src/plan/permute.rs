@@ -2,8 +2,19 @@
 
 use super::{Normalized, PAxis};
 use crate::kernels::permute::{
-    PERMUTE_AXES, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, PermuteAxis,
+    PERMUTE_AXES, PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, PermuteAxis,
 };
+
+/// Which packed kernels a copy may take (casts take none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Packing {
+    /// None: element-wise kernels only.
+    None,
+    /// The 64-slot packed kernels only.
+    Small,
+    /// Either packed kernel.
+    Any,
+}
 
 /// Fewest slots on each side of a tile for the permute path to pay off.
 pub(crate) const PERMUTE_MIN_SIDE: u64 = 8;
@@ -44,33 +55,47 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// When only these two axes remain and one of them is at most `T / 2` long, the other one
 /// (a multiple of `T`, at least `2 T` long) is split into an inner axis of `T` elements, which
 /// stays the first axis of its side, and an outer one, which fills the short side, so that
-/// tiles are full. Copies (`copy`) of 1- and 2-byte elements whose words line up take the
-/// packed kernel ([`PermuteArgs::packed`]).
+/// tiles are full. Copies (`packing`) of 1- and 2-byte elements whose words line up take a
+/// packed kernel ([`PermuteArgs::packed`]): for 1-byte elements, tiles of
+/// [`PERMUTE_PACKED_TILE`] slots when they are full or filled better than tiles of
+/// [`PERMUTE_TILE`]; else those.
 ///
-/// `T` is [`PERMUTE_TILE`]; when those tiles cannot be filled (a side's axes hold fewer
-/// slots) and tiles of [`PERMUTE_SMALL_TILE`] are filled better, the small kernels take the
-/// copy: half-empty large tiles leave half of their threads idle.
+/// Otherwise `T` is [`PERMUTE_TILE`]; when those tiles cannot be filled (a side's axes hold
+/// fewer slots) and tiles of [`PERMUTE_SMALL_TILE`] are filled better, the small kernels take
+/// the copy: half-empty large tiles leave half of their threads idle.
 pub(crate) fn permute_args(
     norm: &Normalized,
     dst: u64,
     src: u64,
     src_size: usize,
     dst_size: usize,
-    copy: bool,
+    packing: Packing,
 ) -> Option<PermuteArgs> {
-    let large = tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_TILE)
-        .map(|a| a.with_word_stores(dst_size));
-    if copy
-        && src_size == dst_size
-        && let Some(p) = large.and_then(|a| a.packed(src_size))
-    {
-        return Some(p);
-    }
     // Share of the tile's slots that the plan's sides use.
     let fill = |a: &PermuteArgs| {
         let used = a.chunk[0] * a.chunk[1] * a.chunk[2] * a.chunk[3];
         used as f64 / (u64::from(a.tile) * u64::from(a.tile)) as f64
     };
+    let large = tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_TILE)
+        .map(|a| a.with_word_stores(dst_size));
+    if packing != Packing::None && src_size == dst_size && src_size <= 2 {
+        let packed = large.and_then(|a| a.packed(src_size));
+        let packed128 = (packing == Packing::Any && src_size == 1)
+            .then(|| tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_PACKED_TILE))
+            .flatten()
+            .and_then(|a| a.packed(src_size));
+        let best = match (packed128, packed) {
+            (Some(l), Some(s)) => Some(if fill(&l) >= 1.0 || fill(&l) > fill(&s) {
+                l
+            } else {
+                s
+            }),
+            (l, s) => l.or(s),
+        };
+        if best.is_some() {
+            return best;
+        }
+    }
     if let Some(a) = large
         && fill(&a) >= 1.0
     {

@@ -194,6 +194,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             no_transpose,
                             prefer_transpose,
                             no_packed: seed % 4 == 0,
+                            no_packed128: seed % 8 == 1,
                         },
                     }
                 },
@@ -513,6 +514,22 @@ fn paths_are_chosen_as_documented() {
         contiguous_plan(U8, U8, &[512, 256], &[256, 1], &[1, 512]).path(),
         "transpose"
     );
+    // Without the transpose kernel: the 128-slot packed permute kernel.
+    let p = plan_copy(
+        DST_BASE,
+        &[256, 1],
+        U8,
+        SRC_BASE,
+        &[1, 512],
+        U8,
+        &[512, 256],
+        PlanOptions {
+            no_transpose: true,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.kernel_path(), "permute_packed128");
     // Permute: a tile axis shorter than the transpose tile (16), strided operands, a
     // transpose of the 16384^2 f32 matrix with the transpose kernels disabled.
     assert_eq!(
@@ -1128,6 +1145,21 @@ fn permute_tiles_follow_the_fill() {
         let p = contiguous_plan(F32, F32, &out, &dst, &src);
         assert_eq!(p.kernel_path(), want, "{shape:?} perm {perm:?}");
     }
+    // 1-byte copies: 128-slot packed tiles where they fill (the GPU tests' cases), 64-slot
+    // ones where a side has only 64 slots.
+    for (shape, perm, want) in [
+        (&[36, 5, 32, 8][..], &[2, 1, 3, 0][..], "permute_packed128"),
+        (&[36, 5, 32, 8], &[3, 2, 0, 1], "permute_packed128"),
+        (
+            &[32, 32, 16, 16, 16, 32],
+            &[5, 1, 2, 3, 4, 0],
+            "permute_packed",
+        ),
+    ] {
+        let (out, dst, src) = layout(shape, perm);
+        let p = contiguous_plan(U8, U8, &out, &dst, &src);
+        assert_eq!(p.kernel_path(), want, "u8 {shape:?} perm {perm:?}");
+    }
     // Layouts of both kinds at sizes the interpreter runs quickly; 2-byte destinations of the
     // large tiles store words where the destination's fastest axis has an even extent.
     for (shape, perm, want) in [
@@ -1156,7 +1188,7 @@ fn permute_tiles_follow_the_fill() {
 }
 
 /// Copies of 1- and 2-byte elements whose fastest axes hold whole words take the packed
-/// permute kernel, and two-axis permutations with one short axis split the long one so that
+/// permute kernels (64- and 128-slot tiles), and two-axis permutations with one short axis split the long one so that
 /// tiles are full; every permutation (sources contiguous, sliced with even and odd offsets or
 /// steps, reversed) through the planner and the interpreter, which checks each word's
 /// alignment and grouping.
@@ -1169,8 +1201,12 @@ fn packed_and_split_permutations_match_reference() {
         &[64, 8, 12],
         &[4, 68, 8, 2],
         &[16, 4, 16, 8],
+        // Tiles of 128 slots (1-byte elements whose fastest axes are too short for the
+        // transpose kernel), whole and partial.
+        &[4, 32, 8, 36],
+        &[3, 128, 136],
     ];
-    let (mut packed, mut split, mut total) = (0, 0, 0);
+    let (mut packed, mut packed128, mut split, mut total) = (0, 0, 0, 0);
     for (n, shape) in shapes.iter().enumerate() {
         let r = shape.len();
         let mut perms = vec![vec![]];
@@ -1236,6 +1272,7 @@ fn packed_and_split_permutations_match_reference() {
                     if let Plan::Permute { args, .. } = case_plan(&c, &o).unwrap() {
                         total += 1;
                         packed += usize::from(args.pack != 0);
+                        packed128 += usize::from(args.pack != 0 && args.tile == 128);
                         split += usize::from(r == 2 && args.chunk[1] * args.chunk[3] > 1);
                     }
                     check_copy(&c).unwrap_or_else(|e| {
@@ -1245,8 +1282,12 @@ fn packed_and_split_permutations_match_reference() {
             }
         }
     }
-    eprintln!("COUNTS {packed} {split} {total}");
     assert!(packed >= 100, "{packed} of {total} permute cases packed");
+    assert!(
+        packed128 >= 12,
+        "{packed128} of {packed} packed cases in 128-slot tiles"
+    );
+    assert!(packed128 < packed, "every packed case in 128-slot tiles");
     assert!(packed < total, "every permute case packed ({total})");
     assert!(split >= 6, "{split} two-axis cases split");
 }
