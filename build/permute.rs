@@ -21,13 +21,15 @@ const WORDS: u64 = 676;
 const AXES: usize = 8;
 
 /// The packed kernels: `(kind, element size, slots per side, block rows)`. Must agree with
-/// `PermuteArgs::tile` and `permute_kernel` in `src/kernels/permute.rs`. 2-byte elements have
-/// no 128-slot kernel: on an H200 the 64-slot one (256 threads moving 8 words each) was faster
-/// than 128-slot tiles moved by 512 threads (1024 threads: slower still).
+/// `PermuteArgs::tile` and `permute_kernel` in `src/kernels/permute.rs`. Each thread moves 8
+/// words per phase. On an H200 (sweep medians): 2-byte elements in 64-slot tiles 0.85 with
+/// 256 threads, 0.76 with 128 threads moving 16 words, 0.65 with 512 threads moving 4;
+/// 128-slot tiles with 512 threads 0.80. 1-byte elements in 128-slot tiles 0.78 with 512
+/// threads, 0.76 with 256 threads moving 16 words, 0.46 with 1024 threads moving 4.
 pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
     ("permute_packed", 1, 64, 4),
     ("permute_packed", 2, 64, 8),
-    ("permute_packed128", 1, 128, 8),
+    ("permute_packed128", 1, 128, 16),
 ];
 
 /// The element-wise kernels' variants: `(kind, slots per side, block rows)`. Must agree with

@@ -52,14 +52,14 @@ pub const PERMUTE_PACKED_TILE: u64 = 128;
 
 /// The kernel kind (`permute`, `permute32`, `permute_packed` or `permute_packed128`; the
 /// names are `copy_{kind}_bN` and `cast_{kind}_S_D`) that runs `args`, and its block shape
-/// (required exactly). The packed kernels' threads move 8 words (1-byte elements, 64-slot
-/// tiles: 128 threads; 2-byte elements: 256 threads) or 16 words (1-byte elements, 128-slot
-/// tiles: 256 threads) per phase.
+/// (required exactly). Each thread of a packed kernel moves 8 words per phase: 128 threads
+/// (1-byte elements, 64-slot tiles), 256 threads (2-byte elements) or 512 threads (1-byte
+/// elements, 128-slot tiles).
 pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
     match (args.pack, u64::from(args.tile)) {
         (0, PERMUTE_SMALL_TILE) => ("permute32", PERMUTE_SMALL_BLOCK),
         (0, _) => ("permute", PERMUTE_BLOCK),
-        (_, PERMUTE_PACKED_TILE) => ("permute_packed128", (32, 8, 1)),
+        (_, PERMUTE_PACKED_TILE) => ("permute_packed128", (32, 16, 1)),
         (4, _) => ("permute_packed", (32, 4, 1)),
         _ => ("permute_packed", PERMUTE_SMALL_BLOCK),
     }
