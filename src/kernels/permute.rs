@@ -16,7 +16,8 @@
 //! Block [`PERMUTE_BLOCK`] (the other kernels: [`permute_kernel`]), grid
 //! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid should be
 //! small enough that each block does many tiles). Static shared memory of
-//! `T * (T + pad) * size(D)` bytes (at most 33280).
+//! `T * (T + pad) * size(D)` bytes (at most 33280); the packed kernels add tables of 8 bytes
+//! per slot (at most 17664 bytes in all).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -30,12 +31,12 @@ pub const PERMUTE_AXES: usize = 8;
 /// `cast_permute_S_D` (required exactly): each thread moves 8 elements per phase.
 pub const PERMUTE_BLOCK: (u32, u32, u32) = (32, 16, 1);
 /// Block shape of the small element-wise kernels (`copy_permute32_bN`, `cast_permute32_S_D`)
-/// and of the packed kernels (`copy_permute_packed_bN`) (required exactly).
+/// and of the 2-byte packed kernel (`copy_permute_packed_b2`) (required exactly).
 pub const PERMUTE_SMALL_BLOCK: (u32, u32, u32) = (32, 8, 1);
 /// Largest grid of a permute kernel.
 pub const PERMUTE_MAX_GRID: u32 = i32::MAX as u32;
 
-/// Slots per side of the tiles of the packed kernels and of the large element-wise kernels
+/// Slots per side of the tiles of the 64-slot packed kernels and of the large element-wise kernels
 /// (`copy_permute_bN`, `cast_permute_S_D`, block [`PERMUTE_BLOCK`]). The small element-wise
 /// kernels (`copy_permute32_bN`, `cast_permute32_S_D`, block [`PERMUTE_SMALL_BLOCK`]) have
 /// tiles of [`PERMUTE_SMALL_TILE`] slots, for layouts whose tile axes cannot fill the large
