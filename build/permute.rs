@@ -18,6 +18,7 @@ const SRC_STEPS: u64 = 544;
 const MAGIC32: u64 = 608;
 const SHIFT32: u64 = 640;
 const WORDS: u64 = 676;
+const ORIGIN32: u64 = 680;
 const AXES: usize = 8;
 
 /// The packed kernels: `(kind, element size, slots per side, block rows)`. Must agree with
@@ -111,10 +112,16 @@ fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
 
 /// Splits the tile index `%bid` (below 2^31) over the pieces with 32-bit fast division:
 /// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
-/// and every slot is used.
+/// and every slot is used. With `PermuteArgs::origin32` set, offsets and remaining extents are
+/// summed in 32 bits (`origin32`), else in 64.
 fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
     let mut c = Code::default();
+    let p32 = g.reg(Class::Pred);
+    let flag = g.reg(Class::B32);
+    c.line(format!("ld.param.u32 {flag}, [p_args+{ORIGIN32}];"));
+    c.line(format!("setp.ne.u32 {p32}, {flag}, 0;"));
     c.line("cvt.u32.u64 %x, %bid;");
+    c.line(format!("@{p32} bra.uni $ORIGIN32;"));
     c.line("mov.b64 %boffd, 0;");
     c.line("mov.b64 %boffs, 0;");
     let pr = g.reg(Class::Pred);
@@ -166,6 +173,8 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
         }
         c.line(format!("mov.b32 %x, {q};"));
     }
+    c.line("bra.uni $ORIGIN_DONE;");
+    origin32(g, &mut c);
     c.label("$ORIGIN_DONE");
     c.line(format!("shl.b64 %boffd, %boffd, {};", log2(d.size)));
     c.line(format!("shl.b64 %boffs, %boffs, {};", log2(s.size)));
@@ -175,6 +184,65 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
     }
     c.line("and.pred %pfull, %pfull, %pslots;");
     c.text()
+}
+
+/// The 32-bit form of `origin`'s loop (label `$ORIGIN32`; ends by branching to
+/// `$ORIGIN_DONE` with `%boffd` / `%boffs` in elements).
+fn origin32(g: &mut Gen, c: &mut Code) {
+    c.label("$ORIGIN32");
+    let (od, os) = (g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!("mov.b32 {od}, 0;"));
+    c.line(format!("mov.b32 {os}, 0;"));
+    let pr = g.reg(Class::Pred);
+    for k in 0..AXES as u64 {
+        if k >= 4 {
+            c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
+            c.line(format!("@{pr} bra.uni $ORIGIN32_DONE;"));
+        }
+        let (nch, magic, sh, q, t, cc) = (
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+        );
+        c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
+        c.line(format!(
+            "ld.param.u32 {magic}, [p_args+{}];",
+            MAGIC32 + 4 * k
+        ));
+        c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
+        c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
+        c.line(format!("add.u32 {t}, {t}, %x;"));
+        c.line(format!("shr.u32 {q}, {t}, {sh};"));
+        c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
+        c.line(format!("sub.u32 {cc}, %x, {t};"));
+        // The low words of the steps: exact, as every origin offset is below 2^31.
+        let (ds, ss) = (g.reg(Class::B32), g.reg(Class::B32));
+        c.line(format!(
+            "ld.param.u32 {ds}, [p_args+{}];",
+            DST_STEPS + 8 * k
+        ));
+        c.line(format!(
+            "ld.param.u32 {ss}, [p_args+{}];",
+            SRC_STEPS + 8 * k
+        ));
+        c.line(format!("mad.lo.s32 {od}, {cc}, {ds}, {od};"));
+        c.line(format!("mad.lo.s32 {os}, {cc}, {ss}, {os};"));
+        if k < 4 {
+            let (ch, len) = (g.reg(Class::B32), g.reg(Class::B32));
+            c.line(format!("ld.param.u32 {ch}, [p_args+{}];", CHUNK + 8 * k));
+            c.line(format!("ld.param.u32 {len}, [p_args+{}];", LEN + 8 * k));
+            c.line(format!("mul.lo.u32 {t}, {cc}, {ch};"));
+            c.line(format!("sub.u32 {t}, {len}, {t};"));
+            c.line(format!("min.u32 %rem{k}, {t}, 65535;"));
+        }
+        c.line(format!("mov.b32 %x, {q};"));
+    }
+    c.label("$ORIGIN32_DONE");
+    c.line(format!("cvt.s64.s32 %boffd, {od};"));
+    c.line(format!("cvt.s64.s32 %boffs, {os};"));
 }
 
 /// The read phase: all loads of the thread, then conversions and shared stores. Predicated

@@ -66,7 +66,7 @@ pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
     }
 }
 
-/// Argument block of `*_permute*_*` (680 bytes). Extents, strides and steps count elements;
+/// Argument block of `*_permute*_*` (688 bytes). Extents, strides and steps count elements;
 /// addresses are bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +108,12 @@ pub struct PermuteArgs {
     /// 1 when the large element-wise kernel for a 2-byte destination stores pairs of elements
     /// as 4-byte words (set by [`PermuteArgs::with_word_stores`]), else 0. The kernels read it.
     pub words: u32,
+    /// 1 when every extent and every tile origin's element offset (both operands) is below
+    /// 2^31, so that the kernels split tile indices into origins with 32-bit arithmetic, else
+    /// 0. Set by [`PermuteArgs::new`]; the kernels read it.
+    pub origin32: u32,
+    /// Zero (explicit padding).
+    pub reserved: u32,
 }
 
 /// Selects one operand's stride of an axis.
@@ -194,6 +200,18 @@ impl PermuteArgs {
             }
         }
         a.tiles = tiles;
+        // The farthest tile origin from element 0, per operand, in elements.
+        let reach = |steps: &[i64; PERMUTE_AXES]| -> u128 {
+            (0..PERMUTE_AXES)
+                .map(|k| u128::from(steps[k].unsigned_abs()) * u128::from(a.nchunks[k] - 1))
+                .sum()
+        };
+        let small = |x: u128| x <= i32::MAX as u128;
+        a.origin32 = u32::from(
+            a.len.iter().all(|&l| small(u128::from(l)))
+                && small(reach(&a.dst_steps))
+                && small(reach(&a.src_steps)),
+        );
         Some(a)
     }
 
@@ -255,7 +273,9 @@ impl PermuteArgs {
     }
 
     /// The tile's origin, computed like the kernels do: element offsets `(dst, src)` of its
-    /// first element and the remaining extents `len - origin` of the four tile axes.
+    /// first element and the remaining extents `len - origin` of the four tile axes. With
+    /// [`PermuteArgs::origin32`], the kernels' 32-bit arithmetic is replayed as well and must
+    /// agree (panics if not).
     #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     #[allow(clippy::needless_range_loop)] // the kernels' loop, axis by axis
     pub fn tile_origin(&self, t: u64) -> (i64, i64, [u64; 4]) {
@@ -270,6 +290,25 @@ impl PermuteArgs {
                 rem[k] = self.len[k].wrapping_sub(c.wrapping_mul(self.chunk[k]));
             }
             x = q;
+        }
+        if self.origin32 != 0 {
+            let (mut x, mut d32, mut s32) = (t as u32, 0i32, 0i32);
+            for k in 0..self.rank as usize {
+                let q = fast_div32_apply(x, self.magic32[k], self.shift32[k]);
+                let c = x.wrapping_sub(q.wrapping_mul(self.nchunks[k] as u32));
+                d32 = d32.wrapping_add((c as i32).wrapping_mul(self.dst_steps[k] as i32));
+                s32 = s32.wrapping_add((c as i32).wrapping_mul(self.src_steps[k] as i32));
+                if k < 4 {
+                    let r = (self.len[k] as u32).wrapping_sub(c.wrapping_mul(self.chunk[k] as u32));
+                    assert_eq!(u64::from(r), rem[k], "32-bit remaining extent of tile {t}");
+                }
+                x = q;
+            }
+            assert_eq!(
+                (i64::from(d32), i64::from(s32)),
+                (d, s),
+                "32-bit origin of tile {t}"
+            );
         }
         (d, s, rem)
     }
@@ -322,7 +361,7 @@ pub fn set_grid_scale(scale: u32) {
 }
 
 // SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no implicit padding
-// (offsets checked in tests); it matches the kernels' 680-byte, 8-aligned `.param` block.
+// (offsets checked in tests); it matches the kernels' 688-byte, 8-aligned `.param` block.
 unsafe impl DeviceRepr for PermuteArgs {}
 
 #[cfg(test)]
@@ -332,9 +371,10 @@ mod tests {
 
     #[test]
     fn layout_matches_the_kernels() {
-        assert_eq!(size_of::<PermuteArgs>(), 680);
+        assert_eq!(size_of::<PermuteArgs>(), 688);
         assert_eq!(offset_of!(PermuteArgs, tile), 672);
         assert_eq!(offset_of!(PermuteArgs, words), 676);
+        assert_eq!(offset_of!(PermuteArgs, origin32), 680);
         assert_eq!(align_of::<PermuteArgs>(), 8);
         assert_eq!(offset_of!(PermuteArgs, tiles), 16);
         assert_eq!(offset_of!(PermuteArgs, rank), 24);
@@ -395,6 +435,32 @@ mod tests {
         // Offsets inside a tile must fit in 32 bits: 31 * 2^25 * 4 bytes does not.
         assert!(new([ax(64, 32, 1, 1 << 25), one, ax(64, 32, 64, 1), one], &[]).is_none());
         assert!(new([ax(64, 32, 1, 1 << 22), one, ax(64, 32, 64, 1), one], &[]).is_some());
+        // 32-bit origins: the farthest origin (here the last tile's, reversed on axis 2) below
+        // 2^31 elements on both sides, and every extent too.
+        assert_eq!(a.origin32, 1);
+        for t in 0..a.tiles {
+            a.tile_origin(t); // replays the 32-bit arithmetic and compares
+        }
+        let batch = |len: u64, dst: i64, src: i64| {
+            new(
+                [ax(64, 32, 1, 64), one, ax(64, 32, 64, -1), one],
+                &[ax(len, 1, dst, src)],
+            )
+            .unwrap()
+        };
+        // The farthest origins lie (len - 1) * 4096 + 2080 elements away on both sides (32 +
+        // 2048 from the tile axes' second pieces); so the edge is at 2^31 - 1.
+        let edge = (i32::MAX as i64 - 2080) / 4096;
+        assert_eq!(batch(edge as u64 + 1, 4096, 4096).origin32, 1);
+        assert_eq!(batch(edge as u64 + 2, 4096, 4096).origin32, 0);
+        assert_eq!(batch(edge as u64 + 2, 4096, -4096).origin32, 0);
+        let long = new([ax(1 << 31, 32, 0, 0), one, ax(64, 32, 64, 1), one], &[]).unwrap();
+        assert_eq!(long.origin32, 0);
+        let big = batch(edge as u64 + 1, 4096, -4096);
+        assert_eq!(big.origin32, 1);
+        for t in (0..big.tiles).step_by(997).chain(big.tiles - 4..big.tiles) {
+            big.tile_origin(t);
+        }
         assert_eq!(permute_grid(0, 132, PERMUTE_BLOCK), 0);
         assert_eq!(permute_grid(500, 132, PERMUTE_BLOCK), 500);
         // A full device, then 8 tiles per block, at most 16 blocks per resident block.
