@@ -16,6 +16,12 @@ pub(crate) enum Packing {
     Any,
 }
 
+/// Shortest contiguous run (slots, bytes for these 1-byte elements) on either side for the
+/// 128-slot packed tiles: with 16-byte runs they moved 0.59 of a device memcpy on an H200,
+/// against 0.71 for 64-slot tiles; with 32-byte runs and longer they were faster (0.77-0.82
+/// against 0.67-0.75).
+const PACKED128_MIN_RUN: u64 = 32;
+
 /// Fewest slots on each side of a tile for the permute path to pay off.
 pub(crate) const PERMUTE_MIN_SIDE: u64 = 8;
 
@@ -58,7 +64,8 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// tiles are full. Copies (`packing`) of 1- and 2-byte elements whose words line up take a
 /// packed kernel ([`PermuteArgs::packed`]): for 1-byte elements, tiles of
 /// [`PERMUTE_PACKED_TILE`] slots when they are full or filled better than tiles of
-/// [`PERMUTE_TILE`]; else those.
+/// [`PERMUTE_TILE`], and their rows hold contiguous runs of at least 32 bytes on both sides;
+/// else those.
 ///
 /// Otherwise `T` is [`PERMUTE_TILE`]; when those tiles cannot be filled (a side's axes hold
 /// fewer slots) and tiles of [`PERMUTE_SMALL_TILE`] are filled better, the small kernels take
@@ -84,12 +91,23 @@ pub(crate) fn permute_args(
             .then(|| tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_PACKED_TILE))
             .flatten()
             .and_then(|a| a.packed(src_size));
+        // Slots in a row of one contiguous run: along A in the destination, along B in the
+        // source (packed plans have stride 1 on axes 0 and 2).
+        let run = |a: &PermuteArgs| {
+            let side = |lo: usize, strides: &[i64]| {
+                let whole = a.chunk[lo] == a.len[lo] && strides[lo + 1] == a.len[lo] as i64;
+                a.chunk[lo] * if whole { a.chunk[lo + 1] } else { 1 }
+            };
+            side(0, &a.dst_strides).min(side(2, &a.src_strides))
+        };
         let best = match (packed128, packed) {
-            (Some(l), Some(s)) => Some(if fill(&l) >= 1.0 || fill(&l) > fill(&s) {
-                l
-            } else {
-                s
-            }),
+            (Some(l), Some(s)) => Some(
+                if run(&l) >= PACKED128_MIN_RUN && (fill(&l) >= 1.0 || fill(&l) > fill(&s)) {
+                    l
+                } else {
+                    s
+                },
+            ),
             (l, s) => l.or(s),
         };
         if best.is_some() {

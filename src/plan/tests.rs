@@ -1146,15 +1146,22 @@ fn permute_tiles_follow_the_fill() {
         assert_eq!(p.kernel_path(), want, "{shape:?} perm {perm:?}");
     }
     // 1-byte copies: 128-slot packed tiles where they fill (the GPU tests' cases), 64-slot
-    // ones where a side has only 64 slots.
+    // ones where a side has only 64 slots or a row of 16-byte runs.
     for (shape, perm, want) in [
         (&[36, 5, 32, 8][..], &[2, 1, 3, 0][..], "permute_packed128"),
         (&[36, 5, 32, 8], &[3, 2, 0, 1], "permute_packed128"),
+        (&[64, 64, 32, 32, 64], &[0, 1, 3, 4, 2], "permute_packed128"),
         (
             &[32, 32, 16, 16, 16, 32],
             &[5, 1, 2, 3, 4, 0],
             "permute_packed",
         ),
+        (
+            &[32, 32, 16, 16, 16, 32],
+            &[3, 0, 1, 2, 5, 4],
+            "permute_packed",
+        ),
+        (&[16, 1024, 16, 1024], &[1, 2, 3, 0], "permute_packed"),
     ] {
         let (out, dst, src) = layout(shape, perm);
         let p = contiguous_plan(U8, U8, &out, &dst, &src);
