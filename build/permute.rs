@@ -187,8 +187,7 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
 }
 
 /// The 32-bit form of `origin`'s loop (label `$ORIGIN32`; ends by branching to
-/// `$ORIGIN_DONE` with `%boffd` / `%boffs` in elements). A tile axis of one piece (a whole
-/// axis, or the unused second axis of a side) skips the division: its piece index is 0.
+/// `$ORIGIN_DONE` with `%boffd` / `%boffs` in elements).
 fn origin32(g: &mut Gen, c: &mut Code) {
     c.label("$ORIGIN32");
     let (od, os) = (g.reg(Class::B32), g.reg(Class::B32));
@@ -209,12 +208,6 @@ fn origin32(g: &mut Gen, c: &mut Code) {
             g.reg(Class::B32),
         );
         c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
-        let len = g.reg(Class::B32);
-        if k < 4 {
-            c.line(format!("ld.param.u32 {len}, [p_args+{}];", LEN + 8 * k));
-            c.line(format!("setp.eq.u32 {pr}, {nch}, 1;"));
-            c.line(format!("@{pr} bra.uni $ORIGIN32_ONE_{k};"));
-        }
         c.line(format!(
             "ld.param.u32 {magic}, [p_args+{}];",
             MAGIC32 + 4 * k
@@ -238,19 +231,14 @@ fn origin32(g: &mut Gen, c: &mut Code) {
         c.line(format!("mad.lo.s32 {od}, {cc}, {ds}, {od};"));
         c.line(format!("mad.lo.s32 {os}, {cc}, {ss}, {os};"));
         if k < 4 {
-            let ch = g.reg(Class::B32);
+            let (ch, len) = (g.reg(Class::B32), g.reg(Class::B32));
             c.line(format!("ld.param.u32 {ch}, [p_args+{}];", CHUNK + 8 * k));
+            c.line(format!("ld.param.u32 {len}, [p_args+{}];", LEN + 8 * k));
             c.line(format!("mul.lo.u32 {t}, {cc}, {ch};"));
             c.line(format!("sub.u32 {t}, {len}, {t};"));
             c.line(format!("min.u32 %rem{k}, {t}, 65535;"));
-            c.line(format!("mov.b32 %x, {q};"));
-            c.line(format!("bra.uni $ORIGIN32_NEXT_{k};"));
-            c.label(&format!("$ORIGIN32_ONE_{k}"));
-            c.line(format!("min.u32 %rem{k}, {len}, 65535;"));
-            c.label(&format!("$ORIGIN32_NEXT_{k}"));
-        } else {
-            c.line(format!("mov.b32 %x, {q};"));
         }
+        c.line(format!("mov.b32 %x, {q};"));
     }
     c.label("$ORIGIN32_DONE");
     c.line(format!("cvt.s64.s32 %boffd, {od};"));
