@@ -110,6 +110,32 @@ fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
     p
 }
 
+/// Splits `%x` by the piece count of axis `k` with 32-bit fast division: returns the quotient
+/// (the index left for the next axes) and the remainder (the piece of axis `k`), and the
+/// piece count's register.
+fn split_piece(g: &mut Gen, c: &mut Code, k: u64) -> (String, String, String) {
+    let (nch, magic, sh, q, t, cc) = (
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+    );
+    c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
+    c.line(format!(
+        "ld.param.u32 {magic}, [p_args+{}];",
+        MAGIC32 + 4 * k
+    ));
+    c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
+    c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
+    c.line(format!("add.u32 {t}, {t}, %x;"));
+    c.line(format!("shr.u32 {q}, {t}, {sh};"));
+    c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
+    c.line(format!("sub.u32 {cc}, %x, {t};"));
+    (q, cc, t)
+}
+
 /// Splits the tile index `%bid` (below 2^31) over the pieces with 32-bit fast division:
 /// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
 /// and every slot is used. With `PermuteArgs::origin32` set, offsets and remaining extents are
@@ -130,25 +156,7 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
             c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
             c.line(format!("@{pr} bra.uni $ORIGIN_DONE;"));
         }
-        let (nch, magic, sh, q, t, cc) = (
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-        );
-        c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
-        c.line(format!(
-            "ld.param.u32 {magic}, [p_args+{}];",
-            MAGIC32 + 4 * k
-        ));
-        c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
-        c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
-        c.line(format!("add.u32 {t}, {t}, %x;"));
-        c.line(format!("shr.u32 {q}, {t}, {sh};"));
-        c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
-        c.line(format!("sub.u32 {cc}, %x, {t};"));
+        let (q, cc, _) = split_piece(g, &mut c, k);
         let c64 = g.reg(Class::B64);
         c.line(format!("cvt.u64.u32 {c64}, {cc};"));
         let (ds, ss) = (g.reg(Class::B64), g.reg(Class::B64));
@@ -199,25 +207,7 @@ fn origin32(g: &mut Gen, c: &mut Code) {
             c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
             c.line(format!("@{pr} bra.uni $ORIGIN32_DONE;"));
         }
-        let (nch, magic, sh, q, t, cc) = (
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-        );
-        c.line(format!("ld.param.u32 {nch}, [p_args+{}];", NCHUNKS + 8 * k));
-        c.line(format!(
-            "ld.param.u32 {magic}, [p_args+{}];",
-            MAGIC32 + 4 * k
-        ));
-        c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
-        c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
-        c.line(format!("add.u32 {t}, {t}, %x;"));
-        c.line(format!("shr.u32 {q}, {t}, {sh};"));
-        c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
-        c.line(format!("sub.u32 {cc}, %x, {t};"));
+        let (q, cc, t) = split_piece(g, c, k);
         // The low words of the steps: exact, as every origin offset is below 2^31.
         let (ds, ss) = (g.reg(Class::B32), g.reg(Class::B32));
         c.line(format!(
@@ -750,24 +740,18 @@ pub(super) fn permute_packed_kernel(
             .collect();
         let vals: Vec<String> = (0..nw)
             .map(|i| {
-                let off = 4 * rows * i * pw;
-                if swz {
+                let a = if swz {
                     let a = g.reg(Class::B32);
                     write.line(format!("add.u32 {a}, {agk}, {};", (rows / k) * i));
                     write.line(format!("and.b32 {a}, {a}, 31;"));
                     write.line(format!("xor.b32 {a}, {a}, {bg};"));
                     write.line(format!("mad.lo.u32 {a}, {a}, 4, %tsr;"));
-                    load_scalar(&mut g, &mut write, w, Space::Shared, &addr(&a, off), None)
+                    a
                 } else {
-                    load_scalar(
-                        &mut g,
-                        &mut write,
-                        w,
-                        Space::Shared,
-                        &addr("%tsr", off),
-                        None,
-                    )
-                }
+                    "%tsr".to_string()
+                };
+                let at = addr(&a, 4 * rows * i * pw);
+                load_scalar(&mut g, &mut write, w, Space::Shared, &at, None)
             })
             .collect();
         store_words(&mut g, &mut write, pa.as_deref(), &base, &wb, &vals);
