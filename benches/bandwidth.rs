@@ -376,7 +376,8 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
             );
             let alternatives: &[Steer] = match b.rows.last().unwrap().path.as_str() {
                 "permute" | "permute32" | "permute_words" => &[Steer::PreferTranspose],
-                "permute_packed128" => &[Steer::PreferTranspose, Steer::NoPacked128],
+                // (1-byte copies take the transpose kernel first wherever it applies.)
+                "permute_packed128" => &[Steer::NoPacked128],
                 "permute_packed" => &[Steer::NoPacking],
                 _ => &[],
             };

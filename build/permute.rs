@@ -566,7 +566,9 @@ pub(super) fn permute_packed_kernel(
     assert!(nthr % gs == 0 && gs % (nthr / gs) == 0 && nthr >= tt);
     let rows = nthr / gs; // A groups (read) and B slots (write) a pass covers
     let swz = gs >= 32;
-    assert!(!swz || rows % k == 0);
+    // The swizzle XORs word columns with values below 32: a permutation of each aligned run
+    // of 32 columns, so whole runs are needed; the write phase's row formula needs rows % k.
+    assert!(!swz || (gs % 32 == 0 && rows % k == 0));
     let pw = if swz { gs } else { gs + 1 }; // shared pitch in words
     let m = gs / rows; // micro-blocks per thread
     let nw = tt / rows; // words per thread in the write phase
@@ -579,8 +581,7 @@ pub(super) fn permute_packed_kernel(
     let mut setup = Code::default();
 
     // Thread id, and the per-thread group / slot indices.
-    let (tid, bg, ag0, tmp, bgm) = (
-        g.reg(Class::B32),
+    let (tid, bg, ag0, tmp) = (
         g.reg(Class::B32),
         g.reg(Class::B32),
         g.reg(Class::B32),
@@ -589,7 +590,11 @@ pub(super) fn permute_packed_kernel(
     setup.line(format!("mad.lo.u32 {tid}, %ty, 32, %tx;"));
     setup.line(format!("rem.u32 {bg}, {tid}, {gs};"));
     setup.line(format!("div.u32 {ag0}, {tid}, {gs};"));
-    setup.line(format!("and.b32 {bgm}, {bg}, 31;"));
+    // The read phase's swizzle: B group mod 32.
+    let bgm = g.reg(Class::B32);
+    if swz {
+        setup.line(format!("and.b32 {bgm}, {bg}, 31;"));
+    }
 
     // The tables: A group `tid` (tid < gs), B slot `tid` (tid < tt).
     let ja = g.reg(Class::B32);
@@ -651,15 +656,20 @@ pub(super) fn permute_packed_kernel(
     setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
 
     // An entry of a table: packed coordinates (partial tiles only) and offset.
+    // Whole tiles need only the offset (no coordinates: `inside` is not called for them).
     let entry = |g: &mut Gen, c: &mut Code, base: &str, off: u64, whole: bool| -> Slot {
-        let (packed, o) = (g.reg(Class::B32), g.reg(Class::B32));
+        let o = g.reg(Class::B32);
         if whole {
             c.line(format!("ld.shared.u32 {o}, [{base}+{}];", off + 4));
-        } else {
-            c.line(format!(
-                "ld.shared.v2.u32 {{{packed}, {o}}}, [{base}+{off}];"
-            ));
+            return Slot {
+                packed: String::new(),
+                off: o,
+            };
         }
+        let packed = g.reg(Class::B32);
+        c.line(format!(
+            "ld.shared.v2.u32 {{{packed}, {o}}}, [{base}+{off}];"
+        ));
         Slot { packed, off: o }
     };
 
@@ -786,10 +796,10 @@ pub(super) fn permute_packed_kernel(
     format!(
         "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
          // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots, block\n\
-         // (32, {by}); the block first writes tables of its A groups' source offsets and its\n\
-         // B slots' destination offsets to shared memory (after the tile). A thread loads\n\
-         // {k} words along the source's fastest axis per {k} x {k} block ({m} blocks), transposes\n\
-         // each block in registers (prmt) and stores {k} words to shared memory at\n\
+         // (32, {by}); the block first writes tables of its A groups' source offsets and\n\
+         // its B slots' destination offsets to shared memory (after the tile). A thread\n\
+         // loads {k} words along the source's fastest axis per {k} x {k} block ({m} blocks),\n\
+         // transposes each block in registers (prmt) and stores {k} words to shared memory at\n\
          // [B slot][A group] {layout}; the write phase stores {nw} words per thread along\n\
          // the destination's fastest axis. Origin, whole-tile path and grid as in\n\
          // copy_permute_bN.\n{body}",

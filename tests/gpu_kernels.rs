@@ -578,11 +578,21 @@ fn more_than_2_pow_32_elements() {
         .slice(s![..n - 77])
         .into_shape((1 << 11, 1 << 10, 9 << 8))
         .unwrap();
-    let t = cube
-        .permuted_axes([2, 1, 0])
-        .slice(s![..;-1, 3.., ..;2])
-        .to_contiguous(&stream)
-        .unwrap();
+    let pv = cube.permuted_axes([2, 1, 0]).slice(s![..;-1, 3.., ..;2]);
+    let t = pv.to_contiguous(&stream).unwrap();
+    // The same permutation widened to u16 takes the element-wise permute kernel; its tile
+    // origins lie up to 4.7 * 2^30 elements from the source's first element, so the kernel
+    // splits them in 64-bit arithmetic (`PermuteArgs::origin32` is 0).
+    let mut wide = DeviceArray::<u16, _>::zeros(&stream, pv.dim()).unwrap();
+    wide.view_mut().fill(&stream, 0xdead).unwrap();
+    let path = devspan::__private::assign_cast_steered(
+        &mut wide.view_mut(),
+        &stream,
+        &pv,
+        devspan::__private::Steer::Default,
+    )
+    .unwrap();
+    assert_eq!(path, "permute");
     let h = rev.to_host(&stream).unwrap();
     let expect = |i: usize| -> u8 {
         if i >= n - 1000 && (n - 1 - i) % 3 == 0 {
@@ -602,12 +612,29 @@ fn more_than_2_pow_32_elements() {
         assert_eq!(x, expect(n - 1 - j), "reversed element {j}");
     }
     let ht = t.to_host(&stream).unwrap();
+    let hw = wide.to_host(&stream).unwrap();
     let (d0, d1) = (9usize << 8, 1usize << 10);
     for (idx, &x) in ht.indexed_iter().step_by(999_983) {
         let (i, j, k) = idx;
         let (c2, c1, c0) = (d0 - 1 - i, 3 + j, 2 * k);
         let lin = c0 * d1 * d0 + c1 * d0 + c2;
         assert_eq!(x, expect(lin), "permuted element {idx:?}");
+        assert_eq!(hw[idx], u16::from(expect(lin)), "widened element {idx:?}");
+    }
+    // The last tiles, whose origins are the farthest from element 0.
+    let last = hw.shape().to_vec();
+    for i in (last[0] - 70..last[0]).step_by(7) {
+        for j in [0, last[1] - 1] {
+            for k in (last[2] - 200..last[2]).step_by(13) {
+                let (c2, c1, c0) = (d0 - 1 - i, 3 + j, 2 * k);
+                let lin = c0 * d1 * d0 + c1 * d0 + c2;
+                assert_eq!(
+                    hw[(i, j, k)],
+                    u16::from(expect(lin)),
+                    "widened ({i}, {j}, {k})"
+                );
+            }
+        }
     }
 }
 

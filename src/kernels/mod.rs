@@ -320,4 +320,35 @@ mod tests {
         }
         assert_eq!(checked, 12 + 144 * 7);
     }
+
+    /// The block shape the launcher gives each permute kernel is the one its PTX requires
+    /// (`.reqntid`).
+    #[test]
+    fn permute_blocks_match_the_kernels() {
+        use permute::{
+            PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, permute_kernel,
+        };
+        for (pack, tile, from, to) in [
+            (0, PERMUTE_TILE, DType::F32, DType::F32),
+            (0, PERMUTE_TILE, DType::F32, DType::F16),
+            (0, PERMUTE_SMALL_TILE, DType::U8, DType::U8),
+            (0, PERMUTE_SMALL_TILE, DType::F64, DType::I8),
+            (4, PERMUTE_TILE, DType::U8, DType::U8),
+            (2, PERMUTE_TILE, DType::F16, DType::F16),
+            (4, PERMUTE_PACKED_TILE, DType::U8, DType::U8),
+        ] {
+            let args = PermuteArgs {
+                pack,
+                tile: tile as u32,
+                ..PermuteArgs::default()
+            };
+            let (kind, (bx, by, bz)) = permute_kernel(&args);
+            let name = kernel_name(kind, from, to);
+            let text = ptx::module_ptx(&name).unwrap_or_else(|| panic!("no module {name}"));
+            assert!(
+                text.contains(&format!(".reqntid {bx}, {by}, {bz}\n")),
+                "{name}: block ({bx}, {by}, {bz}) is not the one its PTX requires"
+            );
+        }
+    }
 }

@@ -15,9 +15,10 @@
 //!
 //! Block [`PERMUTE_BLOCK`] (the other kernels: [`permute_kernel`]), grid
 //! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid should be
-//! small enough that each block does many tiles). Static shared memory of
-//! `T * (T + pad) * size(D)` bytes (at most 33280); the packed kernels add tables of 8 bytes
-//! per slot (at most 17664 bytes in all).
+//! small enough that each block does many tiles). Static shared memory: the element-wise
+//! kernels' tile of `T * (T + pad) * size(D)` bytes (at most 33280); the packed kernels' tile
+//! of `T` rows of `T / k` words (`T / k + 1` where a side has fewer than 32 words) plus
+//! tables of 8 bytes per A word group and per B slot (at most 17664 bytes in all).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -79,8 +80,9 @@ pub struct PermuteArgs {
     pub tiles: u64,
     /// Number of axes, `4..=PERMUTE_AXES`.
     pub rank: u32,
-    /// Elements per 4-byte word of `copy_permute_packed_bN` (`4 / size`), or 0 for the
-    /// element-wise kernels. Set by [`PermuteArgs::packed`]; the kernels do not read it.
+    /// Elements per 4-byte word of the packed kernels (`copy_permute_packed_bN`,
+    /// `copy_permute_packed128_b1`): `4 / size`, or 0 for the element-wise kernels. Set by
+    /// [`PermuteArgs::packed`]; the kernels do not read it.
     pub pack: u32,
     /// Extent of each axis (1 for unused axes).
     pub len: [u64; PERMUTE_AXES],
@@ -102,15 +104,16 @@ pub struct PermuteArgs {
     pub magic32: [u32; PERMUTE_AXES],
     /// 32-bit fast division by `nchunks[k]`: shifts.
     pub shift32: [u32; PERMUTE_AXES],
-    /// Slots per tile side: [`PERMUTE_TILE`], [`PERMUTE_SMALL_TILE`] or [`PERMUTE_PACKED_TILE`] (which kernel runs the
-    /// plan). The kernels do not read it.
+    /// Slots per tile side: [`PERMUTE_TILE`], [`PERMUTE_SMALL_TILE`] or
+    /// [`PERMUTE_PACKED_TILE`] (which kernel runs the plan). The kernels do not read it.
     pub tile: u32,
     /// 1 when the large element-wise kernel for a 2-byte destination stores pairs of elements
     /// as 4-byte words (set by [`PermuteArgs::with_word_stores`]), else 0. The kernels read it.
     pub words: u32,
-    /// 1 when every extent and every tile origin's element offset (both operands) is below
-    /// 2^31, so that the kernels split tile indices into origins with 32-bit arithmetic, else
-    /// 0. Set by [`PermuteArgs::new`]; the kernels read it.
+    /// 1 when every extent is below 2^31 and, for both operands, the sum over the axes of
+    /// `|step| * (nchunks - 1)` (a bound on every tile origin's element offset and on every
+    /// partial sum of it) is below 2^31, so that the kernels split tile indices into origins
+    /// with 32-bit arithmetic; else 0. Set by [`PermuteArgs::new`]; the kernels read it.
     pub origin32: u32,
     /// Zero (explicit padding).
     pub reserved: u32,

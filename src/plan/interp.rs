@@ -270,12 +270,14 @@ fn slot_inside(args: &PermuteArgs, rem: &[u64; 4], side: usize, j: u64) -> Optio
         .filter(|l| l.0 < rem[2 * side] && l.1 < rem[2 * side + 1])
 }
 
-/// Runs `copy_permute_packed_bN` over `mem` with the kernel's index math: per tile, the word
-/// of `k` elements that starts at A slot `k ga` (or B slot `k gb`) is addressed through that
-/// slot alone; element `(r, b)` of the `k x k` block of groups `(ga, gb)` is read at byte
-/// `b * size` of the source word of A slot `k ga + r` and written at byte `r * size` of the
-/// destination word of B slot `k gb + b`. Panics if a word is not 4-byte aligned or a slot
-/// of a group is skipped while its group's first slot is not.
+/// Runs the packed kernels (`copy_permute_packed_bN`, `copy_permute_packed128_b1`) over `mem`
+/// with their index math: per tile, the word of `k` elements that starts at A slot `k ga` (or
+/// B slot `k gb`) is addressed through that slot alone; element `(r, b)` of the `k x k` block
+/// of groups `(ga, gb)` is read at byte `b * size` of the source word of A slot `k ga + r`
+/// (which the kernels address as A slot `k ga` plus `r` source strides of axis 0) and written
+/// at byte `r * size` of the destination word of B slot `k gb + b`. Panics if a word is not
+/// 4-byte aligned, a slot of a group is skipped while its group's first slot is not, or a
+/// group's words are not one axis-0 stride apart.
 fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut HostMem) {
     let size = from.size();
     assert_eq!(size, to.size(), "packed permute copies only");
@@ -309,6 +311,12 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
                 }
                 for r in 0..k {
                     let ar = args.slot(0, k * ga + r).expect("checked");
+                    // The kernels: the group's first slot plus r axis-0 source strides.
+                    assert_eq!(
+                        slot_offset(ar, ssr[0], ssr[1], size),
+                        slot_offset(la, ssr[0], ssr[1], size) + r as i64 * ssr[0] * size as i64,
+                        "A group {ga} is not one piece of axis 0"
+                    );
                     let sw = bs
                         .wrapping_add(slot_offset(ar, ssr[0], ssr[1], size) as u64)
                         .wrapping_add(slot_offset(lb, ssr[2], ssr[3], size) as u64);

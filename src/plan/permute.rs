@@ -108,6 +108,8 @@ pub(crate) fn permute_args(
                     s
                 },
             ),
+            // Only one size applies (never seen: a layout that packs in 128-slot tiles packs in
+            // 64-slot ones too).
             (l, s) => l.or(s),
         };
         if best.is_some() {

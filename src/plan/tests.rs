@@ -1195,10 +1195,10 @@ fn permute_tiles_follow_the_fill() {
 }
 
 /// Copies of 1- and 2-byte elements whose fastest axes hold whole words take the packed
-/// permute kernels (64- and 128-slot tiles), and two-axis permutations with one short axis split the long one so that
-/// tiles are full; every permutation (sources contiguous, sliced with even and odd offsets or
-/// steps, reversed) through the planner and the interpreter, which checks each word's
-/// alignment and grouping.
+/// permute kernels (64- and 128-slot tiles), and two-axis permutations with one short axis
+/// split the long one so that tiles are full; every permutation (sources contiguous, sliced
+/// with even and odd offsets or steps, reversed) through the planner and the interpreter,
+/// which checks each word's alignment and grouping.
 #[test]
 fn packed_and_split_permutations_match_reference() {
     let shapes: &[&[usize]] = &[
@@ -1297,4 +1297,35 @@ fn packed_and_split_permutations_match_reference() {
     assert!(packed128 < packed, "every packed case in 128-slot tiles");
     assert!(packed < total, "every permute case packed ({total})");
     assert!(split >= 6, "{split} two-axis cases split");
+}
+
+/// The GPU test `more_than_2_pow_32_elements` widens a permuted 4.5 GiB u8 cube to u16: its
+/// tile origins reach past 2^31 elements, so the permute kernel takes the 64-bit origin form
+/// there (the u8 copy of the same view takes the transpose kernel).
+#[test]
+fn huge_permutations_keep_64_bit_origins() {
+    let (d0, d1, d2) = (2048isize, 1024isize, 2304isize);
+    // cube.permuted_axes([2, 1, 0]).slice(s![..;-1, 3.., ..;2]).
+    let shape = [d2 as usize, (d1 - 3) as usize, (d0 / 2) as usize];
+    let src = [-1, d2, 2 * d1 * d2];
+    let dst = [(d1 - 3) * (d0 / 2), d0 / 2, 1];
+    let base = SRC_BASE + (d2 - 1 + 3 * d2) as u64;
+    let plan = |to| {
+        plan_copy(
+            DST_BASE,
+            &dst,
+            to,
+            base,
+            &src,
+            DType::U8,
+            &shape,
+            PlanOptions::default(),
+        )
+        .unwrap()
+    };
+    assert_eq!(plan(DType::U8).path(), "transpose");
+    match plan(DType::U16) {
+        Plan::Permute { args, .. } => assert_eq!(args.origin32, 0, "{args:?}"),
+        p => panic!("not the permute path: {}", p.kernel_path()),
+    }
 }
