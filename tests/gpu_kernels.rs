@@ -580,9 +580,10 @@ fn more_than_2_pow_32_elements() {
         .unwrap();
     let pv = cube.permuted_axes([2, 1, 0]).slice(s![..;-1, 3.., ..;2]);
     let t = pv.to_contiguous(&stream).unwrap();
-    // The same permutation widened to u16 takes the element-wise permute kernel; its tile
-    // origins lie up to 4.7 * 2^30 elements from the source's first element, so the kernel
-    // splits them in 64-bit arithmetic (`PermuteArgs::origin32` is 0).
+    // The same permutation widened to u16 takes the element-wise permute kernel (with word
+    // stores: a 2-byte destination whose fastest extent is even). Its tile origins lie up to
+    // 4.7 * 2^30 elements from the source's first element, so the kernel splits them in
+    // 64-bit arithmetic (`PermuteArgs::origin32` is 0).
     let mut wide = DeviceArray::<u16, _>::zeros(&stream, pv.dim()).unwrap();
     wide.view_mut().fill(&stream, 0xdead).unwrap();
     let path = devspan::__private::assign_cast_steered(
@@ -592,7 +593,7 @@ fn more_than_2_pow_32_elements() {
         devspan::__private::Steer::Default,
     )
     .unwrap();
-    assert_eq!(path, "permute");
+    assert_eq!(path, "permute_words");
     let h = rev.to_host(&stream).unwrap();
     let expect = |i: usize| -> u8 {
         if i >= n - 1000 && (n - 1 - i) % 3 == 0 {

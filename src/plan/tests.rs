@@ -1325,7 +1325,10 @@ fn huge_permutations_keep_64_bit_origins() {
     };
     assert_eq!(plan(DType::U8).path(), "transpose");
     match plan(DType::U16) {
-        Plan::Permute { args, .. } => assert_eq!(args.origin32, 0, "{args:?}"),
+        Plan::Permute { args, .. } => {
+            assert_eq!(args.origin32, 0, "{args:?}");
+            assert_eq!(args.words, 1, "the GPU test expects word stores");
+        }
         p => panic!("not the permute path: {}", p.kernel_path()),
     }
 }
