@@ -234,11 +234,7 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
     }
     let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
     for tile in 0..args.tiles {
-        let (od, os, rem) = args.tile_origin(tile);
-        let (bd, bs) = (
-            args.dst.wrapping_add((od as u64).wrapping_mul(ds as u64)),
-            args.src.wrapping_add((os as u64).wrapping_mul(ss as u64)),
-        );
+        let (bd, bs, rem) = tile_start(args, tile, ss, ds);
         let inside = |side, j| slot_inside(args, &rem, side, j);
         let step = if words { 2 } else { 1 };
         for j in (0..t).step_by(step) {
@@ -261,6 +257,17 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
             }
         }
     }
+}
+
+/// Byte addresses `(dst, src)` of a tile's first element for elements of `ss` (source) and
+/// `ds` (destination) bytes, and the tile axes' remaining extents.
+fn tile_start(args: &PermuteArgs, tile: u64, ss: usize, ds: usize) -> (u64, u64, [u64; 4]) {
+    let (od, os, rem) = args.tile_origin(tile);
+    (
+        args.dst.wrapping_add((od as u64).wrapping_mul(ds as u64)),
+        args.src.wrapping_add((os as u64).wrapping_mul(ss as u64)),
+        rem,
+    )
 }
 
 /// The local coordinates of slot `j` of `side` in a tile whose remaining extents are `rem`, if
@@ -286,11 +293,7 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     let t = u64::from(args.tile);
     let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
     for tile in 0..args.tiles {
-        let (od, os, rem) = args.tile_origin(tile);
-        let (bd, bs) = (
-            args.dst.wrapping_add((od as u64).wrapping_mul(size as u64)),
-            args.src.wrapping_add((os as u64).wrapping_mul(size as u64)),
-        );
+        let (bd, bs, rem) = tile_start(args, tile, size, size);
         for ga in 0..t / k {
             let Some(la) = slot_inside(args, &rem, 0, k * ga) else {
                 continue;

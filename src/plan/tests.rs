@@ -426,6 +426,39 @@ fn permutation_cases_take_the_permute_path() {
     );
 }
 
+/// Every permutation of `0..rank`.
+fn permutations(rank: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for _ in 0..rank {
+        out = out
+            .into_iter()
+            .flat_map(|p: Vec<usize>| {
+                (0..rank)
+                    .filter(|a| !p.contains(a))
+                    .map(|a| [p.clone(), vec![a]].concat())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    out
+}
+
+/// A permuted copy of a contiguous source into a contiguous destination: the output shape,
+/// the destination strides and the source strides.
+fn permuted_layout(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<isize>, Vec<isize>) {
+    let contiguous = |shape: &[usize]| {
+        let mut strides = vec![1isize; shape.len()];
+        for k in (0..shape.len().saturating_sub(1)).rev() {
+            strides[k] = strides[k + 1] * shape[k + 1] as isize;
+        }
+        strides
+    };
+    let src = contiguous(shape);
+    let out: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+    let dst = contiguous(&out);
+    (out, dst, perm.iter().map(|&a| src[a]).collect())
+}
+
 fn contiguous_plan(
     from: DType,
     to: DType,
@@ -967,28 +1000,6 @@ fn sweep_permutations_never_take_the_strided_kernels() {
         &[4096, 4096, 16],
         &[16, 1024, 16, 1024],
     ];
-    let perms = |rank: usize| {
-        let mut out = vec![vec![]];
-        for _ in 0..rank {
-            out = out
-                .into_iter()
-                .flat_map(|p: Vec<usize>| {
-                    (0..rank)
-                        .filter(|a| !p.contains(a))
-                        .map(|a| [p.clone(), vec![a]].concat())
-                        .collect::<Vec<_>>()
-                })
-                .collect();
-        }
-        out
-    };
-    let contiguous = |shape: &[usize]| {
-        let mut st = vec![1isize; shape.len()];
-        for k in (0..shape.len().saturating_sub(1)).rev() {
-            st[k] = st[k + 1] * shape[k + 1] as isize;
-        }
-        st
-    };
     for (from, to) in [
         (DType::F32, DType::F32),
         (DType::F16, DType::F16),
@@ -997,13 +1008,11 @@ fn sweep_permutations_never_take_the_strided_kernels() {
     ] {
         let mut paths: BTreeMap<&str, usize> = BTreeMap::new();
         for shape in shapes {
-            let src = contiguous(shape);
-            for p in perms(shape.len()) {
-                let pshape: Vec<usize> = p.iter().map(|&a| shape[a]).collect();
-                let pstrides: Vec<isize> = p.iter().map(|&a| src[a]).collect();
+            for p in permutations(shape.len()) {
+                let (pshape, dst, pstrides) = permuted_layout(shape, &p);
                 let plan = plan_copy(
                     DST_BASE,
-                    &contiguous(&pshape),
+                    &dst,
                     to,
                     SRC_BASE,
                     &pstrides,
@@ -1038,18 +1047,7 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
     let (mut permute, mut small) = (0, 0);
     for (n, shape) in shapes.iter().enumerate() {
         let r = shape.len();
-        let mut perms = vec![vec![]];
-        for _ in 0..r {
-            perms = perms
-                .into_iter()
-                .flat_map(|p: Vec<usize>| {
-                    (0..r)
-                        .filter(|a| !p.contains(a))
-                        .map(|a| [p.clone(), vec![a]].concat())
-                        .collect::<Vec<_>>()
-                })
-                .collect();
-        }
+        let perms = permutations(r);
         for (i, p) in perms.iter().enumerate() {
             // The source: a contiguous base of the permuted shape, every other case reversed
             // on one axis and sliced with an offset on another.
@@ -1114,23 +1112,6 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
 #[test]
 fn permute_tiles_follow_the_fill() {
     use DType::*;
-    // Strides of a permuted copy of a contiguous source: (output shape, dst, src).
-    let layout = |shape: &[usize], perm: &[usize]| {
-        let r = shape.len();
-        let contiguous = |shape: &[usize]| {
-            let mut strides = vec![0isize; r];
-            let mut s = 1isize;
-            for k in (0..r).rev() {
-                strides[k] = s;
-                s *= shape[k] as isize;
-            }
-            strides
-        };
-        let src = contiguous(shape);
-        let out: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
-        let dst = contiguous(&out);
-        (out, dst, perm.iter().map(|&a| src[a]).collect::<Vec<_>>())
-    };
     // (shape, permutation, expected kernel path) for f32 copies of a contiguous source.
     let cases: &[(&[usize], &[usize], &str)] = &[
         (&[1024, 1024, 256], &[2, 0, 1], "permute"),
@@ -1141,7 +1122,7 @@ fn permute_tiles_follow_the_fill() {
         (&[32, 32, 16, 16, 16, 32], &[5, 1, 2, 3, 4, 0], "permute32"),
     ];
     for &(shape, perm, want) in cases {
-        let (out, dst, src) = layout(shape, perm);
+        let (out, dst, src) = permuted_layout(shape, perm);
         let p = contiguous_plan(F32, F32, &out, &dst, &src);
         assert_eq!(p.kernel_path(), want, "{shape:?} perm {perm:?}");
     }
@@ -1163,7 +1144,7 @@ fn permute_tiles_follow_the_fill() {
         ),
         (&[16, 1024, 16, 1024], &[1, 2, 3, 0], "permute_packed"),
     ] {
-        let (out, dst, src) = layout(shape, perm);
+        let (out, dst, src) = permuted_layout(shape, perm);
         let p = contiguous_plan(U8, U8, &out, &dst, &src);
         assert_eq!(p.kernel_path(), want, "u8 {shape:?} perm {perm:?}");
     }
@@ -1176,7 +1157,7 @@ fn permute_tiles_follow_the_fill() {
         (&[2, 65, 3, 66], &[0, 3, 2, 1], "permute"),
         (&[3, 130, 69], &[0, 2, 1], "permute"),
     ] {
-        let (out, dst, src) = layout(shape, perm);
+        let (out, dst, src) = permuted_layout(shape, perm);
         for (from, to) in [(F32, F32), (F64, F16), (U8, I32), (F32, BF16), (I8, U16)] {
             let p = run_case(&out, &dst, 0, to, &src, 0, from, None);
             let words = want == "permute" && to.size() == 2 && out[out.len() - 1] % 2 == 0;
@@ -1189,7 +1170,7 @@ fn permute_tiles_follow_the_fill() {
         }
     }
     // A destination offset by one element: no word stores.
-    let (out, dst, src) = layout(&[70, 3, 130], &[2, 1, 0]);
+    let (out, dst, src) = permuted_layout(&[70, 3, 130], &[2, 1, 0]);
     let p = run_case(&out, &dst, 2, F16, &src, 0, F32, None);
     assert_eq!(p.kernel_path(), "permute");
 }
@@ -1216,18 +1197,7 @@ fn packed_and_split_permutations_match_reference() {
     let (mut packed, mut packed128, mut split, mut total) = (0, 0, 0, 0);
     for (n, shape) in shapes.iter().enumerate() {
         let r = shape.len();
-        let mut perms = vec![vec![]];
-        for _ in 0..r {
-            perms = perms
-                .into_iter()
-                .flat_map(|p: Vec<usize>| {
-                    (0..r)
-                        .filter(|a| !p.contains(a))
-                        .map(|a| [p.clone(), vec![a]].concat())
-                        .collect::<Vec<_>>()
-                })
-                .collect();
-        }
+        let perms = permutations(r);
         for (i, p) in perms.iter().enumerate() {
             for variant in 0..4usize {
                 let seed: Vec<usize> = p.iter().map(|&a| r - a).collect();

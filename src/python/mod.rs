@@ -55,6 +55,9 @@ mod capsule;
 mod cuda;
 mod tensor;
 
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
 use ndarray::IxDyn;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -63,7 +66,7 @@ use pyo3::types::PyDict;
 
 use crate::dlpack::DLDeviceType;
 use crate::element::{DType, DeviceElement};
-use crate::{DeviceArray, Error};
+use crate::{DeviceArray, DeviceView, DeviceViewMut, Error};
 pub use tensor::Tensor;
 
 create_exception!(
@@ -377,15 +380,7 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
         let mut dv = dt.view_mut::<T>().map_err(to_py)?;
         with_dtype!(st.dtype(), U => {
             let sv = st.view::<U>().map_err(to_py)?;
-            dt.before(&s, true)?;
-            st.before(&s, false)?;
-            let done = dv.assign_cast(&s, &sv).map_err(to_py);
-            let record = || {
-                let read = st.after(&s, false);
-                let written = dt.after(&s, true);
-                read.and(written)
-            };
-            cuda::settle(done, record, || cuda::synchronize(&s))?;
+            ordered_cast(&s, dt, &mut dv, st, &sv)?;
         })
     });
     Ok(())
@@ -416,6 +411,27 @@ fn to_contiguous(src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Ten
     Py::new(src.py(), t)
 }
 
+/// `dv.assign_cast(sv)` on `stream`, where `dv` views `dst` and `sv` views `src`: ordered after
+/// the earlier work on both tensors, and recorded for later work even when the cast fails
+/// (`cuda::settle`).
+fn ordered_cast<T: DeviceElement, U: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    dst: &Tensor,
+    dv: &mut DeviceViewMut<'_, T, IxDyn>,
+    src: &Tensor,
+    sv: &DeviceView<'_, U, IxDyn>,
+) -> PyResult<()> {
+    dst.before(stream, true)?;
+    src.before(stream, false)?;
+    let done = dv.assign_cast(stream, sv).map_err(to_py);
+    let record = || {
+        let read = src.after(stream, false);
+        let written = dst.after(stream, true);
+        read.and(written)
+    };
+    cuda::settle(done, record, || cuda::synchronize(stream))
+}
+
 /// A new tensor (standard layout) with the elements of `st` converted to `to`, written on
 /// `stream`. The memory is allocated on (and freed on) the legacy default stream, which
 /// outlives any stream a caller names.
@@ -433,15 +449,7 @@ fn converted(st: &Tensor, to: DType, stream: Option<i64>) -> PyResult<Tensor> {
             // From here on the memory is freed after the work recorded on `out`, on any path.
             let out = Tensor::owned(array)?;
             let mut ov = out.view_mut::<T>().map_err(to_py)?;
-            out.before(&s, true)?;
-            st.before(&s, false)?;
-            let done = ov.assign_cast(&s, &sv).map_err(to_py);
-            let record = || {
-                let read = st.after(&s, false);
-                let written = out.after(&s, true);
-                read.and(written)
-            };
-            cuda::settle(done, record, || cuda::synchronize(&s))?;
+            ordered_cast(&s, &out, &mut ov, st, &sv)?;
             Ok(out)
         })
     })
