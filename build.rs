@@ -1923,6 +1923,13 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
             push_kernels(t, &mut mods, ks);
         }
     }
+    let ks = permute::WIDE_VARIANTS
+        .iter()
+        .map(|&(v, tt, by)| {
+            permute::permute_wide_kernel(t, &format!("copy_permute_w{}", 16 * v), v, (tt, by))
+        })
+        .collect();
+    push_kernels(t, &mut mods, ks);
     mods.sort_by(|a, b| a.0.cmp(&b.0));
     mods
 }

@@ -352,7 +352,8 @@ fn permute_workloads(b: &mut Bench) {
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
 /// range of this type's rows. Cases planned to the permute kernels are timed a second time
 /// with the transpose kernels where those apply (group `sweep-transpose`), cases planned to
-/// the packed permute kernels without them (group `sweep-unpacked`).
+/// the packed permute kernels without them (group `sweep-unpacked`), cases planned to the wide
+/// kernels with the row kernels (group `sweep-rows`).
 fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<usize> {
     let stream = b.stream.clone();
     let src = random_device::<T>(&stream, PERMUTE_ELEMS);
@@ -379,6 +380,7 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
                 // (1-byte copies take the transpose kernel first wherever it applies.)
                 "permute_packed128" => &[Steer::NoPacked128],
                 "permute_packed" => &[Steer::NoPacking],
+                "permute_w16" | "permute_w32" | "permute_w64" => &[Steer::NoWide],
                 _ => &[],
             };
             for &steer in alternatives {
@@ -391,6 +393,7 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
         let group = match steer {
             Steer::PreferTranspose => "sweep-transpose",
             Steer::NoPacked128 => "sweep-packed64",
+            Steer::NoWide => "sweep-rows",
             _ => "sweep-unpacked",
         };
         permute_one(
@@ -436,7 +439,7 @@ fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
             .filter(|r| alt.get(r.name.as_str()).is_some_and(|&a| a > r.ratio()))
             .count();
         summary.push(format!(
-            "sweep {ty}: {} cases also timed with other kernels (permute cases with the transpose kernel, 128-slot packed ones with 64-slot tiles, packed ones unpacked), faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
+            "sweep {ty}: {} cases also timed with other kernels (permute cases with the transpose kernel, 128-slot packed ones with 64-slot tiles, packed ones unpacked, wide ones with the row kernel), faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
             alt.len(),
             best_sorted[0],
             median(best.clone())

@@ -5,7 +5,7 @@
 
 use super::{
     Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2, pack_word,
-    store_scalar, transpose_words,
+    pfx, store_scalar, transpose_words,
 };
 
 const LEN: u64 = 32;
@@ -37,6 +37,10 @@ pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
 /// `PermuteArgs::tile`, `PERMUTE_BLOCK` and `PERMUTE_SMALL_BLOCK` in
 /// `src/kernels/permute.rs`.
 pub(super) const VARIANTS: [(&str, u64, u64); 2] = [("permute", 64, 16), ("permute32", 32, 8)];
+
+/// The wide kernels `copy_permute_wN` (`N = 16 v` bytes per slot): `(v, slots per side, block
+/// rows)`. Must agree with `WIDE_VARIANTS` in `src/kernels/permute.rs`.
+pub(super) const WIDE_VARIANTS: [(u64, u64, u64); 3] = [(1, 32, 8), (2, 32, 8), (4, 16, 8)];
 
 /// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
 /// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).
@@ -140,7 +144,7 @@ fn split_piece(g: &mut Gen, c: &mut Code, k: u64) -> (String, String, String) {
 /// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
 /// and every slot is used. With `PermuteArgs::origin32` set, offsets and remaining extents are
 /// summed in 32 bits (`origin32`), else in 64.
-fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
+fn origin(g: &mut Gen, (ssh, dsh): (u32, u32)) -> String {
     let mut c = Code::default();
     let p32 = g.reg(Class::Pred);
     let flag = g.reg(Class::B32);
@@ -184,8 +188,8 @@ fn origin(g: &mut Gen, s: Ty, d: Ty) -> String {
     c.line("bra.uni $ORIGIN_DONE;");
     origin32(g, &mut c);
     c.label("$ORIGIN_DONE");
-    c.line(format!("shl.b64 %boffd, %boffd, {};", log2(d.size)));
-    c.line(format!("shl.b64 %boffs, %boffs, {};", log2(s.size)));
+    c.line(format!("shl.b64 %boffd, %boffd, {dsh};"));
+    c.line(format!("shl.b64 %boffs, %boffs, {ssh};"));
     c.line("setp.ge.u32 %pfull, %rem0, %c0;");
     for k in 1..4 {
         c.line(format!("setp.ge.and.u32 %pfull, %rem{k}, %c{k}, %pfull;"));
@@ -493,7 +497,7 @@ pub(super) fn permute_kernel(
         setup.line(format!("setp.ne.u32 {pw}, {flag}, 0;"));
         (wa2, pw)
     });
-    let origin = origin(&mut g, s, d);
+    let origin = origin(&mut g, (ssh, dsh));
     let read = read_phase(&mut g, (s, d), (p, by), &ra, &rb, false);
     let read_whole = read_phase(&mut g, (s, d), (p, by), &ra, &rb, true);
     let mut writes = Vec::new();
@@ -673,7 +677,7 @@ pub(super) fn permute_packed_kernel(
         Slot { packed, off: o }
     };
 
-    let origin = origin(&mut g, e, e);
+    let origin = origin(&mut g, (sh, sh));
     let mut phases = Vec::new();
     for whole in [false, true] {
         // Read: m micro-blocks of k words each.
@@ -805,4 +809,206 @@ pub(super) fn permute_packed_kernel(
          // copy_permute_bN.\n{body}",
         e.size
     )
+}
+
+/// The wide kernel `copy_permute_wN` (`N = 16 v` bytes): a copy whose slots are runs of `v`
+/// 16-byte vectors, contiguous and 16-byte aligned on both sides (`PermuteArgs` with
+/// `wide = v`, strides in 16-byte units; see `PermuteArgs::wide`). Tiles of `tt` x `tt` slots,
+/// block (32, `by`).
+///
+/// Read phase: lane `tx` takes vector `tx % v` of B slots `tx / v + (32 / v) i` and row `ty`
+/// A slots `ty + by k`, so a warp reads `32 / v` whole runs along the source's fastest axis;
+/// the vectors go to shared memory at `[A][B][vector]` (row pitch `v (tt + 1)` vectors). Write
+/// phase: lane `tx` takes vector `tx % v` of A slots `tx / v + (32 / v) i` and row `ty` B slots
+/// `ty + by k`. With a pitch of `v (tt + 1)` vectors, each quarter warp's eight 16-byte shared
+/// accesses cover all 32 banks in both phases.
+pub(super) fn permute_wide_kernel(
+    t: &mut Templates,
+    name: &str,
+    v: u64,
+    (tt, by): (u64, u64),
+) -> String {
+    assert!(v.is_power_of_two() && v <= 4 && (tt * v) % 32 == 0 && tt % by == 0);
+    let p = v * (tt + 1); // pitch in vectors
+    let (nx, ny) = (tt * v / 32, tt / by);
+    let mut g = Gen::default();
+    let mut setup = Code::default();
+    let (lq, lv, tmp) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("shr.u32 {lq}, %tx, {};", log2(v)));
+    setup.line(format!("and.b32 {lv}, %tx, {};", v - 1));
+    // Each thread moves vector lv of its slots' runs.
+    let lv16 = g.reg(Class::B64);
+    setup.line(format!("mul.wide.u32 {lv16}, {lv}, 16;"));
+    setup.line(format!("add.s64 %src, %src, {lv16};"));
+    setup.line(format!("add.s64 %dst, %dst, {lv16};"));
+    // Read-phase stores at [ty][tx] (vectors), write-phase loads at [lq][ty v + lv].
+    setup.line(format!("mad.lo.u32 {tmp}, %ty, {p}, %tx;"));
+    setup.line(format!("mad.lo.u32 %tsw, {tmp}, 16, %tile;"));
+    setup.line(format!("mad.lo.u32 {tmp}, {lq}, {p}, {lv};"));
+    setup.line(format!("mad.lo.u32 {tmp}, %ty, {v}, {tmp};"));
+    setup.line(format!("mad.lo.u32 %tsr, {tmp}, 16, %tile;"));
+    let jx: Vec<String> = (0..nx)
+        .map(|i| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, {lq}, {};", 32 / v * i));
+            j
+        })
+        .collect();
+    let jy: Vec<String> = (0..ny)
+        .map(|k| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, %ty, {};", by * k));
+            j
+        })
+        .collect();
+    let rb: Vec<Slot> = jx
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 1, j, SRC_STRIDES, 4))
+        .collect();
+    let ra: Vec<Slot> = jy
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 0, j, SRC_STRIDES, 4))
+        .collect();
+    let wa: Vec<Slot> = jx
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 0, j, DST_STRIDES, 4))
+        .collect();
+    let wb: Vec<Slot> = jy
+        .iter()
+        .map(|j| slot(&mut g, &mut setup, 1, j, DST_STRIDES, 4))
+        .collect();
+    for k in 0..4u64 {
+        setup.line(format!("ld.param.u32 %c{k}, [p_args+{}];", CHUNK + 8 * k));
+    }
+    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
+    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
+    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
+    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+    let origin = origin(&mut g, (4, 4));
+
+    let mut phases = Vec::new();
+    for whole in [false, true] {
+        // Read: every load, the barrier, then every shared store.
+        let mut read = Code::default();
+        let pb: Vec<(Option<String>, String)> = rb
+            .iter()
+            .map(|sl| {
+                let pr = (!whole).then(|| inside(&mut g, &mut read, 1, sl));
+                let a = g.reg(Class::B64);
+                read.line(format!("mad.wide.s32 {a}, {}, 1, %sbase;", sl.off));
+                (pr, a)
+            })
+            .collect();
+        let pa: Vec<Option<String>> = ra
+            .iter()
+            .map(|sl| (!whole).then(|| inside(&mut g, &mut read, 0, sl)))
+            .collect();
+        let mut loaded = Vec::new();
+        for (k, sa) in ra.iter().enumerate() {
+            for (i, (pbi, base)) in pb.iter().enumerate() {
+                let pr = both(&mut g, &mut read, pa[k].as_deref(), pbi.as_deref());
+                let at = g.reg(Class::B64);
+                read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
+                let (x, y) = (g.reg(Class::B64), g.reg(Class::B64));
+                read.line(format!(
+                    "{}ld.global.nc.v2.u64 {{{x}, {y}}}, [{at}];",
+                    pfx(pr.as_deref())
+                ));
+                let off = (by * k as u64 * p + 32 * i as u64) * 16;
+                loaded.push((off, x, y));
+            }
+        }
+        read.line("bar.sync 0;");
+        for (off, x, y) in loaded {
+            read.line(format!(
+                "st.shared.v2.u64 {}, {{{x}, {y}}};",
+                addr("%tsw", off)
+            ));
+        }
+        // Write: every shared load, then the global stores.
+        let mut write = Code::default();
+        let pw: Vec<(Option<String>, String)> = wa
+            .iter()
+            .map(|sl| {
+                let pr = (!whole).then(|| inside(&mut g, &mut write, 0, sl));
+                let a = g.reg(Class::B64);
+                write.line(format!("mad.wide.s32 {a}, {}, 1, %dbase;", sl.off));
+                (pr, a)
+            })
+            .collect();
+        let pbw: Vec<Option<String>> = wb
+            .iter()
+            .map(|sl| (!whole).then(|| inside(&mut g, &mut write, 1, sl)))
+            .collect();
+        let mut vals = Vec::new();
+        for k in 0..ny {
+            for i in 0..nx {
+                let (x, y) = (g.reg(Class::B64), g.reg(Class::B64));
+                let off = (32 / v * i * p + by * k * v) * 16;
+                write.line(format!(
+                    "ld.shared.v2.u64 {{{x}, {y}}}, {};",
+                    addr("%tsr", off)
+                ));
+                vals.push((k as usize, i as usize, x, y));
+            }
+        }
+        for (k, i, x, y) in vals {
+            let pr = both(&mut g, &mut write, pw[i].0.as_deref(), pbw[k].as_deref());
+            let at = g.reg(Class::B64);
+            write.line(format!("mad.wide.s32 {at}, {}, 1, {};", wb[k].off, pw[i].1));
+            write.line(format!(
+                "{}st.global.v2.u64 [{at}], {{{x}, {y}}};",
+                pfx(pr.as_deref())
+            ));
+        }
+        phases.push((read.text(), write.text()));
+    }
+    let (whole_r, whole_w) = phases.pop().expect("two phases");
+    let (read, write) = phases.pop().expect("two phases");
+    let text = t.render(
+        "permute.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("T", tt.to_string()),
+            ("BY", by.to_string()),
+            ("PITCH", p.to_string()),
+            ("TILE_BYTES", (tt * p * 16).to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("ORIGIN", origin),
+            ("READ", read),
+            ("WRITE", write),
+            ("READ_WHOLE", whole_r),
+            ("WRITE_WHOLE", whole_w),
+        ],
+    );
+    // The template's comment describes the element-wise phases; these are the wide ones.
+    let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
+    format!(
+        "// Any-permutation copy of runs of {v} 16-byte vectors ({} bytes; PermuteArgs with\n\
+         // wide = {v}, strides in 16-byte units; see src/kernels/permute.rs). Tiles of\n\
+         // {tt} x {tt} runs, block (32, {by}). Read phase: lane tx takes vector tx % {v} of\n\
+         // B slots tx / {v} + {} i, row ty A slots ty + {by} k, so a warp reads {} whole runs\n\
+         // along the source's fastest axis; vectors go to shared memory at [A][B][vector]\n\
+         // (pitch {p} vectors). Write phase: lane tx takes vector tx % {v} of A slots\n\
+         // tx / {v} + {} i, row ty B slots ty + {by} k. Origin, whole-tile path and grid as\n\
+         // in copy_permute_bN.\n{body}",
+        16 * v,
+        32 / v,
+        32 / v,
+        32 / v,
+    )
+}
+
+/// `x and y` as one predicate (`None` when neither is given: a whole tile).
+fn both(g: &mut Gen, c: &mut Code, x: Option<&str>, y: Option<&str>) -> Option<String> {
+    match (x, y) {
+        (Some(x), Some(y)) => {
+            let pr = g.reg(Class::Pred);
+            c.line(format!("and.pred {pr}, {x}, {y};"));
+            Some(pr)
+        }
+        (x, y) => x.or(y).map(str::to_string),
+    }
 }

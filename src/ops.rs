@@ -83,6 +83,8 @@ pub enum Steer {
     NoPacking,
     /// No packed permute kernels with 128-slot tiles (64-slot ones only).
     NoPacked128,
+    /// No wide permute kernels (the row kernels take their cases).
+    NoWide,
 }
 
 /// `assign_cast` with the planner steered by `steer`; returns the path taken.
@@ -96,6 +98,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         prefer_transpose: steer == Steer::PreferTranspose,
         no_packed: steer == Steer::NoPacking,
         no_packed128: steer == Steer::NoPacked128,
+        no_wide: steer == Steer::NoWide,
         ..PlanOptions::default()
     };
     assign_cast_path(dst, stream, src, opt)

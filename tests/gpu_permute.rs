@@ -406,6 +406,67 @@ fn packed_and_split_permutations() {
     check_permute_taken(&paths, "packed and split");
 }
 
+/// Every permutation of the outer axes of `rank` axes, the last axis staying last.
+fn outer_permutations(rank: usize) -> Vec<Vec<usize>> {
+    permutations(rank - 1)
+        .into_iter()
+        .map(|mut p| {
+            p.push(rank - 1);
+            p
+        })
+        .collect()
+}
+
+/// Runs of 16, 32 and 64 bytes, contiguous on both sides, whose outer axes are permuted: the
+/// wide kernels, with partial tiles, reversed and offset outer axes; a run sliced one element
+/// in is misaligned and takes the row kernels.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn wide_runs() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(48);
+    let mut paths = Paths::new();
+    let slices = |r: usize| {
+        let mut rev = full(r);
+        rev[0] = step(0, None, -1);
+        let mut off = full(r);
+        off[0] = step(1, None, 1);
+        off[1] = step(0, None, -2);
+        let mut run = full(r);
+        run[r - 1] = step(1, None, 1);
+        [full(r), rev, off, run]
+    };
+    for shape in [vec![37usize, 70, 16], vec![37, 70, 32], vec![9, 40, 17, 64]] {
+        let r = shape.len();
+        for sl in slices(r) {
+            let perms = outer_permutations(r);
+            permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        }
+    }
+    for shape in [vec![70usize, 37, 8], vec![5, 33, 40, 16]] {
+        let r = shape.len();
+        for sl in slices(r) {
+            let perms = outer_permutations(r);
+            permuted_cases::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        }
+    }
+    for sl in slices(3) {
+        let perms = outer_permutations(3);
+        permuted_cases::<f32, f32>(&stream, &mut rng, &[33, 65, 4], &sl, &perms, &mut paths);
+        permuted_cases::<f64, f64>(&stream, &mut rng, &[66, 35, 4], &sl, &perms, &mut paths);
+        permuted_cases::<u16, u16>(&stream, &mut rng, &[40, 9, 32], &sl, &perms, &mut paths);
+    }
+    println!("wide runs: paths {paths:?}");
+    for (kind, least) in [("permute_w16", 12), ("permute_w32", 12), ("permute_w64", 8)] {
+        let n = paths.get(kind).copied().unwrap_or(0);
+        assert!(n >= least, "{n} cases took {kind}: {paths:?}");
+    }
+    assert!(
+        paths.contains_key("rows"),
+        "no misaligned run took the rows: {paths:?}"
+    );
+}
+
 /// A small subset for compute-sanitizer (memcheck): partial tiles on every side, merged
 /// axes, negative strides, a cast.
 #[test]
@@ -479,5 +540,14 @@ fn sanitize_subset() {
         paths.get("permute_packed128").copied().unwrap_or(0) > 0,
         "no case took the 128-slot packed kernel: {paths:?}"
     );
+    // The wide kernels, partial tiles on both sides, a reversed outer axis.
+    let rev = vec![step(0, None, -1), step(0, None, 1), step(0, None, 1)];
+    let perms = outer_permutations(3);
+    for run in [16, 32, 64] {
+        permuted_cases::<u8, u8>(&stream, &mut rng, &[37, 20, run], &rev, &perms, &mut paths);
+    }
+    for kind in ["permute_w16", "permute_w32", "permute_w64"] {
+        assert!(paths.contains_key(kind), "no case took {kind}: {paths:?}");
+    }
     check_permute_taken(&paths, "sanitize subset");
 }

@@ -53,6 +53,8 @@ fn no_module(name: &str) -> Error {
 fn kernel_name(kind: &str, from: DType, to: DType) -> String {
     if let Some(fill) = kind.strip_prefix("fill_") {
         format!("fill_{fill}_b{}", to.size())
+    } else if kind.starts_with("permute_w") {
+        format!("copy_{kind}")
     } else if from == to {
         format!("copy_{kind}_b{}", from.size())
     } else {
@@ -342,7 +344,25 @@ mod tests {
                 tile: tile as u32,
                 ..PermuteArgs::default()
             };
-            let (kind, (bx, by, bz)) = permute_kernel(&args);
+            check(&args, from, to);
+        }
+        // The wide kernels, whichever element type the copy has.
+        for v in [1, 2, 4] {
+            let args = PermuteArgs {
+                wide: v,
+                tile: permute::wide_tile(u64::from(v)).unwrap() as u32,
+                ..PermuteArgs::default()
+            };
+            check(&args, DType::F16, DType::F16);
+            let (kind, _) = permute_kernel(&args);
+            assert_eq!(
+                kernel_name(kind, DType::U8, DType::U8),
+                format!("copy_{kind}")
+            );
+            assert_eq!(kind, format!("permute_w{}", 16 * v));
+        }
+        fn check(args: &PermuteArgs, from: DType, to: DType) {
+            let (kind, (bx, by, bz)) = permute_kernel(args);
             let name = kernel_name(kind, from, to);
             let text = ptx::module_ptx(&name).unwrap_or_else(|| panic!("no module {name}"));
             assert!(

@@ -52,12 +52,31 @@ pub const PERMUTE_SMALL_TILE: u64 = 32;
 /// for 1-byte layouts whose tile axes cannot fill the large tiles.
 pub const PERMUTE_PACKED_TILE: u64 = 128;
 
-/// The kernel kind (`permute`, `permute32`, `permute_packed` or `permute_packed128`; the
-/// names are `copy_{kind}_bN` and `cast_{kind}_S_D`) that runs `args`, and its block shape
-/// (required exactly). Each thread of a packed kernel moves 8 words per phase: 128 threads
+/// Slots per side of the wide kernels' tiles (`copy_permute_wN`, block
+/// [`PERMUTE_SMALL_BLOCK`]) for slots of `v` 16-byte vectors, or `None` for other `v`: runs of
+/// 16 or 32 bytes in 32 x 32 tiles, of 64 bytes in 16 x 16 tiles (at most 33792 bytes of
+/// shared memory).
+pub fn wide_tile(v: u64) -> Option<u64> {
+    match v {
+        1 | 2 => Some(32),
+        4 => Some(16),
+        _ => None,
+    }
+}
+
+/// The kernel kind (`permute`, `permute32`, `permute_packed`, `permute_packed128`, or
+/// `permute_w16`, `permute_w32`, `permute_w64`; the names are `copy_{kind}_bN` and
+/// `cast_{kind}_S_D`, and `copy_{kind}` for the wide kernels, which move bytes) that runs
+/// `args`, and its block shape (required exactly). Each thread of a packed kernel moves 8 words per phase: 128 threads
 /// (1-byte elements, 64-slot tiles), 256 threads (2-byte elements) or 512 threads (1-byte
 /// elements, 128-slot tiles).
 pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
+    match args.wide {
+        0 => {}
+        1 => return ("permute_w16", PERMUTE_SMALL_BLOCK),
+        2 => return ("permute_w32", PERMUTE_SMALL_BLOCK),
+        _ => return ("permute_w64", PERMUTE_SMALL_BLOCK),
+    }
     match (args.pack, u64::from(args.tile)) {
         (0, PERMUTE_SMALL_TILE) => ("permute32", PERMUTE_SMALL_BLOCK),
         (0, _) => ("permute", PERMUTE_BLOCK),
@@ -115,8 +134,11 @@ pub struct PermuteArgs {
     /// partial sum of it) is below 2^31, so that the kernels split tile indices into origins
     /// with 32-bit arithmetic; else 0. Set by [`PermuteArgs::new`]; the kernels read it.
     pub origin32: u32,
-    /// Zero (explicit padding).
-    pub reserved: u32,
+    /// 16-byte vectors per slot of the wide kernels (`copy_permute_wN`, `N = 16 wide`): 1, 2 or
+    /// 4, or 0 for the other kernels. With `wide` set, a slot is a run of `wide` vectors,
+    /// contiguous on both sides, and extents, strides and steps count 16-byte units. Set by
+    /// [`PermuteArgs::widened`]; the kernels do not read it.
+    pub wide: u32,
 }
 
 /// Selects one operand's stride of an axis.
@@ -275,6 +297,22 @@ impl PermuteArgs {
         })
     }
 
+    /// These arguments, built for 16-byte elements, for the wide kernel whose slots are runs
+    /// of `v` 16-byte vectors, if the tile size is that kernel's ([`wide_tile`]) and both base
+    /// addresses are 16-byte aligned; else `None`. The caller folds the runs out of the axes
+    /// and checks that every run is contiguous and 16-byte aligned on both sides.
+    pub fn widened(mut self, v: u64) -> Option<Self> {
+        let ok = wide_tile(v) == Some(u64::from(self.tile))
+            && self.pack == 0
+            && self.dst % 16 == 0
+            && self.src % 16 == 0;
+        ok.then(|| {
+            self.wide = v as u32;
+            self.words = 0;
+            self
+        })
+    }
+
     /// The tile's origin, computed like the kernels do: element offsets `(dst, src)` of its
     /// first element and the remaining extents `len - origin` of the four tile axes. With
     /// [`PermuteArgs::origin32`], the kernels' 32-bit arithmetic is replayed as well and must
@@ -378,6 +416,7 @@ mod tests {
         assert_eq!(offset_of!(PermuteArgs, tile), 672);
         assert_eq!(offset_of!(PermuteArgs, words), 676);
         assert_eq!(offset_of!(PermuteArgs, origin32), 680);
+        assert_eq!(offset_of!(PermuteArgs, wide), 684);
         assert_eq!(align_of::<PermuteArgs>(), 8);
         assert_eq!(offset_of!(PermuteArgs, tiles), 16);
         assert_eq!(offset_of!(PermuteArgs, rank), 24);

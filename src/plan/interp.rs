@@ -226,6 +226,9 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
     if args.pack != 0 {
         return run_permute_packed(args, from, to, mem);
     }
+    if args.wide != 0 {
+        return run_permute_wide(args, mem);
+    }
     let t = u64::from(args.tile);
     let (ss, ds) = (from.size(), to.size());
     let words = args.words != 0;
@@ -254,6 +257,39 @@ pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut 
                     assert_eq!(d % 4, 0, "word store at {d:#x} not 4-byte aligned");
                     copy_elem(mem, d + 2, to, src_of(la1), from);
                 }
+            }
+        }
+    }
+}
+
+/// Runs a wide kernel (`copy_permute_wN`) over `mem`: every used slot inside its tile moves a
+/// run of `wide` 16-byte vectors, addressed in 16-byte units like the kernels do; panics if a
+/// run is not 16-byte aligned on either side.
+fn run_permute_wide(args: &PermuteArgs, mem: &mut HostMem) {
+    let t = u64::from(args.tile);
+    let bytes = 16 * args.wide as usize;
+    let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
+    for tile in 0..args.tiles {
+        let (bd, bs, rem) = tile_start(args, tile, 16, 16);
+        for j in 0..t {
+            let Some(la) = slot_inside(args, &rem, 0, j) else {
+                continue;
+            };
+            for l in 0..t {
+                let Some(lb) = slot_inside(args, &rem, 1, l) else {
+                    continue;
+                };
+                let at = |base: u64, s: &[i64; 8]| {
+                    base.wrapping_add(slot_offset(la, s[0], s[1], 16) as u64)
+                        .wrapping_add(slot_offset(lb, s[2], s[3], 16) as u64)
+                };
+                let (d, s) = (at(bd, dsr), at(bs, ssr));
+                assert!(
+                    d % 16 == 0 && s % 16 == 0,
+                    "misaligned run {s:#x} -> {d:#x}"
+                );
+                let run = mem.read(s, bytes);
+                mem.write(d, &run);
             }
         }
     }

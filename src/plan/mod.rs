@@ -237,6 +237,8 @@ pub(crate) struct PlanOptions {
     pub no_packed: bool,
     /// Never use the packed permute kernels' 128-slot tiles.
     pub no_packed128: bool,
+    /// Never use the wide permute kernels (the row kernels take their cases).
+    pub no_wide: bool,
 }
 
 fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
@@ -398,6 +400,15 @@ pub(crate) fn plan_copy(
                 bytes: norm.n * ds,
             });
         }
+    }
+    // Wide: axis 0 is a run of 16, 32 or 64 bytes, contiguous on both sides, that the other
+    // axes permute; whole runs move through the wide kernels' tiles.
+    if r >= 2
+        && same
+        && !opt.no_wide
+        && let Some(args) = permute::wide_args(&norm, d, s, ss)
+    {
+        return Ok(Plan::Permute { args, from, to });
     }
     // Rows: axis 0 has stride 1 on both sides and is at least one vector group long. Disjoint
     // from the transpose condition below, which needs a source stride other than +-1 on axis 0.

@@ -3,6 +3,7 @@
 use super::{Normalized, PAxis};
 use crate::kernels::permute::{
     PERMUTE_AXES, PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, PermuteAxis,
+    wide_tile,
 };
 
 /// Which packed kernels a copy may take (casts take none).
@@ -126,6 +127,44 @@ pub(crate) fn permute_args(
         (Some(l), Some(s)) => Some(if fill(&s) > fill(&l) { s } else { l }),
         (l, s) => l.or(s),
     }
+}
+
+/// The wide kernels' arguments for a copy of `size`-byte elements whose normalised axis 0 has
+/// stride 1 on both sides (a run of `len` elements that every other index moves as a whole),
+/// or `None`: the run must be 16, 32 or 64 bytes long and 16-byte aligned everywhere (both
+/// bases and every other stride on both sides multiples of 16 bytes), and the other axes must
+/// be a permutation that the tiled path takes (see [`permute_args`]), with slots of one run.
+/// A warp then moves whole runs of 16-byte vectors on both sides, where the row kernels would
+/// give each short run a team of lanes and issue per-run index math.
+pub(crate) fn wide_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<PermuteArgs> {
+    let run = norm.axes.first()?;
+    if run.dst != 1 || run.src != 1 || dst % 16 != 0 || src % 16 != 0 {
+        return None;
+    }
+    let bytes = run.len.checked_mul(size)?;
+    let v = (bytes % 16 == 0).then_some(bytes as u64 / 16)?;
+    let t = wide_tile(v)?;
+    let units = |stride: isize| {
+        let b = stride.checked_mul(size as isize)?;
+        (b % 16 == 0).then_some(b / 16)
+    };
+    let axes = norm.axes[1..]
+        .iter()
+        .map(|a| {
+            Some(PAxis {
+                len: a.len,
+                dst: units(a.dst)?,
+                src: units(a.src)?,
+            })
+        })
+        .collect::<Option<Vec<PAxis>>>()?;
+    let outer = Normalized {
+        axes,
+        dst_off: 0,
+        src_off: 0,
+        n: norm.n / run.len,
+    };
+    tiled_args(&outer, dst, src, 16, 16, t)?.widened(v)
 }
 
 /// [`permute_args`] with tiles of `t` x `t` slots, not packed.

@@ -195,6 +195,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             prefer_transpose,
                             no_packed: seed % 4 == 0,
                             no_packed128: seed % 8 == 1,
+                            no_wide: seed % 8 == 2,
                         },
                     }
                 },
@@ -1301,4 +1302,104 @@ fn huge_permutations_keep_64_bit_origins() {
         }
         p => panic!("not the permute path: {}", p.kernel_path()),
     }
+}
+
+/// Copies whose innermost axis is a contiguous run of 16, 32 or 64 bytes on both sides, and
+/// whose other axes are permuted, take the wide kernels when every run is 16-byte aligned,
+/// and match the reference on every path.
+#[test]
+fn wide_permutations_match_reference() {
+    use DType::*;
+    let outers: &[&[usize]] = &[&[40, 36], &[9, 33, 5], &[3, 20, 17], &[70, 12]];
+    let runs = [
+        (U8, 16),
+        (U8, 32),
+        (U8, 64),
+        (F16, 8),
+        (F16, 16),
+        (I16, 32),
+        (F32, 4),
+        (F64, 4),
+        // Not wide: 48 bytes and 8 bytes.
+        (U8, 48),
+        (F64, 1),
+    ];
+    let mut wide = [0usize; 5];
+    let mut total = 0;
+    for (from, run) in runs {
+        for (n, outer) in outers.iter().enumerate() {
+            let mut shape = outer.to_vec();
+            shape.push(run);
+            let r = shape.len();
+            for (i, p) in permutations(r - 1).iter().enumerate() {
+                for variant in 0..4usize {
+                    // 0: contiguous; 1: reversed on one outer axis; 2: rows padded by 16 bytes
+                    // and sliced from the second row; 3: rows padded by one element
+                    // (misaligned runs, never wide).
+                    let mut seed: Vec<usize> = p.iter().map(|&a| r - a).collect();
+                    seed.push(64);
+                    let mut steps = vec![1isize; r];
+                    let mut pads = vec![0; r];
+                    let mut starts = vec![0; r];
+                    match variant {
+                        1 => steps[i % (r - 1)] = -1,
+                        2 => {
+                            pads[r - 1] = 16 / from.size();
+                            pads[i % (r - 1)] = 1;
+                            starts[i % (r - 1)] = 1;
+                        }
+                        3 => pads[r - 1] = 1,
+                        _ => {}
+                    }
+                    let src = OperandSpec {
+                        perm_seed: seed,
+                        steps,
+                        pads,
+                        starts,
+                        misalign: 0,
+                    };
+                    let dst = OperandSpec {
+                        perm_seed: (0..r).collect(),
+                        steps: vec![1; r],
+                        pads: vec![0; r],
+                        starts: vec![0; r],
+                        misalign: 0,
+                    };
+                    let c = Case {
+                        shape: shape.clone(),
+                        dst,
+                        src,
+                        bcast: vec![false; r],
+                        from,
+                        to: from,
+                        seed: (i * 31 + n * 7 + variant) as u64,
+                        opt: PlanOptions::default(),
+                    };
+                    let o = operands(&c);
+                    let bytes = run * from.size();
+                    if let Plan::Permute { args, .. } = case_plan(&c, &o).unwrap()
+                        && args.wide != 0
+                    {
+                        assert!(
+                            variant != 3 && matches!(bytes, 16 | 32 | 64),
+                            "{shape:?} perm {p:?} variant {variant} {from:?} took a wide kernel"
+                        );
+                        assert_eq!(16 * args.wide as usize, bytes);
+                        wide[args.wide as usize] += 1;
+                    }
+                    total += 1;
+                    check_copy(&c).unwrap_or_else(|e| {
+                        panic!("{shape:?} perm {p:?} variant {variant} {from:?}: {e}")
+                    });
+                }
+            }
+        }
+    }
+    // Per element type and run: 4 shapes, 2 or 6 permutations (one of them the identity, and
+    // some leave a 3-element axis alone on a tile side), 3 aligned variants: 25 wide cases.
+    // Runs of 16 and 32 bytes: 3 types each; of 64: 2.
+    assert!(
+        wide[1] >= 75 && wide[2] >= 75 && wide[4] >= 50,
+        "wide cases by vectors per run: {wide:?} of {total}"
+    );
 }
