@@ -167,6 +167,37 @@ pub(crate) fn wide_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> O
     tiled_args(&outer, dst, src, 16, 16, t)?.widened(v)
 }
 
+/// Fills a short side from the other side's second axis: when `short` has no second axis and
+/// room for one (its first piece is at most `t / 2` slots) but no axis is left for it, and
+/// `full`'s second axis is longer than its piece and a multiple of it, that axis is split into
+/// an inner axis of one piece, which stays with `full`, and an outer one (strides times the
+/// piece), which becomes `short`'s second axis. A tile then covers whole pieces of the split
+/// axis on both sides instead of leaving half of its slots idle: in a batch of 16 x 32
+/// transposes, 4 matrices on one side times 2 on the other make a full 64 x 64 tile. Returns
+/// whether it split.
+fn share_second_axis(full: &mut [PermuteAxis; 2], short: &mut [PermuteAxis; 2], t: u64) -> bool {
+    let k = full[1];
+    if short[1] != UNUSED || short[0].chunk > t / 2 || k == UNUSED || k.len <= k.chunk {
+        return false;
+    }
+    if k.len % k.chunk != 0 {
+        return false;
+    }
+    let c = k.chunk as i64;
+    let (Some(dst), Some(src)) = (k.dst.checked_mul(c), k.src.checked_mul(c)) else {
+        return false;
+    };
+    let outer = k.len / k.chunk;
+    full[1].len = k.chunk;
+    short[1] = PermuteAxis {
+        len: outer,
+        chunk: outer.min(t / short[0].chunk),
+        dst,
+        src,
+    };
+    true
+}
+
 /// [`permute_args`] with tiles of `t` x `t` slots, not packed.
 fn tiled_args(
     norm: &Normalized,
@@ -225,8 +256,11 @@ fn tiled_args(
         }
         pair
     };
-    let a = side(a0, &mut used, |a| a.dst);
-    let b = side(b0, &mut used, |a| a.src);
+    let mut a = side(a0, &mut used, |a| a.dst);
+    let mut b = side(b0, &mut used, |a| a.src);
+    if !share_second_axis(&mut a, &mut b, t) {
+        share_second_axis(&mut b, &mut a, t);
+    }
     if a[0].chunk * a[1].chunk < PERMUTE_MIN_SIDE || b[0].chunk * b[1].chunk < PERMUTE_MIN_SIDE {
         return None;
     }

@@ -1117,10 +1117,12 @@ fn permute_tiles_follow_the_fill() {
     let cases: &[(&[usize], &[usize], &str)] = &[
         (&[1024, 1024, 256], &[2, 0, 1], "permute"),
         (&[128, 128, 128, 128], &[0, 1, 3, 2], "permute"),
-        // A 16 x 32 transpose in every 2 KiB block: 64 slots on one side, 32 on the other.
-        (&[32, 32, 16, 16, 16, 32], &[0, 1, 2, 3, 5, 4], "permute32"),
-        // The first and last axes (32 each) swapped around a contiguous middle.
-        (&[32, 32, 16, 16, 16, 32], &[5, 1, 2, 3, 4, 0], "permute32"),
+        // A 16 x 32 transpose in every 2 KiB block: the batch axis is split between the
+        // sides (4 matrices on one, 2 on the other), so that the large tiles fill.
+        (&[32, 32, 16, 16, 16, 32], &[0, 1, 2, 3, 5, 4], "permute"),
+        // The first and last axes (32 each) swapped around a contiguous middle, which is
+        // split the same way.
+        (&[32, 32, 16, 16, 16, 32], &[5, 1, 2, 3, 4, 0], "permute"),
     ];
     for &(shape, perm, want) in cases {
         let (out, dst, src) = permuted_layout(shape, perm);
@@ -1133,10 +1135,11 @@ fn permute_tiles_follow_the_fill() {
         (&[36, 5, 32, 8][..], &[2, 1, 3, 0][..], "permute_packed128"),
         (&[36, 5, 32, 8], &[3, 2, 0, 1], "permute_packed128"),
         (&[64, 64, 32, 32, 64], &[0, 1, 3, 4, 2], "permute_packed128"),
+        // The middle axis split between the sides: rows of 128 bytes in the destination.
         (
             &[32, 32, 16, 16, 16, 32],
             &[5, 1, 2, 3, 4, 0],
-            "permute_packed",
+            "permute_packed128",
         ),
         (
             &[32, 32, 16, 16, 16, 32],
@@ -1152,8 +1155,12 @@ fn permute_tiles_follow_the_fill() {
     // Layouts of both kinds at sizes the interpreter runs quickly; 2-byte destinations of the
     // large tiles store words where the destination's fastest axis has an even extent.
     for (shape, perm, want) in [
-        (&[2, 2, 3, 16, 32][..], &[0, 1, 2, 4, 3][..], "permute32"),
-        (&[32, 3, 2, 32], &[3, 1, 2, 0], "permute32"),
+        // Batch and middle axes split between the sides (see above).
+        (&[2, 2, 3, 16, 32][..], &[0, 1, 2, 4, 3][..], "permute"),
+        (&[32, 3, 2, 32], &[3, 1, 2, 0], "permute"),
+        // An odd middle axis cannot be split: the small tiles fill better.
+        (&[32, 3, 3, 32], &[3, 1, 2, 0], "permute32"),
+        (&[20, 40], &[1, 0], "permute32"),
         (&[70, 3, 130], &[2, 1, 0], "permute"),
         (&[2, 65, 3, 66], &[0, 3, 2, 1], "permute"),
         (&[3, 130, 69], &[0, 2, 1], "permute"),
