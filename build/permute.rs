@@ -39,8 +39,9 @@ pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
 pub(super) const VARIANTS: [(&str, u64, u64); 2] = [("permute", 64, 16), ("permute32", 32, 8)];
 
 /// The wide kernels `copy_permute_wN` (`N = 16 v` bytes per slot): `(v, slots per side, block
-/// rows)`. Must agree with `WIDE_VARIANTS` in `src/kernels/permute.rs`.
-pub(super) const WIDE_VARIANTS: [(u64, u64, u64); 3] = [(1, 32, 8), (2, 32, 8), (4, 16, 8)];
+/// rows)`; each thread moves 4 vectors per phase. Must agree with `PERMUTE_WIDE` in
+/// `src/kernels/permute.rs`.
+pub(super) const WIDE_VARIANTS: [(u64, u64, u64); 3] = [(1, 32, 8), (2, 32, 16), (4, 16, 8)];
 
 /// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
 /// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).

@@ -402,7 +402,9 @@ pub(crate) fn plan_copy(
         }
     }
     // Wide: axis 0 is a run of 16, 32 or 64 bytes, contiguous on both sides, that the other
-    // axes permute; whole runs move through the wide kernels' tiles.
+    // axes permute; whole runs move through the wide kernels' tiles. (On an H200, sweep cases
+    // with such runs moved at 0.91-0.95 of a device memcpy through the wide kernels, at
+    // 0.69-0.85 through the row kernels, whose teams of lanes each take one short row.)
     if r >= 2
         && same
         && !opt.no_wide
