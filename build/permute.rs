@@ -115,10 +115,10 @@ fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
     p
 }
 
-/// Splits `x` by the piece count of axis `k` with 32-bit fast division: returns the quotient
+/// Splits `%x` by the piece count of axis `k` with 32-bit fast division: returns the quotient
 /// (the index left for the next axes) and the remainder (the piece of axis `k`), and the
 /// piece count's register.
-fn split_piece(g: &mut Gen, c: &mut Code, k: u64, x: &str) -> (String, String, String) {
+fn split_piece(g: &mut Gen, c: &mut Code, k: u64) -> (String, String, String) {
     let (nch, magic, sh, q, t, cc) = (
         g.reg(Class::B32),
         g.reg(Class::B32),
@@ -133,50 +133,35 @@ fn split_piece(g: &mut Gen, c: &mut Code, k: u64, x: &str) -> (String, String, S
         MAGIC32 + 4 * k
     ));
     c.line(format!("ld.param.u32 {sh}, [p_args+{}];", SHIFT32 + 4 * k));
-    c.line(format!("mul.hi.u32 {t}, {x}, {magic};"));
-    c.line(format!("add.u32 {t}, {t}, {x};"));
+    c.line(format!("mul.hi.u32 {t}, %x, {magic};"));
+    c.line(format!("add.u32 {t}, {t}, %x;"));
     c.line(format!("shr.u32 {q}, {t}, {sh};"));
     c.line(format!("mul.lo.u32 {t}, {q}, {nch};"));
-    c.line(format!("sub.u32 {cc}, {x}, {t};"));
+    c.line(format!("sub.u32 {cc}, %x, {t};"));
     (q, cc, t)
 }
 
-/// Registers of a tile origin: byte offsets of its first element and the remaining extents of
-/// the four tile axes.
-struct Origin {
-    boffd: String,
-    boffs: String,
-    rem: [String; 4],
-}
-
-/// Splits the tile index `bid` (`.b64`, below 2^31) over the pieces with 32-bit fast division
-/// into `o`: byte offsets (elements of `2^ssh` and `2^dsh` bytes) and remaining extents. With
-/// `PermuteArgs::origin32` set, offsets and remaining extents are summed in 32 bits
-/// (`origin32`), else in 64. `tag` makes the labels unique.
-fn origin_into(
-    g: &mut Gen,
-    c: &mut Code,
-    (ssh, dsh): (u32, u32),
-    bid: &str,
-    o: &Origin,
-    tag: &str,
-) {
-    let x = g.reg(Class::B32);
+/// Splits the tile index `%bid` (below 2^31) over the pieces with 32-bit fast division:
+/// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
+/// and every slot is used. With `PermuteArgs::origin32` set, offsets and remaining extents are
+/// summed in 32 bits (`origin32`), else in 64.
+fn origin(g: &mut Gen, (ssh, dsh): (u32, u32)) -> String {
+    let mut c = Code::default();
     let p32 = g.reg(Class::Pred);
     let flag = g.reg(Class::B32);
     c.line(format!("ld.param.u32 {flag}, [p_args+{ORIGIN32}];"));
     c.line(format!("setp.ne.u32 {p32}, {flag}, 0;"));
-    c.line(format!("cvt.u32.u64 {x}, {bid};"));
-    c.line(format!("@{p32} bra.uni $ORIGIN32{tag};"));
-    c.line(format!("mov.b64 {}, 0;", o.boffd));
-    c.line(format!("mov.b64 {}, 0;", o.boffs));
+    c.line("cvt.u32.u64 %x, %bid;");
+    c.line(format!("@{p32} bra.uni $ORIGIN32;"));
+    c.line("mov.b64 %boffd, 0;");
+    c.line("mov.b64 %boffs, 0;");
     let pr = g.reg(Class::Pred);
     for k in 0..AXES as u64 {
         if k >= 4 {
             c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
-            c.line(format!("@{pr} bra.uni $ORIGIN_DONE{tag};"));
+            c.line(format!("@{pr} bra.uni $ORIGIN_DONE;"));
         }
-        let (q, cc, _) = split_piece(g, c, k, &x);
+        let (q, cc, _) = split_piece(g, &mut c, k);
         let c64 = g.reg(Class::B64);
         c.line(format!("cvt.u64.u32 {c64}, {cc};"));
         let (ds, ss) = (g.reg(Class::B64), g.reg(Class::B64));
@@ -188,8 +173,8 @@ fn origin_into(
             "ld.param.s64 {ss}, [p_args+{}];",
             SRC_STEPS + 8 * k
         ));
-        c.line(format!("mad.lo.s64 {0}, {c64}, {ds}, {0};", o.boffd));
-        c.line(format!("mad.lo.s64 {0}, {c64}, {ss}, {0};", o.boffs));
+        c.line(format!("mad.lo.s64 %boffd, {c64}, {ds}, %boffd;"));
+        c.line(format!("mad.lo.s64 %boffs, {c64}, {ss}, %boffs;"));
         if k < 4 {
             let (ch, len, t64) = (g.reg(Class::B64), g.reg(Class::B64), g.reg(Class::B64));
             c.line(format!("ld.param.u64 {ch}, [p_args+{}];", CHUNK + 8 * k));
@@ -197,21 +182,27 @@ fn origin_into(
             c.line(format!("mul.lo.u64 {t64}, {c64}, {ch};"));
             c.line(format!("sub.u64 {t64}, {len}, {t64};"));
             c.line(format!("min.u64 {t64}, {t64}, 65535;"));
-            c.line(format!("cvt.u32.u64 {}, {t64};", o.rem[k as usize]));
+            c.line(format!("cvt.u32.u64 %rem{k}, {t64};"));
         }
-        c.line(format!("mov.b32 {x}, {q};"));
+        c.line(format!("mov.b32 %x, {q};"));
     }
-    c.line(format!("bra.uni $ORIGIN_DONE{tag};"));
-    origin32(g, c, &x, o, tag);
-    c.label(&format!("$ORIGIN_DONE{tag}"));
-    c.line(format!("shl.b64 {0}, {0}, {dsh};", o.boffd));
-    c.line(format!("shl.b64 {0}, {0}, {ssh};", o.boffs));
+    c.line("bra.uni $ORIGIN_DONE;");
+    origin32(g, &mut c);
+    c.label("$ORIGIN_DONE");
+    c.line(format!("shl.b64 %boffd, %boffd, {dsh};"));
+    c.line(format!("shl.b64 %boffs, %boffs, {ssh};"));
+    c.line("setp.ge.u32 %pfull, %rem0, %c0;");
+    for k in 1..4 {
+        c.line(format!("setp.ge.and.u32 %pfull, %rem{k}, %c{k}, %pfull;"));
+    }
+    c.line("and.pred %pfull, %pfull, %pslots;");
+    c.text()
 }
 
-/// The 32-bit form of `origin_into`'s loop (label `$ORIGIN32{tag}`; ends by branching to
-/// `$ORIGIN_DONE{tag}` with the offsets in elements).
-fn origin32(g: &mut Gen, c: &mut Code, x: &str, o: &Origin, tag: &str) {
-    c.label(&format!("$ORIGIN32{tag}"));
+/// The 32-bit form of `origin`'s loop (label `$ORIGIN32`; ends by branching to
+/// `$ORIGIN_DONE` with `%boffd` / `%boffs` in elements).
+fn origin32(g: &mut Gen, c: &mut Code) {
+    c.label("$ORIGIN32");
     let (od, os) = (g.reg(Class::B32), g.reg(Class::B32));
     c.line(format!("mov.b32 {od}, 0;"));
     c.line(format!("mov.b32 {os}, 0;"));
@@ -219,9 +210,9 @@ fn origin32(g: &mut Gen, c: &mut Code, x: &str, o: &Origin, tag: &str) {
     for k in 0..AXES as u64 {
         if k >= 4 {
             c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
-            c.line(format!("@{pr} bra.uni $ORIGIN32_DONE{tag};"));
+            c.line(format!("@{pr} bra.uni $ORIGIN32_DONE;"));
         }
-        let (q, cc, t) = split_piece(g, c, k, x);
+        let (q, cc, t) = split_piece(g, c, k);
         // The low words of the steps: exact, as every origin offset is below 2^31.
         let (ds, ss) = (g.reg(Class::B32), g.reg(Class::B32));
         c.line(format!(
@@ -240,129 +231,13 @@ fn origin32(g: &mut Gen, c: &mut Code, x: &str, o: &Origin, tag: &str) {
             c.line(format!("ld.param.u32 {len}, [p_args+{}];", LEN + 8 * k));
             c.line(format!("mul.lo.u32 {t}, {cc}, {ch};"));
             c.line(format!("sub.u32 {t}, {len}, {t};"));
-            c.line(format!("min.u32 {}, {t}, 65535;", o.rem[k as usize]));
+            c.line(format!("min.u32 %rem{k}, {t}, 65535;"));
         }
-        c.line(format!("mov.b32 {x}, {q};"));
+        c.line(format!("mov.b32 %x, {q};"));
     }
-    c.label(&format!("$ORIGIN32_DONE{tag}"));
-    c.line(format!("cvt.s64.s32 {}, {od};", o.boffd));
-    c.line(format!("cvt.s64.s32 {}, {os};", o.boffs));
-}
-
-/// Bytes of shared memory that [`origin`] needs after a kernel's tile (16-byte aligned): two
-/// slots of 32 bytes through which warp 0 hands every other warp the next tile's origin.
-const ORIGIN_SHARED: u64 = 64;
-
-/// The per-tile origin code (`{{ORIGIN}}`): `%boffd` / `%boffs` (bytes), `%rem0..3`, and
-/// `%pfull` when the tile is whole on every side and every slot is used.
-///
-/// A block's first tile: every thread splits `%bid` itself. At the start of every tile, warp 0
-/// alone also splits the block's next tile index and leaves that origin in one of two
-/// 32-byte slots at `%tile + at` (alternating; a register set to 0 in `setup` counts the block's
-/// tiles);
-/// the other warps load it at the start of the next tile. The tile's two barriers order the
-/// exchange: warp 0 writes a slot before the read phase's barrier of tile `i` and the others
-/// read it after that barrier, at the start of tile `i + 1`; warp 0 next writes that slot during
-/// tile `i + 2`, after every thread has passed the barriers of tile `i + 1`.
-fn origin(g: &mut Gen, setup: &mut Code, shifts: (u32, u32), at: u64) -> String {
-    let par = g.reg(Class::B32);
-    setup.line(format!("mov.b32 {par}, 0;"));
-    let mut c = Code::default();
-    let (p, slot, prev, t) = (
-        g.reg(Class::Pred),
-        g.reg(Class::B32),
-        g.reg(Class::B32),
-        g.reg(Class::B32),
-    );
-    // Warp 0: the next tile's origin, into this tile's slot (first, while the current
-    // origin's registers are not live yet).
-    let (pw, nbid) = (g.reg(Class::Pred), g.reg(Class::B64));
-    c.line(format!("add.u64 {nbid}, %bid, %nb;"));
-    c.line(format!("setp.ne.u32 {pw}, %ty, 0;"));
-    c.line(format!("setp.ge.or.u64 {pw}, {nbid}, %tiles, {pw};"));
-    c.line(format!("@{pw} bra.uni $ORIGIN_NEXT_DONE;"));
-    let next = Origin {
-        boffd: g.reg(Class::B64),
-        boffs: g.reg(Class::B64),
-        rem: [
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-            g.reg(Class::B32),
-        ],
-    };
-    origin_into(g, &mut c, shifts, &nbid, &next, "_NEXT");
-    // This tile's slot: par mod 2.
-    c.line(format!("and.b32 {t}, {par}, 1;"));
-    c.line(format!("mad.lo.u32 {slot}, {t}, 32, %tile;"));
-    let lane0 = g.reg(Class::Pred);
-    c.line(format!("setp.eq.u32 {lane0}, %tx, 0;"));
-    c.line(format!(
-        "@{lane0} st.shared.v2.u64 [{slot}+{at}], {{{}, {}}};",
-        next.boffd, next.boffs
-    ));
-    c.line(format!(
-        "@{lane0} st.shared.v4.u32 [{slot}+{}], {{{}, {}, {}, {}}};",
-        at + 16,
-        next.rem[0],
-        next.rem[1],
-        next.rem[2],
-        next.rem[3]
-    ));
-    c.label("$ORIGIN_NEXT_DONE");
-    c.line(format!("setp.eq.u32 {p}, {par}, 0;"));
-    c.line(format!("@!{p} bra.uni $ORIGIN_SHARED;"));
-    origin_into(g, &mut c, shifts, "%bid", &current(), "");
-    c.line("bra.uni $ORIGIN_HAVE;");
-    c.label("$ORIGIN_SHARED");
-    // The previous tile's slot.
-    c.line(format!("and.b32 {t}, {par}, 1;"));
-    c.line(format!("xor.b32 {t}, {t}, 1;"));
-    c.line(format!("mad.lo.u32 {prev}, {t}, 32, %tile;"));
-    c.line(format!(
-        "ld.shared.v2.u64 {{%boffd, %boffs}}, [{prev}+{at}];"
-    ));
-    c.line(format!(
-        "ld.shared.v4.u32 {{%rem0, %rem1, %rem2, %rem3}}, [{prev}+{}];",
-        at + 16
-    ));
-    c.label("$ORIGIN_HAVE");
-    c.line(format!("add.u32 {par}, {par}, 1;"));
-    whole_tile(&mut c);
-    c.text()
-}
-
-/// The current tile's origin registers.
-fn current() -> Origin {
-    Origin {
-        boffd: "%boffd".into(),
-        boffs: "%boffs".into(),
-        rem: [
-            "%rem0".into(),
-            "%rem1".into(),
-            "%rem2".into(),
-            "%rem3".into(),
-        ],
-    }
-}
-
-/// Sets `%pfull` when the tile is whole on every side and every slot is used.
-fn whole_tile(c: &mut Code) {
-    c.line("setp.ge.u32 %pfull, %rem0, %c0;");
-    for k in 1..4 {
-        c.line(format!("setp.ge.and.u32 %pfull, %rem{k}, %c{k}, %pfull;"));
-    }
-    c.line("and.pred %pfull, %pfull, %pslots;");
-}
-
-/// The per-tile origin code of the element-wise kernels: every thread splits `%bid` itself
-/// (the exchange of [`origin`] raised their register use on sm_80 past the point where
-/// `ptxas` spills, for the 8- to 2-byte casts).
-fn origin_per_thread(g: &mut Gen, shifts: (u32, u32)) -> String {
-    let mut c = Code::default();
-    origin_into(g, &mut c, shifts, "%bid", &current(), "");
-    whole_tile(&mut c);
-    c.text()
+    c.label("$ORIGIN32_DONE");
+    c.line(format!("cvt.s64.s32 %boffd, {od};"));
+    c.line(format!("cvt.s64.s32 %boffs, {os};"));
 }
 
 /// The read phase: all loads of the thread, then conversions and shared stores. Predicated
@@ -623,7 +498,7 @@ pub(super) fn permute_kernel(
         setup.line(format!("setp.ne.u32 {pw}, {flag}, 0;"));
         (wa2, pw)
     });
-    let origin = origin_per_thread(&mut g, (ssh, dsh));
+    let origin = origin(&mut g, (ssh, dsh));
     let read = read_phase(&mut g, (s, d), (p, by), &ra, &rb, false);
     let read_whole = read_phase(&mut g, (s, d), (p, by), &ra, &rb, true);
     let mut writes = Vec::new();
@@ -803,7 +678,7 @@ pub(super) fn permute_packed_kernel(
         Slot { packed, off: o }
     };
 
-    let origin = origin(&mut g, &mut setup, (sh, sh), total);
+    let origin = origin(&mut g, (sh, sh));
     let mut phases = Vec::new();
     for whole in [false, true] {
         // Read: m micro-blocks of k words each.
@@ -906,7 +781,7 @@ pub(super) fn permute_packed_kernel(
             ("T", tt.to_string()),
             ("BY", by.to_string()),
             ("PITCH", pw.to_string()),
-            ("TILE_BYTES", (total + ORIGIN_SHARED).to_string()),
+            ("TILE_BYTES", total.to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
             ("ORIGIN", origin),
@@ -1011,7 +886,7 @@ pub(super) fn permute_wide_kernel(
     setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
     setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
     setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
-    let origin = origin(&mut g, &mut setup, (4, 4), tt * p * 16);
+    let origin = origin(&mut g, (4, 4));
 
     let mut phases = Vec::new();
     for whole in [false, true] {
@@ -1099,7 +974,7 @@ pub(super) fn permute_wide_kernel(
             ("T", tt.to_string()),
             ("BY", by.to_string()),
             ("PITCH", p.to_string()),
-            ("TILE_BYTES", (tt * p * 16 + ORIGIN_SHARED).to_string()),
+            ("TILE_BYTES", (tt * p * 16).to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
             ("ORIGIN", origin),
