@@ -188,9 +188,9 @@ pub(crate) enum Plan {
 }
 
 impl Plan {
-    /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels and word
-    /// stores told apart (`permute_packed`, `permute_packed128`, `permute32`,
-    /// `permute_words`), for diagnostics and
+    /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels, wide
+    /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute32`,
+    /// `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), for diagnostics and
     /// benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
