@@ -831,6 +831,8 @@ pub(super) fn permute_wide_kernel(
 ) -> String {
     assert!(v.is_power_of_two() && v <= 4 && (tt * v) % 32 == 0 && tt % by == 0);
     let p = v * (tt + 1); // pitch in vectors
+    // Static shared memory is limited to 48 KiB.
+    assert!(tt * p * 16 <= 48 << 10);
     let (nx, ny) = (tt * v / 32, tt / by);
     let mut g = Gen::default();
     let mut setup = Code::default();

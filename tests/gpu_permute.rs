@@ -418,8 +418,8 @@ fn outer_permutations(rank: usize) -> Vec<Vec<usize>> {
 }
 
 /// Runs of 16, 32 and 64 bytes, contiguous on both sides, whose outer axes are permuted: the
-/// wide kernels, with partial tiles, reversed and offset outer axes; a run sliced one element
-/// in is misaligned and takes the row kernels.
+/// wide kernels, with partial tiles, reversed and offset outer axes. Runs sliced one element
+/// in take the row kernels: shortened to other lengths, or of 16 bytes but misaligned.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn wide_runs() {
@@ -456,6 +456,27 @@ fn wide_runs() {
         permuted_cases::<f64, f64>(&stream, &mut rng, &[66, 35, 4], &sl, &perms, &mut paths);
         permuted_cases::<u16, u16>(&stream, &mut rng, &[40, 9, 32], &sl, &perms, &mut paths);
     }
+    // 16-byte runs that start one element past a 16-byte boundary.
+    let mut misaligned = full(3);
+    misaligned[2] = step(1, Some(17), 1);
+    let perms = outer_permutations(3);
+    permuted_cases::<u8, u8>(
+        &stream,
+        &mut rng,
+        &[37, 70, 32],
+        &misaligned,
+        &perms,
+        &mut paths,
+    );
+    misaligned[2] = step(1, Some(9), 1);
+    permuted_cases::<f16, f16>(
+        &stream,
+        &mut rng,
+        &[37, 70, 16],
+        &misaligned,
+        &perms,
+        &mut paths,
+    );
     println!("wide runs: paths {paths:?}");
     for (kind, least) in [("permute_w16", 9), ("permute_w32", 12), ("permute_w64", 8)] {
         let n = paths.get(kind).copied().unwrap_or(0);

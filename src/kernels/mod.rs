@@ -360,6 +360,14 @@ mod tests {
                 format!("copy_{kind}")
             );
             assert_eq!(kind, format!("permute_w{}", 16 * v));
+            // The kernel's shared tile holds the planner's tile: T rows of v (T + 1) vectors.
+            let t = u64::from(args.tile);
+            let bytes = t * u64::from(v) * (t + 1) * 16;
+            let text = ptx::module_ptx(&format!("copy_{kind}")).unwrap();
+            assert!(
+                text.contains(&format!(".b8 copy_{kind}_tile[{bytes}];")),
+                "copy_{kind}: its shared tile is not {t} x {t} runs of {v} vectors"
+            );
         }
         fn check(args: &PermuteArgs, from: DType, to: DType) {
             let (kind, (bx, by, bz)) = permute_kernel(args);

@@ -103,9 +103,9 @@ pub fn wide_tile(v: u64) -> Option<u64> {
 /// The kernel kind (`permute`, `permute32`, `permute_packed`, `permute_packed128`, or
 /// `permute_w16`, `permute_w32`, `permute_w64`; the names are `copy_{kind}_bN` and
 /// `cast_{kind}_S_D`, and `copy_{kind}` for the wide kernels, which move bytes) that runs
-/// `args`, and its block shape (required exactly). Each thread of a packed kernel moves 8 words per phase: 128 threads
-/// (1-byte elements, 64-slot tiles), 256 threads (2-byte elements) or 512 threads (1-byte
-/// elements, 128-slot tiles).
+/// `args`, and its block shape (required exactly). Each thread of a packed kernel moves 8
+/// words per phase: 128 threads (1-byte elements, 64-slot tiles), 256 threads (2-byte
+/// elements) or 512 threads (1-byte elements, 128-slot tiles).
 pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
     if let Some(w) = PERMUTE_WIDE
         .iter()
@@ -122,8 +122,8 @@ pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
     }
 }
 
-/// Argument block of `*_permute*_*` (688 bytes). Extents, strides and steps count elements;
-/// addresses are bytes.
+/// Argument block of `*_permute*` (688 bytes). Extents, strides and steps count elements
+/// (for the wide kernels: runs, and 16-byte units); addresses are bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PermuteArgs {
@@ -160,7 +160,8 @@ pub struct PermuteArgs {
     /// 32-bit fast division by `nchunks[k]`: shifts.
     pub shift32: [u32; PERMUTE_AXES],
     /// Slots per tile side: [`PERMUTE_TILE`], [`PERMUTE_SMALL_TILE`] or
-    /// [`PERMUTE_PACKED_TILE`] (which kernel runs the plan). The kernels do not read it.
+    /// [`PERMUTE_PACKED_TILE`], or a wide kernel's ([`PERMUTE_WIDE`]); with `pack` and `wide`
+    /// it tells which kernel runs the plan. The kernels do not read it.
     pub tile: u32,
     /// 1 when the large element-wise kernel for a 2-byte destination stores pairs of elements
     /// as 4-byte words (set by [`PermuteArgs::with_word_stores`]), else 0. The kernels read it.
@@ -172,7 +173,8 @@ pub struct PermuteArgs {
     pub origin32: u32,
     /// 16-byte vectors per slot of the wide kernels (`copy_permute_wN`, `N = 16 wide`): 1, 2 or
     /// 4, or 0 for the other kernels. With `wide` set, a slot is a run of `wide` vectors,
-    /// contiguous on both sides, and extents, strides and steps count 16-byte units. Set by
+    /// contiguous on both sides; extents and chunks count runs, strides and steps 16-byte
+    /// units. Set by
     /// [`PermuteArgs::widened`]; the kernels do not read it.
     pub wide: u32,
 }
@@ -437,8 +439,8 @@ pub fn set_grid_scale(scale: u32) {
     GRID_SCALE.store(scale, Ordering::Relaxed);
 }
 
-// SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no implicit padding
-// (offsets checked in tests); it matches the kernels' 688-byte, 8-aligned `.param` block.
+// SAFETY: `#[repr(C)]` struct of plain integers with no implicit padding (offsets and size
+// checked in tests); it matches the kernels' 688-byte, 8-aligned `.param` block.
 unsafe impl DeviceRepr for PermuteArgs {}
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 //! | `copy_permute_wN` (N = 16, 32, 64: bytes per slot, any element type) |
 //! | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D`, `cast_permute_S_D`, `cast_permute32_S_D` (S != D) |
 //!
-//! `S` and `D` are element type names (`u8` ... `f64`); `N` is an element size in bytes. The
+//! `S` and `D` are element type names (`u8` ... `f64`); `N` is an element size in bytes (for
+//! `copy_permute_wN`, the bytes of a slot's run). The
 //! launcher in `super` derives these names; the argument lists are described in [`super::args`].
 
 mod generated {

@@ -62,7 +62,9 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// When only these two axes remain and one of them is at most `T / 2` long, the other one
 /// (a multiple of `T`, at least `2 T` long) is split into an inner axis of `T` elements, which
 /// stays the first axis of its side, and an outer one, which fills the short side, so that
-/// tiles are full. Copies (`packing`) of 1- and 2-byte elements whose words line up take a
+/// tiles are full. With more axes, a side left without a second axis takes the outer part of
+/// the other side's second axis ([`share_second_axis`]) where the arguments still fit. Copies
+/// (`packing`) of 1- and 2-byte elements whose words line up take a
 /// packed kernel ([`PermuteArgs::packed`]): for 1-byte elements, tiles of
 /// [`PERMUTE_PACKED_TILE`] slots when they are full or filled better than tiles of
 /// [`PERMUTE_TILE`], and their rows hold contiguous runs of at least 32 bytes on both sides;
@@ -168,7 +170,8 @@ pub(crate) fn wide_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> O
 }
 
 /// Fills a short side from the other side's second axis: when `short` has no second axis and
-/// room for one (its first piece is at most `t / 2` slots) but no axis is left for it, and
+/// room for one (its first piece is at most `t / 2` slots; no axis with a non-zero stride of
+/// its operand was left for it), and
 /// `full`'s second axis is longer than its piece and a multiple of it, that axis is split into
 /// an inner axis of one piece, which stays with `full`, and an outer one (strides times the
 /// piece), which becomes `short`'s second axis. A tile then covers whole pieces of the split
@@ -256,14 +259,8 @@ fn tiled_args(
         }
         pair
     };
-    let mut a = side(a0, &mut used, |a| a.dst);
-    let mut b = side(b0, &mut used, |a| a.src);
-    if !share_second_axis(&mut a, &mut b, t) {
-        share_second_axis(&mut b, &mut a, t);
-    }
-    if a[0].chunk * a[1].chunk < PERMUTE_MIN_SIDE || b[0].chunk * b[1].chunk < PERMUTE_MIN_SIDE {
-        return None;
-    }
+    let a = side(a0, &mut used, |a| a.dst);
+    let b = side(b0, &mut used, |a| a.src);
     let batch: Vec<PermuteAxis> = (0..r)
         .filter(|k| !used.contains(k))
         .map(|k| tile_axis(&axes[k], 1))
@@ -271,13 +268,71 @@ fn tiled_args(
     if batch.len() > PERMUTE_AXES - 4 {
         return None;
     }
-    PermuteArgs::new(
-        dst,
-        src,
-        [a[0], a[1], b[0], b[1]],
-        &batch,
-        t,
-        src_size,
-        dst_size,
-    )
+    let args = |a: [PermuteAxis; 2], b: [PermuteAxis; 2]| {
+        if a[0].chunk * a[1].chunk < PERMUTE_MIN_SIDE || b[0].chunk * b[1].chunk < PERMUTE_MIN_SIDE
+        {
+            return None;
+        }
+        PermuteArgs::new(
+            dst,
+            src,
+            [a[0], a[1], b[0], b[1]],
+            &batch,
+            t,
+            src_size,
+            dst_size,
+        )
+    };
+    // The split sides where they fit (their outer axis has larger strides, so a tile may reach
+    // past the kernels' 32-bit offsets where the unsplit sides do not), else the sides as built.
+    let (mut sa, mut sb) = (a, b);
+    let split = share_second_axis(&mut sa, &mut sb, t) || share_second_axis(&mut sb, &mut sa, t);
+    split.then(|| args(sa, sb)).flatten().or_else(|| args(a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Batches of 16 x 32 f32 transposes whose source batch stride is `s` elements.
+    fn batch_of_transposes(s: isize) -> Normalized {
+        Normalized {
+            axes: vec![
+                PAxis {
+                    len: 16,
+                    dst: 1,
+                    src: 32,
+                },
+                PAxis {
+                    len: 32,
+                    dst: 16,
+                    src: 1,
+                },
+                PAxis {
+                    len: 8,
+                    dst: 512,
+                    src: s,
+                },
+            ],
+            dst_off: 0,
+            src_off: 0,
+            n: 16 * 32 * 8,
+        }
+    }
+
+    #[test]
+    fn a_split_that_does_not_fit_falls_back_to_the_sides_as_built() {
+        // The batch axis is shared: 4 matrices on side A, 2 on side B, full 64 x 64 tiles.
+        let a = tiled_args(&batch_of_transposes(1 << 20), 0, 0, 4, 4, 64).unwrap();
+        assert_eq!((a.len[1], a.chunk[1]), (4, 4));
+        assert_eq!((a.len[3], a.chunk[3], a.src_strides[3]), (2, 2, 4 << 20));
+        // With a source batch stride of 1.5e8 elements, side B's outer axis would reach
+        // 6e8 elements (2.4e9 bytes) past the tile origin, beyond the kernels' 32-bit offsets;
+        // the unsplit sides reach 4.5e8 elements (1.8e9 bytes) and fit.
+        let a = tiled_args(&batch_of_transposes(150_000_000), 0, 0, 4, 4, 64).unwrap();
+        assert_eq!((a.len[1], a.chunk[1]), (8, 4));
+        assert_eq!((a.len[3], a.chunk[3]), (1, 1));
+        // Too far for either: no tiled plan.
+        assert!(tiled_args(&batch_of_transposes(200_000_000), 0, 0, 4, 4, 64).is_none());
+    }
 }

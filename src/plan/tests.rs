@@ -1312,8 +1312,8 @@ fn huge_permutations_keep_64_bit_origins() {
 }
 
 /// Copies whose innermost axis is a contiguous run of 16, 32 or 64 bytes on both sides, and
-/// whose other axes are permuted, take the wide kernels when every run is 16-byte aligned,
-/// and match the reference on every path.
+/// whose other axes are permuted (sliced, reversed or broadcast), take the wide kernels when
+/// every run is 16-byte aligned, and match the reference on every path.
 #[test]
 fn wide_permutations_match_reference() {
     use DType::*;
@@ -1332,17 +1332,18 @@ fn wide_permutations_match_reference() {
         (F64, 1),
     ];
     let mut wide = [0usize; 5];
-    let mut total = 0;
+    let (mut total, mut broadcast) = (0, 0);
     for (from, run) in runs {
         for (n, outer) in outers.iter().enumerate() {
             let mut shape = outer.to_vec();
             shape.push(run);
             let r = shape.len();
             for (i, p) in permutations(r - 1).iter().enumerate() {
-                for variant in 0..4usize {
+                for variant in 0..6usize {
                     // 0: contiguous; 1: reversed on one outer axis; 2: rows padded by 16 bytes
                     // and sliced from the second row; 3: rows padded by one element
-                    // (misaligned runs, never wide).
+                    // (misaligned runs, never wide); 4: the source base one element off
+                    // (misaligned, never wide); 5: the source broadcast along one outer axis.
                     let mut seed: Vec<usize> = p.iter().map(|&a| r - a).collect();
                     seed.push(64);
                     let mut steps = vec![1isize; r];
@@ -1358,12 +1359,16 @@ fn wide_permutations_match_reference() {
                         3 => pads[r - 1] = 1,
                         _ => {}
                     }
+                    let mut bcast = vec![false; r];
+                    if variant == 5 {
+                        bcast[i % (r - 1)] = true;
+                    }
                     let src = OperandSpec {
                         perm_seed: seed,
                         steps,
                         pads,
                         starts,
-                        misalign: 0,
+                        misalign: u64::from(variant == 4),
                     };
                     let dst = OperandSpec {
                         perm_seed: (0..r).collect(),
@@ -1376,7 +1381,7 @@ fn wide_permutations_match_reference() {
                         shape: shape.clone(),
                         dst,
                         src,
-                        bcast: vec![false; r],
+                        bcast,
                         from,
                         to: from,
                         seed: (i * 31 + n * 7 + variant) as u64,
@@ -1388,11 +1393,12 @@ fn wide_permutations_match_reference() {
                         && args.wide != 0
                     {
                         assert!(
-                            variant != 3 && matches!(bytes, 16 | 32 | 64),
+                            !matches!(variant, 3 | 4) && matches!(bytes, 16 | 32 | 64),
                             "{shape:?} perm {p:?} variant {variant} {from:?} took a wide kernel"
                         );
                         assert_eq!(16 * args.wide as usize, bytes);
                         wide[args.wide as usize] += 1;
+                        broadcast += usize::from(variant == 5);
                     }
                     total += 1;
                     check_copy(&c).unwrap_or_else(|e| {
@@ -1408,5 +1414,9 @@ fn wide_permutations_match_reference() {
     assert!(
         wide[1] >= 75 && wide[2] >= 75 && wide[4] >= 50,
         "wide cases by vectors per run: {wide:?} of {total}"
+    );
+    assert!(
+        broadcast >= 20,
+        "{broadcast} broadcast sources took a wide kernel"
     );
 }
