@@ -240,6 +240,41 @@ fn origin32(g: &mut Gen, c: &mut Code) {
     c.line(format!("cvt.s64.s32 %boffs, {os};"));
 }
 
+/// For each slot of `side`: its inside-the-tile predicate (partial tiles only) and the
+/// address `base` plus the slot's offset.
+fn slot_bases(
+    g: &mut Gen,
+    c: &mut Code,
+    slots: &[Slot],
+    side: u64,
+    base: &str,
+    whole: bool,
+) -> Vec<(Option<String>, String)> {
+    slots
+        .iter()
+        .map(|sl| {
+            let p = (!whole).then(|| inside(g, c, side, sl));
+            let a = g.reg(Class::B64);
+            c.line(format!("mad.wide.s32 {a}, {}, 1, {base};", sl.off));
+            (p, a)
+        })
+        .collect()
+}
+
+/// For each slot of `side`: its inside-the-tile predicate (partial tiles only).
+fn slot_preds(
+    g: &mut Gen,
+    c: &mut Code,
+    slots: &[Slot],
+    side: u64,
+    whole: bool,
+) -> Vec<Option<String>> {
+    slots
+        .iter()
+        .map(|sl| (!whole).then(|| inside(g, c, side, sl)))
+        .collect()
+}
+
 /// The read phase: all loads of the thread, then conversions and shared stores. Predicated
 /// on the slots' coordinates unless the tile is known to be whole.
 #[allow(clippy::too_many_arguments)]
@@ -252,30 +287,12 @@ fn read_phase(
     whole: bool,
 ) -> String {
     let mut read = Code::default();
-    let pb: Vec<(Option<String>, String)> = rb
-        .iter()
-        .map(|sl| {
-            let p = (!whole).then(|| inside(g, &mut read, 1, sl));
-            let a = g.reg(Class::B64);
-            read.line(format!("mad.wide.s32 {a}, {}, 1, %sbase;", sl.off));
-            (p, a)
-        })
-        .collect();
-    let pa: Vec<Option<String>> = ra
-        .iter()
-        .map(|sl| (!whole).then(|| inside(g, &mut read, 0, sl)))
-        .collect();
+    let pb = slot_bases(g, &mut read, rb, 1, "%sbase", whole);
+    let pa = slot_preds(g, &mut read, ra, 0, whole);
     let mut loaded = Vec::new();
     for (k, sa) in ra.iter().enumerate() {
         for (i, (pbi, base)) in pb.iter().enumerate() {
-            let pr = match (&pa[k], pbi) {
-                (Some(x), Some(y)) => {
-                    let pr = g.reg(Class::Pred);
-                    read.line(format!("and.pred {pr}, {x}, {y};"));
-                    Some(pr)
-                }
-                _ => None,
-            };
+            let pr = both(g, &mut read, pa[k].as_deref(), pbi.as_deref());
             let at = g.reg(Class::B64);
             read.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sa.off));
             let v = load_scalar(
@@ -313,19 +330,8 @@ fn write_phase(
     whole: bool,
 ) -> String {
     let mut write = Code::default();
-    let pw: Vec<(Option<String>, String)> = wa
-        .iter()
-        .map(|sl| {
-            let p = (!whole).then(|| inside(g, &mut write, 0, sl));
-            let a = g.reg(Class::B64);
-            write.line(format!("mad.wide.s32 {a}, {}, 1, %dbase;", sl.off));
-            (p, a)
-        })
-        .collect();
-    let pbw: Vec<Option<String>> = wb
-        .iter()
-        .map(|sl| (!whole).then(|| inside(g, &mut write, 1, sl)))
-        .collect();
+    let pw = slot_bases(g, &mut write, wa, 0, "%dbase", whole);
+    let pbw = slot_preds(g, &mut write, wb, 1, whole);
     let mut vals = Vec::new();
     for k in 0..wb.len() {
         for i in 0..wa.len() {
@@ -335,14 +341,7 @@ fn write_phase(
         }
     }
     for (k, i, v) in vals {
-        let pr = match (&pw[i].0, &pbw[k]) {
-            (Some(x), Some(y)) => {
-                let pr = g.reg(Class::Pred);
-                write.line(format!("and.pred {pr}, {x}, {y};"));
-                Some(pr)
-            }
-            _ => None,
-        };
+        let pr = both(g, &mut write, pw[i].0.as_deref(), pbw[k].as_deref());
         let at = g.reg(Class::B64);
         write.line(format!("mad.wide.s32 {at}, {}, 1, {};", wb[k].off, pw[i].1));
         store_scalar(
@@ -894,19 +893,8 @@ pub(super) fn permute_wide_kernel(
     for whole in [false, true] {
         // Read: every load, the barrier, then every shared store.
         let mut read = Code::default();
-        let pb: Vec<(Option<String>, String)> = rb
-            .iter()
-            .map(|sl| {
-                let pr = (!whole).then(|| inside(&mut g, &mut read, 1, sl));
-                let a = g.reg(Class::B64);
-                read.line(format!("mad.wide.s32 {a}, {}, 1, %sbase;", sl.off));
-                (pr, a)
-            })
-            .collect();
-        let pa: Vec<Option<String>> = ra
-            .iter()
-            .map(|sl| (!whole).then(|| inside(&mut g, &mut read, 0, sl)))
-            .collect();
+        let pb = slot_bases(&mut g, &mut read, &rb, 1, "%sbase", whole);
+        let pa = slot_preds(&mut g, &mut read, &ra, 0, whole);
         let mut loaded = Vec::new();
         for (k, sa) in ra.iter().enumerate() {
             for (i, (pbi, base)) in pb.iter().enumerate() {
@@ -931,19 +919,8 @@ pub(super) fn permute_wide_kernel(
         }
         // Write: every shared load, then the global stores.
         let mut write = Code::default();
-        let pw: Vec<(Option<String>, String)> = wa
-            .iter()
-            .map(|sl| {
-                let pr = (!whole).then(|| inside(&mut g, &mut write, 0, sl));
-                let a = g.reg(Class::B64);
-                write.line(format!("mad.wide.s32 {a}, {}, 1, %dbase;", sl.off));
-                (pr, a)
-            })
-            .collect();
-        let pbw: Vec<Option<String>> = wb
-            .iter()
-            .map(|sl| (!whole).then(|| inside(&mut g, &mut write, 1, sl)))
-            .collect();
+        let pw = slot_bases(&mut g, &mut write, &wa, 0, "%dbase", whole);
+        let pbw = slot_preds(&mut g, &mut write, &wb, 1, whole);
         let mut vals = Vec::new();
         for k in 0..ny {
             for i in 0..nx {
