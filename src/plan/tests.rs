@@ -21,6 +21,17 @@ struct OperandSpec {
     misalign: u64,
 }
 
+/// A contiguous operand in standard layout, neither sliced nor offset.
+fn standard_spec(rank: usize) -> OperandSpec {
+    OperandSpec {
+        perm_seed: (0..rank).collect(),
+        steps: vec![1; rank],
+        pads: vec![0; rank],
+        starts: vec![0; rank],
+        misalign: 0,
+    }
+}
+
 fn operand_spec(rank: usize) -> impl Strategy<Value = OperandSpec> {
     (
         proptest::collection::vec(0usize..64, rank),
@@ -1064,13 +1075,7 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
                 starts,
                 misalign: (i % 3) as u64,
             };
-            let dst = OperandSpec {
-                perm_seed: (0..r).collect(),
-                steps: vec![1; r],
-                pads: vec![0; r],
-                starts: vec![0; r],
-                misalign: 0,
-            };
+            let dst = standard_spec(r);
             let (from, to) = [
                 (DType::U8, DType::U8),
                 (DType::F16, DType::F16),
@@ -1235,13 +1240,7 @@ fn packed_and_split_permutations_match_reference() {
                     starts,
                     misalign: 0,
                 };
-                let dst = OperandSpec {
-                    perm_seed: (0..r).collect(),
-                    steps: vec![1; r],
-                    pads: vec![0; r],
-                    starts: vec![0; r],
-                    misalign: 0,
-                };
+                let dst = standard_spec(r);
                 for from in [DType::U8, DType::F16, DType::I16] {
                     let c = Case {
                         shape: shape.to_vec(),
@@ -1370,13 +1369,7 @@ fn wide_permutations_match_reference() {
                         starts,
                         misalign: u64::from(variant == 4),
                     };
-                    let dst = OperandSpec {
-                        perm_seed: (0..r).collect(),
-                        steps: vec![1; r],
-                        pads: vec![0; r],
-                        starts: vec![0; r],
-                        misalign: 0,
-                    };
+                    let dst = standard_spec(r);
                     let c = Case {
                         shape: shape.clone(),
                         dst,
