@@ -516,23 +516,14 @@ pub(super) fn permute_kernel(
     let write_whole = writes.pop().expect("two write phases");
     let write = writes.pop().expect("two write phases");
 
-    t.render(
-        "permute.ptx",
-        &[
-            ("NAME", name.to_string()),
-            ("T", tt.to_string()),
-            ("BY", by.to_string()),
-            ("PITCH", p.to_string()),
-            ("TILE_BYTES", (tt * p * d.size).to_string()),
-            ("DECLS", g.decls()),
-            ("SETUP", setup.text()),
-            ("ORIGIN", origin),
-            ("READ", read),
-            ("WRITE", write),
-            ("READ_WHOLE", read_whole),
-            ("WRITE_WHOLE", write_whole),
-        ],
-    )
+    let parts = Parts {
+        geometry: (tt, by, p, tt * p * d.size),
+        decls: g.decls(),
+        setup: setup.text(),
+        origin,
+        phases: [(read, write), (read_whole, write_whole)],
+    };
+    render(t, name, parts, None)
 }
 
 /// The packed variants of `copy_permute_bN` for 1- and 2-byte elements
@@ -771,33 +762,20 @@ pub(super) fn permute_packed_kernel(
         store_words(&mut g, &mut write, pa.as_deref(), &base, &wb, &vals);
         phases.push((read.text(), write.text()));
     }
-    let (whole_r, whole_w) = phases.pop().expect("two phases");
-    let (read, write) = phases.pop().expect("two phases");
-    let text = t.render(
-        "permute.ptx",
-        &[
-            ("NAME", name.to_string()),
-            ("T", tt.to_string()),
-            ("BY", by.to_string()),
-            ("PITCH", pw.to_string()),
-            ("TILE_BYTES", total.to_string()),
-            ("DECLS", g.decls()),
-            ("SETUP", setup.text()),
-            ("ORIGIN", origin),
-            ("READ", read),
-            ("WRITE", write),
-            ("READ_WHOLE", whole_r),
-            ("WRITE_WHOLE", whole_w),
-        ],
-    );
-    // The template's comment describes the element-wise phases; these are the packed ones.
-    let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
+    let whole = phases.pop().expect("two phases");
+    let parts = Parts {
+        geometry: (tt, by, pw, total),
+        decls: g.decls(),
+        setup: setup.text(),
+        origin,
+        phases: [phases.pop().expect("two phases"), whole],
+    };
     let layout = if swz {
         format!("(pitch {pw} words, word columns XOR-swizzled by (row / {k}) mod 32)")
     } else {
         format!("(pitch {pw} words)")
     };
-    format!(
+    let doc = format!(
         "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
          // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots, block\n\
          // (32, {by}); the block first writes tables of its A groups' source offsets and\n\
@@ -806,9 +784,10 @@ pub(super) fn permute_packed_kernel(
          // transposes each block in registers (prmt) and stores {k} words to shared memory at\n\
          // [B slot][A group] {layout}; the write phase stores {nw} words per thread along\n\
          // the destination's fastest axis. Origin, whole-tile path and grid as in\n\
-         // copy_permute_bN.\n{body}",
+         // copy_permute_bN.\n",
         e.size
-    )
+    );
+    render(t, name, parts, Some(doc))
 }
 
 /// The wide kernel `copy_permute_wN` (`N = 16 v` bytes): a copy whose slots are runs of `v`
@@ -944,28 +923,15 @@ pub(super) fn permute_wide_kernel(
         }
         phases.push((read.text(), write.text()));
     }
-    let (whole_r, whole_w) = phases.pop().expect("two phases");
-    let (read, write) = phases.pop().expect("two phases");
-    let text = t.render(
-        "permute.ptx",
-        &[
-            ("NAME", name.to_string()),
-            ("T", tt.to_string()),
-            ("BY", by.to_string()),
-            ("PITCH", p.to_string()),
-            ("TILE_BYTES", (tt * p * 16).to_string()),
-            ("DECLS", g.decls()),
-            ("SETUP", setup.text()),
-            ("ORIGIN", origin),
-            ("READ", read),
-            ("WRITE", write),
-            ("READ_WHOLE", whole_r),
-            ("WRITE_WHOLE", whole_w),
-        ],
-    );
-    // The template's comment describes the element-wise phases; these are the wide ones.
-    let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
-    format!(
+    let whole = phases.pop().expect("two phases");
+    let parts = Parts {
+        geometry: (tt, by, p, tt * p * 16),
+        decls: g.decls(),
+        setup: setup.text(),
+        origin,
+        phases: [phases.pop().expect("two phases"), whole],
+    };
+    let doc = format!(
         "// Any-permutation copy of runs of {v} 16-byte vectors ({} bytes; PermuteArgs with\n\
          // wide = {v}, strides in 16-byte units; see src/kernels/permute.rs). Tiles of\n\
          // {tt} x {tt} runs, block (32, {by}). Read phase: lane tx takes vector tx % {v} of\n\
@@ -973,12 +939,56 @@ pub(super) fn permute_wide_kernel(
          // along the source's fastest axis; vectors go to shared memory at [A][B][vector]\n\
          // (pitch {p} vectors). Write phase: lane tx takes vector tx % {v} of A slots\n\
          // tx / {v} + {} i, row ty B slots ty + {by} k. Origin, whole-tile path and grid as\n\
-         // in copy_permute_bN.\n{body}",
+         // in copy_permute_bN.\n",
         16 * v,
         32 / v,
         32 / v,
         32 / v,
-    )
+    );
+    render(t, name, parts, Some(doc))
+}
+
+/// The generated parts of one permute kernel, for [`render`].
+struct Parts {
+    /// Slots per side, block rows, shared pitch (the template's `T`, `BY`, `PITCH`) and the
+    /// bytes of shared memory.
+    geometry: (u64, u64, u64, u64),
+    decls: String,
+    setup: String,
+    origin: String,
+    /// (read, write) phases for partial tiles, then for whole ones.
+    phases: [(String, String); 2],
+}
+
+/// Renders `permute.ptx` for kernel `name`; with `doc`, the template's comment (which
+/// describes the element-wise kernels) is replaced by it.
+fn render(t: &mut Templates, name: &str, parts: Parts, doc: Option<String>) -> String {
+    let (tt, by, pitch, bytes) = parts.geometry;
+    let [(read, write), (read_whole, write_whole)] = parts.phases;
+    let text = t.render(
+        "permute.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("T", tt.to_string()),
+            ("BY", by.to_string()),
+            ("PITCH", pitch.to_string()),
+            ("TILE_BYTES", bytes.to_string()),
+            ("DECLS", parts.decls),
+            ("SETUP", parts.setup),
+            ("ORIGIN", parts.origin),
+            ("READ", read),
+            ("WRITE", write),
+            ("READ_WHOLE", read_whole),
+            ("WRITE_WHOLE", write_whole),
+        ],
+    );
+    match doc {
+        None => text,
+        Some(doc) => {
+            let body = text.find(".shared").map_or(text.as_str(), |at| &text[at..]);
+            format!("{doc}{body}")
+        }
+    }
 }
 
 /// `x and y` as one predicate (`None` when neither is given: a whole tile).
