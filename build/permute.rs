@@ -101,6 +101,57 @@ fn slot(g: &mut Gen, c: &mut Code, side: u64, j: &str, strides: u64, shift: u32)
     Slot { packed, off }
 }
 
+/// A thread's slots, as `[rb, ra, wa, wb]`: for the read phase (source strides, elements of
+/// `2^ssh` bytes) B slots `lane + step i` (`i < nx`) and A slots `%ty + by k` (`k < ny`); for
+/// the write phase (destination strides, `2^dsh` bytes) A slots `lane + step i` and B slots
+/// `%ty + by k`.
+fn thread_slots(
+    g: &mut Gen,
+    setup: &mut Code,
+    (lane, step, nx): (&str, u64, u64),
+    (by, ny): (u64, u64),
+    (ssh, dsh): (u32, u32),
+) -> [Vec<Slot>; 4] {
+    let jx: Vec<String> = (0..nx)
+        .map(|i| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, {lane}, {};", step * i));
+            j
+        })
+        .collect();
+    let jy: Vec<String> = (0..ny)
+        .map(|k| {
+            let j = g.reg(Class::B32);
+            setup.line(format!("add.u32 {j}, %ty, {};", by * k));
+            j
+        })
+        .collect();
+    let mut slots = |js: &[String], side, strides, shift| -> Vec<Slot> {
+        js.iter()
+            .map(|j| slot(g, setup, side, j, strides, shift))
+            .collect()
+    };
+    [
+        slots(&jx, 1, SRC_STRIDES, ssh),
+        slots(&jy, 0, SRC_STRIDES, ssh),
+        slots(&jx, 0, DST_STRIDES, dsh),
+        slots(&jy, 1, DST_STRIDES, dsh),
+    ]
+}
+
+/// Loads the tile axes' chunks into `%c0..3` and sets `%pslots` when both sides use all `tt`
+/// slots.
+fn used_slots(g: &mut Gen, setup: &mut Code, tt: u64) {
+    for k in 0..4u64 {
+        setup.line(format!("ld.param.u32 %c{k}, [p_args+{}];", CHUNK + 8 * k));
+    }
+    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
+    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
+    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
+    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+}
+
 /// Sets `p` when the slot's coordinates lie inside the tile (`%rem{2 side}`, `%rem{2 side+1}`).
 fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
     let p = g.reg(Class::Pred);
@@ -442,46 +493,9 @@ pub(super) fn permute_kernel(
     setup.line(format!("mad.lo.u32 %tsw, {tmp}, {}, %tile;", d.size));
     setup.line(format!("mad.lo.u32 {tmp}, %tx, {p}, %ty;"));
     setup.line(format!("mad.lo.u32 %tsr, {tmp}, {}, %tile;", d.size));
-    let jx: Vec<String> = (0..nx)
-        .map(|i| {
-            let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, %tx, {};", 32 * i));
-            j
-        })
-        .collect();
-    let jy: Vec<String> = (0..ny)
-        .map(|k| {
-            let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, %ty, {};", by * k));
-            j
-        })
-        .collect();
-    let rb: Vec<Slot> = jx
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 1, j, SRC_STRIDES, ssh))
-        .collect();
-    let ra: Vec<Slot> = jy
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 0, j, SRC_STRIDES, ssh))
-        .collect();
-    let wa: Vec<Slot> = jx
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 0, j, DST_STRIDES, dsh))
-        .collect();
-    let wb: Vec<Slot> = jy
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 1, j, DST_STRIDES, dsh))
-        .collect();
+    let [rb, ra, wa, wb] = thread_slots(&mut g, &mut setup, ("%tx", 32, nx), (by, ny), (ssh, dsh));
 
-    // Chunks and whether every slot of both sides is used.
-    for k in 0..4u64 {
-        setup.line(format!("ld.param.u32 %c{k}, [p_args+{}];", CHUNK + 8 * k));
-    }
-    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
-    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
-    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
-    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
-    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+    used_slots(&mut g, &mut setup, tt);
 
     // Word stores: A slot 2 tx, its pair's shared address, and the flag.
     let words = (d.size == 2 && tt == 64).then(|| {
@@ -641,14 +655,7 @@ pub(super) fn permute_packed_kernel(
     let s0 = g.reg(Class::B32);
     setup.line(format!("ld.param.u32 {s0}, [p_args+{SRC_STRIDES}];"));
     setup.line(format!("shl.b32 {s0}, {s0}, {sh};"));
-    for kk in 0..4u64 {
-        setup.line(format!("ld.param.u32 %c{kk}, [p_args+{}];", CHUNK + 8 * kk));
-    }
-    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
-    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
-    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
-    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
-    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+    used_slots(&mut g, &mut setup, tt);
 
     // An entry of a table: packed coordinates (partial tiles only) and offset.
     // Whole tiles need only the offset (no coordinates: `inside` is not called for them).
@@ -828,44 +835,8 @@ pub(super) fn permute_wide_kernel(
     setup.line(format!("mad.lo.u32 {tmp}, {lq}, {p}, {lv};"));
     setup.line(format!("mad.lo.u32 {tmp}, %ty, {v}, {tmp};"));
     setup.line(format!("mad.lo.u32 %tsr, {tmp}, 16, %tile;"));
-    let jx: Vec<String> = (0..nx)
-        .map(|i| {
-            let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, {lq}, {};", 32 / v * i));
-            j
-        })
-        .collect();
-    let jy: Vec<String> = (0..ny)
-        .map(|k| {
-            let j = g.reg(Class::B32);
-            setup.line(format!("add.u32 {j}, %ty, {};", by * k));
-            j
-        })
-        .collect();
-    let rb: Vec<Slot> = jx
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 1, j, SRC_STRIDES, 4))
-        .collect();
-    let ra: Vec<Slot> = jy
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 0, j, SRC_STRIDES, 4))
-        .collect();
-    let wa: Vec<Slot> = jx
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 0, j, DST_STRIDES, 4))
-        .collect();
-    let wb: Vec<Slot> = jy
-        .iter()
-        .map(|j| slot(&mut g, &mut setup, 1, j, DST_STRIDES, 4))
-        .collect();
-    for k in 0..4u64 {
-        setup.line(format!("ld.param.u32 %c{k}, [p_args+{}];", CHUNK + 8 * k));
-    }
-    let (n0, n1) = (g.reg(Class::B32), g.reg(Class::B32));
-    setup.line(format!("mul.lo.u32 {n0}, %c0, %c1;"));
-    setup.line(format!("mul.lo.u32 {n1}, %c2, %c3;"));
-    setup.line(format!("setp.eq.u32 %pslots, {n0}, {tt};"));
-    setup.line(format!("setp.eq.and.u32 %pslots, {n1}, {tt}, %pslots;"));
+    let [rb, ra, wa, wb] = thread_slots(&mut g, &mut setup, (&lq, 32 / v, nx), (by, ny), (4, 4));
+    used_slots(&mut g, &mut setup, tt);
     let origin = origin(&mut g, (4, 4));
 
     let mut phases = Vec::new();
