@@ -160,8 +160,9 @@ class Mem:
             s.d[a+i]=x
 
 def fast_div32(d):
+    # The planner's 32-bit fast division (src/kernels/args.rs: fast_div32): q = (mul.hi(x, magic) + x) >> sh.
     if d<=1: return 0,0
-    sh=32-((d-1).bit_length()-0) if False else (d-1).bit_length()
+    sh=(d-1).bit_length()
     magic=((1<<32)*((1<<sh)-d)//d+1)&M32
     return magic,sh
 
