@@ -7,7 +7,8 @@
 //! `--quick` runs fewer repetitions (and every 11th permutation of the sweep); `--first-use` is
 //! the child mode that times the first fill and cast of a fresh process. Other arguments select
 //! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
-//! workloads) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
+//! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
+//! kernel) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
 //! median and the worst five per type); none selects all.
 
 mod common;
@@ -347,6 +348,81 @@ fn permute_workloads(b: &mut Bench) {
         );
     }
     devspan::__private::set_permute_grid_scale(0);
+}
+
+/// Copies with short contiguous runs whose outer axes fill the wide kernels' tiles well or
+/// poorly (a 9-element side that can or cannot borrow from the batch axis), each timed with the
+/// wide kernel (the planner's choice) and with the row kernel (`Steer::NoWide`).
+fn wide_fill_workloads(b: &mut Bench) {
+    let stream = b.stream.clone();
+    let n = PERMUTE_ELEMS;
+    let src8 = random_device::<u8>(&stream, n);
+    let mut out8 = stream.alloc_zeros::<u8>(n).unwrap();
+    let src16 = random_device::<f16>(&stream, n);
+    let mut out16 = stream.alloc_zeros::<f16>(n).unwrap();
+    // (shape, what the tiles hold): runs last; the two middle axes are transposed.
+    let cases: [(&[usize], &str); 6] = [
+        (
+            &[207_123, 9, 9, 16],
+            "16-byte runs, 9 x 9 transposes, batch split (27 x 27 of 32 x 32)",
+        ),
+        (
+            &[207_125, 9, 9, 16],
+            "16-byte runs, 9 x 9 transposes, no split (27 x 9 of 32 x 32)",
+        ),
+        (
+            &[67_108, 5, 50, 16],
+            "16-byte runs, 5 x 50 transposes (30 x 32 of 32 x 32)",
+        ),
+        (
+            &[167_772, 5, 5, 64],
+            "64-byte runs, 5 x 5 transposes, batch split (15 x 15 of 16 x 16)",
+        ),
+        (
+            &[167_771, 5, 5, 64],
+            "64-byte runs, 5 x 5 transposes, no split (15 x 5 of 16 x 16)",
+        ),
+        (
+            &[207_125, 9, 9, 32],
+            "32-byte runs, 9 x 9 transposes, no split (27 x 9 of 32 x 32)",
+        ),
+    ];
+    for (k, (shape, what)) in cases.iter().enumerate() {
+        for steer in [Steer::Default, Steer::NoWide] {
+            let how = if steer == Steer::NoWide {
+                " (row kernel)"
+            } else {
+                ""
+            };
+            let name = |t: &str| format!("{t} {shape:?} perm (0,2,1,3), {what}{how}");
+            if k == 5 {
+                let shape = [shape[0], shape[1], shape[2], shape[3] / 2];
+                permute_one(
+                    b,
+                    "wide-fill",
+                    name("f16"),
+                    &src16,
+                    &mut out16,
+                    &shape,
+                    &[0, 2, 1, 3],
+                    steer,
+                    None,
+                );
+            } else {
+                permute_one(
+                    b,
+                    "wide-fill",
+                    name("u8"),
+                    &src8,
+                    &mut out8,
+                    shape,
+                    &[0, 2, 1, 3],
+                    steer,
+                    None,
+                );
+            }
+        }
+    }
 }
 
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
@@ -734,6 +810,9 @@ fn main() {
     }
     if want("permute") {
         permute_workloads(&mut b);
+    }
+    if want("wide-fill") {
+        wide_fill_workloads(&mut b);
     }
     let sweep = if want("sweep") {
         permute_sweep(&mut b, quick)

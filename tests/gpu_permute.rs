@@ -478,7 +478,8 @@ fn wide_runs() {
         &mut paths,
     );
     println!("wide runs: paths {paths:?}");
-    for (kind, least) in [("permute_w16", 9), ("permute_w32", 12), ("permute_w64", 8)] {
+    // At least two shapes per kernel, three aligned slices each (tiles filled at least half).
+    for (kind, least) in [("permute_w16", 6), ("permute_w32", 6), ("permute_w64", 6)] {
         let n = paths.get(kind).copied().unwrap_or(0);
         assert!(n >= least, "{n} cases took {kind}: {paths:?}");
     }
