@@ -360,66 +360,57 @@ fn wide_fill_workloads(b: &mut Bench) {
     let mut out8 = stream.alloc_zeros::<u8>(n).unwrap();
     let src16 = random_device::<f16>(&stream, n);
     let mut out16 = stream.alloc_zeros::<f16>(n).unwrap();
-    // (shape, what the tiles hold): runs last; the two middle axes are transposed.
-    let cases: [(&[usize], &str); 6] = [
+    // (f16 elements, else u8; shape; what the tiles hold): runs last; the two middle axes are
+    // transposed.
+    let cases: [(bool, &[usize], &str); 6] = [
         (
+            false,
             &[207_123, 9, 9, 16],
             "16-byte runs, 9 x 9 transposes, batch split (27 x 27 of 32 x 32)",
         ),
         (
+            false,
             &[207_125, 9, 9, 16],
             "16-byte runs, 9 x 9 transposes, no split (27 x 9 of 32 x 32)",
         ),
         (
+            false,
             &[67_108, 5, 50, 16],
             "16-byte runs, 5 x 50 transposes (30 x 32 of 32 x 32)",
         ),
         (
+            false,
             &[167_772, 5, 5, 64],
             "64-byte runs, 5 x 5 transposes, batch split (15 x 15 of 16 x 16)",
         ),
         (
+            false,
             &[167_771, 5, 5, 64],
             "64-byte runs, 5 x 5 transposes, no split (15 x 5 of 16 x 16)",
         ),
         (
-            &[207_125, 9, 9, 32],
+            true,
+            &[207_125, 9, 9, 16],
             "32-byte runs, 9 x 9 transposes, no split (27 x 9 of 32 x 32)",
         ),
     ];
-    for (k, (shape, what)) in cases.iter().enumerate() {
+    let perm = [0, 2, 1, 3];
+    for (f16, shape, what) in cases {
         for steer in [Steer::Default, Steer::NoWide] {
             let how = if steer == Steer::NoWide {
                 " (row kernel)"
             } else {
                 ""
             };
-            let name = |t: &str| format!("{t} {shape:?} perm (0,2,1,3), {what}{how}");
-            if k == 5 {
-                let shape = [shape[0], shape[1], shape[2], shape[3] / 2];
+            let ty = if f16 { "f16" } else { "u8" };
+            let name = format!("{ty} {shape:?} perm (0,2,1,3), {what}{how}");
+            let group = "wide-fill";
+            if f16 {
                 permute_one(
-                    b,
-                    "wide-fill",
-                    name("f16"),
-                    &src16,
-                    &mut out16,
-                    &shape,
-                    &[0, 2, 1, 3],
-                    steer,
-                    None,
+                    b, group, name, &src16, &mut out16, shape, &perm, steer, None,
                 );
             } else {
-                permute_one(
-                    b,
-                    "wide-fill",
-                    name("u8"),
-                    &src8,
-                    &mut out8,
-                    shape,
-                    &[0, 2, 1, 3],
-                    steer,
-                    None,
-                );
+                permute_one(b, group, name, &src8, &mut out8, shape, &perm, steer, None);
             }
         }
     }

@@ -189,10 +189,12 @@ const WIDE_MIN_FILL: f64 = 0.5;
 /// whether it split.
 fn share_second_axis(full: &mut [PermuteAxis; 2], short: &mut [PermuteAxis; 2], t: u64) -> bool {
     let k = full[1];
-    if short[1] != UNUSED || short[0].chunk > t / 2 || k == UNUSED || k.len <= k.chunk {
-        return false;
-    }
-    if k.len % k.chunk != 0 {
+    if short[1] != UNUSED
+        || short[0].chunk > t / 2
+        || k == UNUSED
+        || k.len <= k.chunk
+        || k.len % k.chunk != 0
+    {
         return false;
     }
     let c = k.chunk as i64;
