@@ -9,7 +9,8 @@
 //! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
 //! kernel) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
-//! median and the worst five per type); none selects all.
+//! median and the worst five per type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
+//! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
 
 mod common;
 #[path = "../tests/common/mod.rs"]
@@ -770,6 +771,14 @@ fn main() {
         (None, None)
     };
 
+    if let Some(n) = std::env::var("DEVSPAN_BENCH_TILES_PER_BLOCK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        // The permute kernels' grid rule with another number of tiles per block.
+        devspan::__private::set_permute_tiles_per_block(n);
+        println!("permute grids: {n} tiles per block");
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let stream = devspan::new_stream(0).unwrap();
     let ctx = stream.context().clone();

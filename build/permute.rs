@@ -8,6 +8,7 @@ use super::{
     pfx, store_scalar, transpose_words,
 };
 
+const RANK: u64 = 24;
 const LEN: u64 = 32;
 const CHUNK: u64 = 96;
 const NCHUNKS: u64 = 160;
@@ -49,42 +50,35 @@ fn pitch(t: u64, d: Ty) -> u64 {
     t + (4 / d.size).max(1)
 }
 
-/// A slot's per-thread constants: local coordinates packed as `l0 | l1 << 16` (`0xFFFF` in
-/// both halves for a slot past the side's pieces, never below the remaining extents, which
-/// the origin clamps to 65535) and the byte offset of its element from the tile's origin, in
-/// 32 bits (the planner keeps every offset inside a tile within `i32`; the low 32 bits of the
-/// strides give the exact product then).
+/// A slot's per-thread constants: where its local coordinates come from (for partial tiles)
+/// and the byte offset of its element from the tile's origin, in 32 bits (the planner keeps
+/// every offset inside a tile within `i32`; the low 32 bits of the strides give the exact
+/// product then).
 struct Slot {
-    packed: String,
+    coords: Coords,
     off: String,
 }
 
+/// A slot's local coordinates.
+enum Coords {
+    /// Packed in a register as `l0 | l1 << 16` (`0xFFFF` in both halves for a slot past the
+    /// side's pieces, never below the remaining extents, which the origin clamps to 255).
+    Packed(String),
+    /// Two slots' coordinates in one register: half `h` (0 or 1) holds `l0 | l1 << 8` in bits
+    /// `16 h ..` (`0xFF` in both bytes for a slot past the side's pieces). Coordinates are
+    /// below 128, the most slots a side has.
+    Pair(String, u32),
+}
+
 /// Computes slot `j` (a `.b32` register) of `side` with the strides of one operand.
-fn slot(g: &mut Gen, c: &mut Code, side: u64, j: &str, strides: u64, shift: u32) -> Slot {
+fn slot(g: &mut Gen, c: &mut Code, (side, j): (u64, &str), (strides, shift): (u64, u32)) -> Slot {
     let c0 = g.reg(Class::B32);
-    let c1 = g.reg(Class::B32);
     c.line(format!(
         "ld.param.u32 {c0}, [p_args+{}];",
         CHUNK + 16 * side
     ));
-    c.line(format!(
-        "ld.param.u32 {c1}, [p_args+{}];",
-        CHUNK + 16 * side + 8
-    ));
-    let q = g.reg(Class::B32);
-    let r = g.reg(Class::B32);
-    let t = g.reg(Class::B32);
-    c.line(format!("div.u32 {q}, {j}, {c0};"));
-    c.line(format!("mul.lo.u32 {t}, {q}, {c0};"));
-    c.line(format!("sub.u32 {r}, {j}, {t};"));
-    let n = g.reg(Class::B32);
-    c.line(format!("mul.lo.u32 {n}, {c0}, {c1};"));
-    let pinv = g.reg(Class::Pred);
-    c.line(format!("setp.ge.u32 {pinv}, {j}, {n};"));
-    let packed = g.reg(Class::B32);
-    c.line(format!("shl.b32 {t}, {q}, 16;"));
-    c.line(format!("or.b32 {packed}, {t}, {r};"));
-    c.line(format!("@{pinv} mov.b32 {packed}, 0xFFFFFFFF;"));
+    let (q, r) = split_slot(g, c, j, &c0);
+    let coords = Coords::Packed(pack_coords(g, c, side, j, (&q, &r), &c0));
     let (s0, s1) = (g.reg(Class::B32), g.reg(Class::B32));
     c.line(format!(
         "ld.param.u32 {s0}, [p_args+{}];",
@@ -98,7 +92,41 @@ fn slot(g: &mut Gen, c: &mut Code, side: u64, j: &str, strides: u64, shift: u32)
     c.line(format!("mul.lo.s32 {off}, {r}, {s0};"));
     c.line(format!("mad.lo.s32 {off}, {q}, {s1}, {off};"));
     c.line(format!("shl.b32 {off}, {off}, {shift};"));
-    Slot { packed, off }
+    Slot { coords, off }
+}
+
+/// Splits slot index `j` by the side's first chunk `c0`: `(j / c0, j % c0)`.
+fn split_slot(g: &mut Gen, c: &mut Code, j: &str, c0: &str) -> (String, String) {
+    let (q, r, t) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!("div.u32 {q}, {j}, {c0};"));
+    c.line(format!("mul.lo.u32 {t}, {q}, {c0};"));
+    c.line(format!("sub.u32 {r}, {j}, {t};"));
+    (q, r)
+}
+
+/// The packed coordinates `r | q << 16` of slot `j` of `side`, or `0xFFFFFFFF` past the
+/// side's `c0 * c1` slots.
+fn pack_coords(
+    g: &mut Gen,
+    c: &mut Code,
+    side: u64,
+    j: &str,
+    (q, r): (&str, &str),
+    c0: &str,
+) -> String {
+    let (c1, n, t) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!(
+        "ld.param.u32 {c1}, [p_args+{}];",
+        CHUNK + 16 * side + 8
+    ));
+    c.line(format!("mul.lo.u32 {n}, {c0}, {c1};"));
+    let pinv = g.reg(Class::Pred);
+    c.line(format!("setp.ge.u32 {pinv}, {j}, {n};"));
+    let packed = g.reg(Class::B32);
+    c.line(format!("shl.b32 {t}, {q}, 16;"));
+    c.line(format!("or.b32 {packed}, {t}, {r};"));
+    c.line(format!("@{pinv} mov.b32 {packed}, 0xFFFFFFFF;"));
+    packed
 }
 
 /// A thread's slots, as `[rb, ra, wa, wb]`: for the read phase (source strides, elements of
@@ -111,6 +139,7 @@ fn thread_slots(
     (lane, step, nx): (&str, u64, u64),
     (by, ny): (u64, u64),
     (ssh, dsh): (u32, u32),
+    pair: bool,
 ) -> [Vec<Slot>; 4] {
     let jx: Vec<String> = (0..nx)
         .map(|i| {
@@ -127,9 +156,14 @@ fn thread_slots(
         })
         .collect();
     let mut slots = |js: &[String], side, strides, shift| -> Vec<Slot> {
-        js.iter()
-            .map(|j| slot(g, setup, side, j, strides, shift))
-            .collect()
+        let mut slots: Vec<Slot> = js
+            .iter()
+            .map(|j| slot(g, setup, (side, j), (strides, shift)))
+            .collect();
+        if pair {
+            pair_coords(g, setup, &mut slots);
+        }
+        slots
     };
     [
         slots(&jx, 1, SRC_STRIDES, ssh),
@@ -137,6 +171,25 @@ fn thread_slots(
         slots(&jx, 0, DST_STRIDES, dsh),
         slots(&jy, 1, DST_STRIDES, dsh),
     ]
+}
+
+/// Keeps the coordinates of two slots per register ([`Coords::Pair`]): the low bytes of
+/// each half of their packed coordinates.
+fn pair_coords(g: &mut Gen, c: &mut Code, slots: &mut [Slot]) {
+    for two in slots.chunks_mut(2) {
+        let packed = |s: &Slot| match &s.coords {
+            Coords::Packed(p) => p.clone(),
+            _ => unreachable!("pairs are made of packed coordinates"),
+        };
+        let a = packed(&two[0]);
+        let b = two.get(1).map_or_else(|| a.clone(), packed);
+        let pair = g.reg(Class::B32);
+        // Bytes 0 and 2 of a, then bytes 0 and 2 of b.
+        c.line(format!("prmt.b32 {pair}, {a}, {b}, 0x6420;"));
+        for (h, s) in two.iter_mut().enumerate() {
+            s.coords = Coords::Pair(pair.clone(), h as u32);
+        }
+    }
 }
 
 /// Loads the tile axes' chunks into `%c0..3` and sets `%pslots` when both sides use all `tt`
@@ -156,8 +209,16 @@ fn used_slots(g: &mut Gen, setup: &mut Code, tt: u64) {
 fn inside(g: &mut Gen, c: &mut Code, side: u64, s: &Slot) -> String {
     let p = g.reg(Class::Pred);
     let (l0, l1) = (g.reg(Class::B32), g.reg(Class::B32));
-    c.line(format!("and.b32 {l0}, {}, 65535;", s.packed));
-    c.line(format!("shr.u32 {l1}, {}, 16;", s.packed));
+    match &s.coords {
+        Coords::Packed(packed) => {
+            c.line(format!("and.b32 {l0}, {packed}, 65535;"));
+            c.line(format!("shr.u32 {l1}, {packed}, 16;"));
+        }
+        Coords::Pair(pair, h) => {
+            c.line(format!("bfe.u32 {l0}, {pair}, {}, 8;", 16 * h));
+            c.line(format!("bfe.u32 {l1}, {pair}, {}, 8;", 16 * h + 8));
+        }
+    }
     c.line(format!("setp.lt.u32 {p}, {l0}, %rem{};", 2 * side));
     c.line(format!(
         "setp.lt.and.u32 {p}, {l1}, %rem{}, {p};",
@@ -193,24 +254,29 @@ fn split_piece(g: &mut Gen, c: &mut Code, k: u64) -> (String, String, String) {
 }
 
 /// Splits the tile index `%bid` (below 2^31) over the pieces with 32-bit fast division:
-/// `%boffd` / `%boffs` (bytes), `%rem0..3`, and `%pfull` when the tile is whole on every side
-/// and every slot is used. With `PermuteArgs::origin32` set, offsets and remaining extents are
-/// summed in 32 bits (`origin32`), else in 64.
-fn origin(g: &mut Gen, (ssh, dsh): (u32, u32)) -> String {
+/// `%boffd` / `%boffs` (bytes) and `%pfull` when the tile is whole on every side and every
+/// slot is used; with `rem`, also the remaining extents `%rem0..3` (which partial tiles need).
+/// With `PermuteArgs::origin32` set, offsets and remaining extents are summed in 32 bits
+/// (`origin32`), else in 64. `tag` makes the labels distinct.
+fn origin(g: &mut Gen, (ssh, dsh): (u32, u32), tag: &str, rem: bool) -> String {
     let mut c = Code::default();
     let p32 = g.reg(Class::Pred);
     let flag = g.reg(Class::B32);
     c.line(format!("ld.param.u32 {flag}, [p_args+{ORIGIN32}];"));
     c.line(format!("setp.ne.u32 {p32}, {flag}, 0;"));
-    c.line("cvt.u32.u64 %x, %bid;");
-    c.line(format!("@{p32} bra.uni $ORIGIN32;"));
+    c.line("mov.b32 %x, %bid;");
+    c.line("mov.pred %pfull, %pslots;");
+    c.line(format!("@{p32} bra.uni $ORIGIN32{tag};"));
     c.line("mov.b64 %boffd, 0;");
     c.line("mov.b64 %boffs, 0;");
     let pr = g.reg(Class::Pred);
+    // The rank from the parameters where it is needed: no register held across the loop.
+    let rank = g.reg(Class::B32);
+    c.line(format!("ld.param.u32 {rank}, [p_args+{RANK}];"));
     for k in 0..AXES as u64 {
         if k >= 4 {
-            c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
-            c.line(format!("@{pr} bra.uni $ORIGIN_DONE;"));
+            c.line(format!("setp.eq.u32 {pr}, {rank}, {k};"));
+            c.line(format!("@{pr} bra.uni $ORIGIN_DONE{tag};"));
         }
         let (q, cc, _) = split_piece(g, &mut c, k);
         let c64 = g.reg(Class::B64);
@@ -232,36 +298,38 @@ fn origin(g: &mut Gen, (ssh, dsh): (u32, u32)) -> String {
             c.line(format!("ld.param.u64 {len}, [p_args+{}];", LEN + 8 * k));
             c.line(format!("mul.lo.u64 {t64}, {c64}, {ch};"));
             c.line(format!("sub.u64 {t64}, {len}, {t64};"));
-            c.line(format!("min.u64 {t64}, {t64}, 65535;"));
-            c.line(format!("cvt.u32.u64 %rem{k}, {t64};"));
+            // Whole along axis k when the rest of it holds a chunk (chunks are below 65536).
+            c.line(format!("setp.ge.and.u64 %pfull, {t64}, {ch}, %pfull;"));
+            if rem {
+                c.line(format!("min.u64 {t64}, {t64}, 255;"));
+                c.line(format!("cvt.u32.u64 %rem{k}, {t64};"));
+            }
         }
         c.line(format!("mov.b32 %x, {q};"));
     }
-    c.line("bra.uni $ORIGIN_DONE;");
-    origin32(g, &mut c);
-    c.label("$ORIGIN_DONE");
+    c.line(format!("bra.uni $ORIGIN_DONE{tag};"));
+    origin32(g, &mut c, tag, rem);
+    c.label(&format!("$ORIGIN_DONE{tag}"));
     c.line(format!("shl.b64 %boffd, %boffd, {dsh};"));
     c.line(format!("shl.b64 %boffs, %boffs, {ssh};"));
-    c.line("setp.ge.u32 %pfull, %rem0, %c0;");
-    for k in 1..4 {
-        c.line(format!("setp.ge.and.u32 %pfull, %rem{k}, %c{k}, %pfull;"));
-    }
-    c.line("and.pred %pfull, %pfull, %pslots;");
     c.text()
 }
 
 /// The 32-bit form of `origin`'s loop (label `$ORIGIN32`; ends by branching to
 /// `$ORIGIN_DONE` with `%boffd` / `%boffs` in elements).
-fn origin32(g: &mut Gen, c: &mut Code) {
-    c.label("$ORIGIN32");
+fn origin32(g: &mut Gen, c: &mut Code, tag: &str, rem: bool) {
+    c.label(&format!("$ORIGIN32{tag}"));
     let (od, os) = (g.reg(Class::B32), g.reg(Class::B32));
     c.line(format!("mov.b32 {od}, 0;"));
     c.line(format!("mov.b32 {os}, 0;"));
     let pr = g.reg(Class::Pred);
+    // The rank from the parameters where it is needed: no register held across the loop.
+    let rank = g.reg(Class::B32);
+    c.line(format!("ld.param.u32 {rank}, [p_args+{RANK}];"));
     for k in 0..AXES as u64 {
         if k >= 4 {
-            c.line(format!("setp.eq.u32 {pr}, %rank, {k};"));
-            c.line(format!("@{pr} bra.uni $ORIGIN32_DONE;"));
+            c.line(format!("setp.eq.u32 {pr}, {rank}, {k};"));
+            c.line(format!("@{pr} bra.uni $ORIGIN32_DONE{tag};"));
         }
         let (q, cc, t) = split_piece(g, c, k);
         // The low words of the steps: exact, as every origin offset is below 2^31.
@@ -282,11 +350,14 @@ fn origin32(g: &mut Gen, c: &mut Code) {
             c.line(format!("ld.param.u32 {len}, [p_args+{}];", LEN + 8 * k));
             c.line(format!("mul.lo.u32 {t}, {cc}, {ch};"));
             c.line(format!("sub.u32 {t}, {len}, {t};"));
-            c.line(format!("min.u32 %rem{k}, {t}, 65535;"));
+            c.line(format!("setp.ge.and.u32 %pfull, {t}, {ch}, %pfull;"));
+            if rem {
+                c.line(format!("min.u32 %rem{k}, {t}, 255;"));
+            }
         }
         c.line(format!("mov.b32 %x, {q};"));
     }
-    c.label("$ORIGIN32_DONE");
+    c.label(&format!("$ORIGIN32_DONE{tag}"));
     c.line(format!("cvt.s64.s32 %boffd, {od};"));
     c.line(format!("cvt.s64.s32 %boffs, {os};"));
 }
@@ -326,8 +397,9 @@ fn slot_preds(
         .collect()
 }
 
-/// The read phase: all loads of the thread, then conversions and shared stores. Predicated
-/// on the slots' coordinates unless the tile is known to be whole.
+/// The read phase, in two parts: all loads of the thread; then conversions, the barrier and
+/// the shared stores. Predicated on the slots' coordinates unless the tile is known to be
+/// whole.
 #[allow(clippy::too_many_arguments)]
 fn read_phase(
     g: &mut Gen,
@@ -336,7 +408,7 @@ fn read_phase(
     ra: &[Slot],
     rb: &[Slot],
     whole: bool,
-) -> String {
+) -> (String, String) {
     let mut read = Code::default();
     let pb = slot_bases(g, &mut read, rb, 1, "%sbase", whole);
     let pa = slot_preds(g, &mut read, ra, 0, whole);
@@ -357,18 +429,19 @@ fn read_phase(
             loaded.push((k as u64, i as u64, v));
         }
     }
+    let mut rest = Code::default();
     let converted: Vec<(u64, u64, String)> = loaded
         .into_iter()
-        .map(|(k, i, v)| (k, i, convert(g, &mut read, s, d, &v)))
+        .map(|(k, i, v)| (k, i, convert(g, &mut rest, s, d, &v)))
         .collect();
     // The previous tile's write phase must be done with the shared tile; this tile's loads
     // are already in flight.
-    read.line("bar.sync 0;");
+    rest.line("bar.sync 0;");
     for (k, i, y) in converted {
         let off = (by * k * p + 32 * i) * d.size;
-        store_scalar(&mut read, d, Space::Shared, &addr("%tsw", off), &y, None);
+        store_scalar(&mut rest, d, Space::Shared, &addr("%tsw", off), &y, None);
     }
-    read.text()
+    (read.text(), rest.text())
 }
 
 /// The write phase: all shared loads, then (predicated) global stores.
@@ -493,15 +566,27 @@ pub(super) fn permute_kernel(
     setup.line(format!("mad.lo.u32 %tsw, {tmp}, {}, %tile;", d.size));
     setup.line(format!("mad.lo.u32 {tmp}, %tx, {p}, %ty;"));
     setup.line(format!("mad.lo.u32 %tsr, {tmp}, {}, %tile;", d.size));
-    let [rb, ra, wa, wb] = thread_slots(&mut g, &mut setup, ("%tx", 32, nx), (by, ny), (ssh, dsh));
+    // Kernels with word stores keep their slots' coordinates in pairs: else ptxas 12.9 spills
+    // 4-8 bytes of them for sm_80 (64 registers there); the others keep them one per
+    // register, which ptxas fits in fewer registers for sm_90 (copy_permute_b4: 32 against
+    // 40 with pairs, a resident block of 512 threads more).
+    let words = d.size == 2 && tt == 64;
+    let [rb, ra, wa, wb] = thread_slots(
+        &mut g,
+        &mut setup,
+        ("%tx", 32, nx),
+        (by, ny),
+        (ssh, dsh),
+        words,
+    );
 
     used_slots(&mut g, &mut setup, tt);
 
     // Word stores: A slot 2 tx, its pair's shared address, and the flag.
-    let words = (d.size == 2 && tt == 64).then(|| {
+    let words = words.then(|| {
         let j = g.reg(Class::B32);
         setup.line(format!("shl.b32 {j}, %tx, 1;"));
-        let wa2 = slot(&mut g, &mut setup, 0, &j, DST_STRIDES, dsh);
+        let wa2 = slot(&mut g, &mut setup, (0, &j), (DST_STRIDES, dsh));
         let tmp = g.reg(Class::B32);
         setup.line(format!("mad.lo.u32 {tmp}, {j}, {p}, %ty;"));
         setup.line(format!("mad.lo.u32 %tsr2, {tmp}, {}, %tile;", d.size));
@@ -511,7 +596,7 @@ pub(super) fn permute_kernel(
         setup.line(format!("setp.ne.u32 {pw}, {flag}, 0;"));
         (wa2, pw)
     });
-    let origin = origin(&mut g, (ssh, dsh));
+    let origins = origins(&mut g, (ssh, dsh), true);
     let read = read_phase(&mut g, (s, d), (p, by), &ra, &rb, false);
     let read_whole = read_phase(&mut g, (s, d), (p, by), &ra, &rb, true);
     let mut writes = Vec::new();
@@ -534,8 +619,11 @@ pub(super) fn permute_kernel(
         geometry: (tt, by, p, tt * p * d.size),
         decls: g.decls(),
         setup: setup.text(),
-        origin,
-        phases: [(read, write), (read_whole, write_whole)],
+        origins,
+        phases: [
+            (read.0, read.1, write),
+            (read_whole.0, read_whole.1, write_whole),
+        ],
     };
     render(t, name, parts, None)
 }
@@ -608,8 +696,13 @@ pub(super) fn permute_packed_kernel(
     // The tables: A group `tid` (tid < gs), B slot `tid` (tid < tt).
     let ja = g.reg(Class::B32);
     setup.line(format!("mul.lo.u32 {ja}, {tid}, {k};"));
-    let ea = slot(&mut g, &mut setup, 0, &ja, SRC_STRIDES, sh);
-    let eb = slot(&mut g, &mut setup, 1, &tid, DST_STRIDES, sh);
+    let ea = slot(&mut g, &mut setup, (0, &ja), (SRC_STRIDES, sh));
+    let eb = slot(&mut g, &mut setup, (1, &tid), (DST_STRIDES, sh));
+    let packed = |s: &Slot| match &s.coords {
+        Coords::Packed(p) => p.clone(),
+        _ => unreachable!("table slots keep their coordinates packed"),
+    };
+    let (ea_packed, eb_packed) = (packed(&ea), packed(&eb));
     let (pa, pb) = (g.reg(Class::Pred), g.reg(Class::Pred));
     setup.line(format!("setp.lt.u32 {pa}, {tid}, {gs};"));
     setup.line(format!("setp.lt.u32 {pb}, {tid}, {tt};"));
@@ -617,11 +710,11 @@ pub(super) fn permute_packed_kernel(
     setup.line(format!("mad.lo.u32 {at}, {tid}, 8, %tile;"));
     setup.line(format!(
         "@{pa} st.shared.v2.u32 [{at}+{tab_a}], {{{}, {}}};",
-        ea.packed, ea.off
+        ea_packed, ea.off
     ));
     setup.line(format!(
         "@{pb} st.shared.v2.u32 [{at}+{tab_b}], {{{}, {}}};",
-        eb.packed, eb.off
+        eb_packed, eb.off
     ));
     setup.line("bar.sync 0;");
     // Table rows of this thread's first A group and first B slot (both `ag0`).
@@ -649,8 +742,8 @@ pub(super) fn permute_packed_kernel(
     let jb = g.reg(Class::B32);
     setup.line(format!("mul.lo.u32 {jb}, {bg}, {k};"));
     // The read side's B group and the write side's A group start at slot k * (tid % gs).
-    let rb = slot(&mut g, &mut setup, 1, &jb, SRC_STRIDES, sh);
-    let wa = slot(&mut g, &mut setup, 0, &jb, DST_STRIDES, sh);
+    let rb = slot(&mut g, &mut setup, (1, &jb), (SRC_STRIDES, sh));
+    let wa = slot(&mut g, &mut setup, (0, &jb), (DST_STRIDES, sh));
     // The source's axis-0 stride in bytes: from a group's first word to its others.
     let s0 = g.reg(Class::B32);
     setup.line(format!("ld.param.u32 {s0}, [p_args+{SRC_STRIDES}];"));
@@ -664,7 +757,7 @@ pub(super) fn permute_packed_kernel(
         if whole {
             c.line(format!("ld.shared.u32 {o}, [{base}+{}];", off + 4));
             return Slot {
-                packed: String::new(),
+                coords: Coords::Packed(String::new()),
                 off: o,
             };
         }
@@ -672,10 +765,19 @@ pub(super) fn permute_packed_kernel(
         c.line(format!(
             "ld.shared.v2.u32 {{{packed}, {o}}}, [{base}+{off}];"
         ));
-        Slot { packed, off: o }
+        Slot {
+            coords: Coords::Packed(packed),
+            off: o,
+        }
     };
 
-    let origin = origin(&mut g, (sh, sh));
+    // The next origin during the loads: for 2-byte elements (40 registers with it, 32
+    // without; on an H200 the f16 sweep's packed median was 0.845 with it, 0.768 without),
+    // not for 1-byte ones, where it costs resident blocks (sm_90: 128-slot tiles 50 registers
+    // instead of 40, u8 packed median 0.760 instead of 0.796; 64-slot tiles 40 instead of 32,
+    // 0.729 instead of 0.742).
+    let ahead = e.size == 2;
+    let origins = origins(&mut g, (sh, sh), ahead);
     let mut phases = Vec::new();
     for whole in [false, true] {
         // Read: m micro-blocks of k words each.
@@ -715,18 +817,19 @@ pub(super) fn permute_packed_kernel(
                 ));
             }
         }
+        let mut rest = Code::default();
         let blocks: Vec<Vec<String>> = words
             .chunks(k as usize)
-            .map(|block| transpose_words(&mut g, &mut read, e.size, block))
+            .map(|block| transpose_words(&mut g, &mut rest, e.size, block))
             .collect();
         // Shared addresses of the micro-blocks (swizzled columns).
         let cols: Vec<(String, u64)> = (0..m)
             .map(|i| {
                 if swz {
                     let a = g.reg(Class::B32);
-                    read.line(format!("add.u32 {a}, {ag0}, {};", rows * i));
-                    read.line(format!("xor.b32 {a}, {a}, {bgm};"));
-                    read.line(format!("mad.lo.u32 {a}, {a}, 4, %tsw;"));
+                    rest.line(format!("add.u32 {a}, {ag0}, {};", rows * i));
+                    rest.line(format!("xor.b32 {a}, {a}, {bgm};"));
+                    rest.line(format!("mad.lo.u32 {a}, {a}, 4, %tsw;"));
                     (a, 0)
                 } else {
                     ("%tsw".to_string(), 4 * rows * i)
@@ -734,12 +837,12 @@ pub(super) fn permute_packed_kernel(
             })
             .collect();
         // The previous tile's write phase must be done with the shared tile.
-        read.line("bar.sync 0;");
+        rest.line("bar.sync 0;");
         for (i, cols_i) in blocks.iter().enumerate() {
             let (a, off) = &cols[i];
             for (b, x) in cols_i.iter().enumerate() {
                 let off = off + 4 * b as u64 * pw;
-                store_scalar(&mut read, w, Space::Shared, &addr(a, off), x, None);
+                store_scalar(&mut rest, w, Space::Shared, &addr(a, off), x, None);
             }
         }
         // Write: nw words.
@@ -767,14 +870,14 @@ pub(super) fn permute_packed_kernel(
             })
             .collect();
         store_words(&mut g, &mut write, pa.as_deref(), &base, &wb, &vals);
-        phases.push((read.text(), write.text()));
+        phases.push((read.text(), rest.text(), write.text()));
     }
     let whole = phases.pop().expect("two phases");
     let parts = Parts {
         geometry: (tt, by, pw, total),
         decls: g.decls(),
         setup: setup.text(),
-        origin,
+        origins,
         phases: [phases.pop().expect("two phases"), whole],
     };
     let layout = if swz {
@@ -791,8 +894,14 @@ pub(super) fn permute_packed_kernel(
          // transposes each block in registers (prmt) and stores {k} words to shared memory at\n\
          // [B slot][A group] {layout}; the write phase stores {nw} words per thread along\n\
          // the destination's fastest axis. Origin, whole-tile path and grid as in\n\
-         // copy_permute_bN.\n",
-        e.size
+         // copy_permute_bN{}.\n",
+        e.size,
+        if ahead {
+            ""
+        } else {
+            ", except that whole tiles leave the next tile's origin to the\n\
+             // start of the next tile"
+        }
     );
     render(t, name, parts, Some(doc))
 }
@@ -835,9 +944,16 @@ pub(super) fn permute_wide_kernel(
     setup.line(format!("mad.lo.u32 {tmp}, {lq}, {p}, {lv};"));
     setup.line(format!("mad.lo.u32 {tmp}, %ty, {v}, {tmp};"));
     setup.line(format!("mad.lo.u32 %tsr, {tmp}, 16, %tile;"));
-    let [rb, ra, wa, wb] = thread_slots(&mut g, &mut setup, (&lq, 32 / v, nx), (by, ny), (4, 4));
+    let [rb, ra, wa, wb] = thread_slots(
+        &mut g,
+        &mut setup,
+        (&lq, 32 / v, nx),
+        (by, ny),
+        (4, 4),
+        false,
+    );
     used_slots(&mut g, &mut setup, tt);
-    let origin = origin(&mut g, (4, 4));
+    let origins = origins(&mut g, (4, 4), true);
 
     let mut phases = Vec::new();
     for whole in [false, true] {
@@ -860,9 +976,10 @@ pub(super) fn permute_wide_kernel(
                 loaded.push((off, x, y));
             }
         }
-        read.line("bar.sync 0;");
+        let mut rest = Code::default();
+        rest.line("bar.sync 0;");
         for (off, x, y) in loaded {
-            read.line(format!(
+            rest.line(format!(
                 "st.shared.v2.u64 {}, {{{x}, {y}}};",
                 addr("%tsw", off)
             ));
@@ -892,14 +1009,14 @@ pub(super) fn permute_wide_kernel(
                 pfx(pr.as_deref())
             ));
         }
-        phases.push((read.text(), write.text()));
+        phases.push((read.text(), rest.text(), write.text()));
     }
     let whole = phases.pop().expect("two phases");
     let parts = Parts {
         geometry: (tt, by, p, tt * p * 16),
         decls: g.decls(),
         setup: setup.text(),
-        origin,
+        origins,
         phases: [phases.pop().expect("two phases"), whole],
     };
     let doc = format!(
@@ -926,16 +1043,40 @@ struct Parts {
     geometry: (u64, u64, u64, u64),
     decls: String,
     setup: String,
-    origin: String,
-    /// (read, write) phases for partial tiles, then for whole ones.
-    phases: [(String, String); 2],
+    /// The tile origin (see [`origins`]): after a partial tile (and for a block's first
+    /// tile), and during a whole tile's loads.
+    origins: [String; 2],
+    /// The phases for partial tiles, then for whole ones: the read phase's loads, the rest of
+    /// the read phase (conversions, the barrier and the shared stores), the write phase.
+    phases: [(String, String, String); 2],
+}
+
+/// The tile origin, twice (with distinct labels): for the template's `ORIGIN`, computed after
+/// a partial tile, and `ORIGIN_NEXT`, computed for the next tile while a whole tile's loads
+/// are in flight. `ORIGIN_NEXT` leaves out the remaining extents: a partial tile after a
+/// whole one starts again at `ORIGIN`.
+///
+/// Without `ahead`, `ORIGIN_NEXT` only marks the next tile as not known to be whole, so that
+/// every tile's origin is computed at `ORIGIN`: for kernels whose registers would otherwise
+/// cost a resident block per multiprocessor.
+fn origins(g: &mut Gen, shifts: (u32, u32), ahead: bool) -> [String; 2] {
+    let next = if ahead {
+        origin(g, shifts, "_NEXT", false)
+    } else {
+        "\tmov.pred %pfull, 0;\n".to_string()
+    };
+    [origin(g, shifts, "", true), next]
 }
 
 /// Renders `permute.ptx` for kernel `name`; with `doc`, the template's comment (which
 /// describes the element-wise kernels) is replaced by it.
 fn render(t: &mut Templates, name: &str, parts: Parts, doc: Option<String>) -> String {
     let (tt, by, pitch, bytes) = parts.geometry;
-    let [(read, write), (read_whole, write_whole)] = parts.phases;
+    let [
+        (read, read_rest, write),
+        (read_whole, read_rest_whole, write_whole),
+    ] = parts.phases;
+    let [origin, origin_next] = parts.origins;
     let text = t.render(
         "permute.ptx",
         &[
@@ -946,10 +1087,13 @@ fn render(t: &mut Templates, name: &str, parts: Parts, doc: Option<String>) -> S
             ("TILE_BYTES", bytes.to_string()),
             ("DECLS", parts.decls),
             ("SETUP", parts.setup),
-            ("ORIGIN", parts.origin),
+            ("ORIGIN", origin),
+            ("ORIGIN_NEXT", origin_next),
             ("READ", read),
+            ("READ_REST", read_rest),
             ("WRITE", write),
             ("READ_WHOLE", read_whole),
+            ("READ_REST_WHOLE", read_rest_whole),
             ("WRITE_WHOLE", write_whole),
         ],
     );

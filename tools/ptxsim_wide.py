@@ -133,6 +133,11 @@ def run_kernel(text, params, glob, tid_dims, nblocks, shared_size, log):
             if o=='shl': R[d]=(A[0]<<A[1])&m; continue
             if o=='shr': R[d]=((A[0]&m)>>A[1]) if A[1]<w else 0; continue
             if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
+            if o=='bfe': R[d]=((A[0]&m)>>A[1])&((1<<A[2])-1); continue
+            if o=='prmt':
+                # Default mode: nibble i of the selector picks byte i of d from {b, a}.
+                src=(A[0]&M32)|((A[1]&M32)<<32)
+                R[d]=sum(((src>>(8*((A[2]>>(4*i))&7)))&255)<<(8*i) for i in range(4)); continue
             raise Exception('op '+op)
     for bx in range(nblocks):
         shared=bytearray(b'\xcc'*shared_size)

@@ -30,6 +30,8 @@ type FunctionKey = (usize, &'static str, DType, DType);
 struct Cache {
     modules: HashMap<ModuleKey, Arc<CudaModule>>,
     functions: HashMap<FunctionKey, CudaFunction>,
+    /// Resident blocks per multiprocessor of a kernel (at its one block size).
+    occupancy: HashMap<FunctionKey, u32>,
 }
 
 fn cache() -> &'static Mutex<Cache> {
@@ -38,8 +40,31 @@ fn cache() -> &'static Mutex<Cache> {
         Mutex::new(Cache {
             modules: HashMap::new(),
             functions: HashMap::new(),
+            occupancy: HashMap::new(),
         })
     })
+}
+
+/// How many blocks of `threads` threads of kernel `f` (the kernel `kind` for `from -> to`)
+/// a multiprocessor of `ctx`'s device keeps resident, as the driver computes it from the
+/// kernel's registers and shared memory; at least 1. Cached per kernel: every kernel is
+/// launched with one block size.
+fn blocks_per_sm(
+    ctx: &Arc<CudaContext>,
+    (kind, from, to): (&'static str, DType, DType),
+    f: &CudaFunction,
+    threads: u32,
+) -> Result<u32> {
+    let key = (ctx.cu_ctx() as usize, kind, from, to);
+    let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&n) = c.occupancy.get(&key) {
+        return Ok(n);
+    }
+    let n = f
+        .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?
+        .max(1);
+    c.occupancy.insert(key, n);
+    Ok(n)
 }
 
 fn no_module(name: &str) -> Error {
@@ -250,9 +275,12 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
         Plan::Permute { args, from, to } => {
             let (kind, block) = permute::permute_kernel(args);
             let f = copy_fn(stream, kind, *from, *to)?;
+            let threads = block.0 * block.1 * block.2;
+            let per_sm = blocks_per_sm(stream.context(), (kind, *from, *to), &f, threads)?;
+            let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let cfg = LaunchConfig {
                 grid_dim: (
-                    permute::permute_grid(args.tiles, sm_count(stream)?, block).max(1),
+                    permute::permute_grid(args.tiles, resident, args.tiles_per_block()).max(1),
                     1,
                     1,
                 ),

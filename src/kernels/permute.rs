@@ -18,7 +18,7 @@
 //!
 //! Block [`PERMUTE_BLOCK`] (the other kernels: [`permute_kernel`]), grid
 //! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid should be
-//! small enough that each block does many tiles). Static shared memory: the element-wise
+//! small enough that each block does many tiles, and fill whole waves of resident blocks). Static shared memory: the element-wise
 //! kernels' tile of `T * (T + pad) * size(D)` bytes (at most 33280); the packed kernels' tile
 //! of `T` rows of `T / k` words (`T / k + 1` where a side has fewer than 32 words) plus
 //! tables of 8 bytes per A word group and per B slot (at most 17664 bytes in all); the wide
@@ -401,32 +401,60 @@ impl PermuteArgs {
     }
 }
 
-/// Threads per multiprocessor that [`permute_grid`] fills at most (the most an SM keeps
-/// resident on every architecture from sm_52 up).
-pub const PERMUTE_THREADS_PER_SM: u32 = 2048;
-
-/// Tiles per block that [`permute_grid`] aims at once the device is full.
-pub const PERMUTE_TILES_PER_BLOCK: u64 = 8;
+/// Tiles per block that [`permute_grid`] aims at: [`PermuteArgs::tiles_per_block`].
+pub const PERMUTE_TILES_PER_BLOCK: u64 = 2;
+/// Tiles per block that [`permute_grid`] aims at for the 128-slot packed kernel, whose blocks
+/// start with a table of their slots in shared memory.
+pub const PERMUTE_PACKED128_TILES_PER_BLOCK: u64 = 8;
 /// Most blocks [`permute_grid`] launches per resident block.
 pub const PERMUTE_MAX_WAVES: u64 = 16;
 
-/// Grid (x) of a permute kernel with blocks of `block` on a device with `sms`
-/// multiprocessors; 0 when there is nothing to do. One block per tile up to a full device
-/// ([`PERMUTE_THREADS_PER_SM`] threads per multiprocessor), then one block per
-/// [`PERMUTE_TILES_PER_BLOCK`] tiles, up to [`PERMUTE_MAX_WAVES`] blocks per resident block.
+impl PermuteArgs {
+    /// Tiles per block for [`permute_grid`]: [`PERMUTE_PACKED128_TILES_PER_BLOCK`] for the
+    /// 128-slot packed kernel, else [`PERMUTE_TILES_PER_BLOCK`].
+    pub fn tiles_per_block(&self) -> u64 {
+        if u64::from(self.tile) == PERMUTE_PACKED_TILE {
+            PERMUTE_PACKED128_TILES_PER_BLOCK
+        } else {
+            PERMUTE_TILES_PER_BLOCK
+        }
+    }
+}
+
+/// Grid (x) of a permute kernel on a device that keeps `resident` of its blocks resident (all
+/// multiprocessors together; the driver's occupancy for the kernel); 0 when there is nothing
+/// to do. One block per tile up to a full device, then whole waves of `resident` blocks, as
+/// many as give each block `per_block` tiles ([`PermuteArgs::tiles_per_block`]), at most
+/// [`PERMUTE_MAX_WAVES`].
+///
 /// The blocks loop over tiles, so that their per-thread set-up is paid once for several
 /// tiles. (On an H200 a 64 x 64 f32 permutation of 2^16 tiles ran at 0.718 of a device memcpy
 /// with a block per tile, 0.845 with one resident set of blocks and 0.865 with 16 times as
-/// many.)
-pub fn permute_grid(tiles: u64, sms: u32, block: (u32, u32, u32)) -> u32 {
-    let threads = (block.0 * block.1 * block.2).max(1);
-    let per_sm = (PERMUTE_THREADS_PER_SM / threads).max(1);
-    let resident = u64::from(sms.max(1)) * u64::from(per_sm);
+/// many.) Whole waves: a last wave that fills part of the device leaves the rest idle (u8
+/// tiles of 128 x 128 at 3 blocks per multiprocessor: 5.17 waves). Sweep medians on an H200
+/// aiming at 2, 4, 8 and 16 tiles per block: wide kernels 0.951, 0.917, 0.897, 0.882 (f16,
+/// 64-byte runs) and 0.882, 0.862, 0.858, 0.850 (u8, 32-byte runs); packed u8 in 64-slot
+/// tiles 0.816, 0.794, 0.799, 0.787, in 128-slot tiles 0.797, 0.792, 0.806, 0.814.
+pub fn permute_grid(tiles: u64, resident: u64, per_block: u64) -> u32 {
+    let resident = resident.max(1);
+    let per_block = match TILES_PER_BLOCK.load(Ordering::Relaxed) {
+        0 => per_block.max(1),
+        n => u64::from(n),
+    };
     let blocks = match GRID_SCALE.load(Ordering::Relaxed) {
-        0 => (tiles / PERMUTE_TILES_PER_BLOCK).clamp(resident, resident * PERMUTE_MAX_WAVES),
+        0 => resident * (tiles / per_block / resident).clamp(1, PERMUTE_MAX_WAVES),
         scale => resident.saturating_mul(u64::from(scale)),
     };
     tiles.min(blocks).min(u64::from(PERMUTE_MAX_GRID)) as u32
+}
+
+/// Tiles per block for [`permute_grid`]'s rule, or 0 for [`PermuteArgs::tiles_per_block`].
+static TILES_PER_BLOCK: AtomicU32 = AtomicU32::new(0);
+
+/// Makes [`permute_grid`]'s rule aim at `n` tiles per block for every kernel, instead of
+/// [`PermuteArgs::tiles_per_block`] (0: back to it), for the whole process. For benchmarks.
+pub fn set_tiles_per_block(n: u32) {
+    TILES_PER_BLOCK.store(n, Ordering::Relaxed);
 }
 
 /// A fixed factor of resident blocks for [`permute_grid`], or 0 for its rule.
@@ -541,16 +569,27 @@ mod tests {
         for t in (0..big.tiles).step_by(997).chain(big.tiles - 4..big.tiles) {
             big.tile_origin(t);
         }
-        assert_eq!(permute_grid(0, 132, PERMUTE_BLOCK), 0);
-        assert_eq!(permute_grid(500, 132, PERMUTE_BLOCK), 500);
-        // A full device, then 8 tiles per block, at most 16 blocks per resident block.
-        assert_eq!(permute_grid(2000, 132, PERMUTE_BLOCK), 132 * 4);
-        assert_eq!(permute_grid(65536, 132, PERMUTE_BLOCK), 8192);
-        assert_eq!(permute_grid(1 << 30, 132, PERMUTE_BLOCK), 132 * 4 * 16);
-        assert_eq!(
-            permute_grid(1 << 30, 132, PERMUTE_SMALL_BLOCK),
-            132 * 8 * 16
-        );
+        // 132 multiprocessors with 4 resident blocks each: 528.
+        assert_eq!(permute_grid(0, 528, 2), 0);
+        assert_eq!(permute_grid(500, 528, 2), 500);
+        // A full device, then whole waves of 8 tiles per block, at most 16 waves.
+        assert_eq!(permute_grid(2000, 528, 8), 528);
+        assert_eq!(permute_grid(65536, 528, 8), 528 * 15);
+        assert_eq!(permute_grid(1 << 30, 528, 8), 528 * 16);
+        // 3 resident blocks per multiprocessor: 5 waves, not 2048 blocks (5.17 waves).
+        assert_eq!(permute_grid(16384, 396, 8), 396 * 5);
+        assert_eq!(permute_grid(16384, 0, 8), 16);
+        // 2 tiles per block.
+        assert_eq!(permute_grid(8192, 264, 2), 264 * 15);
+        assert_eq!(permute_grid(2000, 264, 2), 264 * 3);
+        assert_eq!(permute_grid(2000, 264, 0), 264 * 7);
+        let square = [ax(256, 128, 1, 256), one, ax(256, 128, 256, 1), one];
+        let packed128 = PermuteArgs::new(0, 0, square, &[], PERMUTE_PACKED_TILE, 1, 1)
+            .and_then(|a| a.packed(1))
+            .unwrap();
+        assert_eq!(packed128.tiles_per_block(), 8);
+        let small = new([ax(64, 32, 1, 64), one, ax(64, 32, 64, 1), one], &[]).unwrap();
+        assert_eq!(small.tiles_per_block(), 2);
         // 2^31 tiles or more: not for these kernels.
         let big = ax(1 << 40, 1, 1, 1);
         assert!(new([ax(64, 32, 1, 64), one, ax(64, 32, 64, 1), one], &[big]).is_none());
