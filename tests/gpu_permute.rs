@@ -489,6 +489,54 @@ fn wide_runs() {
     );
 }
 
+/// Grids of a few blocks, so that every block loops over many tiles: whole tiles computing
+/// the next tile's origin while their loads are in flight, whole tiles followed by partial
+/// ones and back, for every kernel family (element-wise, word stores, packed in 64- and
+/// 128-slot tiles, wide). Three blocks: each block's tiles are not neighbours.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn few_blocks_loop_over_whole_and_partial_tiles() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(49);
+    let mut paths = Paths::new();
+    devspan::__private::set_permute_max_grid(3);
+    for shape in [vec![130usize, 3, 70], vec![2, 66, 3, 130]] {
+        let sl = full(shape.len());
+        let perms = permutations(shape.len());
+        permuted_cases::<f32, f32>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f32, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f64, i16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+    }
+    for shape in [vec![68usize, 132], vec![64, 8, 68], vec![16, 4, 16, 8]] {
+        let sl = full(shape.len());
+        let perms = permutations(shape.len());
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+    }
+    for shape in [vec![4usize, 32, 8, 36], vec![36, 5, 32, 8]] {
+        let perms = permutations(4);
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(4), &perms, &mut paths);
+    }
+    for shape in [vec![37usize, 70, 16], vec![37, 70, 32], vec![9, 40, 17, 64]] {
+        let perms = outer_permutations(shape.len());
+        let sl = full(shape.len());
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+    }
+    devspan::__private::set_permute_max_grid(0);
+    println!("few blocks: paths {paths:?}");
+    for kind in [
+        "permute",
+        "permute_words",
+        "permute_packed",
+        "permute_packed128",
+        "permute_w16",
+        "permute_w32",
+        "permute_w64",
+    ] {
+        assert!(paths.contains_key(kind), "no case took {kind}: {paths:?}");
+    }
+}
+
 /// A small subset for compute-sanitizer (memcheck): partial tiles on every side, merged
 /// axes, negative strides, a cast.
 #[test]

@@ -445,7 +445,20 @@ pub fn permute_grid(tiles: u64, resident: u64, per_block: u64) -> u32 {
         0 => resident * (tiles / per_block / resident).clamp(1, PERMUTE_MAX_WAVES),
         scale => resident.saturating_mul(u64::from(scale)),
     };
-    tiles.min(blocks).min(u64::from(PERMUTE_MAX_GRID)) as u32
+    let cap = match MAX_GRID.load(Ordering::Relaxed) {
+        0 => PERMUTE_MAX_GRID,
+        n => n.min(PERMUTE_MAX_GRID),
+    };
+    tiles.min(blocks).min(u64::from(cap)) as u32
+}
+
+/// A cap on [`permute_grid`], or 0 for none.
+static MAX_GRID: AtomicU32 = AtomicU32::new(0);
+
+/// Caps the permute kernels' grids at `n` blocks (0: no cap), for the whole process: for tests
+/// that make every block loop over many tiles (any grid is correct).
+pub fn set_max_grid(n: u32) {
+    MAX_GRID.store(n, Ordering::Relaxed);
 }
 
 /// Tiles per block for [`permute_grid`]'s rule, or 0 for [`PermuteArgs::tiles_per_block`].
