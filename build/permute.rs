@@ -774,8 +774,8 @@ pub(super) fn permute_packed_kernel(
     // The next origin during the loads: for 2-byte elements (40 registers with it, 32
     // without; on an H200 the f16 sweep's packed median was 0.845 with it, 0.768 without),
     // not for 1-byte ones, where it costs resident blocks (sm_90: 128-slot tiles 50 registers
-    // instead of 40, u8 packed median 0.760 instead of 0.796; 64-slot tiles 40 instead of 32,
-    // 0.729 instead of 0.742).
+    // instead of 40, u8 packed median 0.760 instead of 0.796; 64-slot tiles 40 instead of
+    // 32). BENCHMARKS.md, "Permutations, sixth session", step P.
     let ahead = e.size == 2;
     let origins = origins(&mut g, (sh, sh), ahead);
     let mut phases = Vec::new();
