@@ -464,8 +464,8 @@ pub fn set_max_grid(n: u32) {
 /// Tiles per block for [`permute_grid`]'s rule, or 0 for [`PermuteArgs::tiles_per_block`].
 static TILES_PER_BLOCK: AtomicU32 = AtomicU32::new(0);
 
-/// Makes [`permute_grid`]'s rule aim at `n` tiles per block for every kernel, instead of
-/// [`PermuteArgs::tiles_per_block`] (0: back to it), for the whole process. For benchmarks.
+/// Makes the permute kernels' grids aim at `n` tiles per block for every kernel, instead of
+/// each kernel's own number (0: back to those), for the whole process. For benchmarks.
 pub fn set_tiles_per_block(n: u32) {
     TILES_PER_BLOCK.store(n, Ordering::Relaxed);
 }
