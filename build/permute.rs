@@ -315,8 +315,9 @@ fn origin(g: &mut Gen, (ssh, dsh): (u32, u32), tag: &str, rem: bool) -> String {
     c.text()
 }
 
-/// The 32-bit form of `origin`'s loop (label `$ORIGIN32`; ends by branching to
-/// `$ORIGIN_DONE` with `%boffd` / `%boffs` in elements).
+/// The 32-bit form of `origin`'s loop (label `$ORIGIN32{tag}`; ends at its label
+/// `$ORIGIN32_DONE{tag}`, just before `origin`'s `$ORIGIN_DONE{tag}`, with `%boffd` / `%boffs`
+/// in elements).
 fn origin32(g: &mut Gen, c: &mut Code, tag: &str, rem: bool) {
     c.label(&format!("$ORIGIN32{tag}"));
     let (od, os) = (g.reg(Class::B32), g.reg(Class::B32));

@@ -496,10 +496,18 @@ fn wide_runs() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn few_blocks_loop_over_whole_and_partial_tiles() {
+    /// Lifts the grid cap when the test ends, also when it fails.
+    struct Cap;
+    impl Drop for Cap {
+        fn drop(&mut self) {
+            devspan::__private::set_permute_max_grid(0);
+        }
+    }
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(49);
     let mut paths = Paths::new();
     devspan::__private::set_permute_max_grid(3);
+    let cap = Cap;
     for shape in [vec![130usize, 3, 70], vec![2, 66, 3, 130]] {
         let sl = full(shape.len());
         let perms = permutations(shape.len());
@@ -513,16 +521,28 @@ fn few_blocks_loop_over_whole_and_partial_tiles() {
         permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
         permuted_cases::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
     }
-    for shape in [vec![4usize, 32, 8, 36], vec![36, 5, 32, 8]] {
-        let perms = permutations(4);
-        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(4), &perms, &mut paths);
+    // 128-slot packed tiles, whole and partial ones in every block.
+    for shape in [
+        vec![4usize, 32, 8, 36],
+        vec![36, 5, 32, 8],
+        vec![8, 264, 260],
+    ] {
+        let (r, perms) = (shape.len(), permutations(shape.len()));
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(r), &perms, &mut paths);
     }
-    for shape in [vec![37usize, 70, 16], vec![37, 70, 32], vec![9, 40, 17, 64]] {
+    // Wide kernels: 16-, 32- and 64-byte runs, whole and partial tiles in every block.
+    for shape in [
+        vec![100usize, 70, 16],
+        vec![100, 70, 32],
+        vec![37, 70, 16],
+        vec![37, 70, 32],
+        vec![9, 40, 17, 64],
+    ] {
         let perms = outer_permutations(shape.len());
         let sl = full(shape.len());
         permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
     }
-    devspan::__private::set_permute_max_grid(0);
+    drop(cap);
     println!("few blocks: paths {paths:?}");
     for kind in [
         "permute",

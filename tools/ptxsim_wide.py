@@ -107,19 +107,19 @@ def run_kernel(text, params, glob, tid_dims, nblocks, shared_size, log):
                 elif st=='u32': x&=M32
                 R[d]=x&(M64 if dt[1:]=='64' else M32); continue
             if o=='setp':
-                cmp=parts[1]; ty=parts[-1]; comb=parts[2] if len(parts)==4 else None
-                a,b=val(ops[1]),val(ops[2]); w=int(ty[1:])
+                cmp=parts[1]; tp=parts[-1]; comb=parts[2] if len(parts)==4 else None
+                a,b=val(ops[1]),val(ops[2]); w=int(tp[1:])
                 m=(1<<w)-1; a&=m; b&=m
-                if ty[0]=='s': a=a-(1<<w) if a>>(w-1) else a; b=b-(1<<w) if b>>(w-1) else b
+                if tp[0]=='s': a=a-(1<<w) if a>>(w-1) else a; b=b-(1<<w) if b>>(w-1) else b
                 r={'ge':a>=b,'eq':a==b,'lt':a<b,'ne':a!=b,'gt':a>b,'le':a<=b}[cmp]
                 if comb=='and': r=r and R[ops[3]]
                 R[d]=bool(r); continue
             if o=='and' and parts[1]=='pred': R[d]=R[ops[1]] and R[ops[2]]; continue
-            ty=parts[-1]; w=int(ty[1:]); m=(1<<w)-1
+            tp=parts[-1]; w=int(tp[1:]); m=(1<<w)-1
             def sg(x,ww): x&=(1<<ww)-1; return x-(1<<ww) if x>>(ww-1) else x
             A=[val(x) for x in ops[1:]]
             if o=='mad' and parts[1]=='wide':
-                R[d]=(sg(A[0],32)*sg(A[1],32)+A[2])&M64 if ty=='s32' else ((A[0]&M32)*(A[1]&M32)+A[2])&M64; continue
+                R[d]=(sg(A[0],32)*sg(A[1],32)+A[2])&M64 if tp=='s32' else ((A[0]&M32)*(A[1]&M32)+A[2])&M64; continue
             if o=='mul' and parts[1]=='wide':
                 R[d]=((A[0]&M32)*(A[1]&M32))&M64; continue
             if o=='mul' and parts[1]=='hi': R[d]=((A[0]&m)*(A[1]&m))>>w; continue
@@ -133,11 +133,6 @@ def run_kernel(text, params, glob, tid_dims, nblocks, shared_size, log):
             if o=='shl': R[d]=(A[0]<<A[1])&m; continue
             if o=='shr': R[d]=((A[0]&m)>>A[1]) if A[1]<w else 0; continue
             if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
-            if o=='bfe': R[d]=((A[0]&m)>>A[1])&((1<<A[2])-1); continue
-            if o=='prmt':
-                # Default mode: nibble i of the selector picks byte i of d from {b, a}.
-                src=(A[0]&M32)|((A[1]&M32)<<32)
-                R[d]=sum(((src>>(8*((A[2]>>(4*i))&7)))&255)<<(8*i) for i in range(4)); continue
             raise Exception('op '+op)
     for bx in range(nblocks):
         shared=bytearray(b'\xcc'*shared_size)

@@ -17,12 +17,12 @@
 //! past `chunk[lo] * chunk[hi]` and coordinates past the axis end are skipped.
 //!
 //! Block [`PERMUTE_BLOCK`] (the other kernels: [`permute_kernel`]), grid
-//! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid should be
-//! small enough that each block does many tiles, and fill whole waves of resident blocks). Static shared memory: the element-wise
-//! kernels' tile of `T * (T + pad) * size(D)` bytes (at most 33280); the packed kernels' tile
-//! of `T` rows of `T / k` words (`T / k + 1` where a side has fewer than 32 words) plus
-//! tables of 8 bytes per A word group and per B slot (at most 17664 bytes in all); the wide
-//! kernels' tile of `T` rows of `v (T + 1)` vectors (at most 33792 bytes).
+//! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid fills
+//! whole waves of resident blocks, each doing a few tiles). Static shared memory: the
+//! element-wise kernels' tile of `T * (T + pad) * size(D)` bytes (at most 33280); the packed
+//! kernels' tile of `T` rows of `T / k` words (`T / k + 1` where a side has fewer than 32
+//! words) plus tables of 8 bytes per A word group and per B slot (at most 17664 bytes in all);
+//! the wide kernels' tile of `T` rows of `v (T + 1)` vectors (at most 33792 bytes).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
