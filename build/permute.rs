@@ -70,15 +70,31 @@ enum Coords {
     Pair(String, u32),
 }
 
-/// Computes slot `j` (a `.b32` register) of `side` with the strides of one operand.
+/// Computes slot `j` (a `.b32` register) of `side` with the strides of one operand: its
+/// packed coordinates `r | q << 16` (`q, r = j / c0, j % c0`; `0xFFFFFFFF` past the side's
+/// `c0 * c1` slots) and its offset.
 fn slot(g: &mut Gen, c: &mut Code, (side, j): (u64, &str), (strides, shift): (u64, u32)) -> Slot {
     let c0 = g.reg(Class::B32);
     c.line(format!(
         "ld.param.u32 {c0}, [p_args+{}];",
         CHUNK + 16 * side
     ));
-    let (q, r) = split_slot(g, c, j, &c0);
-    let coords = Coords::Packed(pack_coords(g, c, side, j, (&q, &r), &c0));
+    let (q, r, t) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!("div.u32 {q}, {j}, {c0};"));
+    c.line(format!("mul.lo.u32 {t}, {q}, {c0};"));
+    c.line(format!("sub.u32 {r}, {j}, {t};"));
+    let (c1, n, t) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+    c.line(format!(
+        "ld.param.u32 {c1}, [p_args+{}];",
+        CHUNK + 16 * side + 8
+    ));
+    c.line(format!("mul.lo.u32 {n}, {c0}, {c1};"));
+    let pinv = g.reg(Class::Pred);
+    c.line(format!("setp.ge.u32 {pinv}, {j}, {n};"));
+    let packed = g.reg(Class::B32);
+    c.line(format!("shl.b32 {t}, {q}, 16;"));
+    c.line(format!("or.b32 {packed}, {t}, {r};"));
+    c.line(format!("@{pinv} mov.b32 {packed}, 0xFFFFFFFF;"));
     let (s0, s1) = (g.reg(Class::B32), g.reg(Class::B32));
     c.line(format!(
         "ld.param.u32 {s0}, [p_args+{}];",
@@ -92,41 +108,10 @@ fn slot(g: &mut Gen, c: &mut Code, (side, j): (u64, &str), (strides, shift): (u6
     c.line(format!("mul.lo.s32 {off}, {r}, {s0};"));
     c.line(format!("mad.lo.s32 {off}, {q}, {s1}, {off};"));
     c.line(format!("shl.b32 {off}, {off}, {shift};"));
-    Slot { coords, off }
-}
-
-/// Splits slot index `j` by the side's first chunk `c0`: `(j / c0, j % c0)`.
-fn split_slot(g: &mut Gen, c: &mut Code, j: &str, c0: &str) -> (String, String) {
-    let (q, r, t) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
-    c.line(format!("div.u32 {q}, {j}, {c0};"));
-    c.line(format!("mul.lo.u32 {t}, {q}, {c0};"));
-    c.line(format!("sub.u32 {r}, {j}, {t};"));
-    (q, r)
-}
-
-/// The packed coordinates `r | q << 16` of slot `j` of `side`, or `0xFFFFFFFF` past the
-/// side's `c0 * c1` slots.
-fn pack_coords(
-    g: &mut Gen,
-    c: &mut Code,
-    side: u64,
-    j: &str,
-    (q, r): (&str, &str),
-    c0: &str,
-) -> String {
-    let (c1, n, t) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
-    c.line(format!(
-        "ld.param.u32 {c1}, [p_args+{}];",
-        CHUNK + 16 * side + 8
-    ));
-    c.line(format!("mul.lo.u32 {n}, {c0}, {c1};"));
-    let pinv = g.reg(Class::Pred);
-    c.line(format!("setp.ge.u32 {pinv}, {j}, {n};"));
-    let packed = g.reg(Class::B32);
-    c.line(format!("shl.b32 {t}, {q}, 16;"));
-    c.line(format!("or.b32 {packed}, {t}, {r};"));
-    c.line(format!("@{pinv} mov.b32 {packed}, 0xFFFFFFFF;"));
-    packed
+    Slot {
+        coords: Coords::Packed(packed),
+        off,
+    }
 }
 
 /// A thread's slots, as `[rb, ra, wa, wb]`: for the read phase (source strides, elements of
