@@ -1886,6 +1886,15 @@ fn build_modules(t: &mut Templates) -> Vec<(String, String)> {
                 ));
             }
         }
+        if size == 1 {
+            for (kind, tt, by) in permute::VEC_VARIANTS {
+                ks.push(permute::permute_vec_kernel(
+                    t,
+                    &format!("copy_{kind}_{n}"),
+                    (tt, by),
+                ));
+            }
+        }
         push_kernels(t, &mut mods, ks);
     }
     for s in TYPES {

@@ -9,7 +9,8 @@
 //! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
 //! kernel) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
-//! median and the worst five per type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
+//! median and the worst five per type; `sweep-f32`, `sweep-f16`, `sweep-u8` for one type);
+//! none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
 
 mod common;
@@ -421,7 +422,8 @@ fn wide_fill_workloads(b: &mut Bench) {
 /// range of this type's rows. Cases planned to the permute kernels are timed a second time
 /// with the transpose kernels where those apply (group `sweep-transpose`), cases planned to
 /// the packed permute kernels without them (group `sweep-unpacked`), cases planned to the wide
-/// kernels with the row kernels (group `sweep-rows`).
+/// kernels with the row kernels (group `sweep-rows`), cases planned to the vector kernel
+/// without it (group `sweep-novec`).
 fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<usize> {
     let stream = b.stream.clone();
     let src = random_device::<T>(&stream, PERMUTE_ELEMS);
@@ -446,6 +448,7 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
             let alternatives: &[Steer] = match b.rows.last().unwrap().path.as_str() {
                 "permute" | "permute32" | "permute_words" => &[Steer::PreferTranspose],
                 // (1-byte copies take the transpose kernel first wherever it applies.)
+                "permute_vec" => &[Steer::NoVec],
                 "permute_packed128" => &[Steer::NoPacked128],
                 "permute_packed" => &[Steer::NoPacking],
                 "permute_w16" | "permute_w32" | "permute_w64" => &[Steer::NoWide],
@@ -462,6 +465,7 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
             Steer::PreferTranspose => "sweep-transpose",
             Steer::NoPacked128 => "sweep-packed64",
             Steer::NoWide => "sweep-rows",
+            Steer::NoVec => "sweep-novec",
             _ => "sweep-unpacked",
         };
         permute_one(
@@ -482,7 +486,8 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
     rows
 }
 
-fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
+/// The sweep for the element types that `want` selects (`f32`, `f16`, `u8`).
+fn permute_sweep(b: &mut Bench, quick: bool, want: impl Fn(&str) -> bool) -> Vec<String> {
     let mut summary = Vec::new();
     let mut one = |b: &mut Bench, range: std::ops::Range<usize>, ty: &str| {
         let rows: Vec<&Row> = b.rows[range.clone()].iter().collect();
@@ -507,7 +512,7 @@ fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
             .filter(|r| alt.get(r.name.as_str()).is_some_and(|&a| a > r.ratio()))
             .count();
         summary.push(format!(
-            "sweep {ty}: {} cases also timed with other kernels (permute cases with the transpose kernel, 128-slot packed ones with 64-slot tiles, packed ones unpacked, wide ones with the row kernel), faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
+            "sweep {ty}: {} cases also timed with other kernels (permute cases with the transpose kernel, vector ones without it, 128-slot packed ones with 64-slot tiles, packed ones unpacked, wide ones with the row kernel), faster in {faster}; better of the two per case: min {:.3}, median {:.3}",
             alt.len(),
             best_sorted[0],
             median(best.clone())
@@ -537,12 +542,18 @@ fn permute_sweep(b: &mut Bench, quick: bool) -> Vec<String> {
         }
         summary.push(format!("  paths: {by_path:?}"));
     };
-    let f = sweep_type::<f32>(b, quick);
-    one(b, f, "f32");
-    let f = sweep_type::<f16>(b, quick);
-    one(b, f, "f16");
-    let f = sweep_type::<u8>(b, quick);
-    one(b, f, "u8");
+    if want("f32") {
+        let f = sweep_type::<f32>(b, quick);
+        one(b, f, "f32");
+    }
+    if want("f16") {
+        let f = sweep_type::<f16>(b, quick);
+        one(b, f, "f16");
+    }
+    if want("u8") {
+        let f = sweep_type::<u8>(b, quick);
+        one(b, f, "u8");
+    }
     summary
 }
 
@@ -814,8 +825,16 @@ fn main() {
     if want("wide-fill") {
         wide_fill_workloads(&mut b);
     }
-    let sweep = if want("sweep") {
-        permute_sweep(&mut b, quick)
+    // `sweep` for every element type, `sweep-u8` (or `-f16`, `-f32`) for one.
+    let sweep = if ["sweep", "sweep-f32", "sweep-f16", "sweep-u8"]
+        .iter()
+        .any(|g| only.iter().any(|o| o == g))
+        || only.is_empty()
+    {
+        let all = only.is_empty() || only.iter().any(|o| o.as_str() == "sweep");
+        permute_sweep(&mut b, quick, |ty| {
+            all || only.iter().any(|o| o.strip_prefix("sweep-") == Some(ty))
+        })
     } else {
         Vec::new()
     };

@@ -85,6 +85,8 @@ pub enum Steer {
     NoPacked128,
     /// No wide permute kernels (the row kernels take their cases).
     NoWide,
+    /// No vector permute kernel (the word-packed or transpose kernels take its cases).
+    NoVec,
 }
 
 /// `assign_cast` with the planner steered by `steer`; returns the path taken.
@@ -99,6 +101,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         no_packed: steer == Steer::NoPacking,
         no_packed128: steer == Steer::NoPacked128,
         no_wide: steer == Steer::NoWide,
+        no_vec: steer == Steer::NoVec,
         ..PlanOptions::default()
     };
     assign_cast_path(dst, stream, src, opt)

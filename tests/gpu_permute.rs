@@ -406,6 +406,103 @@ fn packed_and_split_permutations() {
     check_permute_taken(&paths, "packed and split");
 }
 
+/// 1-byte copies whose fastest axes hold whole 16-byte vectors (the vector kernel, 128 x 128
+/// tiles): whole and partial tiles on both sides, short fastest axes merged with their
+/// neighbours, sources offset by 16 bytes (aligned) or by 4 (not: the word-packed kernels), a
+/// reversed outer axis, a broadcast source axis, and a strided destination.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn vector_kernel_permutations() {
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(48);
+    let mut paths = Paths::new();
+    for shape in [
+        vec![256usize, 384],
+        vec![48, 272, 144],
+        vec![16, 40, 16, 48],
+        vec![3, 32, 16, 5, 32],
+    ] {
+        let r = shape.len();
+        let perms = permutations(r);
+        let perms: Vec<Vec<usize>> = if r > 3 {
+            perms.into_iter().step_by(3).collect()
+        } else {
+            perms
+        };
+        let mut slices = vec![full(r)];
+        let mut vec16 = full(r);
+        vec16[r - 1] = step(16, None, 1);
+        slices.push(vec16);
+        let mut word = full(r);
+        word[r - 1] = step(4, Some(shape[r - 1] as isize - 12), 1);
+        slices.push(word);
+        let mut rev = full(r);
+        rev[0] = step(0, None, -1);
+        slices.push(rev);
+        for sl in &slices {
+            permuted_cases::<u8, u8>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
+            permuted_cases::<i8, i8>(&stream, &mut rng, &shape, sl, &perms[..1], &mut paths);
+        }
+    }
+    // A source broadcast along a middle axis (stride 0) into a permuted destination.
+    let host = random::<u8>(&mut rng, &[64, 1, 96]);
+    let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
+    let hb = host.broadcast(IxDyn(&[64, 20, 96])).unwrap();
+    let db = dev.view().broadcast(IxDyn(&[64, 20, 96])).unwrap();
+    for p in [vec![2usize, 1, 0], vec![1, 2, 0]] {
+        let hp = hb.clone().permuted_axes(p.clone());
+        let dp = db.clone().permuted_axes(IxDyn(&p));
+        let poison = random::<u8>(&mut rng, hp.shape());
+        let mut out = DeviceArray::from_host(&stream, &poison.view()).unwrap();
+        {
+            let mut ov = out.view_mut();
+            *paths
+                .entry(devspan::__private::copy_path(&mut ov, &dp))
+                .or_default() += 1;
+            ov.assign_cast(&stream, &dp).unwrap();
+        }
+        let expect = hp.as_standard_layout().into_owned();
+        let got = out.to_host(&stream).unwrap();
+        assert_same(
+            &got.view(),
+            &expect.view(),
+            &format!("broadcast, perm {p:?}"),
+        );
+    }
+    // A strided destination: every other 16-byte column block of a wider array.
+    let host = random::<u8>(&mut rng, &[160, 96]);
+    let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
+    let poison = random::<u8>(&mut rng, &[96, 320]);
+    let mut out = DeviceArray::from_host(&stream, &poison.view()).unwrap();
+    let mut expect = poison.clone();
+    expect.slice_mut(ndarray::s![.., 16..176]).assign(&host.t());
+    {
+        let mut ov = out.view_mut();
+        let mut ov = ov
+            .try_slice_mut(ndarray::s![.., 16..176])
+            .unwrap()
+            .into_dyn();
+        let dt = dev.view().reversed_axes();
+        *paths
+            .entry(devspan::__private::copy_path(&mut ov, &dt))
+            .or_default() += 1;
+        ov.assign_cast(&stream, &dt).unwrap();
+    }
+    let got = out.to_host(&stream).unwrap();
+    assert_same(&got.view(), &expect.view(), "strided destination");
+    println!("vector kernel: paths {paths:?}");
+    assert!(
+        paths.get("permute_vec").copied().unwrap_or(0) >= 20,
+        "too few cases took the vector kernel: {paths:?}"
+    );
+    assert!(
+        paths.get("permute_packed").copied().unwrap_or(0)
+            + paths.get("permute_packed128").copied().unwrap_or(0)
+            > 0,
+        "no misaligned case took a word-packed kernel: {paths:?}"
+    );
+}
+
 /// Every permutation of the outer axes of `rank` axes, the last axis staying last.
 fn outer_permutations(rank: usize) -> Vec<Vec<usize>> {
     permutations(rank - 1)
@@ -530,6 +627,11 @@ fn few_blocks_loop_over_whole_and_partial_tiles() {
         let (r, perms) = (shape.len(), permutations(shape.len()));
         permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(r), &perms, &mut paths);
     }
+    // The vector kernel, whole and partial tiles in every block.
+    for shape in [vec![48usize, 272, 144], vec![16, 40, 16, 48]] {
+        let (r, perms) = (shape.len(), permutations(shape.len()));
+        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(r), &perms, &mut paths);
+    }
     // Wide kernels: 16-, 32- and 64-byte runs, whole and partial tiles in every block.
     for shape in [
         vec![100usize, 70, 16],
@@ -549,6 +651,7 @@ fn few_blocks_loop_over_whole_and_partial_tiles() {
         "permute_words",
         "permute_packed",
         "permute_packed128",
+        "permute_vec",
         "permute_w16",
         "permute_w32",
         "permute_w64",
@@ -629,6 +732,19 @@ fn sanitize_subset() {
     assert!(
         paths.get("permute_packed128").copied().unwrap_or(0) > 0,
         "no case took the 128-slot packed kernel: {paths:?}"
+    );
+    // The vector kernel, partial tiles on both sides, a reversed outer axis.
+    permuted_cases::<u8, u8>(
+        &stream,
+        &mut rng,
+        &[48, 20, 144],
+        &[step(0, None, -1), step(0, None, 1), step(0, None, 1)],
+        &perms,
+        &mut paths,
+    );
+    assert!(
+        paths.get("permute_vec").copied().unwrap_or(0) > 0,
+        "no case took the vector kernel: {paths:?}"
     );
     // The wide kernels, partial tiles on both sides, a reversed outer axis.
     let rev = vec![step(0, None, -1), step(0, None, 1), step(0, None, 1)];

@@ -1,10 +1,11 @@
-//! Runs the wide permute kernels (`copy_permute_w16`, `_w32`, `_w64`) through a PTX
-//! interpreter on the CPU (`tools/ptxsim_wide.py`): every thread of a block, with shared memory
-//! and barriers, on copies with partial tiles, negative and zero strides, batch axes and both
-//! tile-origin forms; the tool checks every destination run, every access's alignment and
-//! bounds, and that every destination vector is stored exactly once. The plan interpreter
-//! replays the planner's tiles but not the kernels' thread mapping; this covers that mapping
-//! without a GPU.
+//! Runs the wide permute kernels (`copy_permute_w16`, `_w32`, `_w64`) and the vector kernel
+//! (`copy_permute_vec_b1`) through a PTX interpreter on the CPU (`tools/ptxsim_wide.py`): every
+//! thread of a block, with shared memory and barriers, on copies with partial tiles, negative
+//! and zero strides, batch axes and both tile-origin forms (for the vector kernel also sides
+//! whose pieces do not fill the tile, and runs of whole tiles); the tool checks every
+//! destination run (vector kernel: byte), every access's alignment and bounds, and that every
+//! destination vector is stored exactly once. The plan interpreter replays the planner's tiles
+//! but not the kernels' thread mapping; this covers that mapping without a GPU.
 //!
 //! Needs Python 3 (`DEVSPAN_PYTHON`, else `python3` on `PATH`); without it the test is skipped,
 //! unless `DEVSPAN_REQUIRE_PTXSIM` is set.
@@ -32,8 +33,11 @@ fn wide_kernels_move_every_run_once_in_a_ptx_interpreter() {
     let dir = env::temp_dir().join(format!("devspan-ptxsim-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
     let modules: &[(&str, &str)] = devspan::__private::ptx_modules();
-    for n in [16, 32, 64] {
-        let name = format!("copy_permute_w{n}");
+    let names = [16, 32, 64]
+        .map(|n| format!("copy_permute_w{n}"))
+        .into_iter()
+        .chain(["copy_permute_vec_b1".to_string()]);
+    for name in names {
         let text = modules
             .iter()
             .find(|(m, _)| *m == name)
@@ -52,6 +56,7 @@ fn wide_kernels_move_every_run_once_in_a_ptx_interpreter() {
         tool.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    // Three kernels, three copies each, both origin forms.
-    assert_eq!(stdout.matches(", ok").count(), 18, "{stdout}");
+    // Three wide kernels, three copies each, and the vector kernel, four copies; both origin
+    // forms.
+    assert_eq!(stdout.matches(", ok").count(), 26, "{stdout}");
 }

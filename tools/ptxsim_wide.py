@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""Runs the wide permute kernels (copy_permute_w16/w32/w64) on the CPU.
+"""Runs the wide permute kernels (copy_permute_w16/w32/w64) and the vector kernel
+(copy_permute_vec_b1) on the CPU.
 
 A small PTX interpreter for the instruction subset these kernels use: every thread of each
 block runs as a generator that yields at `bar.sync`, so shared memory and barriers behave as
-on the device. Each case describes a copy (PermuteArgs axes in runs and 16-byte units), runs
-the kernel over it with several tiles per block, in both tile-origin forms, and checks that
+on the device. Each case describes a copy (PermuteArgs axes; for the wide kernels in runs and
+16-byte units, for the vector kernel in bytes), runs the kernel over it with several tiles per
+block, in both tile-origin forms, and checks that
 
-* every destination run equals its source run,
-* every global access is 16-byte aligned and inside the described runs,
+* every destination run (vector kernel: byte) equals its source run (byte),
+* every global access is 16-byte aligned and inside the described runs (vector kernel: loads
+  inside the source bytes, stores inside the destination bytes),
 * every destination vector is stored exactly once,
-* shared-memory accesses stay inside the kernel's tile.
+* shared-memory accesses are aligned to their width and stay inside the kernel's declared
+  shared memory (the tile; for the vector kernel also its table of B slots).
 
-Usage: ptxsim_wide.py DIR, where DIR holds copy_permute_w16.ptx, copy_permute_w32.ptx and
-copy_permute_w64.ptx. Exits non-zero on the first failure.
+The vector kernel's cases cover partial tiles on both sides, second tile axes in pieces,
+negative and zero (broadcast) source strides, batch axes, sides whose pieces do not fill the
+tile, and runs of whole tiles followed by partial ones. Its registers that a predicated load
+left unwritten read as 0 and its shared memory starts as 0, while source bytes are never 0,
+so any such garbage that reaches the destination is a mismatch.
+
+Usage: ptxsim_wide.py DIR, where DIR holds copy_permute_w16.ptx, copy_permute_w32.ptx,
+copy_permute_w64.ptx and copy_permute_vec_b1.ptx. Exits non-zero on the first failure.
 """
 import re, struct, sys, random, itertools
 M32=(1<<32)-1; M64=(1<<64)-1
@@ -42,11 +52,33 @@ def parse(text):
         ins.append((pred,op,ops))
     return ins,labels
 
-class Ctx: pass
+def shared_decl(text):
+    """Name and size in bytes of the kernel's static shared memory (its `.shared` declaration)."""
+    m=re.search(r'\.shared \.align \d+ \.b8 (\w+)\[(\d+)\];',text)
+    return m.group(1),int(m.group(2))
 
-def run_kernel(text, params, glob, tid_dims, nblocks, shared_size, log):
+def prmt(a,b,c):
+    # prmt.b32 default mode (PTX ISA): nibble i of the selector's low 16 bits picks byte i of
+    # d from the 8 bytes {b, a} (a in bytes 0-3, b in 4-7) with its low 3 bits; with bit 3
+    # set, byte i is the picked byte's sign bit replicated.
+    x=(a&M32)|((b&M32)<<32); d=0
+    for i in range(4):
+        n=(c>>(4*i))&15
+        y=(x>>(8*(n&7)))&255
+        if n&8: y=255 if y&128 else 0
+        d|=y<<(8*i)
+    return d
+
+def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, undef=None):
+    """Runs every block of the kernel in `text` (one after another).
+
+    Logs each global access as (kind, address, block, tx, ty, %bid). Shared memory starts as
+    `shared_fill` bytes. A register read before it is written raises, except where `undef`
+    is set: then it reads as that value (the kernels may move garbage through registers that
+    a predicated load left unwritten, as long as none of it reaches the destination).
+    """
     ins,labels=parse(text)
-    tile_name=re.search(r'\.shared \.align 16 \.b8 (\w+)\[',text).group(1)
+    tile_name,shared_size=shared_decl(text)
     def thread(bx,tx,ty,shared):
         R={}
         def val(o):
@@ -57,6 +89,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, shared_size, log):
             if o=='%nctaid.x': return nblocks
             if o==tile_name: return 0
             if re.fullmatch(r'-?(0x[0-9A-Fa-f]+|\d+)',o): return int(o,0)
+            if undef is not None and re.fullmatch(r'%\w+',o): return undef
             raise Exception('reg '+o)
         def memaddr(o):
             o=o.strip('[]')
@@ -72,70 +105,86 @@ def run_kernel(text, params, glob, tid_dims, nblocks, shared_size, log):
             if pred:
                 neg=pred.startswith('!'); p=R[pred.lstrip('!')]
                 if p==neg: continue
-            parts=op.split('.')
-            o=parts[0]
-            if o=='ret': return
-            if o=='bra': pc=labels[ops[0]]; continue
-            if o=='bar': yield 'bar'; continue
-            if o=='ld' and parts[1]=='param':
-                kind,off=memaddr(ops[1]); w=int(parts[2][1:])//8
-                x=int.from_bytes(params[off:off+w],'little')
-                R[ops[0]]=x; continue
-            if o in('ld','st') and parts[1] in('global','shared'):
-                regs=[r.strip() for r in (ops[0] if o=='ld' else ops[1]).strip('{}').split(',')]
-                a=memaddr(ops[1] if o=='ld' else ops[0])
-                a&=M64
-                assert a%16==0,('misaligned',op,hex(a))
-                space=glob if parts[1]=='global' else shared
-                if parts[1]=='shared': assert 0<=a and a+16<=shared_size,('shared oob',a)
-                if o=='ld':
-                    b=space.read(a,16) if parts[1]=='global' else bytes(shared[a:a+16])
-                    R[regs[0]]=int.from_bytes(b[:8],'little'); R[regs[1]]=int.from_bytes(b[8:],'little')
-                    if parts[1]=='global': log.append(('ld',a))
-                else:
-                    b=val(regs[0]).to_bytes(8,'little')+val(regs[1]).to_bytes(8,'little') if regs[0] in R else None
+            try:
+                parts=op.split('.')
+                o=parts[0]
+                if o=='ret': return
+                if o=='bra': pc=labels[ops[0]]; continue
+                if o=='bar': yield 'bar'; continue
+                if o=='ld' and parts[1]=='param':
+                    kind,off=memaddr(ops[1]); w=int(parts[2][1:])//8
+                    x=int.from_bytes(params[off:off+w],'little')
+                    R[ops[0]]=x; continue
+                if o in('ld','st') and parts[1] in('global','shared'):
+                    # [ld|st].space[.nc][.vN].type: N registers of the type's width.
+                    regs=[r.strip() for r in (ops[0] if o=='ld' else ops[1]).strip('{}').split(',')]
+                    ew=int(parts[-1][1:])//8
+                    assert len(regs)==(int(parts[-2][1:]) if parts[-2][0]=='v' else 1),('operands',op)
+                    n=ew*len(regs)
+                    a=memaddr(ops[1] if o=='ld' else ops[0])
+                    a&=M64
                     if parts[1]=='global':
-                        glob.write(a,b); log.append(('st',a))
+                        assert a%16==0,('misaligned',op,hex(a))
                     else:
-                        shared[a:a+16]= b if b is not None else b'\xee'*16
-                continue
-            d=ops[0]
-            if o=='mov': R[d]=val(ops[1])&(M64 if parts[1] in('b64','u64') else M32); continue
-            if o=='cvt':
-                x=val(ops[1]); dt,st=parts[1],parts[2]
-                if st=='s32': x=s32(x)
-                elif st=='u32': x&=M32
-                R[d]=x&(M64 if dt[1:]=='64' else M32); continue
-            if o=='setp':
-                cmp=parts[1]; tp=parts[-1]; comb=parts[2] if len(parts)==4 else None
-                a,b=val(ops[1]),val(ops[2]); w=int(tp[1:])
-                m=(1<<w)-1; a&=m; b&=m
-                if tp[0]=='s': a=a-(1<<w) if a>>(w-1) else a; b=b-(1<<w) if b>>(w-1) else b
-                r={'ge':a>=b,'eq':a==b,'lt':a<b,'ne':a!=b,'gt':a>b,'le':a<=b}[cmp]
-                if comb=='and': r=r and R[ops[3]]
-                R[d]=bool(r); continue
-            if o=='and' and parts[1]=='pred': R[d]=R[ops[1]] and R[ops[2]]; continue
-            tp=parts[-1]; w=int(tp[1:]); m=(1<<w)-1
-            def sg(x,ww): x&=(1<<ww)-1; return x-(1<<ww) if x>>(ww-1) else x
-            A=[val(x) for x in ops[1:]]
-            if o=='mad' and parts[1]=='wide':
-                R[d]=(sg(A[0],32)*sg(A[1],32)+A[2])&M64 if tp=='s32' else ((A[0]&M32)*(A[1]&M32)+A[2])&M64; continue
-            if o=='mul' and parts[1]=='wide':
-                R[d]=((A[0]&M32)*(A[1]&M32))&M64; continue
-            if o=='mul' and parts[1]=='hi': R[d]=((A[0]&m)*(A[1]&m))>>w; continue
-            if o in('mul',) : R[d]=(A[0]*A[1])&m; continue
-            if o=='mad': R[d]=(A[0]*A[1]+A[2])&m; continue
-            if o=='add': R[d]=(A[0]+A[1])&m; continue
-            if o=='sub': R[d]=(A[0]-A[1])&m; continue
-            if o=='div': R[d]=(A[0]&m)//(A[1]&m); continue
-            if o=='and': R[d]=A[0]&A[1]&m; continue
-            if o=='or': R[d]=(A[0]|A[1])&m; continue
-            if o=='shl': R[d]=(A[0]<<A[1])&m; continue
-            if o=='shr': R[d]=((A[0]&m)>>A[1]) if A[1]<w else 0; continue
-            if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
-            raise Exception('op '+op)
+                        assert a%n==0,('misaligned',op,hex(a))
+                        assert 0<=a and a+n<=shared_size,('shared oob',op,a,n,shared_size)
+                    if o=='ld':
+                        b=glob.read(a,n) if parts[1]=='global' else bytes(shared[a:a+n])
+                        for i,r in enumerate(regs): R[r]=int.from_bytes(b[ew*i:ew*(i+1)],'little')
+                        if parts[1]=='global': log.append(('ld',a,bx,tx,ty,R.get('%bid')))
+                    else:
+                        if all(r in R for r in regs) or undef is not None:
+                            b=b''.join((val(r)&((1<<(8*ew))-1)).to_bytes(ew,'little') for r in regs)
+                        else: b=None
+                        if parts[1]=='global':
+                            assert b is not None,('stores an unwritten register',op,ops)
+                            glob.write(a,b); log.append(('st',a,bx,tx,ty,R.get('%bid')))
+                        else:
+                            shared[a:a+n]= b if b is not None else b'\xee'*n
+                    continue
+                d=ops[0]
+                if o=='mov' and parts[1]=='pred': R[d]=R[ops[1]]; continue
+                if o=='mov': R[d]=val(ops[1])&(M64 if parts[1] in('b64','u64') else M32); continue
+                if o=='cvt':
+                    x=val(ops[1]); dt,st=parts[1],parts[2]
+                    if st=='s32': x=s32(x)
+                    elif st=='u32': x&=M32
+                    R[d]=x&(M64 if dt[1:]=='64' else M32); continue
+                if o=='setp':
+                    cmp=parts[1]; tp=parts[-1]; comb=parts[2] if len(parts)==4 else None
+                    a,b=val(ops[1]),val(ops[2]); w=int(tp[1:])
+                    m=(1<<w)-1; a&=m; b&=m
+                    if tp[0]=='s': a=a-(1<<w) if a>>(w-1) else a; b=b-(1<<w) if b>>(w-1) else b
+                    r={'ge':a>=b,'eq':a==b,'lt':a<b,'ne':a!=b,'gt':a>b,'le':a<=b}[cmp]
+                    if comb=='and': r=r and R[ops[3]]
+                    R[d]=bool(r); continue
+                if o=='and' and parts[1]=='pred': R[d]=R[ops[1]] and R[ops[2]]; continue
+                tp=parts[-1]; w=int(tp[1:]); m=(1<<w)-1
+                def sg(x,ww): x&=(1<<ww)-1; return x-(1<<ww) if x>>(ww-1) else x
+                A=[val(x) for x in ops[1:]]
+                if o=='mad' and parts[1]=='wide':
+                    R[d]=(sg(A[0],32)*sg(A[1],32)+A[2])&M64 if tp=='s32' else ((A[0]&M32)*(A[1]&M32)+A[2])&M64; continue
+                if o=='mul' and parts[1]=='wide':
+                    R[d]=((A[0]&M32)*(A[1]&M32))&M64; continue
+                if o=='mul' and parts[1]=='hi': R[d]=((A[0]&m)*(A[1]&m))>>w; continue
+                if o in('mul',) : R[d]=(A[0]*A[1])&m; continue
+                if o=='mad': R[d]=(A[0]*A[1]+A[2])&m; continue
+                if o=='add': R[d]=(A[0]+A[1])&m; continue
+                if o=='sub': R[d]=(A[0]-A[1])&m; continue
+                if o=='div': R[d]=(A[0]&m)//(A[1]&m); continue
+                if o=='and': R[d]=A[0]&A[1]&m; continue
+                if o=='or': R[d]=(A[0]|A[1])&m; continue
+                if o=='xor': R[d]=(A[0]^A[1])&m; continue
+                if o=='shl': R[d]=(A[0]<<A[1])&m; continue
+                if o=='shr': R[d]=((A[0]&m)>>A[1]) if A[1]<w else 0; continue
+                if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
+                if o=='prmt' and len(parts)==2: R[d]=prmt(A[0],A[1],A[2]); continue
+                raise Exception('op '+op)
+            except AssertionError as e:
+                raise AssertionError(f'block {bx} thread ({tx}, {ty}), tile %bid={R.get("%bid")}: '
+                                     f'{op} {", ".join(ops)}: {e}') from None
     for bx in range(nblocks):
-        shared=bytearray(b'\xcc'*shared_size)
+        shared=bytearray(bytes([shared_fill])*shared_size)
         ths=[thread(bx,tx,ty,shared) for ty in range(tid_dims[1]) for tx in range(tid_dims[0])]
         alive=ths
         while alive:
@@ -166,7 +215,7 @@ def fast_div32(d):
     magic=((1<<32)*((1<<sh)-d)//d+1)&M32
     return magic,sh
 
-def make_args(dst,src,axes,tile,origin32_allowed=True):
+def make_args(dst,src,axes,tile,origin32_allowed=True,pack=0):
     # axes: list of (len,chunk,dst_stride,src_stride) in units; first four are tile axes
     rank=len(axes)
     L=[1]*8;C=[1]*8;N=[1]*8;DS=[0]*8;SS=[0]*8;DST=[0]*8;SST=[0]*8
@@ -176,7 +225,7 @@ def make_args(dst,src,axes,tile,origin32_allowed=True):
     reach=lambda st: sum(abs(st[k])*(N[k]-1) for k in range(8))
     o32=int(origin32_allowed and all(l<2**31 for l in L) and reach(DST)<2**31 and reach(SST)<2**31)
     b=bytearray(688)
-    struct.pack_into('<QQQII',b,0,dst,src,tiles,rank,0)
+    struct.pack_into('<QQQII',b,0,dst,src,tiles,rank,pack)
     struct.pack_into('<8Q',b,32,*L); struct.pack_into('<8Q',b,96,*C); struct.pack_into('<8Q',b,160,*N)
     struct.pack_into('<8q',b,352,*DS); struct.pack_into('<8q',b,416,*SS)
     struct.pack_into('<8q',b,480,*DST); struct.pack_into('<8q',b,544,*SST)
@@ -204,14 +253,100 @@ def check(text,v,tile,block,axes,dbase,sbase,nblocks,o32=True):
     for d in pairs:
         for i in range(runb): assert d+i not in mem.d; mem.d[d+i]=0; dstbytes.add(d+i)
     params,tiles=make_args(dbase,sbase,axes,tile,o32)
-    p=v*(tile+1)
     log=[]
-    run_kernel(text,params,mem,block,nblocks,tile*p*16,log)
+    run_kernel(text,params,mem,block,nblocks,log)
     for d,s in pairs.items():
         assert mem.read(d,runb)==mem.read(s,runb),('mismatch',hex(d))
-    sts=[a for k,a in log if k=='st']
+    sts=[e[1] for e in log if e[0]=='st']
     assert len(sts)==len(set(sts))==len(pairs)*v, (len(sts),len(set(sts)),len(pairs)*v)
     return tiles,len(log)
+
+
+def check_vec(text,axes,dbase,sbase,nblocks,o32=True):
+    """Runs copy_permute_vec_b1 (tile 128, block (32, 8)) on a copy of 1-byte elements.
+
+    axes: (len, chunk, dst stride, src stride) in bytes; the first four are the tile axes.
+    """
+    tile,block=128,(32,8)
+    L=[a[0] for a in axes]; C=[a[1] for a in axes]
+    # The planner's conditions (PermuteArgs::vectorized).
+    assert axes[0][2]==1 and axes[2][3]==1,'axis 0 dst stride and axis 2 src stride must be 1'
+    assert all(x%16==0 for x in (L[0],C[0],L[2],C[2])),'axes 0 and 2: extents and chunks of 16'
+    assert all(a[2]%16==0 for a in axes[1:]) and all(a[3]%16==0 for k,a in enumerate(axes) if k!=2)
+    assert dbase%16==0 and sbase%16==0
+    assert C[0]*C[1]<=tile and C[2]*C[3]<=tile,'a side holds too many slots'
+    assert all(c==1 for c in C[4:]),'batch axes have chunk 1'
+    N=[-(-l//c) for l,c in zip(L,C)]
+    # Reference: destination byte -> (source byte, multi-index).
+    ref={}
+    for ix in itertools.product(*[range(l) for l in L]):
+        d=dbase+sum(i*a[2] for i,a in zip(ix,axes))
+        s=sbase+sum(i*a[3] for i,a in zip(ix,axes))
+        assert d not in ref
+        ref[d]=(s,ix)
+    srcb={s for s,_ in ref.values()}
+    assert not srcb & ref.keys()
+    mem=Mem()
+    # Source bytes are never 0 or 1: unwritten registers and shared memory read as 0 (so any
+    # garbage that reaches the destination mismatches), the destination starts as 1.
+    for s in srcb: mem.d[s]=random.randrange(2,256)
+    for d in ref: mem.d[d]=1
+    vecs={d&~15 for d in ref}
+    assert len(vecs)*16==len(ref),'destination vectors are whole'
+    params,tiles=make_args(dbase,sbase,axes,tile,o32,pack=16)
+    log=[]
+    run_kernel(text,params,mem,block,nblocks,log,shared_fill=0,undef=0)
+
+    def tile_of(ix):
+        t=0
+        for k in reversed(range(len(axes))): t=t*N[k]+ix[k]//C[k]
+        return t
+    def who(e): return f'block {e[2]} thread ({e[3]}, {e[4]}) tile %bid={e[5]}'
+    errs=[]
+    for e in log:
+        space=srcb if e[0]=='ld' else ref
+        out=[i for i in range(16) if e[1]+i not in space]
+        if out:
+            errs.append(f'{e[0]} {hex(e[1])} by {who(e)}: bytes {out} outside the '
+                        f'{"source" if e[0]=="ld" else "destination"}')
+    stores={}
+    for e in log:
+        if e[0]=='st': stores.setdefault(e[1],[]).append(e)
+    for a,es in stores.items():
+        if len(es)>1: errs.append(f'st {hex(a)} stored {len(es)} times: '+'; '.join(map(who,es)))
+    for a in sorted(vecs-stores.keys()):
+        _,ix=ref[a]
+        errs.append(f'dst vector {hex(a)} (index {ix}, tile {tile_of(ix)}) never stored')
+    bad=[d for d,(s,_) in ref.items() if mem.d[d]!=mem.d[s]]
+    for d in sorted(bad)[:20]:
+        s,ix=ref[d]; es=stores.get(d&~15,[])
+        errs.append(f'dst byte {hex(d)} (index {ix}, tile {tile_of(ix)}) = {mem.d[d]:#04x}, '
+                    f'source {hex(s)} = {mem.d[s]:#04x}; stored by '+('; '.join(map(who,es)) or 'none'))
+    if bad: errs.append(f'{len(bad)} of {len(ref)} destination bytes differ from their source')
+    assert not errs,'copy_permute_vec_b1 fails:\n'+'\n'.join(errs[:40])
+    return tiles,len(log)
+
+
+def vec_cases():
+    """Axes (len, chunk, dst stride, src stride) in bytes per case; the first four are the tile
+    axes (A: 0, 1, destination stride 1 on axis 0; B: 2, 3, source stride 1 on axis 2)."""
+    return [
+        # A transpose with partial tiles on both sides (160 = 128 + 32, 144 = 128 + 16) and
+        # padded source rows: whole -> partial tiles in block 0.
+        [(160, 128, 1, 176), (1, 1, 0, 0), (144, 128, 160, 1), (1, 1, 0, 0)],
+        # Second tile axes in pieces (12 = 8 + 4) on full 128-slot sides, negative source
+        # strides on axes 0 and 3, a batch axis and a source broadcast along a second batch
+        # axis; whole and partial tiles alternate.
+        [(16, 16, 1, -192), (12, 8, 16, 3072), (16, 16, 4608, 1), (12, 8, 384, -16),
+         (2, 1, 73728, 36864), (2, 1, 192, 0)],
+        # Sides whose pieces do not fill the tile (96 and 64 slots: no whole-tile path), a
+        # batch axis and padded destination batches.
+        [(32, 32, 1, 32), (5, 3, 1024, 5120), (32, 16, 32, 1), (5, 4, 5120, 1024),
+         (2, 1, 25616, 25600)],
+        # Many whole tiles (2 x 3), then a partial column (400 = 3 * 128 + 16): whole -> whole
+        # and whole -> partial in every block.
+        [(256, 128, 1, 416), (1, 1, 0, 0), (400, 128, 256, 1), (1, 1, 0, 0)],
+    ]
 
 
 # (vectors per run, slots per side, block rows): WIDE_VARIANTS in build/permute.rs.
@@ -248,6 +383,12 @@ def main():
                                         0x90000000 + 16 * 10000 * v, 3, o32)
                 print(f"copy_permute_w{16 * v}: {len(ax)} axes, origin32 {int(o32)}: "
                       f"{tiles} tiles, {accesses} global accesses, ok")
+    text = open(f"{d}/copy_permute_vec_b1.ptx").read()
+    for ax in vec_cases():
+        for o32 in (True, False):
+            tiles, accesses = check_vec(text, ax, 0x10000000, 0x90000000, 3, o32)
+            print(f"copy_permute_vec_b1: {len(ax)} axes, origin32 {int(o32)}: "
+                  f"{tiles} tiles, {accesses} global accesses, ok")
 
 
 if __name__ == "__main__":

@@ -356,7 +356,8 @@ mod tests {
     #[test]
     fn permute_blocks_match_the_kernels() {
         use permute::{
-            PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, permute_kernel,
+            PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_TILE, PermuteArgs,
+            permute_kernel,
         };
         for (pack, tile, from, to) in [
             (0, PERMUTE_TILE, DType::F32, DType::F32),
@@ -366,6 +367,7 @@ mod tests {
             (4, PERMUTE_TILE, DType::U8, DType::U8),
             (2, PERMUTE_TILE, DType::F16, DType::F16),
             (4, PERMUTE_PACKED_TILE, DType::U8, DType::U8),
+            (16, PERMUTE_VEC_TILE, DType::U8, DType::U8),
         ] {
             let args = PermuteArgs {
                 pack,

@@ -55,6 +55,11 @@ pub const PERMUTE_SMALL_TILE: u64 = 32;
 /// `copy_permute_packed_bN` have tiles of [`PERMUTE_TILE`] slots: for 2-byte elements, and
 /// for 1-byte layouts whose tile axes cannot fill the large tiles.
 pub const PERMUTE_PACKED_TILE: u64 = 128;
+/// Slots per side of the vector kernel's tiles (`copy_permute_vec_b1`, 1-byte elements moved
+/// as 16-byte vectors, block [`PERMUTE_VEC_BLOCK`]; [`PermuteArgs::vectorized`]).
+pub const PERMUTE_VEC_TILE: u64 = 128;
+/// Block shape of the vector kernel (required exactly): each thread moves 4 vectors per phase.
+pub const PERMUTE_VEC_BLOCK: (u32, u32, u32) = (32, 8, 1);
 
 /// One wide kernel `copy_permute_wN` ([`PERMUTE_WIDE`]).
 #[derive(Clone, Copy, Debug)]
@@ -100,8 +105,9 @@ pub fn wide_tile(v: u64) -> Option<u64> {
     PERMUTE_WIDE.iter().find(|w| w.vectors == v).map(|w| w.tile)
 }
 
-/// The kernel kind (`permute`, `permute32`, `permute_packed`, `permute_packed128`, or
-/// `permute_w16`, `permute_w32`, `permute_w64`; the names are `copy_{kind}_bN` and
+/// The kernel kind (`permute`, `permute32`, `permute_packed`, `permute_packed128`,
+/// `permute_vec`, or `permute_w16`, `permute_w32`, `permute_w64`; the names are
+/// `copy_{kind}_bN` and
 /// `cast_{kind}_S_D`, and `copy_{kind}` for the wide kernels, which move bytes) that runs
 /// `args`, and its block shape (required exactly). Each thread of a packed kernel moves 8
 /// words per phase: 128 threads (1-byte elements, 64-slot tiles), 256 threads (2-byte
@@ -114,6 +120,7 @@ pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
         return (w.kind, w.block);
     }
     match (args.pack, u64::from(args.tile)) {
+        (16, _) => ("permute_vec", PERMUTE_VEC_BLOCK),
         (0, PERMUTE_SMALL_TILE) => ("permute32", PERMUTE_SMALL_BLOCK),
         (0, _) => ("permute", PERMUTE_BLOCK),
         (_, PERMUTE_PACKED_TILE) => ("permute_packed128", (32, 16, 1)),
@@ -136,8 +143,9 @@ pub struct PermuteArgs {
     /// Number of axes, `4..=PERMUTE_AXES`.
     pub rank: u32,
     /// Elements per 4-byte word of the packed kernels (`copy_permute_packed_bN`,
-    /// `copy_permute_packed128_b1`): `4 / size`, or 0 for the element-wise kernels. Set by
-    /// [`PermuteArgs::packed`]; the kernels do not read it.
+    /// `copy_permute_packed128_b1`): `4 / size` (set by [`PermuteArgs::packed`]); 16 for the
+    /// vector kernel `copy_permute_vec_b1` (set by [`PermuteArgs::vectorized`]); 0 for the
+    /// element-wise kernels. The kernels do not read it.
     pub pack: u32,
     /// Extent of each axis (1 for unused axes).
     pub len: [u64; PERMUTE_AXES],
@@ -335,6 +343,35 @@ impl PermuteArgs {
         })
     }
 
+    /// These arguments for the vector kernel `copy_permute_vec_b1` (1-byte copies) if its
+    /// conditions hold, else `None`: the tile is [`PERMUTE_VEC_TILE`] slots per side, axis 0
+    /// has destination stride 1 and axis 2 source stride 1, both with extents and chunks that
+    /// are multiples of 16; every other stride of either operand is a multiple of 16; both
+    /// base addresses are 16-byte aligned. Then every group of 16 slots along axis 0 (or 2)
+    /// is one aligned 16-byte vector of the destination (or source) and lies inside one piece
+    /// of that axis, and every row of a tile starts 16-byte aligned in both operands.
+    pub fn vectorized(mut self, size: usize) -> Option<Self> {
+        let mult = |x: i64| x % 16 == 0;
+        let ok = size == 1
+            && u64::from(self.tile) == PERMUTE_VEC_TILE
+            && self.pack == 0
+            && self.wide == 0
+            && self.dst % 16 == 0
+            && self.src % 16 == 0
+            && self.dst_strides[0] == 1
+            && self.src_strides[2] == 1
+            && [0, 2]
+                .iter()
+                .all(|&a| self.len[a] % 16 == 0 && self.chunk[a] % 16 == 0)
+            && (0..PERMUTE_AXES).all(|a| a == 0 || mult(self.dst_strides[a]))
+            && (0..PERMUTE_AXES).all(|a| a == 2 || mult(self.src_strides[a]));
+        ok.then(|| {
+            self.pack = 16;
+            self.words = 0;
+            self
+        })
+    }
+
     /// These arguments, built for 16-byte elements, for the wide kernel whose slots are runs
     /// of `v` 16-byte vectors, if the tile size is that kernel's ([`wide_tile`]) and both base
     /// addresses are 16-byte aligned; else `None`. The caller folds the runs out of the axes
@@ -406,14 +443,20 @@ pub const PERMUTE_TILES_PER_BLOCK: u64 = 2;
 /// Tiles per block that [`permute_grid`] aims at for the 128-slot packed kernel, whose blocks
 /// start with a table of their slots in shared memory.
 pub const PERMUTE_PACKED128_TILES_PER_BLOCK: u64 = 8;
+/// Tiles per block that [`permute_grid`] aims at for the vector kernel, whose blocks start
+/// with a table of their B slots in shared memory.
+pub const PERMUTE_VEC_TILES_PER_BLOCK: u64 = 4;
 /// Most blocks [`permute_grid`] launches per resident block.
 pub const PERMUTE_MAX_WAVES: u64 = 16;
 
 impl PermuteArgs {
-    /// Tiles per block for [`permute_grid`]: [`PERMUTE_PACKED128_TILES_PER_BLOCK`] for the
-    /// 128-slot packed kernel, else [`PERMUTE_TILES_PER_BLOCK`].
+    /// Tiles per block for [`permute_grid`]: [`PERMUTE_VEC_TILES_PER_BLOCK`] for the vector
+    /// kernel, [`PERMUTE_PACKED128_TILES_PER_BLOCK`] for the 128-slot packed kernel, else
+    /// [`PERMUTE_TILES_PER_BLOCK`].
     pub fn tiles_per_block(&self) -> u64 {
-        if u64::from(self.tile) == PERMUTE_PACKED_TILE {
+        if self.pack == 16 {
+            PERMUTE_VEC_TILES_PER_BLOCK
+        } else if u64::from(self.tile) == PERMUTE_PACKED_TILE {
             PERMUTE_PACKED128_TILES_PER_BLOCK
         } else {
             PERMUTE_TILES_PER_BLOCK

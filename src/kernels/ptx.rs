@@ -8,7 +8,7 @@
 //! | kernels |
 //! | --- |
 //! | `fill_contig_bN`, `fill_strided32_bN`, `fill_strided64_bN` (N = 1, 2, 4, 8) |
-//! | `copy_contig_bN`, `copy_strided32_bN`, `copy_strided64_bN`, `copy_rows_bN`, `copy_transpose_bN`, `copy_permute_bN`, `copy_permute32_bN`, `copy_permute_packed_bN` (N = 1, 2) |
+//! | `copy_contig_bN`, `copy_strided32_bN`, `copy_strided64_bN`, `copy_rows_bN`, `copy_transpose_bN`, `copy_permute_bN`, `copy_permute32_bN`, `copy_permute_packed_bN` (N = 1, 2), `copy_permute_packed128_b1`, `copy_permute_vec_b1` |
 //! | `copy_permute_wN` (N = 16, 32, 64: bytes per slot, any element type) |
 //! | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D`, `cast_permute_S_D`, `cast_permute32_S_D` (S != D) |
 //!
@@ -48,7 +48,7 @@ mod tests {
     #[test]
     fn every_module_is_present_sorted_and_versioned() {
         let names: Vec<&str> = modules().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.len(), 4 * 3 + 4 * 7 + 3 + 3 + 12 * 11 * 7);
+        assert_eq!(names.len(), 4 * 3 + 4 * 7 + 3 + 3 + 1 + 12 * 11 * 7);
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {
             assert!(text.starts_with(".version 7.0\n.target sm_52\n"), "{name}");
@@ -65,6 +65,8 @@ mod tests {
         assert!(module_ptx("copy_permute_packed_b4").is_none());
         assert!(module_ptx("copy_permute_packed128_b1").is_some());
         assert!(module_ptx("copy_permute_packed128_b2").is_none());
+        assert!(module_ptx("copy_permute_vec_b1").is_some());
+        assert!(module_ptx("copy_permute_vec_b2").is_none());
         assert!(module_ptx("copy_permute_w32").is_some());
         assert!(module_ptx("copy_permute_w32_b2").is_none());
     }

@@ -223,6 +223,13 @@ fn slot_offset(l: (u64, u64), s0: i64, s1: i64, size: usize) -> i64 {
 /// destination address of slot `2i`, as the kernel's word stores do; panics if that address
 /// is not 4-byte aligned or slot `2i + 1` is outside the tile while slot `2i` is inside.
 pub(crate) fn run_permute(args: &PermuteArgs, from: DType, to: DType, mem: &mut HostMem) {
+    if args.pack == 16 {
+        assert!(
+            from == to && from.size() == 1,
+            "vector permute: 1-byte copies only"
+        );
+        return run_permute_vec(args, mem);
+    }
     if args.pack != 0 {
         return run_permute_packed(args, from, to, mem);
     }
@@ -290,6 +297,80 @@ fn run_permute_wide(args: &PermuteArgs, mem: &mut HostMem) {
                 );
                 let run = mem.read(s, bytes);
                 mem.write(d, &run);
+            }
+        }
+    }
+}
+
+/// Runs the vector kernel (`copy_permute_vec_b1`) over `mem` with its index math. Per tile,
+/// the read phase loads, for every A 4-group `ga` and B 16-group `gb` inside the tile, the four
+/// 16-byte source vectors at A slot `4 ga` plus `r` axis-0 source strides (`r < 4`) and B slot
+/// `16 gb`, into a shared tile `[B slot][A slot]`; the write phase stores, for every A 16-group
+/// `q` and B slot `j` inside the tile, the 16 bytes of shared row `j` from A slot `16 q` at the
+/// destination address of those two slots. Panics if a vector is not 16-byte aligned, a slot
+/// of a group is skipped while its group's first slot is not, a group's rows are not one
+/// axis-0 stride apart, or the write phase reads a shared byte that the read phase did not fill.
+fn run_permute_vec(args: &PermuteArgs, mem: &mut HostMem) {
+    let t = u64::from(args.tile) as usize;
+    let (dsr, ssr) = (&args.dst_strides, &args.src_strides);
+    for tile in 0..args.tiles {
+        let (bd, bs, rem) = tile_start(args, tile, 1, 1);
+        let inside = |side, j: usize| slot_inside(args, &rem, side, j as u64);
+        // A group of `n` slots from `j`: the first slot's coordinates, if it is inside; every
+        // other slot of the group is inside exactly when the first one is.
+        let group = |side: usize, j: usize, n: usize| {
+            let first = inside(side, j);
+            for i in 1..n {
+                assert_eq!(
+                    inside(side, j + i).is_some(),
+                    first.is_some(),
+                    "side {side}: group at slot {j} split"
+                );
+            }
+            first
+        };
+        let mut shared = vec![None::<u8>; t * t];
+        for ga in 0..t / 4 {
+            let Some(la) = group(0, 4 * ga, 4) else {
+                continue;
+            };
+            for gb in 0..t / 16 {
+                let Some(lb) = group(1, 16 * gb, 16) else {
+                    continue;
+                };
+                for r in 0..4 {
+                    let ar = args.slot(0, (4 * ga + r) as u64).expect("checked");
+                    let row = slot_offset(la, ssr[0], ssr[1], 1) + r as i64 * ssr[0];
+                    assert_eq!(
+                        slot_offset(ar, ssr[0], ssr[1], 1),
+                        row,
+                        "A 4-group {ga} is not one piece of axis 0"
+                    );
+                    let s = bs
+                        .wrapping_add(row as u64)
+                        .wrapping_add(slot_offset(lb, ssr[2], ssr[3], 1) as u64);
+                    assert_eq!(s % 16, 0, "misaligned source vector {s:#x}");
+                    for (b, &x) in mem.read(s, 16).iter().enumerate() {
+                        shared[(16 * gb + b) * t + 4 * ga + r] = Some(x);
+                    }
+                }
+            }
+        }
+        for q in 0..t / 16 {
+            let Some(la) = group(0, 16 * q, 16) else {
+                continue;
+            };
+            for j in 0..t {
+                let Some(lb) = inside(1, j) else { continue };
+                let d = bd
+                    .wrapping_add(slot_offset(la, dsr[0], dsr[1], 1) as u64)
+                    .wrapping_add(slot_offset(lb, dsr[2], dsr[3], 1) as u64);
+                assert_eq!(d % 16, 0, "misaligned destination vector {d:#x}");
+                let v: Vec<u8> = shared[j * t + 16 * q..j * t + 16 * q + 16]
+                    .iter()
+                    .map(|x| x.expect("the write phase reads a byte the read phase left"))
+                    .collect();
+                mem.write(d, &v);
             }
         }
     }

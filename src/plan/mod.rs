@@ -238,8 +238,10 @@ pub(crate) struct PlanOptions {
     pub prefer_transpose: bool,
     /// Never use the packed permute kernels.
     pub no_packed: bool,
-    /// Never use the packed permute kernels' 128-slot tiles.
+    /// Never use the packed permute kernels' 128-slot tiles (nor the vector kernel's).
     pub no_packed128: bool,
+    /// Never use the vector permute kernel.
+    pub no_vec: bool,
     /// Never use the wide permute kernels (the row kernels take their cases).
     pub no_wide: bool,
 }
@@ -447,14 +449,22 @@ pub(crate) fn plan_copy(
     } else {
         None
     };
-    let packing = match (same && !opt.no_packed, opt.no_packed128) {
-        (false, _) => permute::Packing::None,
-        (true, false) => permute::Packing::Any,
-        (true, true) => permute::Packing::Small,
+    let packing = match (same && !opt.no_packed, opt.no_packed128, opt.no_vec) {
+        (false, _, _) => permute::Packing::None,
+        (true, true, _) => permute::Packing::Small,
+        (true, false, true) => permute::Packing::Words,
+        (true, false, false) => permute::Packing::Any,
     };
+    // 1-byte copies take the transpose kernel before the word-packed permute kernels, but
+    // not before the vector kernel.
     let transpose_first = opt.prefer_transpose || (same && ss == 1);
-    if (transpose_k.is_none() || !transpose_first)
-        && let Some(args) = permute::permute_args(&norm, d, s, ss, ds, packing)
+    let permuted = if transpose_k.is_none() || !opt.prefer_transpose {
+        permute::permute_args(&norm, d, s, ss, ds, packing)
+    } else {
+        None
+    };
+    if let Some(args) = permuted
+        && (transpose_k.is_none() || !transpose_first || args.pack == 16)
     {
         return Ok(Plan::Permute { args, from, to });
     }

@@ -2,8 +2,8 @@
 
 use super::{Normalized, PAxis};
 use crate::kernels::permute::{
-    PERMUTE_AXES, PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PermuteArgs, PermuteAxis,
-    wide_tile,
+    PERMUTE_AXES, PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_TILE,
+    PermuteArgs, PermuteAxis, wide_tile,
 };
 
 /// Which packed kernels a copy may take (casts take none).
@@ -13,7 +13,9 @@ pub(crate) enum Packing {
     None,
     /// The 64-slot packed kernels only.
     Small,
-    /// Either packed kernel.
+    /// Either word-packed kernel, not the vector kernel.
+    Words,
+    /// Any packed kernel, the vector kernel first.
     Any,
 }
 
@@ -63,9 +65,13 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 /// (a multiple of `T`, at least `2 T` long) is split into an inner axis of `T` elements, which
 /// stays the first axis of its side, and an outer one, which fills the short side, so that
 /// tiles are full. With more axes, a side left without a second axis takes the outer part of
-/// the other side's second axis ([`share_second_axis`]) where the arguments still fit. Copies
-/// (`packing`) of 1- and 2-byte elements whose words line up take a
-/// packed kernel ([`PermuteArgs::packed`]): for 1-byte elements, tiles of
+/// the other side's second axis ([`share_second_axis`]) where the arguments still fit.
+///
+/// Copies (`packing`) of 1-byte elements whose 16-byte vectors line up take the vector
+/// kernel ([`PermuteArgs::vectorized`], tiles of [`PERMUTE_VEC_TILE`] slots) when its tiles
+/// are full or filled better than the 64-slot packed kernel's. Otherwise copies of 1- and
+/// 2-byte elements whose words line up take a packed kernel ([`PermuteArgs::packed`]): for
+/// 1-byte elements, tiles of
 /// [`PERMUTE_PACKED_TILE`] slots when they are full or filled better than tiles of
 /// [`PERMUTE_TILE`], and their rows hold contiguous runs of at least 32 bytes on both sides;
 /// else those.
@@ -90,7 +96,16 @@ pub(crate) fn permute_args(
         .map(|a| a.with_word_stores(dst_size));
     if packing != Packing::None && src_size == dst_size && src_size <= 2 {
         let packed = large.and_then(|a| a.packed(src_size));
-        let packed128 = (packing == Packing::Any && src_size == 1)
+        let vec = (packing == Packing::Any && src_size == 1)
+            .then(|| tiled_args(norm, dst, src, 1, 1, PERMUTE_VEC_TILE))
+            .flatten()
+            .and_then(|a| a.vectorized(1));
+        if let Some(v) = vec
+            && (fill(&v) >= 1.0 || packed.is_none_or(|s| fill(&v) > fill(&s)))
+        {
+            return Some(v);
+        }
+        let packed128 = (matches!(packing, Packing::Words | Packing::Any) && src_size == 1)
             .then(|| tiled_args(norm, dst, src, src_size, dst_size, PERMUTE_PACKED_TILE))
             .flatten()
             .and_then(|a| a.packed(src_size));

@@ -207,6 +207,7 @@ fn case_strategy() -> impl Strategy<Value = Case> {
                             no_packed: seed % 4 == 0,
                             no_packed128: seed % 8 == 1,
                             no_wide: seed % 8 == 2,
+                            no_vec: seed % 8 == 3,
                         },
                     }
                 },
@@ -555,26 +556,47 @@ fn paths_are_chosen_as_documented() {
         let p = plan_copy(DST_BASE, dst, to, SRC_BASE, src, from, shape, prefer).unwrap();
         assert_eq!(p.path(), "transpose", "{from} -> {to} {shape:?}");
     }
-    assert_eq!(
-        contiguous_plan(U8, U8, &[512, 256], &[256, 1], &[1, 512]).path(),
-        "transpose"
-    );
-    // Without the transpose kernel: the 128-slot packed permute kernel.
+    // 1-byte copies: the vector permute kernel where 16-byte vectors line up, else the
+    // transpose kernel, else (without it) the 128-slot packed permute kernel.
+    let u8_transpose = |opt| {
+        plan_copy(
+            DST_BASE,
+            &[256, 1],
+            U8,
+            SRC_BASE,
+            &[1, 512],
+            U8,
+            &[512, 256],
+            opt,
+        )
+        .unwrap()
+        .kernel_path()
+    };
+    assert_eq!(u8_transpose(PlanOptions::default()), "permute_vec");
+    let no_vec = PlanOptions {
+        no_vec: true,
+        ..PlanOptions::default()
+    };
+    assert_eq!(u8_transpose(no_vec), "transpose");
+    assert_eq!(u8_transpose(prefer), "transpose");
+    let no_transpose = PlanOptions {
+        no_transpose: true,
+        ..no_vec
+    };
+    assert_eq!(u8_transpose(no_transpose), "permute_packed128");
+    // A source 4 bytes past a 16-byte boundary: words line up, vectors do not.
     let p = plan_copy(
         DST_BASE,
         &[256, 1],
         U8,
-        SRC_BASE,
+        SRC_BASE + 4,
         &[1, 512],
         U8,
         &[512, 256],
-        PlanOptions {
-            no_transpose: true,
-            ..PlanOptions::default()
-        },
+        PlanOptions::default(),
     )
     .unwrap();
-    assert_eq!(p.kernel_path(), "permute_packed128");
+    assert_eq!(p.kernel_path(), "transpose");
     // Permute: a tile axis shorter than the transpose tile (16), strided operands, a
     // transpose of the 16384^2 f32 matrix with the transpose kernels disabled.
     assert_eq!(
@@ -1134,28 +1156,61 @@ fn permute_tiles_follow_the_fill() {
         let p = contiguous_plan(F32, F32, &out, &dst, &src);
         assert_eq!(p.kernel_path(), want, "{shape:?} perm {perm:?}");
     }
-    // 1-byte copies: 128-slot packed tiles where they fill (the GPU tests' cases), 64-slot
-    // ones where a side has only 64 slots or a row of 16-byte runs.
-    for (shape, perm, want) in [
-        (&[36, 5, 32, 8][..], &[2, 1, 3, 0][..], "permute_packed128"),
-        (&[36, 5, 32, 8], &[3, 2, 0, 1], "permute_packed128"),
-        (&[64, 64, 32, 32, 64], &[0, 1, 3, 4, 2], "permute_packed128"),
+    // 1-byte copies: the vector kernel where both fastest axes hold whole 16-byte vectors;
+    // else (and without it) 128-slot packed tiles where they fill (the GPU tests' cases),
+    // 64-slot ones where a side has only 64 slots or a row of 16-byte runs.
+    for (shape, perm, want, words) in [
+        (
+            &[36, 5, 32, 8][..],
+            &[2, 1, 3, 0][..],
+            "permute_packed128",
+            "permute_packed128",
+        ),
+        (
+            &[36, 5, 32, 8],
+            &[3, 2, 0, 1],
+            "permute_packed128",
+            "permute_packed128",
+        ),
+        (
+            &[64, 64, 32, 32, 64],
+            &[0, 1, 3, 4, 2],
+            "permute_vec",
+            "permute_packed128",
+        ),
         // The middle axis split between the sides: rows of 128 bytes in the destination.
         (
             &[32, 32, 16, 16, 16, 32],
             &[5, 1, 2, 3, 4, 0],
+            "permute_vec",
             "permute_packed128",
         ),
         (
             &[32, 32, 16, 16, 16, 32],
             &[3, 0, 1, 2, 5, 4],
+            "permute_vec",
             "permute_packed",
         ),
-        (&[16, 1024, 16, 1024], &[1, 2, 3, 0], "permute_packed"),
+        (
+            &[16, 1024, 16, 1024],
+            &[1, 2, 3, 0],
+            "permute_vec",
+            "permute_packed",
+        ),
     ] {
         let (out, dst, src) = permuted_layout(shape, perm);
         let p = contiguous_plan(U8, U8, &out, &dst, &src);
         assert_eq!(p.kernel_path(), want, "u8 {shape:?} perm {perm:?}");
+        let no_vec = PlanOptions {
+            no_vec: true,
+            ..PlanOptions::default()
+        };
+        let p = plan_copy(DST_BASE, &dst, U8, SRC_BASE, &src, U8, &out, no_vec).unwrap();
+        assert_eq!(
+            p.kernel_path(),
+            words,
+            "u8 {shape:?} perm {perm:?}, no vectors"
+        );
     }
     // Layouts of both kinds at sizes the interpreter runs quickly; 2-byte destinations of the
     // large tiles store words where the destination's fastest axis has an even extent.
