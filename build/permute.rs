@@ -1006,10 +1006,12 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
         }
     };
 
-    // Every tile's origin at the start of the tile: with the next origin during the loads,
-    // ptxas needs 63 registers for sm_90 (4 resident blocks) instead of 48 (5); on an H200 the
-    // u8 sweep's median through this kernel was 0.835 with it, 0.842 without.
-    let origins = origins(&mut g, (0, 0), false);
+    // The next tile's origin during a whole tile's loads. On an H200 (u8 sweep, median time
+    // of the cases through this kernel, two runs each): 0.0820 and 0.0825 ms with it (63
+    // registers for sm_90, 4 resident blocks), 0.0831 and 0.0833 ms without (48 registers, 5
+    // blocks). Loading the next whole tile before the write phase as well (64 registers)
+    // gave 0.0820 and 0.0819 ms: not kept.
+    let origins = origins(&mut g, (0, 0), true);
     let mut phases = Vec::new();
     for whole in [false, true] {
         // Read: four vectors, rows of the A 4-group.
@@ -1117,8 +1119,7 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
          // [B slot][A 4-group]; write phase: it loads 4 vectors of 16 A slots, one per B slot,\n\
          // and stores them along the destination's fastest axis. Rows of 32 words, word\n\
          // columns XOR-swizzled by 4 ((row / 16) mod 8). Origin, whole-tile path and grid as\n\
-         // in copy_permute_bN, except that whole tiles leave the next tile's origin to the\n\
-         // start of the next tile.\n"
+         // in copy_permute_bN.\n"
     );
     render(t, name, parts, Some(doc))
 }

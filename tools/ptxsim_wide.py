@@ -143,7 +143,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                             shared[a:a+n]= b if b is not None else b'\xee'*n
                     continue
                 d=ops[0]
-                if o=='mov' and parts[1]=='pred': R[d]=R[ops[1]]; continue
+                if o=='mov' and parts[1]=='pred': R[d]=bool(int(ops[1])) if ops[1] in ('0','1') else R[ops[1]]; continue
                 if o=='mov': R[d]=val(ops[1])&(M64 if parts[1] in('b64','u64') else M32); continue
                 if o=='cvt':
                     x=val(ops[1]); dt,st=parts[1],parts[2]

@@ -192,9 +192,9 @@ pub(crate) enum Plan {
 
 impl Plan {
     /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels, wide
-    /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute32`,
-    /// `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), for diagnostics and
-    /// benchmarks.
+    /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute_vec`,
+    /// `permute32`, `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), for
+    /// diagnostics and benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.words != 0 => "permute_words",
@@ -432,11 +432,12 @@ pub(crate) fn plan_copy(
     // stride +-1, the source's axis 0 is not contiguous, and both axes fill the kernel's
     // tiles (shorter axes go to the permute kernel, which merges them with their neighbours).
     // Only 1-byte copies (whose packed transpose moves 128 x 128 tiles in 4-byte words, one
-    // tile per block) take it by default: on an H200 it beat the packed 128 x 128 permute
-    // kernel for them (0.80 against 0.76 of a device memcpy), while the permute kernels' 64 x
-    // 64 tiles beat its 32 x 32 tiles for wider elements and for casts, and the packed
-    // permute kernel beat its packed 64 x 64 tiles for 2-byte copies. The others come here
-    // when the permute kernels cannot take them.
+    // tile per block) take it by default, unless the vector permute kernel takes them: on an
+    // H200 it beat the packed 128 x 128 permute kernel for them (0.80 against 0.76 of a device
+    // memcpy), the vector kernel beat it (sweep: 54 transposes at a median of 0.866 against
+    // 0.780), the permute kernels' 64 x 64 tiles beat its 32 x 32 tiles for wider elements
+    // and for casts, and the packed permute kernel beat its packed 64 x 64 tiles for 2-byte
+    // copies. The others come here when the permute kernels cannot take them.
     let min_extent = TRANSPOSE_MIN_EXTENT.max(transpose_tile(ss, ds) as usize);
     let transpose_k = if r >= 2
         && !opt.no_transpose
@@ -455,8 +456,8 @@ pub(crate) fn plan_copy(
         (true, false, true) => permute::Packing::Words,
         (true, false, false) => permute::Packing::Any,
     };
-    // 1-byte copies take the transpose kernel before the word-packed permute kernels, but
-    // not before the vector kernel.
+    // 1-byte copies take the transpose kernel before the word-packed permute kernels, not
+    // before the vector kernel.
     let transpose_first = opt.prefer_transpose || (same && ss == 1);
     let permuted = if transpose_k.is_none() || !opt.prefer_transpose {
         permute::permute_args(&norm, d, s, ss, ds, packing)

@@ -69,7 +69,7 @@ fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Opt
 ///
 /// Copies (`packing`) of 1-byte elements whose 16-byte vectors line up take the vector
 /// kernel ([`PermuteArgs::vectorized`], tiles of [`PERMUTE_VEC_TILE`] slots) when its tiles
-/// are full or filled better than the 64-slot packed kernel's. Otherwise copies of 1- and
+/// are full or filled at least as well as the 64-slot packed kernel's. Otherwise copies of 1- and
 /// 2-byte elements whose words line up take a packed kernel ([`PermuteArgs::packed`]): for
 /// 1-byte elements, tiles of
 /// [`PERMUTE_PACKED_TILE`] slots when they are full or filled better than tiles of
@@ -101,7 +101,7 @@ pub(crate) fn permute_args(
             .flatten()
             .and_then(|a| a.vectorized(1));
         if let Some(v) = vec
-            && (fill(&v) >= 1.0 || packed.is_none_or(|s| fill(&v) > fill(&s)))
+            && (fill(&v) >= 1.0 || packed.is_none_or(|s| fill(&v) >= fill(&s)))
         {
             return Some(v);
         }
