@@ -1009,7 +1009,8 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
     // The next tile's origin during a whole tile's loads. On an H200 (u8 sweep, median time
     // of the cases through this kernel, two runs each): 0.0820 and 0.0825 ms with it (63
     // registers for sm_90, 4 resident blocks), 0.0831 and 0.0833 ms without (48 registers, 5
-    // blocks). Loading the next whole tile before the write phase as well (64 registers)
+    // blocks); differences of this size are near the runs' noise (BENCHMARKS.md, seventh
+    // session). Loading the next whole tile before the write phase as well (64 registers)
     // gave 0.0820 and 0.0819 ms: not kept.
     let origins = origins(&mut g, (0, 0), true);
     let mut phases = Vec::new();

@@ -4,7 +4,10 @@
 //! convert) between two layouts whose fastest axes differ, through tiles in shared memory.
 //! The wide kernels `copy_permute_wN(args: PermuteArgs)` do the same for copies whose
 //! innermost axis is a contiguous, 16-byte aligned run of `N` = 16, 32 or 64 bytes on both
-//! sides: each slot is a whole run, moved as 16-byte vectors ([`PermuteArgs::wide`]).
+//! sides: each slot is a whole run, moved as 16-byte vectors ([`PermuteArgs::wide`]). The
+//! packed kernels `copy_permute_packed_bN` and `copy_permute_packed128_b1` move 1- and 2-byte
+//! elements in 4-byte words ([`PermuteArgs::packed`]), the vector kernel `copy_permute_vec_b1`
+//! moves 1-byte elements in 16-byte vectors ([`PermuteArgs::vectorized`]).
 //!
 //! The axes of [`PermuteArgs`] are split into *chunks*: axis `k` of extent `len[k]` is cut into
 //! `nchunks[k] = ceil(len[k] / chunk[k])` pieces. A *tile* is one choice of a piece on every
@@ -22,7 +25,8 @@
 //! element-wise kernels' tile of `T * (T + pad) * size(D)` bytes (at most 33280); the packed
 //! kernels' tile of `T` rows of `T / k` words (`T / k + 1` where a side has fewer than 32
 //! words) plus tables of 8 bytes per A word group and per B slot (at most 17664 bytes in all);
-//! the wide kernels' tile of `T` rows of `v (T + 1)` vectors (at most 33792 bytes).
+//! the vector kernel's tile of 128 rows of 128 bytes plus a table of 8 bytes per B slot (17408
+//! bytes); the wide kernels' tile of `T` rows of `v (T + 1)` vectors (at most 33792 bytes).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -111,7 +115,8 @@ pub fn wide_tile(v: u64) -> Option<u64> {
 /// `cast_{kind}_S_D`, and `copy_{kind}` for the wide kernels, which move bytes) that runs
 /// `args`, and its block shape (required exactly). Each thread of a packed kernel moves 8
 /// words per phase: 128 threads (1-byte elements, 64-slot tiles), 256 threads (2-byte
-/// elements) or 512 threads (1-byte elements, 128-slot tiles).
+/// elements) or 512 threads (1-byte elements, 128-slot tiles); each thread of the vector
+/// kernel (256 threads) moves 4 vectors of 16 bytes per phase.
 pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
     if let Some(w) = PERMUTE_WIDE
         .iter()
@@ -449,8 +454,9 @@ pub const PERMUTE_MAX_WAVES: u64 = 16;
 impl PermuteArgs {
     /// Tiles per block for [`permute_grid`]: [`PERMUTE_PACKED128_TILES_PER_BLOCK`] for the
     /// 128-slot packed kernel, else [`PERMUTE_TILES_PER_BLOCK`] (also for the vector kernel:
-    /// on an H200 the median time of its u8 sweep cases was 0.0837 ms aiming at 2 tiles per
-    /// block, 0.0838 at 3 and 0.0849 at 4; two runs each of 2 and 4, one of 3).
+    /// on an H200 the median time of its u8 sweep cases, in a build without the next origin
+    /// during the loads, was 0.0837 ms aiming at 2 tiles per block, 0.0838 at 3 and 0.0849 at
+    /// 4: two runs each of 2 and 4, one of 3; with it, 1 and 2 tiles per block were alike).
     pub fn tiles_per_block(&self) -> u64 {
         if u64::from(self.tile) == PERMUTE_PACKED_TILE && self.pack != 16 {
             PERMUTE_PACKED128_TILES_PER_BLOCK
