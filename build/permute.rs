@@ -614,6 +614,28 @@ pub(super) fn permute_kernel(
     render(t, name, parts, None)
 }
 
+/// Loads the entry of a slot table in shared memory at `base + off` (8 bytes: packed
+/// coordinates, then offset): for whole tiles only the offset (`inside` is not called for
+/// them), else both.
+fn table_entry(g: &mut Gen, c: &mut Code, base: &str, off: u64, whole: bool) -> Slot {
+    let o = g.reg(Class::B32);
+    if whole {
+        c.line(format!("ld.shared.u32 {o}, [{base}+{}];", off + 4));
+        return Slot {
+            coords: Coords::Packed(String::new()),
+            off: o,
+        };
+    }
+    let packed = g.reg(Class::B32);
+    c.line(format!(
+        "ld.shared.v2.u32 {{{packed}, {o}}}, [{base}+{off}];"
+    ));
+    Slot {
+        coords: Coords::Packed(packed),
+        off: o,
+    }
+}
+
 /// The packed variants of `copy_permute_bN` for 1- and 2-byte elements
 /// (`copy_permute_packed_bN`, `copy_permute_packed128_bN`; same template and arguments):
 /// every global access moves a 4-byte word of `k = 4 / size` elements. Requires (checked by
@@ -736,27 +758,6 @@ pub(super) fn permute_packed_kernel(
     setup.line(format!("shl.b32 {s0}, {s0}, {sh};"));
     used_slots(&mut g, &mut setup, tt);
 
-    // An entry of a table: packed coordinates (partial tiles only) and offset.
-    // Whole tiles need only the offset (no coordinates: `inside` is not called for them).
-    let entry = |g: &mut Gen, c: &mut Code, base: &str, off: u64, whole: bool| -> Slot {
-        let o = g.reg(Class::B32);
-        if whole {
-            c.line(format!("ld.shared.u32 {o}, [{base}+{}];", off + 4));
-            return Slot {
-                coords: Coords::Packed(String::new()),
-                off: o,
-            };
-        }
-        let packed = g.reg(Class::B32);
-        c.line(format!(
-            "ld.shared.v2.u32 {{{packed}, {o}}}, [{base}+{off}];"
-        ));
-        Slot {
-            coords: Coords::Packed(packed),
-            off: o,
-        }
-    };
-
     // The next origin during the loads: for 2-byte elements (40 registers with it, 32
     // without; on an H200 the f16 sweep's packed median was 0.845 with it, 0.768 without),
     // not for 1-byte ones, where it costs resident blocks (sm_90: 128-slot tiles 50 registers
@@ -772,7 +773,7 @@ pub(super) fn permute_packed_kernel(
         let base = g.reg(Class::B64);
         read.line(format!("mad.wide.s32 {base}, {}, 1, %sbase;", rb.off));
         let ra: Vec<Slot> = (0..m)
-            .map(|i| entry(&mut g, &mut read, &tta, 8 * rows * i, whole))
+            .map(|i| table_entry(&mut g, &mut read, &tta, 8 * rows * i, whole))
             .collect();
         let mut words = Vec::new();
         for sa in &ra {
@@ -837,7 +838,7 @@ pub(super) fn permute_packed_kernel(
         let base = g.reg(Class::B64);
         write.line(format!("mad.wide.s32 {base}, {}, 1, %dbase;", wa.off));
         let wb: Vec<Slot> = (0..nw)
-            .map(|i| entry(&mut g, &mut write, &ttb, 8 * rows * i, whole))
+            .map(|i| table_entry(&mut g, &mut write, &ttb, 8 * rows * i, whole))
             .collect();
         let vals: Vec<String> = (0..nw)
             .map(|i| {
@@ -985,27 +986,6 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
     setup.line(format!("ld.param.u32 {s0}, [p_args+{SRC_STRIDES}];"));
     used_slots(&mut g, &mut setup, tt);
 
-    // A table entry: packed coordinates (partial tiles only) and offset.
-    let entry = |g: &mut Gen, c: &mut Code, off: u64, whole: bool| -> Slot {
-        let o = g.reg(Class::B32);
-        if whole {
-            c.line(format!("ld.shared.u32 {o}, [{ttb}+{}];", tab_b + off + 4));
-            return Slot {
-                coords: Coords::Packed(String::new()),
-                off: o,
-            };
-        }
-        let packed = g.reg(Class::B32);
-        c.line(format!(
-            "ld.shared.v2.u32 {{{packed}, {o}}}, [{ttb}+{}];",
-            tab_b + off
-        ));
-        Slot {
-            coords: Coords::Packed(packed),
-            off: o,
-        }
-    };
-
     // The next tile's origin during a whole tile's loads. On an H200 (u8 sweep, median time
     // of the cases through this kernel, two runs each): 0.0820 and 0.0825 ms with it (63
     // registers for sm_90, 4 resident blocks), 0.0831 and 0.0833 ms without (48 registers, 5
@@ -1066,7 +1046,7 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
         let base = g.reg(Class::B64);
         write.line(format!("mad.wide.s32 {base}, {}, 1, %dbase;", wa.off));
         let wb: Vec<Slot> = (0..4)
-            .map(|i| entry(&mut g, &mut write, 8 * 32 * i, whole))
+            .map(|i| table_entry(&mut g, &mut write, &ttb, tab_b + 8 * 32 * i, whole))
             .collect();
         let vals: Vec<Vec<String>> = (0..4u64)
             .map(|i| {
