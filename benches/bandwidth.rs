@@ -445,7 +445,8 @@ fn sweep_type<T: DeviceElement>(b: &mut Bench, quick: bool) -> std::ops::Range<u
             );
             let alternatives: &[Steer] = match b.rows.last().unwrap().path.as_str() {
                 "permute" | "permute32" | "permute_words" => &[Steer::PreferTranspose],
-                // (1-byte copies take the transpose kernel first wherever it applies.)
+                // (1-byte copies that the vector kernel cannot take go to the transpose kernel
+                // first wherever it applies.)
                 "permute_vec" => &[Steer::NoVec],
                 "permute_packed128" => &[Steer::NoPacked128],
                 "permute_packed" => &[Steer::NoPacking],

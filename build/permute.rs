@@ -496,16 +496,17 @@ fn write_words(
             pack_word(g, &mut write, d, &[lo, hi])
         })
         .collect();
-    store_words(g, &mut write, pa.as_deref(), &base, wb, &words);
+    store_words(g, &mut write, (pa.as_deref(), "u32"), &base, wb, &words);
     write.text()
 }
 
-/// Stores `words[k]` at `base` plus the destination offset of B slot `wb[k]`, predicated (when
+/// Stores `words[k]` (`st.global.{ty}`: a 4-byte word `u32`, or a vector `v4.u32` given as
+/// `{a, b, c, d}`) at `base` plus the destination offset of B slot `wb[k]`, predicated (when
 /// `pa` is given: a partial tile) on `pa` and on the B slot lying inside the tile.
 fn store_words(
     g: &mut Gen,
     c: &mut Code,
-    pa: Option<&str>,
+    (pa, ty): (Option<&str>, &str),
     base: &str,
     wb: &[Slot],
     words: &[String],
@@ -519,14 +520,7 @@ fn store_words(
         });
         let at = g.reg(Class::B64);
         c.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
-        store_scalar(
-            c,
-            bits_ty(4),
-            Space::Global,
-            &format!("[{at}]"),
-            w,
-            pr.as_deref(),
-        );
+        c.line(format!("{}st.global.{ty} [{at}], {w};", pfx(pr.as_deref())));
     }
 }
 
@@ -856,7 +850,14 @@ pub(super) fn permute_packed_kernel(
                 load_scalar(&mut g, &mut write, w, Space::Shared, &at, None)
             })
             .collect();
-        store_words(&mut g, &mut write, pa.as_deref(), &base, &wb, &vals);
+        store_words(
+            &mut g,
+            &mut write,
+            (pa.as_deref(), "u32"),
+            &base,
+            &wb,
+            &vals,
+        );
         phases.push((read.text(), rest.text(), write.text()));
     }
     let whole = phases.pop().expect("two phases");
@@ -1066,21 +1067,18 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
                 v
             })
             .collect();
-        for (sb, v) in wb.iter().zip(&vals) {
-            let pr = pa.as_ref().map(|pa| {
-                let pb = inside(&mut g, &mut write, 1, sb);
-                let pr = g.reg(Class::Pred);
-                write.line(format!("and.pred {pr}, {pa}, {pb};"));
-                pr
-            });
-            let at = g.reg(Class::B64);
-            write.line(format!("mad.wide.s32 {at}, {}, 1, {base};", sb.off));
-            write.line(format!(
-                "{}st.global.v4.u32 [{at}], {{{}}};",
-                pfx(pr.as_deref()),
-                v.join(", ")
-            ));
-        }
+        let vals: Vec<String> = vals
+            .iter()
+            .map(|v| format!("{{{}}}", v.join(", ")))
+            .collect();
+        store_words(
+            &mut g,
+            &mut write,
+            (pa.as_deref(), "v4.u32"),
+            &base,
+            &wb,
+            &vals,
+        );
         phases.push((read.text(), rest.text(), write.text()));
     }
     let whole = phases.pop().expect("two phases");

@@ -81,7 +81,8 @@ pub enum Steer {
     PreferTranspose,
     /// No packed permute kernels.
     NoPacking,
-    /// No packed permute kernels with 128-slot tiles (64-slot ones only).
+    /// No packed permute kernels with 128-slot tiles, word-packed or vector (64-slot ones
+    /// only).
     NoPacked128,
     /// No wide permute kernels (the row kernels take their cases).
     NoWide,

@@ -441,14 +441,15 @@ fn vector_kernel_permutations() {
         slices.push(rev);
         for sl in &slices {
             permuted_cases::<u8, u8>(&stream, &mut rng, &shape, sl, &perms, &mut paths);
-            permuted_cases::<i8, i8>(&stream, &mut rng, &shape, sl, &perms[..1], &mut paths);
+            let last = &perms[perms.len() - 1..];
+            permuted_cases::<i8, i8>(&stream, &mut rng, &shape, sl, last, &mut paths);
         }
     }
     // A source broadcast along a middle axis (stride 0) into a permuted destination.
-    let host = random::<u8>(&mut rng, &[64, 1, 96]);
+    let host = random::<u8>(&mut rng, &[64, 1, 128]);
     let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
-    let hb = host.broadcast(IxDyn(&[64, 20, 96])).unwrap();
-    let db = dev.view().broadcast(IxDyn(&[64, 20, 96])).unwrap();
+    let hb = host.broadcast(IxDyn(&[64, 20, 128])).unwrap();
+    let db = dev.view().broadcast(IxDyn(&[64, 20, 128])).unwrap();
     for p in [vec![2usize, 1, 0], vec![1, 2, 0]] {
         let hp = hb.clone().permuted_axes(p.clone());
         let dp = db.clone().permuted_axes(IxDyn(&p));
@@ -456,9 +457,9 @@ fn vector_kernel_permutations() {
         let mut out = DeviceArray::from_host(&stream, &poison.view()).unwrap();
         {
             let mut ov = out.view_mut();
-            *paths
-                .entry(devspan::__private::copy_path(&mut ov, &dp))
-                .or_default() += 1;
+            let path = devspan::__private::copy_path(&mut ov, &dp);
+            assert_eq!(path, "permute_vec", "broadcast, perm {p:?}");
+            *paths.entry(path).or_default() += 1;
             ov.assign_cast(&stream, &dp).unwrap();
         }
         let expect = hp.as_standard_layout().into_owned();
@@ -469,10 +470,10 @@ fn vector_kernel_permutations() {
             &format!("broadcast, perm {p:?}"),
         );
     }
-    // A strided destination: every other 16-byte column block of a wider array.
-    let host = random::<u8>(&mut rng, &[160, 96]);
+    // A strided destination: a window of 160 columns, 16 bytes into rows of 320.
+    let host = random::<u8>(&mut rng, &[160, 128]);
     let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
-    let poison = random::<u8>(&mut rng, &[96, 320]);
+    let poison = random::<u8>(&mut rng, &[128, 320]);
     let mut out = DeviceArray::from_host(&stream, &poison.view()).unwrap();
     let mut expect = poison.clone();
     expect.slice_mut(ndarray::s![.., 16..176]).assign(&host.t());
@@ -483,9 +484,9 @@ fn vector_kernel_permutations() {
             .unwrap()
             .into_dyn();
         let dt = dev.view().reversed_axes();
-        *paths
-            .entry(devspan::__private::copy_path(&mut ov, &dt))
-            .or_default() += 1;
+        let path = devspan::__private::copy_path(&mut ov, &dt);
+        assert_eq!(path, "permute_vec", "strided destination");
+        *paths.entry(path).or_default() += 1;
         ov.assign_cast(&stream, &dt).unwrap();
     }
     let got = out.to_host(&stream).unwrap();

@@ -172,9 +172,9 @@ pub struct PermuteArgs {
     pub magic32: [u32; PERMUTE_AXES],
     /// 32-bit fast division by `nchunks[k]`: shifts.
     pub shift32: [u32; PERMUTE_AXES],
-    /// Slots per tile side: [`PERMUTE_TILE`], [`PERMUTE_SMALL_TILE`] or
-    /// [`PERMUTE_PACKED_TILE`], or a wide kernel's ([`PERMUTE_WIDE`]); with `pack` and `wide`
-    /// it tells which kernel runs the plan. The kernels do not read it.
+    /// Slots per tile side: [`PERMUTE_TILE`], [`PERMUTE_SMALL_TILE`],
+    /// [`PERMUTE_PACKED_TILE`] or [`PERMUTE_VEC_TILE`], or a wide kernel's ([`PERMUTE_WIDE`]);
+    /// with `pack` and `wide` it tells which kernel runs the plan. The kernels do not read it.
     pub tile: u32,
     /// 1 when the large element-wise kernel for a 2-byte destination stores pairs of elements
     /// as 4-byte words (set by [`PermuteArgs::with_word_stores`]), else 0. The kernels read it.
@@ -458,7 +458,7 @@ impl PermuteArgs {
     /// during the loads, was 0.0837 ms aiming at 2 tiles per block, 0.0838 at 3 and 0.0849 at
     /// 4: two runs each of 2 and 4, one of 3; with it, 1 and 2 tiles per block were alike).
     pub fn tiles_per_block(&self) -> u64 {
-        if u64::from(self.tile) == PERMUTE_PACKED_TILE && self.pack != 16 {
+        if self.pack == 4 && u64::from(self.tile) == PERMUTE_PACKED_TILE {
             PERMUTE_PACKED128_TILES_PER_BLOCK
         } else {
             PERMUTE_TILES_PER_BLOCK

@@ -233,8 +233,9 @@ pub(crate) struct PlanOptions {
     pub no_rows: bool,
     /// Never use the transpose kernels (the permute kernels take their cases).
     pub no_transpose: bool,
-    /// Use the transpose kernels wherever they apply (by default only 1-byte copies take them,
-    /// and the permute kernels take the other cases when they can).
+    /// Use the transpose kernels wherever they apply (by default only 1-byte copies that the
+    /// vector permute kernel cannot take go to them, and the permute kernels take the other
+    /// cases when they can).
     pub prefer_transpose: bool,
     /// Never use the packed permute kernels.
     pub no_packed: bool,
@@ -434,8 +435,8 @@ pub(crate) fn plan_copy(
     // Only 1-byte copies (whose packed transpose moves 128 x 128 tiles in 4-byte words, one
     // tile per block) take it by default, unless the vector permute kernel takes them: on an
     // H200 it beat the packed 128 x 128 permute kernel for them (0.80 against 0.76 of a device
-    // memcpy), the vector kernel beat it (sweep: 54 transposes at a median of 0.866 against
-    // 0.780), the permute kernels' 64 x 64 tiles beat its 32 x 32 tiles for wider elements
+    // memcpy), the vector kernel beat it (sweep: 54 transposes at a median of 0.885 against
+    // 0.777), the permute kernels' 64 x 64 tiles beat its 32 x 32 tiles for wider elements
     // and for casts, and the packed permute kernel beat its packed 64 x 64 tiles for 2-byte
     // copies. The others come here when the permute kernels cannot take them.
     let min_extent = TRANSPOSE_MIN_EXTENT.max(transpose_tile(ss, ds) as usize);
