@@ -59,6 +59,17 @@ struct Slot {
     off: String,
 }
 
+impl Slot {
+    /// The register of the slot's coordinates, packed one slot per register (as `slot` makes
+    /// them; only `pair_coords` pairs them up).
+    fn packed(&self) -> String {
+        match &self.coords {
+            Coords::Packed(p) => p.clone(),
+            Coords::Pair(..) => unreachable!("coordinates already paired"),
+        }
+    }
+}
+
 /// A slot's local coordinates.
 enum Coords {
     /// Packed in a register as `l0 | l1 << 16` (`0xFFFF` in both halves for a slot past the
@@ -162,12 +173,8 @@ fn thread_slots(
 /// each half of their packed coordinates.
 fn pair_coords(g: &mut Gen, c: &mut Code, slots: &mut [Slot]) {
     for two in slots.chunks_mut(2) {
-        let packed = |s: &Slot| match &s.coords {
-            Coords::Packed(p) => p.clone(),
-            _ => unreachable!("pairs are made of packed coordinates"),
-        };
-        let a = packed(&two[0]);
-        let b = two.get(1).map_or_else(|| a.clone(), packed);
+        let a = two[0].packed();
+        let b = two.get(1).map_or_else(|| a.clone(), Slot::packed);
         let pair = g.reg(Class::B32);
         // Bytes 0 and 2 of a, then bytes 0 and 2 of b.
         c.line(format!("prmt.b32 {pair}, {a}, {b}, 0x6420;"));
@@ -700,11 +707,7 @@ pub(super) fn permute_packed_kernel(
     setup.line(format!("mul.lo.u32 {ja}, {tid}, {k};"));
     let ea = slot(&mut g, &mut setup, (0, &ja), (SRC_STRIDES, sh));
     let eb = slot(&mut g, &mut setup, (1, &tid), (DST_STRIDES, sh));
-    let packed = |s: &Slot| match &s.coords {
-        Coords::Packed(p) => p.clone(),
-        _ => unreachable!("table slots keep their coordinates packed"),
-    };
-    let (ea_packed, eb_packed) = (packed(&ea), packed(&eb));
+    let (ea_packed, eb_packed) = (ea.packed(), eb.packed());
     let (pa, pb) = (g.reg(Class::Pred), g.reg(Class::Pred));
     setup.line(format!("setp.lt.u32 {pa}, {tid}, {gs};"));
     setup.line(format!("setp.lt.u32 {pb}, {tid}, {tt};"));
@@ -945,10 +948,7 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
 
     // The table: B slot `tid` (tid < tt), its packed coordinates and destination offset.
     let eb = slot(&mut g, &mut setup, (1, &tid), (DST_STRIDES, 0));
-    let eb_packed = match &eb.coords {
-        Coords::Packed(p) => p.clone(),
-        _ => unreachable!("table slots keep their coordinates packed"),
-    };
+    let eb_packed = eb.packed();
     let pt = g.reg(Class::Pred);
     setup.line(format!("setp.lt.u32 {pt}, {tid}, {tt};"));
     let at = g.reg(Class::B32);

@@ -457,16 +457,13 @@ pub(crate) fn plan_copy(
         (true, false, true) => permute::Packing::Words,
         (true, false, false) => permute::Packing::Any,
     };
-    // 1-byte copies take the transpose kernel before the word-packed permute kernels, not
-    // before the vector kernel.
-    let transpose_first = opt.prefer_transpose || (same && ss == 1);
-    let permuted = if transpose_k.is_none() || !opt.prefer_transpose {
-        permute::permute_args(&norm, d, s, ss, ds, packing)
-    } else {
-        None
-    };
+    // Where the transpose kernel applies, it goes first when preferred, and for 1-byte copies
+    // before the word-packed permute kernels (not before the vector kernel).
+    let permuted = (transpose_k.is_none() || !opt.prefer_transpose)
+        .then(|| permute::permute_args(&norm, d, s, ss, ds, packing))
+        .flatten();
     if let Some(args) = permuted
-        && (transpose_k.is_none() || !transpose_first || args.pack == 16)
+        && (transpose_k.is_none() || !(same && ss == 1) || args.pack == 16)
     {
         return Ok(Plan::Permute { args, from, to });
     }
