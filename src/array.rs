@@ -1,5 +1,6 @@
 //! `DeviceArray`: the one owning type, an allocation plus a standard layout.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -31,8 +32,31 @@ use crate::view::{DeviceView, DeviceViewMut};
 /// # Ok(()) }
 /// ```
 pub struct DeviceArray<T, D: Dimension> {
-    data: CudaSlice<T>,
+    /// Dropped in `DeviceArray`'s drop, with its context current; moved out by
+    /// `into_cuda_slice`.
+    data: ManuallyDrop<CudaSlice<T>>,
     layout: Layout<D>,
+}
+
+impl<T, D: Dimension> Drop for DeviceArray<T, D> {
+    fn drop(&mut self) {
+        // SAFETY: `data` is taken once, here; `into_cuda_slice` never lets this drop run.
+        let data = unsafe { ManuallyDrop::take(&mut self.data) };
+        // cudarc frees through the slice's stream, which needs its context current on this
+        // thread (a thread may have another context current, or none).
+        crate::device::with_context(&data.context().clone(), || drop(data));
+    }
+}
+
+/// An array can own the memory of `'static` views ([`DeviceViewMut::from_raw_parts_mut`]):
+/// it frees its memory stream-ordered on its stream when the driver supports that.
+impl<T: DeviceElement, D: Dimension + 'static> crate::DeviceOwner for DeviceArray<T, D> {
+    fn describe(&self) -> String {
+        format!("DeviceArray<{}>({:?})", T::DTYPE, self.layout.shape())
+    }
+    fn release_stream(&self) -> Option<Arc<CudaStream>> {
+        self.data.release_stream()
+    }
 }
 
 impl<T: DeviceElement, D: Dimension> std::fmt::Debug for DeviceArray<T, D> {
@@ -64,7 +88,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     pub fn zeros<Sh: IntoDimension<Dim = D>>(stream: &Arc<CudaStream>, shape: Sh) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
         let data = stream.alloc_zeros::<T>(n)?;
-        Ok(DeviceArray { data, layout })
+        Ok(DeviceArray {
+            data: ManuallyDrop::new(data),
+            layout,
+        })
     }
 
     /// An array of `shape` whose contents are whatever the allocation held.
@@ -90,7 +117,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         let (layout, n) = Self::layout_for(shape)?;
         // SAFETY: the caller promises to write every element before reading it.
         let data = unsafe { stream.alloc::<T>(n)? };
-        Ok(DeviceArray { data, layout })
+        Ok(DeviceArray {
+            data: ManuallyDrop::new(data),
+            layout,
+        })
     }
 
     /// Takes ownership of a cudarc slice as an array of `shape` (standard layout);
@@ -116,7 +146,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
                 layout.shape()
             )));
         }
-        Ok(DeviceArray { data, layout })
+        Ok(DeviceArray {
+            data: ManuallyDrop::new(data),
+            layout,
+        })
     }
 
     /// The underlying cudarc slice.
@@ -147,7 +180,13 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// # Ok(()) }
     /// ```
     pub fn into_cuda_slice(self) -> CudaSlice<T> {
-        self.data
+        let mut me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped or used again: the slice is moved out once and the
+        // layout dropped in place once.
+        unsafe {
+            std::ptr::drop_in_place(&mut me.layout);
+            ManuallyDrop::take(&mut me.data)
+        }
     }
 
     /// The stream the allocation was made on (and is freed on).

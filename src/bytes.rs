@@ -15,6 +15,9 @@ pub struct RawBytes<'a> {
     pub(crate) len: usize,
     pub(crate) device: usize,
     pub(crate) keep: KeepAlive<'a>,
+    /// The range also holds elements that another writable handle may write (the halves of a
+    /// writable view split along an inner axis interleave): it is never handed out whole.
+    pub(crate) shared: bool,
 }
 
 /// The device address of cudarc memory. Taking it enqueues nothing, so the read event that
@@ -65,6 +68,7 @@ impl<'a> RawBytes<'a> {
             len,
             device,
             keep,
+            shared: false,
         })
     }
 
@@ -76,6 +80,7 @@ impl<'a> RawBytes<'a> {
             len: end - start,
             device: self.device,
             keep: self.keep.clone(),
+            shared: self.shared,
         }
     }
 }
@@ -127,7 +132,10 @@ impl DeviceBytes<'static> {
     /// # Safety
     /// `ptr..ptr + len` must be device memory of device `device`, readable for as long as `owner`
     /// is alive, and not written by anyone while any view of it is used by a device operation
-    /// (other than through devspan's own writable handles).
+    /// (other than through devspan's own writable handles). If `owner.release_stream()` names a
+    /// stream, dropping `owner` must release the memory no earlier than the work enqueued on that
+    /// stream before the drop (see [`DeviceOwner`]). Work on the memory enqueued outside devspan
+    /// must be complete, or ordered before the streams devspan's operations use.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -147,7 +155,7 @@ impl DeviceBytes<'static> {
         owner: Arc<dyn DeviceOwner>,
     ) -> Result<Self> {
         Ok(DeviceBytes {
-            raw: RawBytes::new(ptr, len, device, KeepAlive::Owner(owner))?,
+            raw: RawBytes::new(ptr, len, device, KeepAlive::owner(owner))?,
         })
     }
 }
@@ -157,7 +165,9 @@ impl<'a> DeviceBytes<'a> {
     ///
     /// # Safety
     /// `ptr..ptr + len` must be device memory of device `device`, readable for all of `'a` and
-    /// not freed or written by anyone else while a device operation uses it.
+    /// not freed or written by anyone else while a device operation uses it. Nothing tracks the
+    /// work devspan enqueues on such memory: the caller frees it only after that work has
+    /// completed (synchronise the streams used, or free stream-ordered behind them).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -191,6 +201,7 @@ impl<'a> DeviceBytes<'a> {
             len: slice.num_bytes(),
             device: slice.context().ordinal(),
             keep: KeepAlive::cuda(slice),
+            shared: false,
         };
         DeviceBytes { raw }
     }
@@ -215,6 +226,7 @@ impl<'a> DeviceBytes<'a> {
                 len,
                 device,
                 keep: KeepAlive::cuda(view),
+                shared: false,
             },
         }
     }
@@ -342,7 +354,9 @@ impl DeviceBytesMut<'static> {
     /// # Safety
     /// `ptr..ptr + len` must be device memory of device `device`, readable and writable for as
     /// long as `owner` is alive, and accessed by no one else while any handle derived from this
-    /// one is used by a device operation.
+    /// one is used by a device operation. If `owner.release_stream()` names a stream, dropping
+    /// `owner` must release the memory no earlier than the work enqueued on that stream before
+    /// the drop (see [`DeviceOwner`]).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -361,7 +375,7 @@ impl DeviceBytesMut<'static> {
         owner: Arc<dyn DeviceOwner>,
     ) -> Result<Self> {
         Ok(DeviceBytesMut {
-            raw: RawBytes::new(ptr, len, device, KeepAlive::Owner(owner))?,
+            raw: RawBytes::new(ptr, len, device, KeepAlive::owner(owner))?,
         })
     }
 }
@@ -371,7 +385,9 @@ impl<'a> DeviceBytesMut<'a> {
     ///
     /// # Safety
     /// `ptr..ptr + len` must be device memory of device `device`, readable and writable for all
-    /// of `'a`, and neither freed nor accessed by anyone else during `'a`.
+    /// of `'a`, and neither freed nor accessed by anyone else during `'a`. Nothing tracks the
+    /// work devspan enqueues on such memory: the caller frees it only after that work has
+    /// completed.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -407,6 +423,7 @@ impl<'a> DeviceBytesMut<'a> {
                 len,
                 device,
                 keep: KeepAlive::cuda(slice),
+                shared: false,
             },
         }
     }
@@ -431,6 +448,7 @@ impl<'a> DeviceBytesMut<'a> {
                 len,
                 device,
                 keep: KeepAlive::cuda(view),
+                shared: false,
             },
         }
     }

@@ -104,3 +104,30 @@ pub(crate) fn check_stream(stream: &CudaStream, device: usize, what: &str) -> Re
     }
     Ok(())
 }
+
+/// Runs `f` with `ctx` current on this thread, then makes the thread's previous context (or
+/// none) current again, also when `f` panics. If `ctx` cannot be made current, `f` runs anyway.
+pub(crate) fn with_context<R>(ctx: &CudaContext, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Option<cudarc::driver::sys::CUcontext>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(prev) = self.0 {
+                // SAFETY: `prev` was this thread's current context before the call (null
+                // unbinds).
+                let _ = unsafe {
+                    cudarc::driver::result::ctx::set_current(prev.unwrap_or(std::ptr::null_mut()))
+                };
+            }
+        }
+    }
+    let prev = cudarc::driver::result::ctx::get_current().ok();
+    let mut restore = Restore(None);
+    if let Some(prev) = prev
+        && prev != Some(ctx.cu_ctx())
+        // SAFETY: `ctx` is alive (borrowed) for the call.
+        && unsafe { cudarc::driver::result::ctx::set_current(ctx.cu_ctx()) }.is_ok()
+    {
+        restore.0 = Some(prev);
+    }
+    f()
+}

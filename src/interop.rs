@@ -150,7 +150,9 @@ impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
     /// Runs `f`, which enqueues the user's own work on `stream` that **reads** this view (e.g. a
     /// kernel launch taking the [`KernelView`]), inside the view's stream synchronisation: for
     /// views over cudarc memory, `stream` first waits for earlier writes and the read is recorded
-    /// after `f` returns, as cudarc does for its own slices.
+    /// after `f` returns, as cudarc does for its own slices; views over owner-backed memory
+    /// record it so that the owner is released only after it. No lock is held while `f` runs:
+    /// `f` may use other views of the same memory (clones, slices, split halves).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -164,7 +166,7 @@ impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
     /// ```
     pub fn with_kernel_view<const N: usize, R>(
         &self,
-        stream: &cudarc::driver::CudaStream,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
         f: impl FnOnce(KernelView<N>) -> crate::Result<R>,
     ) -> crate::Result<R> {
         crate::device::check_stream(stream, self.device(), "the view")?;
@@ -176,8 +178,9 @@ impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
 impl<T: crate::DeviceElement, D: ndarray::Dimension> crate::DeviceViewMut<'_, T, D> {
     /// Runs `f`, which enqueues the user's own work on `stream` that **writes** this view, inside
     /// its stream synchronisation (for cudarc memory: wait for earlier reads and writes, record a
-    /// write afterwards). Writable views never reach an element twice, so a kernel that writes
-    /// each index once writes each element once.
+    /// write afterwards; owner-backed memory: recorded so that the owner is released only after
+    /// it). Writable views never reach an element twice, so a kernel that writes each index once
+    /// writes each element once. No lock is held while `f` runs.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -191,7 +194,7 @@ impl<T: crate::DeviceElement, D: ndarray::Dimension> crate::DeviceViewMut<'_, T,
     /// ```
     pub fn with_kernel_view_mut<const N: usize, R>(
         &mut self,
-        stream: &cudarc::driver::CudaStream,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
         f: impl FnOnce(KernelView<N>) -> crate::Result<R>,
     ) -> crate::Result<R> {
         crate::device::check_stream(stream, self.device(), "the view")?;

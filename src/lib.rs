@@ -22,6 +22,28 @@
 //! memory owned by an FFI producer, DLPack, another library). Every constructor that takes raw
 //! parts validates bounds, alignment and overflow and answers `Err`, never a panic.
 //!
+//! ## Memory outlives the work queued on it
+//!
+//! Operations return once their work is enqueued. Memory is released only after every operation
+//! devspan enqueued on it has completed, or is ordered before the release:
+//!
+//! - **cudarc memory** ([`DeviceArray`], borrowed `CudaSlice`s and views): each operation makes
+//!   its stream wait for earlier conflicting work and records itself in the allocation's cudarc
+//!   read or write event, which covers every stream that used it; cudarc frees stream-ordered on
+//!   the allocation's stream after waiting for both events. (cudarc tracks events once a context
+//!   has more than one stream; with one stream, stream order alone keeps the rule; a program that
+//!   turns cudarc's tracking off orders its streams itself.) A [`DeviceArray`] is freed with its
+//!   context current, on whichever thread drops it.
+//! - **owner-backed memory** (`'static` views, DLPack imports): each operation records an event
+//!   on its stream in the owner's log and waits for devspan's earlier conflicting work on other
+//!   streams; when the last view goes, the owner is dropped only after that work, either by its
+//!   [`release_stream`](DeviceOwner::release_stream) waiting for it or by the host waiting.
+//! - **raw borrows** (`from_raw_parts_borrowed`) are untracked: their `unsafe` contract makes
+//!   the caller free the memory after the work.
+//!
+//! No lock is held while an operation or a user closure runs, so any view of the same memory
+//! may be used inside [`with_kernel_view`](DeviceView::with_kernel_view), from any thread.
+//!
 //! | ndarray / std | devspan |
 //! |---|---|
 //! | `a.slice(s![..])`, `slice_axis`, `index_axis` | the same names, on views ([`DeviceView::slice`]) |

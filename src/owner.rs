@@ -1,18 +1,33 @@
-//! Keep-alives: what a view holds so that the memory it points at outlives it.
+//! Keep-alives: what a view holds so that the memory it points at outlives the work on it.
 //!
-//! A view keeps its memory alive in one of two ways:
+//! A view keeps its memory alive in one of three ways:
 //! - a Rust borrow (the lifetime `'a` of `DeviceView<'a, ..>`) over a `CudaSlice`, `CudaView`,
-//!   `DeviceArray` or another view; for cudarc memory the borrow also carries cudarc's per-slice
-//!   events, so that devspan's launches take part in cudarc's multi-stream synchronisation;
+//!   [`DeviceArray`](crate::DeviceArray) or another view. For cudarc memory every devspan
+//!   operation also takes part in cudarc's per-allocation events: the stream waits for earlier
+//!   conflicting work, and the operation is recorded in the allocation's read or write event,
+//!   which cudarc's `CudaSlice` waits for before it frees the memory, stream-ordered;
 //! - a shared owner handle, [`Arc<dyn DeviceOwner>`](DeviceOwner), for memory whose owner Rust
 //!   cannot see (an FFI allocation, a DLPack producer, another library's allocator). Such views
-//!   are `'static`; the owner is dropped exactly once, after the last view derived from it.
+//!   are `'static`. Every devspan operation on them records an event on its stream; the owner is
+//!   dropped exactly once, after the last view derived from it **and** after that work;
+//! - a plain borrow with no tracking (`from_raw_parts_borrowed`), whose caller promises the
+//!   memory outlives every use (an `unsafe` contract).
+//!
+//! No lock is held while the operation itself runs: a keep-alive is locked briefly before the
+//! work is enqueued (to order the stream after earlier work) and briefly after (to record it),
+//! one keep-alive at a time, so user code run in between (the closures of
+//! [`with_kernel_view`](crate::DeviceView::with_kernel_view)) may use any view of the same
+//! memory.
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+use cudarc::driver::{
+    CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop,
+    result, sys,
+};
 
 use crate::error::{Error, Result};
 
@@ -20,8 +35,20 @@ use crate::error::{Error, Result};
 ///
 /// Implement it for whatever must stay alive while views of its memory exist: a handle from
 /// another library, a DLPack managed tensor, a struct holding a `CudaSlice` and its stream.
-/// devspan never calls anything on it; it only keeps it alive and drops it once, after the last
-/// view that refers to it, on whichever thread drops that view.
+/// devspan never calls anything on it but [`describe`](Self::describe) and
+/// [`release_stream`](Self::release_stream); it keeps it alive and drops it once, on whichever
+/// thread drops the last view that refers to it.
+///
+/// **Stream-ordered release.** The owner is dropped only once every operation devspan enqueued
+/// on its memory has completed, or is ordered before the release:
+/// - when [`release_stream`](Self::release_stream) is `None` (the default), devspan waits on the
+///   host, in the drop of the last view, for the work it enqueued on the memory (on any stream)
+///   to complete, then drops the owner. Nothing waits when that work has completed already;
+/// - when it names a stream, the owner promises that dropping it releases the memory
+///   stream-ordered on that stream (as `cuMemFreeAsync` does): devspan makes that stream wait
+///   for its work on the memory and drops the owner without blocking.
+///
+/// Work the owner's user enqueued outside devspan is theirs to order, as with any CUDA memory.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -49,11 +76,47 @@ pub trait DeviceOwner: Send + Sync + 'static {
     fn describe(&self) -> String {
         String::from("foreign owner")
     }
+
+    /// The stream on which dropping this owner releases its memory, stream-ordered, if it does
+    /// (see the trait's documentation). The default, `None`, makes devspan wait on the host for
+    /// its own pending work before it drops the owner.
+    ///
+    /// Constructors that take an owner (`from_raw_parts`) are `unsafe`: naming a stream here is
+    /// part of their contract, and a wrong answer can let memory be reused under queued work.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use std::sync::Arc;
+    /// use cudarc::driver::{CudaSlice, CudaStream};
+    /// use devspan::DeviceOwner;
+    ///
+    /// /// Memory from cudarc's stream-ordered allocator: freed with `cuMemFreeAsync`.
+    /// struct Block(CudaSlice<f32>);
+    /// impl DeviceOwner for Block {
+    ///     fn release_stream(&self) -> Option<Arc<CudaStream>> {
+    ///         self.0.context().has_async_alloc().then(|| self.0.stream().clone())
+    ///     }
+    /// }
+    /// let stream = devspan::new_stream(0)?;
+    /// let b = Block(stream.alloc_zeros::<f32>(16)?);
+    /// assert!(b.release_stream().is_some() || !stream.context().has_async_alloc());
+    /// # Ok(()) }
+    /// ```
+    fn release_stream(&self) -> Option<Arc<CudaStream>> {
+        None
+    }
 }
 
 impl<T: Send + Sync + 'static> DeviceOwner for CudaSlice<T> {
     fn describe(&self) -> String {
         format!("CudaSlice({} elements)", self.len())
+    }
+
+    /// The slice's own stream, when its context frees with `cuMemFreeAsync` on it.
+    fn release_stream(&self) -> Option<Arc<CudaStream>> {
+        self.context()
+            .has_async_alloc()
+            .then(|| self.stream().clone())
     }
 }
 
@@ -61,87 +124,214 @@ impl<T: DeviceOwner + ?Sized> DeviceOwner for Box<T> {
     fn describe(&self) -> String {
         (**self).describe()
     }
+    fn release_stream(&self) -> Option<Arc<CudaStream>> {
+        (**self).release_stream()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A raw event of a cudarc allocation, valid for as long as the borrow of that allocation.
+#[derive(Clone, Copy)]
+pub(crate) struct RawEvent(sys::CUevent);
+
+// SAFETY: a `CUevent` is a handle that the driver lets any thread use.
+unsafe impl Send for RawEvent {}
+
+/// The event cudarc would record when `guard` drops, taken out so that nothing is recorded
+/// now; `None` when cudarc tracks nothing for this memory.
+fn take_event(guard: &mut SyncOnDrop<'_>) -> Option<RawEvent> {
+    match guard {
+        SyncOnDrop::Record(target) => target.take().map(|(e, _)| RawEvent(e.cu_event())),
+        SyncOnDrop::Sync(target) => {
+            // Not produced by `device_ptr(_mut)` of slices and views; synchronising keeps
+            // cudarc's meaning of it.
+            target.take().map(|s| s.synchronize());
+            None
+        }
+    }
 }
 
 /// Access to cudarc's event tracking of one allocation, behind type erasure.
 pub(crate) trait CudaTrack: Send {
-    /// Makes `stream` wait for earlier writes and runs `f`; records a read afterwards.
-    fn read(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()>;
-    /// Makes `stream` wait for earlier reads and writes and runs `f`; records a write
-    /// afterwards. Read-only sources answer `None` without running `f`.
-    fn write(
-        &mut self,
-        stream: &CudaStream,
-        f: &mut dyn FnMut() -> Result<()>,
-    ) -> Option<Result<()>>;
+    /// Makes `stream` wait for earlier writes (and, for a write, earlier reads) of the memory
+    /// and returns the event that records this access once it is enqueued; `Err` for a write to
+    /// a read-only borrow.
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
+}
+
+fn read_only() -> Error {
+    Error::invalid("a read-only cudarc borrow was asked for write access")
 }
 
 impl<T: Send + Sync> CudaTrack for &CudaSlice<T> {
-    fn read(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        let (_ptr, _record) = self.device_ptr(stream);
-        f()
-    }
-    fn write(&mut self, _: &CudaStream, _: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>> {
-        None
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
+        if write {
+            return Err(read_only());
+        }
+        let (_ptr, mut guard) = self.device_ptr(stream);
+        Ok(take_event(&mut guard))
     }
 }
 
 impl<T: Send + Sync> CudaTrack for &mut CudaSlice<T> {
-    fn read(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        let (_ptr, _record) = self.device_ptr(stream);
-        f()
-    }
-    fn write(
-        &mut self,
-        stream: &CudaStream,
-        f: &mut dyn FnMut() -> Result<()>,
-    ) -> Option<Result<()>> {
-        let (_ptr, _record) = self.device_ptr_mut(stream);
-        Some(f())
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
+        let mut guard = if write {
+            self.device_ptr_mut(stream).1
+        } else {
+            self.device_ptr(stream).1
+        };
+        Ok(take_event(&mut guard))
     }
 }
 
 impl<T: Send + Sync> CudaTrack for CudaView<'_, T> {
-    fn read(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        let (_ptr, _record) = self.device_ptr(stream);
-        f()
-    }
-    fn write(&mut self, _: &CudaStream, _: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>> {
-        None
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
+        if write {
+            return Err(read_only());
+        }
+        let (_ptr, mut guard) = self.device_ptr(stream);
+        Ok(take_event(&mut guard))
     }
 }
 
 impl<T: Send + Sync> CudaTrack for CudaViewMut<'_, T> {
-    fn read(&mut self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        let (_ptr, _record) = self.device_ptr(stream);
-        f()
-    }
-    fn write(
-        &mut self,
-        stream: &CudaStream,
-        f: &mut dyn FnMut() -> Result<()>,
-    ) -> Option<Result<()>> {
-        let (_ptr, _record) = self.device_ptr_mut(stream);
-        Some(f())
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
+        let mut guard = if write {
+            self.device_ptr_mut(stream).1
+        } else {
+            self.device_ptr(stream).1
+        };
+        Ok(take_event(&mut guard))
     }
 }
 
-/// A lockable [`CudaTrack`]: the shared form views hold.
+/// The shared form of a [`CudaTrack`] that views hold (clones, slices and split halves of one
+/// borrow share it).
+pub(crate) struct Tracked<X> {
+    track: Mutex<X>,
+}
+
+/// Type-erased [`Tracked`].
 pub(crate) trait SharedTrack: Send + Sync {
-    fn read(&self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()>;
-    fn write(&self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>>;
+    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
+    fn finish(&self, stream: &CudaStream, event: RawEvent) -> Result<()>;
 }
 
-impl<X: CudaTrack> SharedTrack for Mutex<X> {
-    fn read(&self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        self.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .read(stream, f)
+impl<X: CudaTrack> SharedTrack for Tracked<X> {
+    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
+        lock(&self.track).prepare(stream, write)
     }
-    fn write(&self, stream: &CudaStream, f: &mut dyn FnMut() -> Result<()>) -> Option<Result<()>> {
-        self.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write(stream, f)
+
+    /// Records the access in `event` on `stream`. The stream first waits for what the event
+    /// recorded so far (a no-op when that is complete or on the same stream): the event then
+    /// covers every access recorded in it, whichever streams and threads made them, which is
+    /// what cudarc's free waits for. The lock makes wait + record one step among the users of
+    /// this borrow.
+    fn finish(&self, stream: &CudaStream, event: RawEvent) -> Result<()> {
+        let _one_at_a_time = lock(&self.track);
+        let ctx = stream.context();
+        if !ctx.is_managing_stream_synchronization() {
+            return Ok(());
+        }
+        ctx.bind_to_thread()?;
+        // SAFETY: `event` belongs to the cudarc allocation that this tracker borrows (it
+        // outlives the tracker), in `stream`'s context, bound above.
+        unsafe {
+            result::stream::wait_event(
+                stream.cu_stream(),
+                event.0,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )?;
+            result::event::record(event.0, stream.cu_stream())?;
+        }
+        Ok(())
+    }
+}
+
+/// One stream's part in an [`OwnerCell`]'s log.
+struct StreamUse {
+    stream: Arc<CudaStream>,
+    /// Recorded after the latest devspan operation on the memory on `stream`.
+    event: CudaEvent,
+    /// Whether any of those operations wrote the memory.
+    wrote: bool,
+}
+
+/// A [`DeviceOwner`] with the log of the streams devspan used its memory on; views hold it by
+/// `Arc`, and its drop orders the owner's release after that work.
+pub(crate) struct OwnerCell {
+    /// Taken, and dropped or leaked, in `OwnerCell`'s drop.
+    owner: ManuallyDrop<Arc<dyn DeviceOwner>>,
+    log: Mutex<Vec<StreamUse>>,
+}
+
+impl OwnerCell {
+    pub(crate) fn new(owner: Arc<dyn DeviceOwner>) -> Arc<Self> {
+        Arc::new(OwnerCell {
+            owner: ManuallyDrop::new(owner),
+            log: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Makes `stream` wait for devspan's work on other streams that conflicts with this access
+    /// (writes, and for a write every earlier access).
+    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<()> {
+        let log = lock(&self.log);
+        for u in log.iter() {
+            if *u.stream != *stream && (write || u.wrote) {
+                stream.wait(&u.event)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records an access enqueued on `stream`.
+    fn finish(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+        let mut log = lock(&self.log);
+        if let Some(u) = log.iter_mut().find(|u| *u.stream == **stream) {
+            u.event.record(stream)?;
+            u.wrote |= write;
+            return Ok(());
+        }
+        let event = stream.context().new_event(None)?;
+        event.record(stream)?;
+        log.push(StreamUse {
+            stream: stream.clone(),
+            event,
+            wrote: write,
+        });
+        Ok(())
+    }
+}
+
+impl Drop for OwnerCell {
+    fn drop(&mut self) {
+        // SAFETY: `owner` is taken once, here, and not used again.
+        let owner = unsafe { ManuallyDrop::take(&mut self.owner) };
+        let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let release = owner.release_stream();
+        // Stream-ordered release: the release stream waits for the work of every other stream;
+        // otherwise the host waits for all of it.
+        let ordered = release.as_ref().is_some_and(|rs| {
+            log.iter()
+                .all(|u| *u.stream == **rs || rs.wait(&u.event).is_ok())
+        });
+        if !ordered && !log.iter().all(|u| u.event.synchronize().is_ok()) {
+            // The driver could neither order nor wait for the work, which may still use the
+            // memory: never release it.
+            std::mem::forget(owner);
+            return;
+        }
+        drop(log);
+        match release {
+            // An owner that frees through a stream (cudarc's `CudaSlice`) needs that stream's
+            // context current, and this thread may have another one or none.
+            Some(rs) => crate::device::with_context(rs.context(), || drop(owner)),
+            None => drop(owner),
+        }
     }
 }
 
@@ -150,10 +340,10 @@ impl<X: CudaTrack> SharedTrack for Mutex<X> {
 pub(crate) enum KeepAlive<'a> {
     /// A plain borrow of lifetime `'a`; nothing to track.
     Borrow(PhantomData<&'a ()>),
-    /// A borrow of cudarc memory whose events devspan's launches record.
+    /// A borrow of cudarc memory whose events devspan's operations record.
     Cuda(Arc<dyn SharedTrack + 'a>),
-    /// A shared owner handle.
-    Owner(Arc<dyn DeviceOwner>),
+    /// A shared owner handle with its stream log.
+    Owner(Arc<OwnerCell>),
 }
 
 impl fmt::Debug for KeepAlive<'_> {
@@ -161,7 +351,24 @@ impl fmt::Debug for KeepAlive<'_> {
         match self {
             KeepAlive::Borrow(_) => f.write_str("borrow"),
             KeepAlive::Cuda(_) => f.write_str("cudarc borrow"),
-            KeepAlive::Owner(o) => write!(f, "owner: {}", o.describe()),
+            KeepAlive::Owner(o) => write!(f, "owner: {}", o.owner.describe()),
+        }
+    }
+}
+
+/// An access prepared on one keep-alive, recorded by [`Ticket::finish`] once it is enqueued.
+enum Ticket<'k> {
+    None,
+    Cuda(&'k dyn SharedTrack, RawEvent),
+    Owner(&'k OwnerCell, bool),
+}
+
+impl Ticket<'_> {
+    fn finish(self, stream: &Arc<CudaStream>) -> Result<()> {
+        match self {
+            Ticket::None => Ok(()),
+            Ticket::Cuda(t, e) => t.finish(stream, e),
+            Ticket::Owner(o, write) => o.finish(stream, write),
         }
     }
 }
@@ -172,7 +379,13 @@ impl<'a> KeepAlive<'a> {
     }
 
     pub(crate) fn cuda(track: impl CudaTrack + 'a) -> Self {
-        KeepAlive::Cuda(Arc::new(Mutex::new(track)))
+        KeepAlive::Cuda(Arc::new(Tracked {
+            track: Mutex::new(track),
+        }))
+    }
+
+    pub(crate) fn owner(owner: Arc<dyn DeviceOwner>) -> Self {
+        KeepAlive::Owner(OwnerCell::new(owner))
     }
 
     fn same_tracker(&self, other: &KeepAlive<'_>) -> bool {
@@ -180,72 +393,75 @@ impl<'a> KeepAlive<'a> {
             (KeepAlive::Cuda(a), KeepAlive::Cuda(b)) => {
                 std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
             }
+            (KeepAlive::Owner(a), KeepAlive::Owner(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 
-    /// Runs `f`, which enqueues work on `stream` that reads this memory, inside cudarc's
-    /// synchronisation for it.
+    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Ticket<'_>> {
+        Ok(match self {
+            KeepAlive::Borrow(_) => Ticket::None,
+            KeepAlive::Cuda(t) => match t.prepare(stream, write)? {
+                Some(e) => Ticket::Cuda(&**t, e),
+                None => Ticket::None,
+            },
+            KeepAlive::Owner(o) => {
+                o.prepare(stream, write)?;
+                Ticket::Owner(o, write)
+            }
+        })
+    }
+
+    /// Runs `f`, which enqueues work on `stream` that reads this memory: the stream first waits
+    /// for earlier conflicting work, and the access is recorded after `f` (whatever it returns,
+    /// since it may have enqueued part of its work).
     pub(crate) fn reading<R>(
         &self,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        match self {
-            KeepAlive::Cuda(track) => {
-                let mut out = None;
-                let mut f = Some(f);
-                let mut run = || {
-                    out = Some((f.take().expect("run once"))()?);
-                    Ok(())
-                };
-                track.read(stream, &mut run)?;
-                Ok(out.expect("run once"))
-            }
-            _ => f(),
-        }
+        let t = self.prepare(stream, false)?;
+        let r = f();
+        let recorded = t.finish(stream);
+        let r = r?;
+        recorded?;
+        Ok(r)
     }
 
-    /// Runs `f`, which enqueues work on `stream` that writes this memory.
+    /// Runs `f`, which enqueues work on `stream` that writes this memory (as
+    /// [`reading`](Self::reading)).
     pub(crate) fn writing<R>(
         &self,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        match self {
-            KeepAlive::Cuda(track) => {
-                let mut out = None;
-                let mut f = Some(f);
-                let mut run = || {
-                    out = Some((f.take().expect("run once"))()?);
-                    Ok(())
-                };
-                match track.write(stream, &mut run) {
-                    Some(r) => r?,
-                    None => {
-                        return Err(Error::invalid(
-                            "a read-only cudarc borrow was asked for write access",
-                        ));
-                    }
-                }
-                Ok(out.expect("run once"))
-            }
-            _ => f(),
-        }
+        let t = self.prepare(stream, true)?;
+        let r = f();
+        let recorded = t.finish(stream);
+        let r = r?;
+        recorded?;
+        Ok(r)
     }
 
-    /// Runs `f` with `self` written and `src` read, both tracked; one lock when they share a
-    /// tracker.
+    /// Runs `f` with `self` written and `src` read. Each keep-alive is prepared and recorded on
+    /// its own; a shared one is taken as written (the write's wait and record cover the read).
     pub(crate) fn writing_reading<R>(
         &self,
         src: &KeepAlive<'_>,
-        stream: &CudaStream,
+        stream: &Arc<CudaStream>,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
         if self.same_tracker(src) {
-            self.writing(stream, f)
-        } else {
-            self.writing(stream, || src.reading(stream, f))
+            return self.writing(stream, f);
         }
+        let tw = self.prepare(stream, true)?;
+        let tr = src.prepare(stream, false)?;
+        let r = f();
+        let recorded_w = tw.finish(stream);
+        let recorded_r = tr.finish(stream);
+        let r = r?;
+        recorded_w?;
+        recorded_r?;
+        Ok(r)
     }
 }

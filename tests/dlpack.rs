@@ -265,7 +265,7 @@ fn import_as<T: DeviceElement>(t: DlpackTensor, mutable: bool) -> devspan::Resul
     fn info<S: devspan::SpanData>(
         v: &devspan::ViewBase<S, IxDyn>,
     ) -> (u64, usize, u64, Layout<IxDyn>, usize) {
-        let sp = v.span();
+        let sp = v.span().unwrap();
         (
             sp.device_ptr(),
             sp.len(),
@@ -409,12 +409,16 @@ fn versioned_round_trip_keeps_the_layout() {
         match reach {
             Some((lo, hi)) => {
                 // The imported span covers exactly the reachable elements.
-                assert_eq!(w.span().device_ptr(), FAKE_PTR + 4 * lo as u64, "{name}");
-                assert_eq!(w.span().len(), hi - lo + 1, "{name}");
+                assert_eq!(
+                    w.span().unwrap().device_ptr(),
+                    FAKE_PTR + 4 * lo as u64,
+                    "{name}"
+                );
+                assert_eq!(w.span().unwrap().len(), hi - lo + 1, "{name}");
                 assert_eq!(w.layout().offset(), offset - lo, "{name}");
                 assert_eq!(w.layout().reach(), Some((0, hi - lo)), "{name}");
             }
-            None => assert_eq!(w.span().len(), 0, "{name}"),
+            None => assert_eq!(w.span().unwrap().len(), 0, "{name}"),
         }
         assert!(format!("{w:?}").contains("DLManagedTensorVersioned (kDLCUDA:0)"));
         assert_eq!(deletes.calls(), 0, "{name}: the view is alive");

@@ -175,8 +175,11 @@ fn writable_splits_are_disjoint_and_keep_the_owner() {
     };
     let m = v.into_shape((3, 4)).unwrap();
     let (top, rest) = m.split_at(Axis(0), 1);
+    // Each half's span holds its own elements only.
     assert_eq!(top.layout().reach(), Some((0, 3)));
-    assert_eq!(rest.layout().reach(), Some((4, 11)));
+    assert_eq!(rest.layout().reach(), Some((0, 7)));
+    assert_eq!(rest.device_ptr(), FAKE_PTR + 2 * 4);
+    assert_eq!(rest.span().unwrap().len(), 8);
     drop(top);
     assert_eq!(drops.load(Ordering::SeqCst), 0);
     let col = rest.slice_move(s![.., 2]);

@@ -272,25 +272,26 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'static, T, D> {
     }
 }
 
-/// A `'static` writable view that owns the array's allocation, once the array's stream has
-/// finished the work queued on it.
-fn owning_view<T: DeviceElement, D: Dimension>(
+/// A `'static` writable view that owns the array, once the array's stream has finished the work
+/// queued on it. The array frees its memory stream-ordered on its stream, with its context
+/// current, whichever thread drops the last handle.
+fn owning_view<T: DeviceElement, D: Dimension + 'static>(
     array: DeviceArray<T, D>,
 ) -> Result<DeviceViewMut<'static, T, D>> {
+    array.stream().synchronize()?;
     let dim = array.dim();
-    let slice = array.into_cuda_slice();
-    let ptr = crate::bytes::address_of(&slice);
-    slice.stream().synchronize()?;
-    let (len, device) = (slice.len(), slice.context().ordinal());
+    let ptr = crate::bytes::address_of(array.as_cuda_slice());
+    let (len, device) = (array.len(), array.device());
     let strides = Layout::contiguous(dim.clone()).strides().to_vec();
-    // SAFETY: the slice owns `len` elements of `T` at `ptr` on `device`, moves into the owner
-    // that the view keeps alive, and this view is the only handle on it.
+    // SAFETY: the array owns `len` elements of `T` at `ptr` on `device` and moves into the
+    // owner that the view keeps alive; this view is the only handle on it, and the array frees
+    // its memory stream-ordered on the stream it names as its release stream.
     unsafe {
-        DeviceViewMut::from_raw_parts_mut(ptr, len, dim, &strides, 0, device, Arc::new(slice))
+        DeviceViewMut::from_raw_parts_mut(ptr, len, dim, &strides, 0, device, Arc::new(array))
     }
 }
 
-impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
+impl<T: DeviceElement, D: Dimension + 'static> DeviceArray<T, D> {
     /// Hands the array, allocation and all, to a DLPack consumer as a writable versioned managed
     /// tensor; the consumer's deleter call frees it (stream-ordered on the array's stream).
     ///

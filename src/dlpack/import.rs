@@ -567,7 +567,7 @@ impl DlpackTensor {
     /// let t = unsafe { devspan::dlpack::DlpackTensor::from_versioned(ptr)? };
     /// let w = t.into_view::<f32, ndarray::Ix2>()?;
     /// assert_eq!(w.strides(), &[3, -1]);
-    /// assert_eq!(w.span().len(), 6); // exactly the reachable elements
+    /// assert_eq!(w.span()?.len(), 6); // exactly the reachable elements
     /// # Ok::<(), devspan::Error>(())
     /// ```
     pub fn into_view<T: DeviceElement, D: Dimension>(self) -> Result<DeviceView<'static, T, D>> {

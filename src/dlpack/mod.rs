@@ -54,6 +54,12 @@
 //! direction for exported views, and a consumer must call the deleter only once its own work on
 //! the memory is complete or ordered before any later reuse.
 //!
+//! devspan keeps that rule as a consumer: every operation on an imported view is recorded on its
+//! stream, and the producer's deleter runs only after that work has completed (the drop of the
+//! last view waits for it on the host). As a producer, an exported array is freed stream-ordered
+//! on its own stream after devspan's work on it, and with its context current, whichever thread
+//! calls the deleter.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use devspan::{DeviceOwner, DeviceView};

@@ -74,7 +74,7 @@ impl<D: Dimension> Layout<D> {
         Ok(())
     }
 
-    fn with_offset_delta(mut self, delta: isize) -> Self {
+    pub(crate) fn with_offset_delta(mut self, delta: isize) -> Self {
         self.offset = (self.offset as isize + delta) as usize;
         self
     }

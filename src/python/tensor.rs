@@ -100,13 +100,13 @@ impl Placement {
     }
 
     fn of<T: DeviceElement>(v: &DeviceView<'_, T, IxDyn>) -> Self {
-        let span = v.span();
+        let span = v.raw();
         let size = std::mem::size_of::<T>() as u64;
         Placement {
             dtype: T::DTYPE,
-            base: span.device_ptr(),
-            span_len: span.len(),
-            offset: ((v.device_ptr() - span.device_ptr()) / size) as usize,
+            base: span.ptr,
+            span_len: span.len / size as usize,
+            offset: ((v.device_ptr() - span.ptr) / size) as usize,
             shape: v.shape().to_vec(),
             strides: v.strides().to_vec(),
             device: v.device(),

@@ -22,6 +22,10 @@ pub(crate) mod sealed {
         fn split_pair(self) -> (Self, Self)
         where
             Self: Sized;
+        /// The bytes `start..end` of the span (in range), marked `shared` when `shared`.
+        fn narrowed(self, start: usize, end: usize, shared: bool) -> Self
+        where
+            Self: Sized;
     }
 }
 
@@ -47,6 +51,11 @@ impl<T: DeviceElement> sealed::Sealed for DeviceSpan<'_, T> {
     fn split_pair(self) -> (Self, Self) {
         (self.clone(), self)
     }
+    fn narrowed(self, start: usize, end: usize, shared: bool) -> Self {
+        let mut raw = self.raw.sub(start, end);
+        raw.shared |= shared;
+        DeviceSpan::from_raw(raw)
+    }
 }
 
 impl<T: DeviceElement> sealed::Sealed for DeviceSpanMut<'_, T> {
@@ -55,6 +64,11 @@ impl<T: DeviceElement> sealed::Sealed for DeviceSpanMut<'_, T> {
     }
     fn split_pair(self) -> (Self, Self) {
         (DeviceSpanMut::from_raw(self.raw.clone()), self)
+    }
+    fn narrowed(self, start: usize, end: usize, shared: bool) -> Self {
+        let mut raw = self.raw.sub(start, end);
+        raw.shared |= shared;
+        DeviceSpanMut::from_raw(raw)
     }
 }
 
@@ -259,15 +273,34 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
 
     /// The span the view indexes into (its reachable elements lie inside it).
     ///
+    /// `Err(Aliasing)` for a half of a writable view split along an inner axis
+    /// ([`try_split_at`](Self::try_split_at)), and for views made from one: its span also holds
+    /// elements of the other half, which may be written meanwhile. Halves split along the outer
+    /// axis have spans of their own elements.
+    ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::Axis;
     /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, 8)?;
-    /// assert_eq!(a.view().span().len(), 8);
+    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 2))?;
+    /// assert_eq!(a.view().span()?.len(), 8);
+    /// let (top, _) = a.view_mut().split_at(Axis(0), 1);
+    /// assert_eq!(top.span()?.len(), 2);
+    /// let (left, _) = a.view_mut().split_at(Axis(1), 1);
+    /// assert!(left.span().is_err());
     /// # Ok(()) }
     /// ```
-    pub fn span(&self) -> DeviceSpan<'_, S::Elem> {
-        DeviceSpan::from_raw(self.raw().clone())
+    pub fn span(&self) -> Result<DeviceSpan<'_, S::Elem>> {
+        let raw = self.raw();
+        if raw.shared {
+            return Err(Error::aliasing(format!(
+                "the span of this view (shape {:?}, strides {:?}) also holds elements of the \
+                 other half of a split writable view",
+                self.shape(),
+                self.strides()
+            )));
+        }
+        Ok(DeviceSpan::from_raw(raw.clone()))
     }
 
     /// Whether the view is row-major contiguous.

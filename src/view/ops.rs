@@ -5,6 +5,7 @@ use ndarray::{Axis, Dimension, IntoDimension, RemoveAxis, Slice, SliceArg};
 use super::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 use crate::element::DeviceElement;
 use crate::error::Result;
+use crate::layout::Layout;
 
 #[track_caller]
 fn ok<T>(r: Result<T>) -> T {
@@ -312,6 +313,30 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
         // `axis`, the other those at or above it, and invariant 4 of the input maps distinct
         // indices to distinct elements.
         let (a, b) = span.split_pair();
+        // Each half's span shrinks to the elements between its lowest and highest one; where the
+        // two ranges still interleave, neither span may be handed out whole.
+        let (ra, rb) = (la.reach(), lb.reach());
+        let shared = S::WRITABLE
+            && matches!((ra, rb), (Some((a0, a1)), Some((b0, b1))) if a0 <= b1 && b0 <= a1);
+        let size = std::mem::size_of::<S::Elem>();
+        let narrow = |span: S, layout: Layout<D>, reach: Option<(usize, usize)>| match reach {
+            // The reach lies inside the span (layout invariants 1-3), so the byte range is in
+            // bounds and the new offset is the old one less `lo`.
+            Some((lo, hi)) => (
+                span.narrowed(lo * size, (hi + 1) * size, shared),
+                layout.with_offset_delta(-(lo as isize)),
+            ),
+            // Nothing reachable: an empty span at the start, offset zero.
+            None => {
+                let offset = layout.offset() as isize;
+                (
+                    span.narrowed(0, 0, shared),
+                    layout.with_offset_delta(-offset),
+                )
+            }
+        };
+        let (a, la) = narrow(a, la, ra);
+        let (b, lb) = narrow(b, lb, rb);
         Ok((
             ViewBase {
                 span: a,
