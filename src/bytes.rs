@@ -200,7 +200,7 @@ impl<'a> DeviceBytes<'a> {
             ptr,
             len: slice.num_bytes(),
             device: slice.context().ordinal(),
-            keep: KeepAlive::cuda(slice),
+            keep: KeepAlive::cuda_slice(slice),
             shared: false,
         };
         DeviceBytes { raw }
@@ -225,7 +225,7 @@ impl<'a> DeviceBytes<'a> {
                 ptr,
                 len,
                 device,
-                keep: KeepAlive::cuda(view),
+                keep: KeepAlive::cuda_view(view),
                 shared: false,
             },
         }
@@ -422,7 +422,7 @@ impl<'a> DeviceBytesMut<'a> {
                 ptr,
                 len,
                 device,
-                keep: KeepAlive::cuda(slice),
+                keep: KeepAlive::cuda_slice_mut(slice),
                 shared: false,
             },
         }
@@ -447,7 +447,7 @@ impl<'a> DeviceBytesMut<'a> {
                 ptr,
                 len,
                 device,
-                keep: KeepAlive::cuda(view),
+                keep: KeepAlive::cuda_view_mut(view),
                 shared: false,
             },
         }

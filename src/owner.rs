@@ -22,6 +22,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{
@@ -166,28 +167,31 @@ fn read_only() -> Error {
     Error::invalid("a read-only cudarc borrow was asked for write access")
 }
 
-impl<T: Send + Sync> CudaTrack for &CudaSlice<T> {
-    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
-        if write {
-            return Err(read_only());
-        }
-        let (_ptr, mut guard) = self.device_ptr(stream);
-        Ok(take_event(&mut guard))
-    }
-}
+/// A borrow of a cudarc slice, `&'a CudaSlice<T>` when `WRITE` is false and
+/// `&'a mut CudaSlice<T>` when it is true, kept as a pointer so that the tracker holding it is
+/// `'static` (see [`KeepAlive::Cuda`]).
+pub(crate) struct SliceBorrow<T, const WRITE: bool>(NonNull<CudaSlice<T>>);
 
-impl<T: Send + Sync> CudaTrack for &mut CudaSlice<T> {
+// SAFETY: it stands for `&CudaSlice<T>` (`Send` as `CudaSlice` is `Sync`) or `&mut CudaSlice<T>`
+// (`Send` as `CudaSlice` is `Send`); the pointer is dereferenced only while the borrow it comes
+// from is live.
+unsafe impl<T, const WRITE: bool> Send for SliceBorrow<T, WRITE> {}
+
+impl<T: Send + Sync, const WRITE: bool> CudaTrack for SliceBorrow<T, WRITE> {
     fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
-        let mut guard = if write {
-            self.device_ptr_mut(stream).1
-        } else {
-            self.device_ptr(stream).1
+        let mut guard = match (write, WRITE) {
+            (true, false) => return Err(read_only()),
+            // SAFETY: the borrow is live while its keep-alive is used ([`KeepAlive::Cuda`]),
+            // and the tracker's lock makes this the only access through it.
+            (true, true) => unsafe { self.0.as_mut() }.device_ptr_mut(stream).1,
+            // SAFETY: as above; a shared access.
+            (false, _) => unsafe { self.0.as_ref() }.device_ptr(stream).1,
         };
         Ok(take_event(&mut guard))
     }
 }
 
-impl<T: Send + Sync> CudaTrack for CudaView<'_, T> {
+impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
     fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
         if write {
             return Err(read_only());
@@ -197,7 +201,7 @@ impl<T: Send + Sync> CudaTrack for CudaView<'_, T> {
     }
 }
 
-impl<T: Send + Sync> CudaTrack for CudaViewMut<'_, T> {
+impl<T: Send + Sync> CudaTrack for CudaViewMut<'static, T> {
     fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
         let mut guard = if write {
             self.device_ptr_mut(stream).1
@@ -340,8 +344,13 @@ impl Drop for OwnerCell {
 pub(crate) enum KeepAlive<'a> {
     /// A plain borrow of lifetime `'a`; nothing to track.
     Borrow(PhantomData<&'a ()>),
-    /// A borrow of cudarc memory whose events devspan's operations record.
-    Cuda(Arc<dyn SharedTrack + 'a>),
+    /// A borrow of cudarc memory (of lifetime `'a`) whose events devspan's operations record.
+    ///
+    /// The tracker is `'static`: it holds the borrow as a pointer or with its lifetime
+    /// extended, and uses it only through this keep-alive, which cannot be used after `'a`.
+    /// Dropping it touches nothing borrowed, so `KeepAlive<'a>` has no drop glue that needs `'a`
+    /// and a view's borrow ends at its last use, as ndarray's views' borrows do.
+    Cuda(Arc<dyn SharedTrack>, PhantomData<&'a ()>),
     /// A shared owner handle with its stream log.
     Owner(Arc<OwnerCell>),
 }
@@ -350,7 +359,7 @@ impl fmt::Debug for KeepAlive<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeepAlive::Borrow(_) => f.write_str("borrow"),
-            KeepAlive::Cuda(_) => f.write_str("cudarc borrow"),
+            KeepAlive::Cuda(..) => f.write_str("cudarc borrow"),
             KeepAlive::Owner(o) => write!(f, "owner: {}", o.owner.describe()),
         }
     }
@@ -378,10 +387,35 @@ impl<'a> KeepAlive<'a> {
         KeepAlive::Borrow(PhantomData)
     }
 
-    pub(crate) fn cuda(track: impl CudaTrack + 'a) -> Self {
-        KeepAlive::Cuda(Arc::new(Tracked {
-            track: Mutex::new(track),
-        }))
+    fn tracked(track: impl CudaTrack + 'static) -> Self {
+        KeepAlive::Cuda(
+            Arc::new(Tracked {
+                track: Mutex::new(track),
+            }),
+            PhantomData,
+        )
+    }
+
+    pub(crate) fn cuda_slice<T: Send + Sync + 'static>(slice: &'a CudaSlice<T>) -> Self {
+        Self::tracked(SliceBorrow::<T, false>(NonNull::from(slice)))
+    }
+
+    pub(crate) fn cuda_slice_mut<T: Send + Sync + 'static>(slice: &'a mut CudaSlice<T>) -> Self {
+        Self::tracked(SliceBorrow::<T, true>(NonNull::from(slice)))
+    }
+
+    pub(crate) fn cuda_view<T: Send + Sync + 'static>(view: CudaView<'a, T>) -> Self {
+        // SAFETY: only the lifetime changes (the same type otherwise); the view is used only
+        // through this keep-alive, during `'a`, and dropping it dereferences nothing.
+        let view = unsafe { std::mem::transmute::<CudaView<'a, T>, CudaView<'static, T>>(view) };
+        Self::tracked(view)
+    }
+
+    pub(crate) fn cuda_view_mut<T: Send + Sync + 'static>(view: CudaViewMut<'a, T>) -> Self {
+        // SAFETY: as in `cuda_view`.
+        let view =
+            unsafe { std::mem::transmute::<CudaViewMut<'a, T>, CudaViewMut<'static, T>>(view) };
+        Self::tracked(view)
     }
 
     pub(crate) fn owner(owner: Arc<dyn DeviceOwner>) -> Self {
@@ -390,7 +424,7 @@ impl<'a> KeepAlive<'a> {
 
     fn same_tracker(&self, other: &KeepAlive<'_>) -> bool {
         match (self, other) {
-            (KeepAlive::Cuda(a), KeepAlive::Cuda(b)) => {
+            (KeepAlive::Cuda(a, _), KeepAlive::Cuda(b, _)) => {
                 std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
             }
             (KeepAlive::Owner(a), KeepAlive::Owner(b)) => Arc::ptr_eq(a, b),
@@ -401,7 +435,7 @@ impl<'a> KeepAlive<'a> {
     fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Ticket<'_>> {
         Ok(match self {
             KeepAlive::Borrow(_) => Ticket::None,
-            KeepAlive::Cuda(t) => match t.prepare(stream, write)? {
+            KeepAlive::Cuda(t, _) => match t.prepare(stream, write)? {
                 Some(e) => Ticket::Cuda(&**t, e),
                 None => Ticket::None,
             },

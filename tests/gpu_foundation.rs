@@ -204,3 +204,28 @@ fn multi_stream_ordering_through_cudarc_events() {
         );
     }
 }
+
+/// Borrowed views carry no drop glue that needs their borrow: the array is usable again right
+/// after a view's last use, with no block or `drop` to end the borrow (as with ndarray's views).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn borrowed_views_end_their_borrow_at_last_use() {
+    let stream = gpu_stream();
+    let mut dev = DeviceArray::<f32, _>::zeros(&stream, (6, 4)).unwrap();
+    let mut v = dev.view_mut();
+    let mut sub = v.slice_mut(s![..;2, ..]);
+    sub.fill(&stream, 1.5).unwrap();
+    let h = dev.to_host(&stream).unwrap();
+    let r = dev.view().slice(s![1.., ..]);
+    let mut slice = stream.alloc_zeros::<f32>(8).unwrap();
+    let mut w = devspan::DeviceViewMut::from(&mut slice);
+    w.fill(&stream, 2.0).unwrap();
+    let back = stream.clone_dtoh(&slice).unwrap();
+    assert_eq!(r.shape(), &[5, 4]);
+    assert!(
+        h.outer_iter()
+            .enumerate()
+            .all(|(i, row)| row.iter().all(|&x| x == if i % 2 == 0 { 1.5 } else { 0.0 }))
+    );
+    assert_eq!(back, vec![2.0; 8]);
+}
