@@ -51,6 +51,11 @@ use crate::error::{Error, Result};
 ///
 /// Work the owner's user enqueued outside devspan is theirs to order, as with any CUDA memory.
 ///
+/// Each `from_raw_parts` call starts one log of that work, shared by every view derived from
+/// the result (clones, slices, splits, reshapes). Derive views rather than calling
+/// `from_raw_parts` again for each operation: dropping the last view of a log releases its
+/// handle on the owner as above, waiting on the host when the owner names no release stream.
+///
 /// ```
 /// use std::sync::Arc;
 /// use devspan::DeviceOwner;

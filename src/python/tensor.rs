@@ -12,7 +12,7 @@ use super::cuda::{self, CurrentContext, Pending, Region};
 use super::{capsule, to_py, with_dtype};
 use crate::dlpack::{DLDeviceType, DlpackTensor};
 use crate::element::{DType, DeviceElement};
-use crate::owner::DeviceOwner;
+use crate::owner::{DeviceOwner, KeepAlive};
 use crate::view::{DeviceView, DeviceViewMut};
 use crate::{DeviceArray, Error, ErrorKind, Layout};
 
@@ -41,6 +41,11 @@ impl<T: DeviceElement> DeviceOwner for Allocation<T> {
     fn describe(&self) -> String {
         let n = self.array.as_ref().map_or(0, |a| a.len());
         format!("devspan allocation ({n} {} elements)", T::DTYPE)
+    }
+
+    /// The array's stream: the drop frees the memory on it, stream-ordered.
+    fn release_stream(&self) -> Option<Arc<cudarc::driver::CudaStream>> {
+        self.array.as_ref().map(|a| a.stream().clone())
     }
 }
 
@@ -134,12 +139,14 @@ impl Placement {
 pub struct Tensor {
     place: Placement,
     writable: bool,
-    owner: Arc<dyn DeviceOwner>,
+    /// What keeps the memory alive (the producer, or an [`Allocation`]), shared by every view of
+    /// the tensor: one log of devspan's streams on it.
+    keep: KeepAlive<'static>,
     ctx: Arc<CudaContext>,
     /// devspan's work on the memory; also listed (weakly) in [`cuda::TENSORS`], and for
     /// devspan's own allocations shared with the [`Allocation`] that frees the memory.
     pending: Arc<Mutex<Pending>>,
-    /// Whether `owner` is an [`Allocation`], which orders its own release after `pending`.
+    /// Whether the owner is an [`Allocation`], which orders its own release after `pending`.
     self_releasing: bool,
 }
 
@@ -172,7 +179,7 @@ impl Tensor {
         Tensor {
             place,
             writable: false,
-            owner,
+            keep: KeepAlive::owner(owner),
             ctx,
             pending,
             self_releasing,
@@ -205,16 +212,17 @@ impl Tensor {
             ));
         }
         // SAFETY: the same parts were validated when the tensor was made, over memory that
-        // `owner` keeps alive; devspan's users of the view order their work with `pending`.
+        // `owner` (held by `keep`) keeps alive; devspan's users of the view order their work
+        // with `pending`.
         unsafe {
-            DeviceView::from_raw_parts(
+            DeviceView::from_raw_parts_kept(
                 p.base,
                 p.span_len,
                 IxDyn(&p.shape),
                 &p.strides,
                 p.offset,
                 p.device,
-                self.owner.clone(),
+                self.keep.clone(),
             )
         }
     }
@@ -239,14 +247,14 @@ impl Tensor {
         // SAFETY: as in `view`; the producer allows writes (`writable`), and the layout was
         // checked not to reach an element twice.
         unsafe {
-            DeviceViewMut::from_raw_parts_mut(
+            DeviceViewMut::from_raw_parts_mut_kept(
                 p.base,
                 p.span_len,
                 IxDyn(&p.shape),
                 &p.strides,
                 p.offset,
                 p.device,
-                self.owner.clone(),
+                self.keep.clone(),
             )
         }
     }

@@ -406,10 +406,38 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         device: usize,
         owner: std::sync::Arc<dyn crate::DeviceOwner>,
     ) -> Result<DeviceView<'static, T, D>> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self::from_raw_parts_kept(
+                ptr,
+                span_len,
+                shape,
+                strides,
+                offset,
+                device,
+                crate::owner::KeepAlive::owner(owner),
+            )
+        }
+    }
+
+    /// [`from_raw_parts`](Self::from_raw_parts) with a keep-alive that other views may share
+    /// (one owner log for all of them).
+    ///
+    /// # Safety
+    /// As `from_raw_parts`, with `keep` keeping the memory alive.
+    pub(crate) unsafe fn from_raw_parts_kept(
+        ptr: u64,
+        span_len: usize,
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+        device: usize,
+        keep: crate::owner::KeepAlive<'static>,
+    ) -> Result<DeviceView<'static, T, D>> {
         let bytes = span_bytes::<T>(span_len)?;
-        // SAFETY: the caller guarantees `ptr..ptr + bytes` is readable device memory kept alive
-        // by `owner`; `from_raw_parts` re-validates null and overflow.
-        let raw = unsafe { crate::DeviceBytes::from_raw_parts(ptr, bytes, device, owner)? };
+        let raw = crate::DeviceBytes {
+            raw: RawBytes::new(ptr, bytes, device, keep)?,
+        };
         DeviceView::from_span(raw.typed::<T>()?, shape, strides, offset)
     }
 
@@ -489,10 +517,38 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         device: usize,
         owner: std::sync::Arc<dyn crate::DeviceOwner>,
     ) -> Result<DeviceViewMut<'static, T, D>> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self::from_raw_parts_mut_kept(
+                ptr,
+                span_len,
+                shape,
+                strides,
+                offset,
+                device,
+                crate::owner::KeepAlive::owner(owner),
+            )
+        }
+    }
+
+    /// [`from_raw_parts_mut`](Self::from_raw_parts_mut) with a keep-alive that other views may
+    /// share.
+    ///
+    /// # Safety
+    /// As `from_raw_parts_mut`, with `keep` keeping the memory alive.
+    pub(crate) unsafe fn from_raw_parts_mut_kept(
+        ptr: u64,
+        span_len: usize,
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+        device: usize,
+        keep: crate::owner::KeepAlive<'static>,
+    ) -> Result<DeviceViewMut<'static, T, D>> {
         let bytes = span_bytes::<T>(span_len)?;
-        // SAFETY: the caller guarantees `ptr..ptr + bytes` is writable device memory kept alive
-        // by `owner` and used by no one else; `from_raw_parts` re-validates null and overflow.
-        let raw = unsafe { crate::DeviceBytesMut::from_raw_parts(ptr, bytes, device, owner)? };
+        let raw = crate::DeviceBytesMut {
+            raw: RawBytes::new(ptr, bytes, device, keep)?,
+        };
         DeviceViewMut::from_span_mut(raw.typed_mut::<T>()?, shape, strides, offset)
     }
 
