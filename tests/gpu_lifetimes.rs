@@ -107,6 +107,10 @@ impl DeviceOwner for SliceOwner {
             self.release
         )
     }
+
+    fn release_stream(&self) -> Option<Arc<CudaStream>> {
+        self.release.then(|| self.slice.stream().clone())
+    }
 }
 
 impl Drop for SliceOwner {

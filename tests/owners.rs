@@ -228,7 +228,7 @@ fn kernel_view_carries_pointer_shape_and_strides() {
 fn span_of<S: SpanData, D: Dimension>(
     v: &ViewBase<S, D>,
 ) -> devspan::Result<DeviceSpan<'_, S::Elem>> {
-    Ok(v.span())
+    v.span()
 }
 
 /// (length, device address) of `v`'s span.
