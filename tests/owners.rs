@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use devspan::{DeviceOwner, DeviceView, DeviceViewMut, ErrorKind};
-use ndarray::{Axis, Ix1, Ix2, s};
+use devspan::{DeviceOwner, DeviceSpan, DeviceView, DeviceViewMut, ErrorKind, SpanData, ViewBase};
+use ndarray::{Axis, Dimension, Ix1, Ix2, s};
 
 struct Counted {
     drops: Arc<AtomicUsize>,
@@ -224,4 +224,107 @@ fn kernel_view_carries_pointer_shape_and_strides() {
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::InvalidAxis);
     assert_eq!(std::mem::size_of::<devspan::interop::KernelView<2>>(), 40);
+}
+
+/// The span of `v` as `ViewBase::span` reports it: `Err(Aliasing)` for a half of a split whose
+/// reachable range interleaves with the other half's.
+fn span_of<S: SpanData, D: Dimension>(
+    v: &ViewBase<S, D>,
+) -> devspan::Result<DeviceSpan<'_, S::Elem>> {
+    v.span()
+}
+
+/// (length, device address) of `v`'s span.
+fn span_parts<S: SpanData, D: Dimension>(v: &ViewBase<S, D>) -> devspan::Result<(usize, u64)> {
+    span_of(v).map(|sp| (sp.len(), sp.device_ptr()))
+}
+
+#[test]
+fn outer_axis_split_narrows_each_half_span() {
+    let (o, drops) = owner();
+    // SAFETY: metadata only.
+    let v = unsafe {
+        DeviceViewMut::<u16, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix1(12), &[1], 0, 0, o).unwrap()
+    };
+    let m = v.into_shape((3, 4)).unwrap();
+    assert_eq!(span_parts(&m).unwrap(), (12, FAKE_PTR), "before the split");
+    let (top, rest) = m.split_at(Axis(0), 1);
+    // Rows [0] and [1, 2]: elements 0..4 and 4..12, two bytes each.
+    assert_eq!(span_parts(&top).unwrap(), (4, FAKE_PTR));
+    assert_eq!(span_parts(&rest).unwrap(), (8, FAKE_PTR + 8));
+    assert_eq!(span_parts(&top.view()).unwrap(), (4, FAKE_PTR));
+    assert_eq!(span_parts(&rest.view()).unwrap(), (8, FAKE_PTR + 8));
+    // The views themselves still index from the same elements.
+    assert_eq!(
+        (top.device_ptr(), rest.device_ptr()),
+        (FAKE_PTR, FAKE_PTR + 8)
+    );
+    // Splitting a half again narrows further.
+    let (r1, r2) = rest.try_split_at(Axis(0), 1).unwrap();
+    assert_eq!(span_parts(&r1).unwrap(), (4, FAKE_PTR + 8));
+    assert_eq!(span_parts(&r2).unwrap(), (4, FAKE_PTR + 16));
+    assert_eq!(r2.device_ptr(), FAKE_PTR + 16);
+    drop((top, r1));
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "a narrowed half still holds the owner"
+    );
+    drop(r2);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn outer_axis_split_of_a_reversed_view_narrows_each_half_span() {
+    let (o, drops) = owner();
+    // SAFETY: metadata only.
+    let mut v = unsafe {
+        DeviceViewMut::<f32, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix2(3, 4), &[4, 1], 0, 0, o)
+            .unwrap()
+    };
+    v.invert_axis(Axis(0));
+    // Row 0 of the view is memory row 2 (elements 8..12); rows 1 and 2 are memory rows 1 and 0.
+    let (top, rest) = v.try_split_at(Axis(0), 1).unwrap();
+    assert_eq!(span_parts(&top).unwrap(), (4, FAKE_PTR + 32));
+    assert_eq!(span_parts(&rest).unwrap(), (8, FAKE_PTR));
+    assert_eq!(top.device_ptr(), FAKE_PTR + 32);
+    assert_eq!(rest.device_ptr(), FAKE_PTR + 16);
+    let kv = rest.kernel_view::<2>().unwrap();
+    assert_eq!((kv.ptr, kv.strides), (FAKE_PTR + 16, [-4, 1]));
+    drop((top, rest));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn inner_axis_split_halves_have_no_span() {
+    let (o, drops) = owner();
+    // SAFETY: metadata only.
+    let v = unsafe {
+        DeviceViewMut::<u32, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix2(3, 4), &[4, 1], 0, 0, o)
+            .unwrap()
+    };
+    // Columns [0, 1] and [2, 3]: reachable ranges 0..=9 and 2..=11 interleave.
+    let (left, right) = v.try_split_at(Axis(1), 2).unwrap();
+    assert_eq!(left.layout().reach(), Some((0, 9)));
+    assert_eq!(right.layout().reach(), Some((2, 11)));
+    let cases = [
+        ("left", span_parts(&left)),
+        ("right", span_parts(&right)),
+        ("left.view()", span_parts(&left.view())),
+        ("right.view()", span_parts(&right.view())),
+    ];
+    for (what, r) in cases {
+        let e = r.expect_err(&format!(
+            "{what}: the span of an interleaved half must be refused"
+        ));
+        assert_eq!(e.kind(), &ErrorKind::Aliasing, "{what}: {e}");
+        assert!(!e.message().is_empty());
+    }
+    // The halves stay usable as views: metadata and kernel views are unaffected.
+    assert_eq!(right.device_ptr(), FAKE_PTR + 8);
+    assert_eq!(right.kernel_view::<2>().unwrap().strides, [4, 1]);
+    drop(left);
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    drop(right);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
 }

@@ -1,7 +1,13 @@
 //! Helpers shared by the GPU test binaries: random host data, bitwise comparisons that treat
-//! NaNs of one type as equal, and axis permutations. Each test binary uses a subset.
+//! NaNs of one type as equal, axis permutations, a kernel that keeps a stream busy, and a
+//! deadlock watchdog. Each test binary uses a subset.
 #![allow(dead_code)]
 
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use devspan::DeviceElement;
 use ndarray::{Array, ArrayD, ArrayViewD, Dimension, IxDyn};
 use rand::{Rng, rngs::StdRng};
@@ -85,4 +91,91 @@ pub fn permutations(rank: usize) -> Vec<Vec<usize>> {
             .collect();
     }
     out
+}
+
+/// A one-thread kernel that spins until `%globaltimer` (nanoseconds) has advanced by its
+/// parameter, touching no memory.
+const SPIN_PTX: &str = r#"
+.version 7.0
+.target sm_52
+.address_size 64
+
+.visible .entry devspan_test_spin(
+    .param .u64 devspan_test_spin_ns
+)
+{
+    .reg .pred %p<2>;
+    .reg .b64 %rd<6>;
+
+    ld.param.u64 %rd1, [devspan_test_spin_ns];
+    mov.u64 %rd2, %globaltimer;
+    add.u64 %rd3, %rd2, %rd1;
+$L_spin:
+    mov.u64 %rd4, %globaltimer;
+    setp.lt.u64 %p1, %rd4, %rd3;
+    @%p1 bra $L_spin;
+    ret;
+}
+"#;
+
+/// The spin kernel of each CUDA context (keyed by the driver's context handle). Loaded once
+/// and never unloaded, so that no module goes away while its kernel is still queued.
+fn spin_kernel(ctx: &Arc<CudaContext>) -> CudaFunction {
+    static KERNELS: Mutex<Vec<(usize, CudaFunction)>> = Mutex::new(Vec::new());
+    let key = ctx.cu_ctx() as usize;
+    let mut kernels = KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, f)) = kernels.iter().find(|(k, _)| *k == key) {
+        return f.clone();
+    }
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_src(SPIN_PTX))
+        .expect("load the spin kernel's PTX");
+    let f = module
+        .load_function("devspan_test_spin")
+        .expect("find the spin kernel");
+    kernels.push((key, f.clone()));
+    f
+}
+
+/// Makes `stream` busy for `ms` milliseconds: enqueues a one-thread kernel that spins on the
+/// GPU's global timer, so that work enqueued on `stream` afterwards starts that much later.
+/// Returns as soon as the kernel is enqueued.
+pub fn busy(stream: &Arc<CudaStream>, ms: u64) {
+    let f = spin_kernel(stream.context());
+    let ns: u64 = ms * 1_000_000;
+    let mut launch = stream.launch_builder(&f);
+    launch.arg(&ns);
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the kernel takes exactly one `.u64` parameter, passed above, and accesses no
+    // memory; its module stays loaded for the rest of the process.
+    unsafe { launch.launch(cfg) }.expect("launch the spin kernel");
+}
+
+/// Runs `f` on a new thread and fails the calling test if it has not finished within `limit`
+/// (a deadlock: the thread is left blocked, the test fails). A panic in `f` fails the test
+/// with `f`'s message.
+#[track_caller]
+pub fn watchdog(what: &str, limit: Duration, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name(format!("watchdog: {what}"))
+        .spawn(move || {
+            f();
+            let _ = tx.send(());
+        })
+        .expect("spawn the watched thread");
+    match rx.recv_timeout(limit) {
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("{what}: still running after {limit:?}; deadlocked (its thread is left blocked)")
+        }
+    }
 }
