@@ -276,9 +276,12 @@ unsafe fn download<T: DeviceElement, D: Dimension>(
 
 /// A host <-> device copy in flight, holding the borrows of both sides until it completes.
 ///
-/// [`wait`](Self::wait) finishes the copy and reports errors; dropping the handle finishes it
-/// too (errors are then lost). Forgetting it (`std::mem::forget`) is safe: the host memory is
-/// never touched after the handle is gone (downloads then leave the host view unwritten).
+/// [`wait`](Self::wait) finishes the copy and reports errors. Dropping the handle finishes it
+/// too; a destructor cannot return an error, so a failure is then written to standard error
+/// as one line starting with `devspan:` (wait for the transfer to handle errors).
+///
+/// Forgetting it (`std::mem::forget`) is safe: the host memory is never touched after the
+/// handle is gone (downloads then leave the host view unwritten).
 ///
 /// ```no_run
 /// # fn main() -> devspan::Result<()> {
@@ -331,9 +334,21 @@ impl Transfer<'_> {
 impl Drop for Transfer<'_> {
     fn drop(&mut self) {
         if let Some(f) = self.finish.take() {
-            let _ = f();
+            if let Err(e) = f() {
+                report_dropped(&e, &mut std::io::stderr());
+            }
         }
     }
+}
+
+/// Writes the error of a transfer that was dropped without being waited for, as one line
+/// starting with `devspan:`. A failed write is ignored: this never panics.
+fn report_dropped(e: &Error, out: &mut dyn std::io::Write) {
+    let msg = e.to_string().replace(['\n', '\r'], " ");
+    let _ = writeln!(
+        out,
+        "devspan: a transfer dropped without wait() failed: {msg}"
+    );
 }
 
 impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {

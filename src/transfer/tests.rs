@@ -1,5 +1,6 @@
-//! CPU tests of the transfer planner and the host-side gather / scatter, against ndarray; a
-//! GPU test of the staging pipeline's handling of a panicking worker.
+//! CPU tests of the transfer planner and the host-side gather / scatter, against ndarray, and
+//! of how a dropped [`Transfer`](super::Transfer) reports errors; a GPU test of the staging
+//! pipeline's handling of a panicking worker.
 
 use ndarray::{ArrayD, IxDyn, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -410,6 +411,35 @@ fn stride_lists_of_the_wrong_length_are_errors() {
     let e = plan_transfer(&[2, 2], &[2, 1], &[1], 4, Direction::Down, None).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ShapeMismatch);
     assert!(crate::transfer::transfer_path(&[2, 2], &[1], &[2, 1], 4, true).starts_with("error"));
+}
+
+#[test]
+fn a_dropped_transfer_reports_its_error_on_one_stderr_line() {
+    use super::{Transfer, report_dropped};
+    use crate::error::Error;
+    let mut out = Vec::new();
+    report_dropped(&Error::invalid("copy failed\non two lines"), &mut out);
+    let line = String::from_utf8(out).unwrap();
+    assert!(line.starts_with("devspan: "), "{line}");
+    assert!(line.contains("copy failed on two lines"), "{line}");
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.ends_with('\n'));
+    // Dropping a transfer runs its finishing once, and a failure there does not panic.
+    let calls = std::cell::Cell::new(0);
+    let failing = || {
+        calls.set(calls.get() + 1);
+        Err(Error::invalid("copy failed"))
+    };
+    drop(Transfer {
+        finish: Some(Box::new(failing)),
+    });
+    assert_eq!(calls.get(), 1);
+    // Waiting returns the error, and nothing runs again on drop.
+    let t = Transfer {
+        finish: Some(Box::new(failing)),
+    };
+    assert_eq!(t.wait().unwrap_err().kind(), &ErrorKind::InvalidArgument);
+    assert_eq!(calls.get(), 2);
 }
 
 /// Which way [`a_panicking_staging_worker_stops_the_pipeline`] moves the data.
