@@ -7,8 +7,11 @@
 //!
 //! A worker that fails (an `Err`) or panics stops the others at their next chunk, and the
 //! staging chunks are released only once no copy uses them (see [`run_workers`]).
+//! [`StagedDownload`] splits a download into an enqueueing half and a host half, for
+//! transfers that must hold no device memory while they wait.
 
 use std::any::Any;
+use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -383,6 +386,114 @@ pub(crate) unsafe fn download<T: Copy + Send>(
         let r = go();
         inf.finish(r)
     })
+}
+
+/// A device -> host copy in two halves: [`start`](Self::start) enqueues copies of contiguous
+/// device elements into page-locked staging chunks from the pool, [`finish`](Self::finish)
+/// waits for them and scatters the chunks into host memory.
+///
+/// It holds host-side state only. Dropping it waits for the copies and returns the chunks to
+/// the pool (a chunk whose copy cannot be waited for is leaked, never freed or reused);
+/// forgetting it leaks the chunks and touches nothing else.
+pub(crate) struct StagedDownload<T> {
+    chunks: Vec<PinnedBuffer<u8>>,
+    /// Elements per chunk (the last one may hold fewer).
+    chunk: usize,
+    /// Elements in all.
+    m: usize,
+    /// Threads that unpack the chunks.
+    threads: usize,
+    _elem: PhantomData<T>,
+}
+
+impl<T: Copy + Send> StagedDownload<T> {
+    /// Enqueues on `stream` copies of the `m` contiguous device elements at `dev` into
+    /// staging chunks of `opt.chunk_bytes` bytes, and returns without waiting.
+    ///
+    /// # Safety
+    /// `dev` must be `m` readable device elements in `stream`'s context whose producers are
+    /// ordered before this call on `stream`, and must stay allocated until the copies complete
+    /// (a stream-ordered free enqueued on `stream` after this call is fine).
+    pub(crate) unsafe fn start(
+        stream: &Arc<CudaStream>,
+        dev: u64,
+        m: usize,
+        opt: &TransferOptions,
+    ) -> Result<Self> {
+        let g = geometry::<T>(m, opt)?;
+        let size = std::mem::size_of::<T>();
+        let mut staged = StagedDownload {
+            chunks: take_chunks(stream.context(), g.nchunks, g.chunk * size)?,
+            chunk: g.chunk,
+            m,
+            threads: g.threads,
+            _elem: PhantomData,
+        };
+        for (k, c) in staged.chunks.iter_mut().enumerate() {
+            let start = k * g.chunk;
+            let len = g.chunk.min(m - start);
+            // SAFETY: the chunk holds at least `chunk * size >= len * size` bytes, and the
+            // `len` elements from `start` lie inside `dev` (caller's contract). On an error,
+            // dropping `staged` waits for the copies enqueued so far.
+            unsafe { c.enqueue_from_device_ptr(stream, dev + (start * size) as u64, len * size)? };
+        }
+        Ok(staged)
+    }
+
+    /// Waits for the copies and scatters the staged elements into host memory at `host`
+    /// through `runs`, on up to the `threads` of the options given to `start`; each chunk is
+    /// unpacked as soon as its own copy has completed. Then the chunks go back to the pool.
+    ///
+    /// # Panics
+    /// A panic while unpacking (not expected) is resumed once every thread has stopped; the
+    /// host elements are then partly written.
+    ///
+    /// # Safety
+    /// `runs` must be the bus order of `start`'s `m` elements over host memory, and the host
+    /// elements it reaches from `host` must be writable and accessed by nothing else until
+    /// this returns.
+    pub(crate) unsafe fn finish(mut self, host: *mut T, runs: &[HostAxis]) -> Result<()> {
+        let host = HostPtr(host);
+        let (chunk, m) = (self.chunk, self.m);
+        let per = self.chunks.len().div_ceil(self.threads).max(1);
+        let threads = self.chunks.len().div_ceil(per).max(1);
+        let out = run_scoped(&mut self.chunks, per, threads, |w, part, abort| {
+            for (i, c) in part.iter().enumerate() {
+                if abort.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                // Waits for this chunk's copy.
+                let src = c.as_slice()?.as_ptr().cast::<T>();
+                let start = (w * per + i) * chunk;
+                let len = chunk.min(m - start);
+                // SAFETY: the chunk's copy has completed and it holds the bus elements
+                // `start..start + len` (page-aligned, so aligned for `T`); the host elements
+                // they map to are written by this worker only (caller's contract, disjoint
+                // chunk ranges).
+                unsafe { unpack(host.get(), runs, start, src, len) };
+            }
+            Ok(())
+        });
+        if let Some(payload) = out.panic {
+            // Dropping `self` on the way waits for the copies before releasing the chunks.
+            std::panic::resume_unwind(payload);
+        }
+        out.err.map_or(Ok(()), Err)
+    }
+}
+
+impl<T> Drop for StagedDownload<T> {
+    fn drop(&mut self) {
+        let mut idle = Vec::with_capacity(self.chunks.len());
+        for c in self.chunks.drain(..) {
+            // A chunk whose copy cannot be waited for is dropped here instead, and its own
+            // `Drop` leaks the memory rather than free it under the copy.
+            if c.synchronize().is_ok() {
+                idle.push(c);
+            }
+        }
+        give_back_chunks(idle);
+    }
 }
 
 /// Fault injection for tests: a panic in one staging worker of the pipelines on one stream,
