@@ -2,7 +2,7 @@
 
 mod common;
 
-use devspan::__private::{HostPath, TransferOptions};
+use devspan::__private::{HostPath, TransferOptions, transfer_path};
 use devspan::testing::gpu_stream;
 use devspan::{DeviceArray, DeviceElement, ErrorKind, PinnedBuffer};
 use half::{bf16, f16};
@@ -431,5 +431,177 @@ fn async_transfers_finish_on_wait_drop_and_survive_forget() {
     assert_eq!(
         v.copy_to_host_async(&stream, &mut w).unwrap_err().kind(),
         &ErrorKind::ShapeMismatch
+    );
+}
+
+/// Device memory in use (total minus free), after synchronising `stream`.
+fn device_memory_used(stream: &std::sync::Arc<devspan::cudarc::driver::CudaStream>) -> usize {
+    stream.synchronize().unwrap();
+    let (free, total) = devspan::cudarc::driver::result::mem_get_info().unwrap();
+    total - free
+}
+
+/// Device memory that a loop of 200 forgotten transfers of a few MiB each may add: far less
+/// than one transfer's device temporary per iteration.
+const SLACK: usize = 64 << 20;
+
+/// Downloads from device views that must be gathered first (transposed, every other row),
+/// started and forgotten 200 times: the host arrays keep their poison, device memory does not
+/// grow, and later downloads, waited for or dropped, are correct.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
+    use ndarray::{Array2, Ix2, s};
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(31);
+    let data = random::<u32>(&mut rng, &[1024, 1024])
+        .into_dimensionality::<Ix2>()
+        .unwrap();
+    let dev = DeviceArray::from_host(&stream, &data.view()).unwrap();
+    let poison = 0x5eed_f00d_u32;
+    let mut out_t = Array2::<u32>::from_elem((1024, 1024), poison);
+    let mut out_rows = Array2::<u32>::from_elem((512, 1024), poison);
+    let dv = dev.view();
+    let (vt, vrows) = (dv.t(), dv.slice(s![..;2, ..]));
+    // One waited download of each kind first, so that kernel modules are loaded before the
+    // memory is measured.
+    vt.copy_to_host_async(&stream, &mut out_t.view_mut())
+        .unwrap()
+        .wait()
+        .unwrap();
+    vrows
+        .copy_to_host_async(&stream, &mut out_rows.view_mut())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(out_t == data.t() && out_rows == data.slice(s![..;2, ..]));
+    // Both go through a device temporary.
+    for (v, host_strides) in [(&vt, out_t.strides()), (&vrows, out_rows.strides())] {
+        let path = transfer_path(v.shape(), host_strides, v.strides(), 4, false);
+        assert!(path.ends_with("/staged"), "{path}");
+    }
+    out_t.fill(poison);
+    out_rows.fill(poison);
+    let before = device_memory_used(&stream);
+    for i in 0..200 {
+        if i % 2 == 0 {
+            let mut o = out_t.view_mut();
+            std::mem::forget(vt.copy_to_host_async(&stream, &mut o).unwrap());
+        } else {
+            let mut o = out_rows.view_mut();
+            std::mem::forget(vrows.copy_to_host_async(&stream, &mut o).unwrap());
+        }
+    }
+    let after = device_memory_used(&stream);
+    assert!(
+        after <= before + SLACK,
+        "device memory in use grew from {before} to {after} bytes over 200 forgotten downloads"
+    );
+    assert!(
+        out_t.iter().all(|&x| x == poison),
+        "a forgotten download wrote the host"
+    );
+    assert!(
+        out_rows.iter().all(|&x| x == poison),
+        "a forgotten download wrote the host"
+    );
+    // Waited and dropped downloads after the forgotten ones.
+    vt.copy_to_host_async(&stream, &mut out_t.view_mut())
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(
+        out_t == data.t(),
+        "waited download after the forgotten ones"
+    );
+    drop(
+        vrows
+            .copy_to_host_async(&stream, &mut out_rows.view_mut())
+            .unwrap(),
+    );
+    assert!(
+        out_rows == data.slice(s![..;2, ..]),
+        "dropped download after the forgotten ones"
+    );
+    // A larger gathered download (several staging chunks, the last one partial) into a host
+    // view with gaps, which stay as they were.
+    let big = random::<u32>(&mut rng, &[1500, 2000])
+        .into_dimensionality::<Ix2>()
+        .unwrap();
+    let bdev = DeviceArray::from_host(&stream, &big.view()).unwrap();
+    let mut host = Array2::<u32>::from_elem((2000, 2999), poison);
+    let bv = bdev.view();
+    let path = transfer_path(&[2000, 1500], &[2999, 2], bv.t().strides(), 4, false);
+    assert_eq!(path, "pack/staged");
+    bv.t()
+        .copy_to_host_async(&stream, &mut host.slice_mut(s![.., ..;2]))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let mut want = Array2::<u32>::from_elem((2000, 2999), poison);
+    want.slice_mut(s![.., ..;2]).assign(&big.t());
+    assert!(
+        host == want,
+        "large gathered download into a strided host view"
+    );
+}
+
+/// Uploads that need a device temporary (a transposed host view, a strided device view),
+/// started and forgotten 200 times: device memory does not grow, and after synchronising the
+/// device holds what the last uploads wrote.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn forgotten_uploads_complete_and_leak_no_device_memory() {
+    use ndarray::{Ix2, s};
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(32);
+    let a = random::<u32>(&mut rng, &[1024, 1024])
+        .into_dimensionality::<Ix2>()
+        .unwrap();
+    let b = random::<u32>(&mut rng, &[512, 1024])
+        .into_dimensionality::<Ix2>()
+        .unwrap();
+    let mut dev = DeviceArray::<u32, _>::zeros(&stream, (1024, 1024)).unwrap();
+    let (at, bv) = (a.t(), b.view());
+    // One waited upload of each kind first (kernel modules loaded before measuring).
+    dev.view_mut()
+        .copy_from_host_async(&stream, &at)
+        .unwrap()
+        .wait()
+        .unwrap();
+    {
+        let mut all = dev.view_mut();
+        let mut rows = all.slice_mut(s![..;2, ..]);
+        rows.copy_from_host_async(&stream, &bv)
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    // Both go through a device temporary.
+    assert!(transfer_path(&[1024, 1024], at.strides(), &[1024, 1], 4, true).ends_with("/staged"));
+    assert!(transfer_path(&[512, 1024], bv.strides(), &[2048, 1], 4, true).ends_with("/staged"));
+    dev.fill(&stream, 0).unwrap();
+    let before = device_memory_used(&stream);
+    for i in 0..200 {
+        if i % 2 == 0 {
+            let mut all = dev.view_mut();
+            std::mem::forget(all.copy_from_host_async(&stream, &at).unwrap());
+        } else {
+            let mut all = dev.view_mut();
+            let mut rows = all.slice_mut(s![..;2, ..]);
+            std::mem::forget(rows.copy_from_host_async(&stream, &bv).unwrap());
+        }
+    }
+    let after = device_memory_used(&stream);
+    assert!(
+        after <= before + SLACK,
+        "device memory in use grew from {before} to {after} bytes over 200 forgotten uploads"
+    );
+    // The last two uploads: all of `a.t()`, then `b` over every other row.
+    let mut want = a.t().to_owned();
+    want.slice_mut(s![..;2, ..]).assign(&b);
+    assert!(
+        dev.to_host(&stream).unwrap() == want,
+        "device after forgotten uploads"
     );
 }

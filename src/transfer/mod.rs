@@ -276,9 +276,16 @@ unsafe fn download<T: DeviceElement, D: Dimension>(
 
 /// A host <-> device copy in flight, holding the borrows of both sides until it completes.
 ///
-/// [`wait`](Self::wait) finishes the copy and reports errors; dropping the handle finishes it
-/// too (errors are then lost). Forgetting it (`std::mem::forget`) is safe: the host memory is
-/// never touched after the handle is gone (downloads then leave the host view unwritten).
+/// [`wait`](Self::wait) finishes the copy and reports errors. Dropping the handle finishes it
+/// too; a destructor cannot return an error, so a failure is then written to standard error
+/// as one line starting with `devspan:` (wait for the transfer to handle errors).
+///
+/// Forgetting it (`std::mem::forget`) is safe and leaks no device memory. The host memory is
+/// never touched after the handle is gone: downloads then leave the host view unwritten, and
+/// uploads have read the host view already. What a forgotten handle leaks is host memory: a
+/// download through a device temporary (a device view that must be gathered first) copied the
+/// gathered elements into page-locked staging memory when it started, and released the
+/// temporary then; that staging memory is never freed or reused once the handle is forgotten.
 ///
 /// ```no_run
 /// # fn main() -> devspan::Result<()> {
@@ -331,9 +338,21 @@ impl Transfer<'_> {
 impl Drop for Transfer<'_> {
     fn drop(&mut self) {
         if let Some(f) = self.finish.take() {
-            let _ = f();
+            if let Err(e) = f() {
+                report_dropped(&e, &mut std::io::stderr());
+            }
         }
     }
+}
+
+/// Writes the error of a transfer that was dropped without being waited for, as one line
+/// starting with `devspan:`. A failed write is ignored: this never panics.
+fn report_dropped(e: &Error, out: &mut dyn std::io::Write) {
+    let msg = e.to_string().replace(['\n', '\r'], " ");
+    let _ = writeln!(
+        out,
+        "devspan: a transfer dropped without wait() failed: {msg}"
+    );
 }
 
 impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
@@ -446,9 +465,16 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     }
 
     /// Starts copying this device view into a host view of any layout (same shape) on
-    /// `stream`: the device-side gather is enqueued now, the copy into host memory happens in
-    /// [`Transfer::wait`] (or on drop). Errors as [`copy_to_host`](Self::copy_to_host), reported
-    /// before anything is enqueued.
+    /// `stream`. The host view is written only by [`Transfer::wait`] (or on drop), never
+    /// before. When the device view's elements must first be gathered on the device, the
+    /// gather into a device temporary and the copy of the temporary into page-locked staging
+    /// memory are enqueued now and the temporary is released at once (stream-ordered, after
+    /// the copy); `wait` waits for the copy and scatters the staged elements into the host
+    /// view. The staging memory then holds all the view's elements, in chunks from the pool of
+    /// staging chunks (new ones when the pool has too few). Otherwise the whole copy happens
+    /// in `wait`. Errors as
+    /// [`copy_to_host`](Self::copy_to_host); those of the shapes, the stream and the host
+    /// view's extent come before anything is enqueued.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -469,21 +495,35 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
         let (plan, tmp) = prepare_download(self, stream, host.shape(), host.strides(), &opt)?;
+        if let Some(tmp) = tmp {
+            let staged = {
+                let tv = tmp.view();
+                let dev = tv.device_ptr();
+                tv.raw().keep.reading(stream, || {
+                    // SAFETY: `tmp` holds the `m` elements, written by the gather enqueued on
+                    // `stream` before these copies, and is freed on `stream` after them.
+                    unsafe { pipeline::StagedDownload::<T>::start(stream, dev, plan.m, &opt) }
+                })?
+            };
+            // The transfer holds no device memory from here on.
+            drop(tmp);
+            return Ok(Transfer {
+                finish: Some(Box::new(move || {
+                    let base = host.as_mut_ptr().wrapping_offset(plan.host_start);
+                    // SAFETY: `host` is borrowed exclusively by the transfer; the plan was made
+                    // for its shape and strides, so `runs` from `base` reach exactly its
+                    // elements, in the bus order the staged elements are in.
+                    unsafe { staged.finish(base, &plan.runs) }
+                })),
+            });
+        }
         let stream = stream.clone();
         Ok(Transfer {
             finish: Some(Box::new(move || {
                 // SAFETY: `host` is borrowed exclusively by the transfer, and the plan was made
                 // for its shape and strides.
                 unsafe {
-                    finish_download(
-                        self,
-                        &stream,
-                        &plan,
-                        tmp.as_ref(),
-                        host.as_mut_ptr(),
-                        &opt,
-                        false,
-                    )
+                    finish_download(self, &stream, &plan, None, host.as_mut_ptr(), &opt, false)
                 }
             })),
         })

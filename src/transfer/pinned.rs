@@ -263,6 +263,36 @@ impl<T: DeviceElement> PinnedBuffer<T> {
         r
     }
 
+    /// Enqueues on `stream` a copy of `len` elements from device address `src` into the start
+    /// of the buffer, and returns without waiting. The copy is tracked as those of
+    /// [`copy_from_device`](Self::copy_from_device) are: host access and `Drop` wait for it.
+    /// `Err` with nothing enqueued when `len` exceeds the buffer.
+    ///
+    /// # Safety
+    /// `src` must be `len` readable device elements in `stream`'s context whose producers are
+    /// ordered before this call on `stream`, and must stay allocated until the copy completes
+    /// (a stream-ordered free enqueued on `stream` after this call is fine).
+    pub(crate) unsafe fn enqueue_from_device_ptr(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: u64,
+        len: usize,
+    ) -> Result<()> {
+        if len > self.len {
+            return Err(Error::invalid(format!(
+                "a copy of {len} elements into a pinned buffer of {}",
+                self.len
+            )));
+        }
+        let dst = self.ptr.as_ptr();
+        self.enqueue_on(stream, || {
+            // SAFETY: `len <= self.len` writable pinned elements owned by the buffer, which
+            // `&mut self` keeps from every other access until the copy's event completes (host
+            // access and Drop wait for it); the source is the caller's contract.
+            unsafe { super::dma::dtoh(stream, dst, src, len) }
+        })
+    }
+
     fn check_len(&self, n: usize, shape: &[usize]) -> Result<()> {
         if n != self.len {
             return Err(Error::shape(format!(

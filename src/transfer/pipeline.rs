@@ -4,11 +4,19 @@
 //! worker 0) take every `threads`-th chunk; each owns two pinned staging chunks, so while the
 //! copy engine moves one chunk the worker packs (upload) or unpacks (download) the other. All
 //! copies go on the caller's stream, so they keep its ordering with earlier and later work.
+//!
+//! A worker that fails (an `Err`) or panics stops the others at their next chunk, and the
+//! staging chunks are released only once no copy uses them (see [`run_workers`]).
+//! [`StagedDownload`] splits a download into an enqueueing half and a host half, for
+//! transfers that must hold no device memory while they wait.
 
+use std::any::Any;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::dma;
 use super::pack::{pack, unpack};
@@ -89,28 +97,54 @@ fn geometry<T>(m: usize, opt: &TransferOptions) -> Result<Geometry> {
     })
 }
 
-/// Runs `work(w, two_chunks)` for every worker, `w = 0` on this thread, and returns the chunks
-/// to the pool when every copy that used them has completed.
-fn run_workers<F>(stream: &Arc<CudaStream>, g: &Geometry, bytes: usize, work: F) -> Result<()>
+/// What became of a run of workers: the first error and the first panic, if any.
+struct Outcome {
+    err: Option<Error>,
+    panic: Option<Box<dyn Any + Send>>,
+}
+
+/// Runs `work(w, part, abort)` for every worker `w` in `0..threads` (`w = 0` on this thread),
+/// `part` being the `w`-th run of `per` items of `items`, and returns when every worker has
+/// returned. The first failure of a worker, an `Err` or a panic, sets `abort`, which the
+/// workers check before each chunk, so the others stop at their next chunk. Panics are caught
+/// here and handed back in the [`Outcome`] (never re-raised), so the caller can clean up
+/// before it resumes them.
+fn run_scoped<C, F>(items: &mut [C], per: usize, threads: usize, work: F) -> Outcome
 where
-    F: Fn(usize, &mut [PinnedBuffer<u8>], &AtomicBool) -> Result<()> + Sync,
+    C: Send,
+    F: Fn(usize, &mut [C], &AtomicBool) -> Result<()> + Sync,
 {
-    let mut chunks = take_chunks(stream.context(), 2 * g.threads, bytes)?;
     let abort = AtomicBool::new(false);
     let first_err: Mutex<Option<Error>> = Mutex::new(None);
-    let run = |w: usize, c: &mut [PinnedBuffer<u8>]| {
-        if let Err(e) = work(w, c, &abort) {
-            abort.store(true, Ordering::Relaxed);
-            first_err
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(e);
+    let first_panic: Mutex<Option<Box<dyn Any + Send>>> = Mutex::new(None);
+    let fail_with = |e: Error| {
+        abort.store(true, Ordering::Relaxed);
+        first_err
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+    };
+    let run = |w: usize, c: &mut [C]| {
+        // `AssertUnwindSafe`: after a panic, only `abort` (an atomic) and the outcome are
+        // looked at here; the items are cleaned up by the caller, which knows what a
+        // half-finished worker may have left in flight.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| work(w, c, &abort))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => fail_with(e),
+            Err(payload) => {
+                abort.store(true, Ordering::Relaxed);
+                first_panic
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(payload);
+            }
         }
     };
     std::thread::scope(|sc| {
-        let (mine, mut others) = chunks.split_at_mut(2);
-        for w in 1..g.threads {
-            let (c, rest) = std::mem::take(&mut others).split_at_mut(2);
+        let (mine, mut others) = items.split_at_mut(per.min(items.len()));
+        for w in 1..threads {
+            let take = per.min(others.len());
+            let (c, rest) = std::mem::take(&mut others).split_at_mut(take);
             others = rest;
             let run = &run;
             let spawned = std::thread::Builder::new()
@@ -118,35 +152,59 @@ where
                 .spawn_scoped(sc, move || run(w, c));
             if let Err(e) = spawned {
                 // Worker `w`'s chunks would be skipped: stop everyone and report.
-                abort.store(true, Ordering::Relaxed);
-                first_err
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(Error::invalid(format!(
-                        "could not start a staging thread: {e}"
-                    )));
+                fail_with(Error::invalid(format!(
+                    "could not start a staging thread: {e}"
+                )));
                 break;
             }
         }
         run(0, mine);
     });
-    match first_err.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        None => {
-            give_back_chunks(chunks);
-            Ok(())
-        }
-        Some(e) => {
-            if stream.synchronize().is_ok() {
-                give_back_chunks(chunks);
-            } else {
-                // A copy may still use the chunks: never free or reuse them.
-                std::mem::forget(chunks);
-            }
-            Err(e)
-        }
+    Outcome {
+        err: first_err.into_inner().unwrap_or_else(|p| p.into_inner()),
+        panic: first_panic.into_inner().unwrap_or_else(|p| p.into_inner()),
     }
 }
 
+/// Runs `work(w, two_chunks, abort)` for every worker, `w = 0` on this thread, and returns
+/// the chunks to the pool when every copy that used them has completed.
+///
+/// On an error or a panic of any worker, the others stop at their next chunk; once all have
+/// returned, the stream is synchronised before the chunks go back to the pool (they are leaked,
+/// never freed or reused, when that fails, since a copy may still use them). Then the first
+/// error is returned, or the first panic is resumed on the calling thread
+/// ([`std::panic::resume_unwind`]); a panic wins over an error.
+fn run_workers<F>(stream: &Arc<CudaStream>, g: &Geometry, bytes: usize, work: F) -> Result<()>
+where
+    F: Fn(usize, &mut [PinnedBuffer<u8>], &AtomicBool) -> Result<()> + Sync,
+{
+    let mut chunks = take_chunks(stream.context(), 2 * g.threads, bytes)?;
+    let out = run_scoped(&mut chunks, 2, g.threads, work);
+    if out.err.is_none() && out.panic.is_none() {
+        // Every worker waited for the events of all its copies.
+        #[cfg(test)]
+        fault::released(stream, true);
+        give_back_chunks(chunks);
+        return Ok(());
+    }
+    // A failed or unwinding worker may have left copies in flight.
+    let synced = stream.synchronize().is_ok();
+    #[cfg(test)]
+    fault::released(stream, synced);
+    if synced {
+        give_back_chunks(chunks);
+    } else {
+        // A copy may still use the chunks: never free or reuse them.
+        std::mem::forget(chunks);
+    }
+    match (out.panic, out.err) {
+        (Some(payload), _) => std::panic::resume_unwind(payload),
+        (None, Some(e)) => Err(e),
+        (None, None) => Ok(()),
+    }
+}
+
+/// Waits for the events marked `used`; the first error of `r` and the waits.
 fn wait_all(ev: &[CudaEvent; 2], used: [bool; 2], r: Result<()>) -> Result<()> {
     let mut r = r;
     for s in 0..2 {
@@ -160,9 +218,53 @@ fn wait_all(ev: &[CudaEvent; 2], used: [bool; 2], r: Result<()>) -> Result<()> {
     r
 }
 
+/// A worker's two staging events and which of them have a copy recorded. Leaving a worker
+/// without [`finish`](Self::finish) (a panic unwinding through it) sets `abort`, so the other
+/// workers stop, and then waits for the recorded copies, so the worker's chunks are idle
+/// before [`run_workers`] looks at them.
+struct Inflight<'a> {
+    ev: [CudaEvent; 2],
+    used: [bool; 2],
+    abort: &'a AtomicBool,
+    finished: bool,
+}
+
+impl<'a> Inflight<'a> {
+    fn new(ctx: &Arc<CudaContext>, abort: &'a AtomicBool) -> Result<Self> {
+        Ok(Inflight {
+            ev: [ctx.new_event(None)?, ctx.new_event(None)?],
+            used: [false; 2],
+            abort,
+            finished: false,
+        })
+    }
+
+    /// Waits for the recorded copies; the first error of `r` and the waits.
+    fn finish(mut self, r: Result<()>) -> Result<()> {
+        self.finished = true;
+        wait_all(&self.ev, self.used, r)
+    }
+}
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.abort.store(true, Ordering::Relaxed);
+        // A failed wait is covered by `run_workers`, which synchronises the stream (or leaks
+        // the chunks) before releasing them.
+        let _ = wait_all(&self.ev, self.used, Ok(()));
+    }
+}
+
 /// Copies the bus buffer of `m` elements, gathered from host memory at `host` through `runs`,
 /// to the `m` contiguous device elements at `dev`, and waits until the copies have read the
 /// staging chunks (not for the device side to be visible to other streams).
+///
+/// # Panics
+/// Resumes the panic of a staging worker (packing is not expected to panic) once the other
+/// workers have stopped and no copy uses the staging chunks any longer; see [`run_workers`].
 ///
 /// # Safety
 /// The host elements reached by `runs` from `host` (the bus buffer's order) must be readable
@@ -182,17 +284,18 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
     let ctx = stream.context();
     run_workers(stream, &g, g.chunk * size, |w, chunks, abort| {
         ctx.bind_to_thread()?;
-        let ev = [ctx.new_event(None)?, ctx.new_event(None)?];
-        let mut used = [false; 2];
+        let mut inf = Inflight::new(ctx, abort)?;
         let mut go = || -> Result<()> {
             for (j, k) in (w..g.nchunks).step_by(g.threads).enumerate() {
                 if abort.load(Ordering::Relaxed) {
                     return Ok(());
                 }
                 let s = j % 2;
-                if used[s] {
-                    ev[s].synchronize()?;
+                if inf.used[s] {
+                    inf.ev[s].synchronize()?;
                 }
+                #[cfg(test)]
+                fault::chunk_started(stream, w, j, abort);
                 let start = k * g.chunk;
                 let len = g.chunk.min(m - start);
                 let buf = chunks[s].as_mut_ptr().cast::<T>();
@@ -200,21 +303,25 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
                 // (caller's contract); the staging chunk holds `chunk >= len` elements of `T`
                 // (page-aligned) and its previous copy has completed (event waited above).
                 unsafe { pack(host.get().cast_const(), runs, start, buf, len) };
-                used[s] = true;
+                inf.used[s] = true;
                 // SAFETY: the chunk stays alive and unwritten until `ev[s]` completes (waited
-                // before reuse and at the end); the destination range lies inside `dev`.
+                // before reuse, at the end, and by `Inflight`'s drop when unwinding); the
+                // destination range lies inside `dev`.
                 unsafe { dma::htod(stream, dev + (start * size) as u64, buf.cast_const(), len)? };
-                ev[s].record(stream)?;
+                inf.ev[s].record(stream)?;
             }
             Ok(())
         };
         let r = go();
-        wait_all(&ev, used, r)
+        inf.finish(r)
     })
 }
 
 /// Copies the `m` contiguous device elements at `dev` into host memory at `host`, scattered
 /// through `runs`, and waits for it.
+///
+/// # Panics
+/// As [`upload`], for panics while unpacking; the host elements are then partly written.
 ///
 /// # Safety
 /// The host elements reached by `runs` from `host` must be writable and accessed by nothing
@@ -234,8 +341,7 @@ pub(crate) unsafe fn download<T: Copy + Send>(
     let ctx = stream.context();
     run_workers(stream, &g, g.chunk * size, |w, chunks, abort| {
         ctx.bind_to_thread()?;
-        let ev = [ctx.new_event(None)?, ctx.new_event(None)?];
-        let mut used = [false; 2];
+        let mut inf = Inflight::new(ctx, abort)?;
         let mine: Vec<usize> = (w..g.nchunks).step_by(g.threads).collect();
         let bufs = [
             chunks[0].as_mut_ptr().cast::<T>(),
@@ -248,23 +354,27 @@ pub(crate) unsafe fn download<T: Copy + Send>(
                 let len = g.chunk.min(m - start);
                 used[s] = true;
                 // SAFETY: the staging chunk holds `len` elements, is not read by the host
-                // until `ev[s]` completes, and its previous contents were unpacked already.
+                // until `ev[s]` completes, and its previous contents were unpacked already;
+                // it stays alive until `ev[s]` completes (waited at the end, and by
+                // `Inflight`'s drop when unwinding).
                 unsafe { dma::dtoh(stream, bufs[s], dev + (start * size) as u64, len)? };
-                ev[s].record(stream)?;
+                inf.ev[s].record(stream)?;
                 Ok(())
             };
             if !mine.is_empty() {
-                issue(0, &mut used)?;
+                issue(0, &mut inf.used)?;
             }
             for j in 0..mine.len() {
                 if abort.load(Ordering::Relaxed) {
                     return Ok(());
                 }
                 if j + 1 < mine.len() {
-                    issue(j + 1, &mut used)?;
+                    issue(j + 1, &mut inf.used)?;
                 }
                 let s = j % 2;
-                ev[s].synchronize()?;
+                inf.ev[s].synchronize()?;
+                #[cfg(test)]
+                fault::chunk_started(stream, w, j, abort);
                 let start = mine[j] * g.chunk;
                 let len = g.chunk.min(m - start);
                 // SAFETY: the chunk's copy has completed; the bus range maps to host elements
@@ -274,8 +384,279 @@ pub(crate) unsafe fn download<T: Copy + Send>(
             Ok(())
         };
         let r = go();
-        wait_all(&ev, used, r)
+        inf.finish(r)
     })
+}
+
+/// A device -> host copy in two halves: [`start`](Self::start) enqueues copies of contiguous
+/// device elements into page-locked staging chunks from the pool, [`finish`](Self::finish)
+/// waits for them and scatters the chunks into host memory.
+///
+/// It holds host-side state only. Dropping it waits for the copies and returns the chunks to
+/// the pool (a chunk whose copy cannot be waited for is leaked, never freed or reused);
+/// forgetting it leaks the chunks and touches nothing else.
+pub(crate) struct StagedDownload<T> {
+    chunks: Vec<PinnedBuffer<u8>>,
+    /// Elements per chunk (the last one may hold fewer).
+    chunk: usize,
+    /// Elements in all.
+    m: usize,
+    /// Threads that unpack the chunks.
+    threads: usize,
+    _elem: PhantomData<T>,
+}
+
+impl<T: Copy + Send> StagedDownload<T> {
+    /// Enqueues on `stream` copies of the `m` contiguous device elements at `dev` into
+    /// staging chunks of `opt.chunk_bytes` bytes, and returns without waiting.
+    ///
+    /// # Safety
+    /// `dev` must be `m` readable device elements in `stream`'s context whose producers are
+    /// ordered before this call on `stream`, and must stay allocated until the copies complete
+    /// (a stream-ordered free enqueued on `stream` after this call is fine).
+    pub(crate) unsafe fn start(
+        stream: &Arc<CudaStream>,
+        dev: u64,
+        m: usize,
+        opt: &TransferOptions,
+    ) -> Result<Self> {
+        let g = geometry::<T>(m, opt)?;
+        let size = std::mem::size_of::<T>();
+        let mut staged = StagedDownload {
+            chunks: take_chunks(stream.context(), g.nchunks, g.chunk * size)?,
+            chunk: g.chunk,
+            m,
+            threads: g.threads,
+            _elem: PhantomData,
+        };
+        for (k, c) in staged.chunks.iter_mut().enumerate() {
+            let start = k * g.chunk;
+            let len = g.chunk.min(m - start);
+            // SAFETY: the chunk holds at least `chunk * size >= len * size` bytes, and the
+            // `len` elements from `start` lie inside `dev` (caller's contract). On an error,
+            // dropping `staged` waits for the copies enqueued so far.
+            unsafe { c.enqueue_from_device_ptr(stream, dev + (start * size) as u64, len * size)? };
+        }
+        Ok(staged)
+    }
+
+    /// Waits for the copies and scatters the staged elements into host memory at `host`
+    /// through `runs`, on up to the `threads` of the options given to `start`; each chunk is
+    /// unpacked as soon as its own copy has completed. Then the chunks go back to the pool.
+    ///
+    /// # Panics
+    /// A panic while unpacking (not expected) is resumed once every thread has stopped; the
+    /// host elements are then partly written.
+    ///
+    /// # Safety
+    /// `runs` must be the bus order of `start`'s `m` elements over host memory, and the host
+    /// elements it reaches from `host` must be writable and accessed by nothing else until
+    /// this returns.
+    pub(crate) unsafe fn finish(mut self, host: *mut T, runs: &[HostAxis]) -> Result<()> {
+        let host = HostPtr(host);
+        let (chunk, m) = (self.chunk, self.m);
+        let per = self.chunks.len().div_ceil(self.threads).max(1);
+        let threads = self.chunks.len().div_ceil(per).max(1);
+        let out = run_scoped(&mut self.chunks, per, threads, |w, part, abort| {
+            for (i, c) in part.iter().enumerate() {
+                if abort.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                // Waits for this chunk's copy.
+                let src = c.as_slice()?.as_ptr().cast::<T>();
+                let start = (w * per + i) * chunk;
+                let len = chunk.min(m - start);
+                // SAFETY: the chunk's copy has completed and it holds the bus elements
+                // `start..start + len` (page-aligned, so aligned for `T`); the host elements
+                // they map to are written by this worker only (caller's contract, disjoint
+                // chunk ranges).
+                unsafe { unpack(host.get(), runs, start, src, len) };
+            }
+            Ok(())
+        });
+        if let Some(payload) = out.panic {
+            // Dropping `self` on the way waits for the copies before releasing the chunks.
+            std::panic::resume_unwind(payload);
+        }
+        out.err.map_or(Ok(()), Err)
+    }
+}
+
+impl<T> Drop for StagedDownload<T> {
+    fn drop(&mut self) {
+        let mut idle = Vec::with_capacity(self.chunks.len());
+        for c in self.chunks.drain(..) {
+            // A chunk whose copy cannot be waited for is dropped here instead, and its own
+            // `Drop` leaks the memory rather than free it under the copy.
+            if c.synchronize().is_ok() {
+                idle.push(c);
+            }
+        }
+        give_back_chunks(idle);
+    }
+}
+
+/// Fault injection for tests: a panic in one staging worker of the pipelines on one stream,
+/// and a record of what those pipelines did. Only test builds have it.
+#[cfg(test)]
+pub(crate) mod fault {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex, MutexGuard};
+    use std::time::{Duration, Instant};
+
+    use cudarc::driver::{CudaStream, sys};
+
+    /// Where an armed fault strikes.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct Fault {
+        /// The staging worker that panics (0 is the calling thread).
+        pub worker: usize,
+        /// The position, in that worker's own share (0 for its first chunk), of the chunk at
+        /// which it panics instead of packing or unpacking it.
+        pub chunk: usize,
+        /// The pipeline's worker count.
+        pub workers: usize,
+    }
+
+    /// One release of a pipeline's staging chunks.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct Release {
+        /// Whether the stream had completed all its work at that moment.
+        pub stream_idle: bool,
+        /// Whether the chunks went back to the pool (otherwise they were leaked).
+        pub returned: bool,
+    }
+
+    /// What the pipelines on the armed stream did while the fault was armed.
+    #[derive(Clone, Debug, Default)]
+    pub(crate) struct Record {
+        /// Chunks each worker started to pack or unpack, by worker.
+        pub started: Vec<usize>,
+        /// Whether the fault struck.
+        pub struck: bool,
+        /// Whether the stream had work in flight (such as the faulting worker's last copy)
+        /// when the fault struck.
+        pub stream_busy_at_fault: bool,
+        /// Every release of staging chunks, in order.
+        pub releases: Vec<Release>,
+    }
+
+    struct Armed {
+        stream: usize,
+        fault: Fault,
+        record: Record,
+    }
+
+    static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
+
+    fn lock() -> MutexGuard<'static, Option<Armed>> {
+        ARMED.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn key(stream: &CudaStream) -> usize {
+        stream.cu_stream() as usize
+    }
+
+    /// Keeps a fault armed; dropping it disarms the fault and discards the record.
+    pub(crate) struct Guard(());
+
+    impl Guard {
+        /// The record so far.
+        pub(crate) fn record(&self) -> Record {
+            lock()
+                .as_ref()
+                .map(|a| a.record.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            *lock() = None;
+        }
+    }
+
+    /// Arms `fault` for the pipelines on `stream` (pipelines on other streams are unaffected)
+    /// until the guard is dropped. While armed, every other worker of such a pipeline waits
+    /// before its chunk `fault.chunk + 1` until its `abort` flag is set, and the faulting
+    /// worker panics only once all the others wait there, so that the fault strikes while
+    /// every worker is in the middle of its share (each wait gives up after 10 s).
+    pub(crate) fn arm(stream: &Arc<CudaStream>, fault: Fault) -> Guard {
+        *lock() = Some(Armed {
+            stream: key(stream),
+            fault,
+            record: Record::default(),
+        });
+        Guard(())
+    }
+
+    /// Called by worker `w` before it packs or unpacks its chunk `j`.
+    pub(super) fn chunk_started(stream: &CudaStream, w: usize, j: usize, abort: &AtomicBool) {
+        let fault = {
+            let mut armed = lock();
+            let Some(a) = armed.as_mut().filter(|a| a.stream == key(stream)) else {
+                return;
+            };
+            if a.record.started.len() <= w {
+                a.record.started.resize(w + 1, 0);
+            }
+            a.record.started[w] += 1;
+            if (w, j) == (a.fault.worker, a.fault.chunk) {
+                a.record.struck = true;
+            }
+            a.fault
+        };
+        let t0 = Instant::now();
+        let wait_until = |done: &dyn Fn() -> bool| {
+            while !done() && t0.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        };
+        if w == fault.worker && j == fault.chunk.saturating_sub(1) {
+            // Waiting here, one chunk early, leaves the copy of the chunk issued next in
+            // flight when the fault strikes.
+            wait_until(&|| {
+                lock().as_ref().is_some_and(|a| {
+                    (0..fault.workers).all(|v| {
+                        v == w || a.record.started.get(v).copied() == Some(fault.chunk + 2)
+                    })
+                })
+            });
+        }
+        if (w, j) == (fault.worker, fault.chunk) {
+            let busy = !stream_idle(stream);
+            if let Some(a) = lock().as_mut() {
+                a.record.stream_busy_at_fault = busy;
+            }
+            panic!("injected staging fault: worker {w}, chunk {j}");
+        }
+        if j == fault.chunk + 1 {
+            wait_until(&|| abort.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Whether `stream` has completed all the work enqueued on it.
+    fn stream_idle(stream: &CudaStream) -> bool {
+        stream.context().bind_to_thread().is_ok() && {
+            // SAFETY: a query of a live stream (borrowed) of the context bound above; it only
+            // reads the stream's state.
+            let r = unsafe { sys::cuStreamQuery(stream.cu_stream()) };
+            r == sys::cudaError_enum::CUDA_SUCCESS
+        }
+    }
+
+    /// Called when a pipeline releases its staging chunks (`returned`: to the pool).
+    pub(super) fn released(stream: &Arc<CudaStream>, returned: bool) {
+        let mut armed = lock();
+        let Some(a) = armed.as_mut().filter(|a| a.stream == key(stream)) else {
+            return;
+        };
+        let stream_idle = stream_idle(stream);
+        a.record.releases.push(Release {
+            stream_idle,
+            returned,
+        });
+    }
 }
 
 #[cfg(test)]
@@ -300,5 +681,64 @@ mod tests {
             let e = bad.check().unwrap_err();
             assert_eq!(e.kind(), &crate::ErrorKind::InvalidArgument);
         }
+    }
+
+    /// Runs `run_scoped` with four workers of `steps` steps each; worker 2 fails at its step
+    /// 3 (by `fail`) once the others wait at their step 4, until `abort` is set. Returns the outcome and
+    /// the steps each worker started.
+    fn run_with_failure(fail: impl Fn() -> Result<()> + Sync) -> (Outcome, Vec<usize>) {
+        use std::sync::atomic::AtomicUsize;
+        let steps = 100_000;
+        let started: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
+        let mut items = vec![0u8; 8];
+        let out = run_scoped(&mut items, 2, 4, |w, part, abort| {
+            assert_eq!(part.len(), 2);
+            for j in 0..steps {
+                if abort.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                started[w].fetch_add(1, Ordering::Relaxed);
+                let t0 = std::time::Instant::now();
+                let wait_until = |done: &dyn Fn() -> bool| {
+                    while !done() && t0.elapsed() < std::time::Duration::from_secs(10) {
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    }
+                };
+                if (w, j) == (2, 3) {
+                    // Fail once every other worker is waiting at its step 4.
+                    wait_until(&|| {
+                        (0..4).all(|v| v == 2 || started[v].load(Ordering::Relaxed) == 5)
+                    });
+                    fail()?;
+                }
+                if j == 4 {
+                    wait_until(&|| abort.load(Ordering::Relaxed));
+                }
+            }
+            Ok(())
+        });
+        (
+            out,
+            started.iter().map(|s| s.load(Ordering::Relaxed)).collect(),
+        )
+    }
+
+    #[test]
+    fn a_panicking_worker_stops_the_others_and_its_panic_is_handed_back() {
+        let (out, started) = run_with_failure(|| panic!("worker 2 fails"));
+        let payload = out.panic.expect("the panic is handed back, not re-raised");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"worker 2 fails"));
+        assert!(out.err.is_none());
+        // The failing worker started 4 steps; the others stopped at their step after `abort`.
+        assert_eq!(started, vec![5, 5, 4, 5]);
+    }
+
+    #[test]
+    fn a_failing_worker_stops_the_others_and_its_error_is_returned() {
+        let (out, started) = run_with_failure(|| Err(Error::invalid("worker 2 fails")));
+        assert!(out.panic.is_none());
+        let e = out.err.expect("the error is returned");
+        assert!(e.to_string().contains("worker 2 fails"), "{e}");
+        assert_eq!(started, vec![5, 5, 4, 5]);
     }
 }

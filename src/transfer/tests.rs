@@ -1,4 +1,6 @@
-//! CPU tests of the transfer planner and the host-side gather / scatter, against ndarray.
+//! CPU tests of the transfer planner and the host-side gather / scatter, against ndarray, and
+//! of how a dropped [`Transfer`](super::Transfer) reports errors; a GPU test of the staging
+//! pipeline's handling of a panicking worker.
 
 use ndarray::{ArrayD, IxDyn, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -409,4 +411,155 @@ fn stride_lists_of_the_wrong_length_are_errors() {
     let e = plan_transfer(&[2, 2], &[2, 1], &[1], 4, Direction::Down, None).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ShapeMismatch);
     assert!(crate::transfer::transfer_path(&[2, 2], &[1], &[2, 1], 4, true).starts_with("error"));
+}
+
+#[test]
+fn a_dropped_transfer_reports_its_error_on_one_stderr_line() {
+    use super::{Transfer, report_dropped};
+    use crate::error::Error;
+    let mut out = Vec::new();
+    report_dropped(&Error::invalid("copy failed\non two lines"), &mut out);
+    let line = String::from_utf8(out).unwrap();
+    assert!(line.starts_with("devspan: "), "{line}");
+    assert!(line.contains("copy failed on two lines"), "{line}");
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.ends_with('\n'));
+    // Dropping a transfer runs its finishing once, and a failure there does not panic.
+    let calls = std::cell::Cell::new(0);
+    let failing = || {
+        calls.set(calls.get() + 1);
+        Err(Error::invalid("copy failed"))
+    };
+    drop(Transfer {
+        finish: Some(Box::new(failing)),
+    });
+    assert_eq!(calls.get(), 1);
+    // Waiting returns the error, and nothing runs again on drop.
+    let t = Transfer {
+        finish: Some(Box::new(failing)),
+    };
+    assert_eq!(t.wait().unwrap_err().kind(), &ErrorKind::InvalidArgument);
+    assert_eq!(calls.get(), 2);
+}
+
+/// Which way [`a_panicking_staging_worker_stops_the_pipeline`] moves the data.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    Up,
+    Down,
+}
+
+/// A panic injected into one staging worker of a 384 MiB transfer (1 MiB chunks, 4 workers),
+/// up and down: the call panics with the worker's payload; every other worker stops at the
+/// chunk after the one it was on; the staging chunks go back to the pool only once the stream
+/// has completed all its work; and a following transfer is correct.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_panicking_staging_worker_stops_the_pipeline() {
+    use super::pipeline::TransferOptions;
+    use super::pipeline::fault::{self, Fault, Release};
+    use crate::array::DeviceArray;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    let stream = crate::testing::gpu_stream();
+    let n = 96 << 20;
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut data = vec![0u32; n];
+    rng.fill(data.as_mut_slice());
+    // Non-zero, so that the zeros of a fresh array are never mistaken for data.
+    data.iter_mut().for_each(|x| *x = (*x).max(1));
+    let host = ndarray::Array1::from_vec(data);
+    let opt = TransferOptions {
+        chunk_bytes: 1 << 20,
+        threads: 4,
+        host_path: None,
+        pinned_direct: false,
+    };
+    let nchunks = n * 4 / opt.chunk_bytes;
+    let first_difference =
+        |got: &ndarray::Array1<u32>| got.iter().zip(host.iter()).position(|(a, b)| a != b);
+    let mut dev = DeviceArray::<u32, _>::zeros(&stream, n).unwrap();
+    for (way, worker, chunk) in [
+        (Way::Up, 1, 3),
+        (Way::Down, 2, 4),
+        (Way::Up, 0, 6),
+        (Way::Down, 0, 0),
+        (Way::Up, 3, 0),
+    ] {
+        let what = format!("{way:?}, worker {worker} fails at its chunk {chunk}");
+        let mut out = ndarray::Array1::<u32>::zeros(n);
+        let armed = fault::arm(
+            &stream,
+            Fault {
+                worker,
+                chunk,
+                workers: opt.threads,
+            },
+        );
+        let r = catch_unwind(AssertUnwindSafe(|| match way {
+            Way::Up => dev
+                .view_mut()
+                .copy_from_host_with(&stream, &host.view(), &opt),
+            Way::Down => dev
+                .view()
+                .copy_to_host_with(&stream, &mut out.view_mut(), &opt),
+        }));
+        let record = armed.record();
+        drop(armed);
+        let payload = match r {
+            Ok(r) => panic!("{what}: the call returned {r:?} instead of panicking"),
+            Err(p) => p,
+        };
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or("(not a string)");
+        assert!(msg.contains("injected staging fault"), "{what}: {msg}");
+        assert!(record.struck, "{what}");
+        // The failing worker started its chunks up to the failing one; the others, held at
+        // the chunk after that until the abort flag was set, finished it and stopped.
+        let want: Vec<usize> = (0..opt.threads)
+            .map(|w| if w == worker { chunk + 1 } else { chunk + 2 })
+            .collect();
+        assert_eq!(record.started, want, "{what}");
+        assert!(record.started.iter().sum::<usize>() < nchunks / 4, "{what}");
+        // The chunks were released once, to the pool, with nothing left on the stream.
+        assert_eq!(
+            record.releases,
+            vec![Release {
+                stream_idle: true,
+                returned: true
+            }],
+            "{what}"
+        );
+        eprintln!(
+            "{what}: copies in flight when the fault struck: {}",
+            record.stream_busy_at_fault
+        );
+        // A following transfer, the same way, with the same options, is correct.
+        match way {
+            Way::Up => {
+                dev.view_mut()
+                    .copy_from_host_with(&stream, &host.view(), &opt)
+                    .unwrap();
+                let back = dev.to_host(&stream).unwrap();
+                assert_eq!(
+                    first_difference(&back),
+                    None,
+                    "{what}: upload after the fault"
+                );
+            }
+            Way::Down => {
+                let mut back = ndarray::Array1::<u32>::zeros(n);
+                dev.view()
+                    .copy_to_host_with(&stream, &mut back.view_mut(), &opt)
+                    .unwrap();
+                assert_eq!(
+                    first_difference(&back),
+                    None,
+                    "{what}: download after the fault"
+                );
+            }
+        }
+    }
 }
