@@ -43,8 +43,11 @@ impl<T, D: Dimension> Drop for DeviceArray<T, D> {
         // SAFETY: `data` is taken once, here; `into_cuda_slice` never lets this drop run.
         let data = unsafe { ManuallyDrop::take(&mut self.data) };
         // cudarc frees through the slice's stream, which needs its context current on this
-        // thread (a thread may have another context current, or none).
-        crate::device::with_context(&data.context().clone(), || drop(data));
+        // thread (a thread may have another context current, or none); the thread's own is
+        // restored afterwards.
+        let _current = crate::device::CurrentContext::save();
+        let _ = crate::device::bind(data.context());
+        drop(data);
     }
 }
 

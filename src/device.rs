@@ -105,29 +105,56 @@ pub(crate) fn check_stream(stream: &CudaStream, device: usize, what: &str) -> Re
     Ok(())
 }
 
-/// Runs `f` with `ctx` current on this thread, then makes the thread's previous context (or
-/// none) current again, also when `f` panics. If `ctx` cannot be made current, `f` runs anyway.
-pub(crate) fn with_context<R>(ctx: &CudaContext, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Option<cudarc::driver::sys::CUcontext>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            if let Some(prev) = self.0 {
-                // SAFETY: `prev` was this thread's current context before the call (null
-                // unbinds).
-                let _ = unsafe {
-                    cudarc::driver::result::ctx::set_current(prev.unwrap_or(std::ptr::null_mut()))
-                };
+/// Restores the thread's current CUDA context when dropped, so that devspan's calls (which
+/// make a device's primary context current) leave the caller's notion of the current device as
+/// they found it.
+///
+/// Every entry point of the Python bindings, and every release of memory (whose drop may run on
+/// any thread), saves the current context before anything that can make another one current.
+pub(crate) struct CurrentContext(Option<cudarc::driver::sys::CUcontext>);
+
+impl CurrentContext {
+    /// The calling thread's current context (possibly none). With no usable CUDA driver nothing
+    /// is saved, and nothing is restored: no context can have been made current.
+    pub(crate) fn save() -> Self {
+        if !crate::device::gpu_available() {
+            return CurrentContext(None);
+        }
+        CurrentContext(current())
+    }
+}
+
+/// The calling thread's current context (null for none), or `None` when the driver cannot say.
+/// Only called once the driver is known to be loaded and initialised.
+fn current() -> Option<cudarc::driver::sys::CUcontext> {
+    let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given; the driver
+    // library is loaded and initialised (the callers check `gpu_available` first).
+    let ok = unsafe { cudarc::driver::sys::cuCtxGetCurrent(&mut ctx) }
+        == cudarc::driver::sys::CUresult::CUDA_SUCCESS;
+    ok.then_some(ctx)
+}
+
+impl Drop for CurrentContext {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.0
+            && current() != Some(ctx)
+        {
+            // SAFETY: `ctx` was the thread's current context (or null) when saved; primary
+            // contexts stay alive while devspan's `CudaContext` retains them. Setting null is
+            // allowed and unbinds.
+            unsafe {
+                let _ = cudarc::driver::sys::cuCtxSetCurrent(ctx);
             }
         }
     }
-    let prev = cudarc::driver::result::ctx::get_current().ok();
-    let mut restore = Restore(None);
-    if let Some(prev) = prev
-        && prev != Some(ctx.cu_ctx())
-        // SAFETY: `ctx` is alive (borrowed) for the call.
-        && unsafe { cudarc::driver::result::ctx::set_current(ctx.cu_ctx()) }.is_ok()
-    {
-        restore.0 = Some(prev);
+}
+
+/// Makes `ctx` current on this thread. cudarc first reports (and clears) an error that an
+/// earlier asynchronous call stored in the context; such a bind is tried once more.
+pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
+    if ctx.bind_to_thread().is_ok() {
+        return Ok(());
     }
-    f()
+    Ok(ctx.bind_to_thread()?)
 }

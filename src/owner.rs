@@ -23,7 +23,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{
     CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop,
@@ -226,36 +226,63 @@ pub(crate) struct Tracked<X> {
 /// Type-erased [`Tracked`].
 pub(crate) trait SharedTrack: Send + Sync {
     fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
-    fn finish(&self, stream: &CudaStream, event: RawEvent) -> Result<()>;
+    fn finish(&self, stream: &Arc<CudaStream>, event: RawEvent) -> Result<()>;
 }
+
+/// Which stream devspan last recorded a cudarc event on.
+struct LastRecord {
+    event: usize,
+    stream: Weak<CudaStream>,
+}
+
+/// Slots of [`RECORDS`].
+const RECORD_SLOTS: usize = 256;
+
+/// The stream devspan last recorded each recently used cudarc event on, in slots chosen by the
+/// event's handle (a slot keeps the latest event that maps to it). Each slot's lock also makes
+/// "wait, record, note" one step for the events that map to it.
+static RECORDS: [Mutex<Option<LastRecord>>; RECORD_SLOTS] =
+    [const { Mutex::new(None) }; RECORD_SLOTS];
 
 impl<X: CudaTrack> SharedTrack for Tracked<X> {
     fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
         lock(&self.track).prepare(stream, write)
     }
 
-    /// Records the access in `event` on `stream`. The stream first waits for what the event
-    /// recorded so far (a no-op when that is complete or on the same stream): the event then
-    /// covers every access recorded in it, whichever streams and threads made them, which is
-    /// what cudarc's free waits for. The lock makes wait + record one step among the users of
-    /// this borrow.
-    fn finish(&self, stream: &CudaStream, event: RawEvent) -> Result<()> {
-        let _one_at_a_time = lock(&self.track);
+    /// Records the access in `event` on `stream`. Unless devspan's latest record of the event
+    /// was on this same stream (stream order then covers it), the stream first waits for what
+    /// the event recorded so far: the event then covers every access devspan recorded in it,
+    /// whichever streams and threads made them, and cudarc's free waits for it.
+    fn finish(&self, stream: &Arc<CudaStream>, event: RawEvent) -> Result<()> {
         let ctx = stream.context();
         if !ctx.is_managing_stream_synchronization() {
             return Ok(());
         }
+        let key = event.0 as usize;
+        let mut last = lock(&RECORDS[(key >> 4) % RECORD_SLOTS]);
+        let same_stream = last.as_ref().is_some_and(|r| {
+            r.event == key
+                && r.stream
+                    .upgrade()
+                    .is_some_and(|s| s.cu_stream() == stream.cu_stream() && s.context() == ctx)
+        });
         ctx.bind_to_thread()?;
-        // SAFETY: `event` belongs to the cudarc allocation that this tracker borrows (it
-        // outlives the tracker), in `stream`'s context, bound above.
+        // SAFETY: `event` belongs to the cudarc allocation that this tracker borrows (alive
+        // while the tracker is used), in `stream`'s context, bound above.
         unsafe {
-            result::stream::wait_event(
-                stream.cu_stream(),
-                event.0,
-                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-            )?;
+            if !same_stream {
+                result::stream::wait_event(
+                    stream.cu_stream(),
+                    event.0,
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )?;
+            }
             result::event::record(event.0, stream.cu_stream())?;
         }
+        *last = Some(LastRecord {
+            event: key,
+            stream: Arc::downgrade(stream),
+        });
         Ok(())
     }
 }
@@ -320,6 +347,9 @@ impl Drop for OwnerCell {
     fn drop(&mut self) {
         // SAFETY: `owner` is taken once, here, and not used again.
         let owner = unsafe { ManuallyDrop::take(&mut self.owner) };
+        // The waits below, and an owner that frees through a stream, make a context current;
+        // the thread's own is restored afterwards.
+        let _current = crate::device::CurrentContext::save();
         let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
         let release = owner.release_stream();
         // Stream-ordered release: the release stream waits for the work of every other stream;
@@ -335,12 +365,12 @@ impl Drop for OwnerCell {
             return;
         }
         drop(log);
-        match release {
+        if let Some(rs) = release {
             // An owner that frees through a stream (cudarc's `CudaSlice`) needs that stream's
             // context current, and this thread may have another one or none.
-            Some(rs) => crate::device::with_context(rs.context(), || drop(owner)),
-            None => drop(owner),
+            let _ = crate::device::bind(rs.context());
         }
+        drop(owner);
     }
 }
 

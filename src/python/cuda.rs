@@ -7,6 +7,7 @@ use pyo3::PyResult;
 use pyo3::exceptions::PyValueError;
 
 use super::to_py;
+pub(crate) use crate::device::CurrentContext;
 
 /// The primary context of `device`, one `CudaContext` per device for the life of the process
 /// (frameworks such as PyTorch and CuPy use the same primary contexts).
@@ -32,50 +33,6 @@ pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
 fn create_context(device: usize) -> PyResult<Arc<CudaContext>> {
     let _current = CurrentContext::save();
     crate::device::context(device).map_err(to_py)
-}
-
-/// Restores the thread's current CUDA context when dropped, so that devspan's calls (which
-/// make the tensor's primary context current) leave a framework's notion of the current device
-/// as they found it.
-///
-/// Every entry point of the bindings saves the current context before anything that can make
-/// another one current.
-pub(crate) struct CurrentContext(Option<sys::CUcontext>);
-
-impl CurrentContext {
-    /// The calling thread's current context (possibly none). With no usable CUDA driver nothing
-    /// is saved, and nothing is restored: no context can have been made current.
-    pub(crate) fn save() -> Self {
-        if !crate::device::gpu_available() {
-            return CurrentContext(None);
-        }
-        CurrentContext(current())
-    }
-}
-
-/// The calling thread's current context (null for none), or `None` when the driver cannot say.
-/// Only called once the driver is known to be loaded and initialised.
-fn current() -> Option<sys::CUcontext> {
-    let mut ctx: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given; the driver
-    // library is loaded and initialised (the callers check `gpu_available` first).
-    let ok = unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS;
-    ok.then_some(ctx)
-}
-
-impl Drop for CurrentContext {
-    fn drop(&mut self) {
-        if let Some(ctx) = self.0
-            && current() != Some(ctx)
-        {
-            // SAFETY: `ctx` was the thread's current context (or null) when saved; primary
-            // contexts stay alive while devspan's `CudaContext` retains them. Setting null is
-            // allowed and unbinds.
-            unsafe {
-                let _ = sys::cuCtxSetCurrent(ctx);
-            }
-        }
-    }
 }
 
 /// The stream that a Python stream value names on `ctx`'s device.
