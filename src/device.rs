@@ -126,7 +126,7 @@ impl CurrentContext {
 
 /// The calling thread's current context (null for none), or `None` when the driver cannot say.
 /// Only called once the driver is known to be loaded and initialised.
-fn current() -> Option<cudarc::driver::sys::CUcontext> {
+pub(crate) fn current() -> Option<cudarc::driver::sys::CUcontext> {
     let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
     // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given; the driver
     // library is loaded and initialised (the callers check `gpu_available` first).

@@ -240,6 +240,7 @@ mod tests {
     use pyo3::Python;
 
     use super::*;
+    use crate::device::current;
 
     /// Sets the calling thread's current context (null unbinds).
     fn set_current(ctx: sys::CUcontext) {
