@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use half::{bf16, f16};
-use ndarray::{ArrayView, Dimension};
+use ndarray::{ArrayBase, Data, Dimension};
 
 use crate::element::DeviceElement;
 use crate::error::Result;
@@ -282,13 +282,13 @@ pub fn cast_reference<S: DeviceElement, D: DeviceElement>(x: S) -> D {
 /// use devspan::testing::{compare, Tolerance};
 /// let a = ndarray::arr1(&[1.0f32, 2.0, 3.0]);
 /// let b = ndarray::arr1(&[1.0f32, 2.5, 3.0]);
-/// let report = compare(&a.view(), &b.view(), Tolerance::abs(0.1)).unwrap_err();
+/// let report = compare(&a, &b.view(), Tolerance::abs(0.1)).unwrap_err();
 /// assert!(report.contains("1 of 3 elements differ"));
 /// assert!(report.contains("[1]"));
 /// ```
-pub fn compare<T: CloseElement, D: Dimension>(
-    got: &ArrayView<'_, T, D>,
-    expected: &ArrayView<'_, T, D>,
+pub fn compare<T: CloseElement, D: Dimension, S1: Data<Elem = T>, S2: Data<Elem = T>>(
+    got: &ArrayBase<S1, D>,
+    expected: &ArrayBase<S2, D>,
     tol: Tolerance,
 ) -> std::result::Result<(), String> {
     if got.shape() != expected.shape() {
@@ -343,15 +343,15 @@ pub fn compare<T: CloseElement, D: Dimension>(
 /// assert!(check_close(&stream, &a.view(), &ndarray::arr1(&[0u8, 0, 0, 1]).view(), Tolerance::exact()).is_err());
 /// # Ok(()) }
 /// ```
-pub fn check_close<T: CloseElement, D: Dimension>(
+pub fn check_close<T: CloseElement, D: Dimension, S: Data<Elem = T>>(
     stream: &Arc<CudaStream>,
     got: &DeviceView<'_, T, D>,
-    expected: &ArrayView<'_, T, D>,
+    expected: &ArrayBase<S, D>,
     tol: Tolerance,
 ) -> std::result::Result<(), String> {
     let host: Result<_> = got.to_host(stream);
     let host = host.map_err(|e| format!("copying the device view back failed: {e}"))?;
-    compare(&host.view(), expected, tol)
+    compare(&host, expected, tol)
 }
 
 /// Panics with a report unless the device view equals `expected` within `tol`.
@@ -362,14 +362,14 @@ pub fn check_close<T: CloseElement, D: Dimension>(
 /// let stream = devspan::default_stream(0)?;
 /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
 /// a.fill(&stream, 0.1)?;
-/// assert_close(&stream, &a.view(), &ndarray::arr1(&[0.1f32; 3]).view(), Tolerance::ulps(1));
+/// assert_close(&stream, &a.view(), &ndarray::arr1(&[0.1f32; 3]), Tolerance::ulps(1));
 /// # Ok(()) }
 /// ```
 #[track_caller]
-pub fn assert_close<T: CloseElement, D: Dimension>(
+pub fn assert_close<T: CloseElement, D: Dimension, S: Data<Elem = T>>(
     stream: &Arc<CudaStream>,
     got: &DeviceView<'_, T, D>,
-    expected: &ArrayView<'_, T, D>,
+    expected: &ArrayBase<S, D>,
     tol: Tolerance,
 ) {
     if let Err(report) = check_close(stream, got, expected, tol) {

@@ -229,3 +229,29 @@ fn borrowed_views_end_their_borrow_at_last_use() {
     );
     assert_eq!(back, vec![2.0; 8]);
 }
+
+/// Host arguments of every kind: `Array`, views, `ArcArray` and `CowArray` in; `Array` and
+/// views out; references compared with `assert_close` as they are.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn host_arguments_of_any_kind() {
+    use devspan::testing::{Tolerance, assert_close};
+    let stream = gpu_stream();
+    let host = Array::from_shape_fn((5, 7), |(i, j)| (i * 7 + j) as f32 + 0.5);
+    let a = DeviceArray::from_host(&stream, &host).unwrap();
+    let b = DeviceArray::from_host(&stream, &host.to_shared()).unwrap();
+    let c = DeviceArray::from_host(&stream, &ndarray::CowArray::from(host.view())).unwrap();
+    let d = DeviceArray::from_host(&stream, &host.t()).unwrap();
+    for dev in [&a, &b, &c] {
+        assert_close(&stream, &dev.view(), &host, Tolerance::exact());
+    }
+    assert_close(&stream, &d.view(), &host.t(), Tolerance::exact());
+    let mut out = Array::<f32, _>::from_elem((7, 5), -1.0);
+    d.view().copy_to_host(&stream, &mut out).unwrap();
+    assert_eq!(out, host.t());
+    let mut e = DeviceArray::<f32, _>::zeros(&stream, (5, 7)).unwrap();
+    e.view_mut()
+        .copy_from_host(&stream, &host.to_shared())
+        .unwrap();
+    assert_eq!(e.to_host(&stream).unwrap(), host);
+}

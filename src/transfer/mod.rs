@@ -18,7 +18,7 @@ mod tests;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ndarray::{Array, ArrayView, ArrayViewMut, Dimension, Ix1};
+use ndarray::{Array, ArrayBase, ArrayView, ArrayViewMut, Data, DataMut, Dimension, Ix1};
 
 use crate::array::DeviceArray;
 use crate::device::check_stream;
@@ -372,12 +372,12 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// assert_eq!(dev.to_host(&stream)?, host.t().slice(s![.., ..;-1]));
     /// # Ok(()) }
     /// ```
-    pub fn copy_from_host(
+    pub fn copy_from_host<S: Data<Elem = T>>(
         &mut self,
         stream: &Arc<CudaStream>,
-        host: &ArrayView<'_, T, D>,
+        host: &ArrayBase<S, D>,
     ) -> Result<()> {
-        self.copy_from_host_with(stream, host, &TransferOptions::default())
+        self.copy_from_host_with(stream, &host.view(), &TransferOptions::default())
     }
 
     /// [`copy_from_host`](Self::copy_from_host) with explicit staging options.
@@ -411,13 +411,13 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// t.wait()?;
     /// # Ok(()) }
     /// ```
-    pub fn copy_from_host_async<'s>(
+    pub fn copy_from_host_async<'s, S: Data<Elem = T>>(
         &'s mut self,
         stream: &Arc<CudaStream>,
-        host: &'s ArrayView<'_, T, D>,
+        host: &'s ArrayBase<S, D>,
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
-        upload(self, stream, host, &opt, false)?;
+        upload(self, stream, &host.view(), &opt, false)?;
         let done = stream.context().new_event(None)?;
         done.record(stream)?;
         Ok(Transfer {
@@ -441,12 +441,12 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// assert_eq!(host.t(), dev.to_host(&stream)?);
     /// # Ok(()) }
     /// ```
-    pub fn copy_to_host(
+    pub fn copy_to_host<S: DataMut<Elem = T>>(
         &self,
         stream: &Arc<CudaStream>,
-        host: &mut ArrayViewMut<'_, T, D>,
+        host: &mut ArrayBase<S, D>,
     ) -> Result<()> {
-        self.copy_to_host_with(stream, host, &TransferOptions::default())
+        self.copy_to_host_with(stream, &mut host.view_mut(), &TransferOptions::default())
     }
 
     /// [`copy_to_host`](Self::copy_to_host) with explicit staging options.
@@ -488,12 +488,14 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// assert!(host.iter().all(|&x| x == 0));
     /// # Ok(()) }
     /// ```
-    pub fn copy_to_host_async<'s>(
+    pub fn copy_to_host_async<'s, S: DataMut<Elem = T>>(
         &'s self,
         stream: &Arc<CudaStream>,
-        host: &'s mut ArrayViewMut<'_, T, D>,
+        host: &'s mut ArrayBase<S, D>,
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
+        // One mutable view for the whole transfer: its pointer and strides stay those planned.
+        let mut host = host.view_mut();
         let (plan, tmp) = prepare_download(self, stream, host.shape(), host.strides(), &opt)?;
         if let Some(tmp) = tmp {
             let staged = {
@@ -566,19 +568,26 @@ pub(crate) fn to_host_with<T: DeviceElement, D: Dimension>(
 }
 
 impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
-    /// A device copy of a host array view of any layout, transferred on `stream` (the layout
-    /// change runs on the device where that is faster), waiting for it.
+    /// A device copy of a host array of any kind (`Array`, `ArrayView`, `ArcArray`,
+    /// `CowArray`) and any layout, transferred on `stream` (the layout change runs on the device
+    /// where that is faster), waiting for it.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let host = ndarray::Array::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f64);
-    /// let dev = devspan::DeviceArray::from_host(&stream, &host.t())?;
-    /// assert_eq!(dev.to_host(&stream)?, host.t());
+    /// let dev = devspan::DeviceArray::from_host(&stream, &host)?;
+    /// let dev_t = devspan::DeviceArray::from_host(&stream, &host.t())?;
+    /// let shared = devspan::DeviceArray::from_host(&stream, &host.to_shared())?;
+    /// assert_eq!(dev_t.to_host(&stream)?, host.t());
+    /// assert_eq!(shared.to_host(&stream)?, dev.to_host(&stream)?);
     /// # Ok(()) }
     /// ```
-    pub fn from_host(stream: &Arc<CudaStream>, host: &ArrayView<'_, T, D>) -> Result<Self> {
-        Self::from_host_with(stream, host, &TransferOptions::default())
+    pub fn from_host<S: Data<Elem = T>>(
+        stream: &Arc<CudaStream>,
+        host: &ArrayBase<S, D>,
+    ) -> Result<Self> {
+        Self::from_host_with(stream, &host.view(), &TransferOptions::default())
     }
 
     /// [`from_host`](Self::from_host) with explicit staging options.
