@@ -31,7 +31,7 @@ pub enum ErrorKind {
     DeviceMismatch,
     /// No CUDA driver could be loaded or no CUDA device exists.
     NoDevice,
-    /// A call into the CUDA driver failed.
+    /// A call into the CUDA driver failed; the error's `source()` is the driver's error.
     Driver(DriverError),
     /// Any other invalid argument (a zero step, an empty chunk size, ...).
     InvalidArgument,
@@ -50,9 +50,9 @@ pub enum ErrorKind {
 ///
 /// Each cause is printed once, whichever way the error is reported:
 ///
-/// - `Display` (`{err}`, `err.to_string()`) is devspan's own message: what was being done and
-///   what went wrong, naming the values involved. It never includes the text of the error's
-///   [`source`](std::error::Error::source).
+/// - `Display` (`{err}`, `err.to_string()`) is devspan's own message: what went wrong, naming
+///   the values involved (`CUDA driver call failed` for a [`DriverError`] converted by `?`). It
+///   never includes the text of the error's [`source`](std::error::Error::source).
 /// - [`source`](std::error::Error::source) is the [`DriverError`] for [`ErrorKind::Driver`] and
 ///   `None` for every other kind. Reporters that walk the chain (`anyhow`'s `{:#}` and
 ///   `{:?}`, a loop over `source()`) print the driver's error after devspan's message.
