@@ -99,7 +99,7 @@ fn main() {
         Ok(n) => {
             println!("-- {n} CUDA device(s)");
             if let Err(e) = device() {
-                eprintln!("device tour failed: {e}");
+                eprintln!("device tour failed: {e:#}");
                 std::process::exit(1);
             }
         }

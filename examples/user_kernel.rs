@@ -105,7 +105,7 @@ fn main() {
         return;
     }
     if let Err(e) = run() {
-        eprintln!("user_kernel failed: {e}");
+        eprintln!("user_kernel failed: {e:#}");
         std::process::exit(1);
     }
 }

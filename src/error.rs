@@ -1,6 +1,7 @@
 //! The crate's error type.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use cudarc::driver::DriverError;
 
@@ -30,7 +31,7 @@ pub enum ErrorKind {
     DeviceMismatch,
     /// No CUDA driver could be loaded or no CUDA device exists.
     NoDevice,
-    /// A call into the CUDA driver failed.
+    /// A call into the CUDA driver failed; the error's `source()` is the driver's error.
     Driver(DriverError),
     /// Any other invalid argument (a zero step, an empty chunk size, ...).
     InvalidArgument,
@@ -43,6 +44,46 @@ pub enum ErrorKind {
 /// let err = Layout::new_strided(ndarray::Ix2(4, 4), &[4, 1], 0, 8).unwrap_err();
 /// assert_eq!(err.kind(), &ErrorKind::OutOfBounds);
 /// println!("{err}");
+/// ```
+///
+/// # How an error prints
+///
+/// Each cause is printed once, whichever way the error is reported:
+///
+/// - `Display` (`{err}`, `err.to_string()`) is devspan's own message: what went wrong, naming
+///   the values involved (`CUDA driver call failed` for a [`DriverError`] converted by `?`). It
+///   never includes the text of the error's [`source`](std::error::Error::source).
+/// - [`source`](std::error::Error::source) is the [`DriverError`] for [`ErrorKind::Driver`] and
+///   `None` for every other kind. Reporters that walk the chain (`anyhow`'s `{:#}` and
+///   `{:?}`, a loop over `source()`) print the driver's error after devspan's message.
+/// - The alternate form `{err:#}` is the whole chain on one line, `message: driver error`, like
+///   `anyhow`'s `{:#}`: use it where only one string is kept (a log line, an exception).
+/// - `Debug` shows the kind, the driver's error included, and the message.
+///
+/// Errors without a source, [`ErrorKind::NoDevice`] among them, carry everything in the
+/// message.
+///
+/// ```
+/// use std::error::Error as _;
+/// use devspan::cudarc::driver::{DriverError, sys::CUresult};
+///
+/// let driver = DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+/// let err = devspan::Error::new(devspan::ErrorKind::Driver(driver), "allocating 4096 bytes");
+/// assert_eq!(err.to_string(), "allocating 4096 bytes");
+/// assert_eq!(err.source().unwrap().downcast_ref::<DriverError>(), Some(&driver));
+/// // `{err:#}` is "allocating 4096 bytes: " followed by the driver's error.
+/// assert!(format!("{err:#}").starts_with("allocating 4096 bytes: "));
+/// ```
+///
+/// `?` converts it into `Box<dyn std::error::Error + Send + Sync>` (and so into `anyhow` and
+/// similar types), keeping the source:
+///
+/// ```
+/// fn layout() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     devspan::Layout::contiguous(ndarray::Ix1(4)).reshape(5usize)?;
+///     Ok(())
+/// }
+/// assert!(layout().unwrap_err().to_string().contains("[4]"));
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
@@ -77,7 +118,8 @@ impl Error {
         &self.kind
     }
 
-    /// The human-readable description.
+    /// The human-readable description: what was being done and what went wrong, without the
+    /// text of the [`source`](std::error::Error::source) (the `Display` form).
     ///
     /// ```
     /// let e = devspan::Layout::contiguous(ndarray::Ix1(4)).reshape(5usize).unwrap_err();
@@ -115,26 +157,166 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
         match &self.kind {
-            ErrorKind::Driver(e) => write!(f, "{} (CUDA driver: {e:?})", self.message),
-            _ => f.write_str(&self.message),
+            ErrorKind::Driver(e) if f.alternate() => write!(f, ": {}", DriverText(e)),
+            _ => Ok(()),
         }
     }
 }
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Error({:?}: {})", self.kind, self.message)
+        match &self.kind {
+            ErrorKind::Driver(e) => write!(f, "Error(Driver({}): {})", DriverText(e), self.message),
+            kind => write!(f, "Error({kind:?}: {})", self.message),
+        }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Driver(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Self {
         Error {
-            message: format!("CUDA driver call failed: {e}"),
+            message: "CUDA driver call failed".into(),
             kind: ErrorKind::Driver(e),
         }
+    }
+}
+
+/// A [`DriverError`] formatted as cudarc's `Display` does when the driver library can be
+/// loaded, and as its error name otherwise: cudarc asks the driver for the description and
+/// panics when libcuda is missing, which only a `DriverError` built by hand can meet.
+struct DriverText<'a>(&'a DriverError);
+
+impl fmt::Display for DriverText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        static DRIVER_PRESENT: OnceLock<bool> = OnceLock::new();
+        // SAFETY: `is_culib_present` only tries to dlopen the driver library by its known names
+        // and drops the handle; it has no preconditions.
+        let present =
+            *DRIVER_PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() });
+        if present {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "DriverError({:?})", self.0.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as StdError;
+
+    use cudarc::driver::sys::CUresult;
+
+    use super::*;
+
+    fn out_of_memory() -> DriverError {
+        DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+    }
+
+    /// Whether cudarc can format a `DriverError`: it asks libcuda for the description.
+    fn driver_present() -> bool {
+        // SAFETY: `is_culib_present` only tries to dlopen the driver library and drops it.
+        unsafe { cudarc::driver::sys::is_culib_present() }
+    }
+
+    /// Every link of the chain on its own line, as `Box<dyn Error>` reporters print it.
+    fn chain(e: &(dyn StdError + 'static)) -> String {
+        let mut out = e.to_string();
+        let mut next = e.source();
+        while let Some(cause) = next {
+            out += &format!("\ncaused by: {cause}");
+            next = cause.source();
+        }
+        out
+    }
+
+    #[test]
+    fn the_source_of_a_driver_error_is_the_driver_error() {
+        for e in [
+            Error::from(out_of_memory()),
+            Error::new(ErrorKind::Driver(out_of_memory()), "allocating 4096 bytes"),
+        ] {
+            let source = e.source().expect("a driver error has a source");
+            assert_eq!(source.downcast_ref::<DriverError>(), Some(&out_of_memory()));
+            assert!(source.source().is_none());
+        }
+    }
+
+    #[test]
+    fn display_leaves_the_driver_error_to_the_source() {
+        let e = Error::new(ErrorKind::Driver(out_of_memory()), "allocating 4096 bytes");
+        assert_eq!(e.to_string(), "allocating 4096 bytes");
+        assert_eq!(e.to_string(), e.message());
+        let plain = Error::from(out_of_memory()).to_string();
+        assert_eq!(plain, "CUDA driver call failed");
+        assert!(!plain.contains("CUDA_ERROR_OUT_OF_MEMORY"));
+    }
+
+    #[test]
+    fn every_report_prints_the_driver_error_once() {
+        let e = Error::new(ErrorKind::Driver(out_of_memory()), "allocating 4096 bytes");
+        let name = "CUDA_ERROR_OUT_OF_MEMORY";
+        let alternate = format!("{e:#}");
+        assert!(
+            alternate.starts_with("allocating 4096 bytes: "),
+            "{alternate}"
+        );
+        assert_eq!(alternate.matches(name).count(), 1, "{alternate}");
+        assert_eq!(format!("{e:?}").matches(name).count(), 1, "{e:?}");
+        // Without libcuda cudarc cannot format the driver error; the chain is then checked
+        // through its links: devspan's link names no driver error and the next is the error.
+        if driver_present() {
+            let driver = out_of_memory().to_string();
+            assert!(alternate.ends_with(&driver), "{alternate}");
+            let report = chain(&e);
+            assert_eq!(report.matches(&driver).count(), 1, "{report}");
+            assert_eq!(report.matches(name).count(), 1, "{report}");
+            let boxed: Box<dyn StdError + Send + Sync> = e.clone().into();
+            assert_eq!(chain(boxed.as_ref()), report);
+        } else {
+            println!("no libcuda: cudarc cannot format a DriverError, checking the links only");
+        }
+        let boxed: Box<dyn StdError + Send + Sync> = e.into();
+        assert_eq!(boxed.to_string(), "allocating 4096 bytes");
+        let cause = boxed.source().expect("the source survives boxing");
+        assert_eq!(cause.downcast_ref::<DriverError>(), Some(&out_of_memory()));
+        assert!(cause.source().is_none());
+    }
+
+    #[test]
+    fn other_errors_have_no_source_and_print_their_message() {
+        let e = Error::shape("shapes [2, 3] and [3, 2] differ");
+        assert!(e.source().is_none());
+        assert_eq!(e.to_string(), "shapes [2, 3] and [3, 2] differ");
+        assert_eq!(format!("{e:#}"), e.to_string());
+        assert_eq!(chain(&e), e.to_string());
+        assert_eq!(
+            format!("{e:?}"),
+            "Error(ShapeMismatch: shapes [2, 3] and [3, 2] differ)"
+        );
+        let none = Error::new(ErrorKind::NoDevice, "no NVIDIA driver on this machine");
+        assert!(none.source().is_none());
+    }
+
+    #[test]
+    fn question_mark_converts_to_a_boxed_error() {
+        fn fails() -> std::result::Result<(), Box<dyn StdError + Send + Sync>> {
+            Err(Error::from(out_of_memory()))?;
+            Ok(())
+        }
+        let e = fails().unwrap_err();
+        let e = e.downcast::<Error>().expect("the devspan error is kept");
+        assert_eq!(e.kind(), &ErrorKind::Driver(out_of_memory()));
     }
 }

@@ -129,3 +129,8 @@ pub mod __private {
 pub use cudarc;
 pub use half;
 pub use ndarray;
+
+/// README.md's code blocks, compiled (and run where not `no_run`) as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

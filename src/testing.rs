@@ -350,7 +350,7 @@ pub fn check_close<T: CloseElement, D: Dimension, S: Data<Elem = T>>(
     tol: Tolerance,
 ) -> std::result::Result<(), String> {
     let host: Result<_> = got.to_host(stream);
-    let host = host.map_err(|e| format!("copying the device view back failed: {e}"))?;
+    let host = host.map_err(|e| format!("copying the device view back failed: {e:#}"))?;
     compare(&host, expected, tol)
 }
 

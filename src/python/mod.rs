@@ -66,7 +66,7 @@ use pyo3::types::PyDict;
 
 use crate::dlpack::DLDeviceType;
 use crate::element::{DType, DeviceElement};
-use crate::{DeviceArray, DeviceView, DeviceViewMut, Error};
+use crate::{DeviceArray, DeviceView, DeviceViewMut, Error, ErrorKind};
 pub use tensor::Tensor;
 
 create_exception!(
@@ -76,9 +76,17 @@ create_exception!(
     "An error reported by devspan; the message starts with the error kind."
 );
 
-/// A devspan [`Error`] as a Python exception.
+/// A devspan [`Error`] as a Python exception whose message is the kind's name, then the
+/// message and the driver's error if there is one (`Driver: CUDA driver call failed: ...`).
 pub(crate) fn to_py(e: Error) -> PyErr {
-    DevspanError::new_err(format!("{:?}: {}", e.kind(), e.message()))
+    DevspanError::new_err(py_message(&e))
+}
+
+fn py_message(e: &Error) -> String {
+    match e.kind() {
+        ErrorKind::Driver(_) => format!("Driver: {e:#}"),
+        kind => format!("{kind:?}: {e:#}"),
+    }
 }
 
 /// Runs `$body` with `$T` bound to the element type named by a [`DType`].
@@ -453,4 +461,21 @@ fn converted(st: &Tensor, to: DType, stream: Option<i64>) -> PyResult<Tensor> {
             Ok(out)
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use cudarc::driver::{DriverError, sys::CUresult};
+
+    use super::*;
+
+    #[test]
+    fn exception_messages_name_the_kind_and_every_cause_once() {
+        let e = Error::new(ErrorKind::UnsupportedDtype, "DLPack dtype code 9");
+        assert_eq!(py_message(&e), "UnsupportedDtype: DLPack dtype code 9");
+        let driver = DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+        let m = py_message(&Error::from(driver));
+        assert!(m.starts_with("Driver: CUDA driver call failed: "), "{m}");
+        assert_eq!(m.matches("CUDA_ERROR_OUT_OF_MEMORY").count(), 1, "{m}");
+    }
 }

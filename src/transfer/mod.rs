@@ -348,7 +348,7 @@ impl Drop for Transfer<'_> {
 /// Writes the error of a transfer that was dropped without being waited for, as one line
 /// starting with `devspan:`. A failed write is ignored: this never panics.
 fn report_dropped(e: &Error, out: &mut dyn std::io::Write) {
-    let msg = e.to_string().replace(['\n', '\r'], " ");
+    let msg = format!("{e:#}").replace(['\n', '\r'], " ");
     let _ = writeln!(
         out,
         "devspan: a transfer dropped without wait() failed: {msg}"
