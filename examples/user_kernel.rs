@@ -64,32 +64,30 @@ fn run() -> devspan::Result<()> {
     let host = Array2::from_shape_fn((300, 200), |(i, j)| (i * 200 + j) as f32);
     let mut dev = DeviceArray::from_host(&stream, &host.view())?;
 
-    // Every other row, columns reversed: a strided, negative-stride view. (Views hold a
-    // keep-alive, so they are dropped at the end of their scope: scope them to end the borrow.)
-    {
-        let mut view = dev.view_mut();
-        let mut sub = view.slice_mut(s![..;2, ..;-1]);
-        println!(
-            "scaling a view of shape {:?}, strides {:?}",
-            sub.shape(),
-            sub.strides()
-        );
-        sub.with_kernel_view_mut::<2, _>(&stream, |kv| {
-            let n = (kv.shape[0] * kv.shape[1]) as u32;
-            let factor = 2.0f32;
-            let cfg = LaunchConfig {
-                grid_dim: (n.div_ceil(256).max(1), 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut launch = stream.launch_builder(&scale2d);
-            launch.arg(&kv).arg(&factor);
-            // SAFETY: `scale2d` takes (View2, f32), matching the pushed arguments; it touches exactly
-            // the elements the validated view reaches, each once.
-            unsafe { launch.launch(cfg)? };
-            Ok(())
-        })?;
-    }
+    // Every other row, columns reversed: a strided, negative-stride view. A borrowed view's
+    // borrow ends at its last use, as with ndarray's views.
+    let mut view = dev.view_mut();
+    let mut sub = view.slice_mut(s![..;2, ..;-1]);
+    println!(
+        "scaling a view of shape {:?}, strides {:?}",
+        sub.shape(),
+        sub.strides()
+    );
+    sub.with_kernel_view_mut::<2, _>(&stream, |kv| {
+        let n = (kv.shape[0] * kv.shape[1]) as u32;
+        let factor = 2.0f32;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256).max(1), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = stream.launch_builder(&scale2d);
+        launch.arg(&kv).arg(&factor);
+        // SAFETY: `scale2d` takes (View2, f32), matching the pushed arguments; it touches exactly
+        // the elements the validated view reaches, each once.
+        unsafe { launch.launch(cfg)? };
+        Ok(())
+    })?;
 
     let got = dev.to_host(&stream)?;
     let mut expect = host.clone();
