@@ -684,21 +684,21 @@ fn check_queries(
     v: Option<&ArrayView<u32, IxDyn>>,
     ctx: &dyn Fn() -> String,
 ) -> Result<(), TestCaseError> {
-    if let Some(v) = v {
-        if !v.is_empty() {
-            prop_assert_eq!(
-                l.is_standard_layout(),
-                v.is_standard_layout(),
-                "is_standard_layout\n{}",
-                ctx()
-            );
-            prop_assert_eq!(
-                l.is_fortran_layout(),
-                v.t().is_standard_layout(),
-                "is_fortran_layout\n{}",
-                ctx()
-            );
-        }
+    if let Some(v) = v
+        && !v.is_empty()
+    {
+        prop_assert_eq!(
+            l.is_standard_layout(),
+            v.is_standard_layout(),
+            "is_standard_layout\n{}",
+            ctx()
+        );
+        prop_assert_eq!(
+            l.is_fortran_layout(),
+            v.t().is_standard_layout(),
+            "is_fortran_layout\n{}",
+            ctx()
+        );
     }
     let mut offs = brute_offsets(l.shape(), l.strides(), l.offset());
     offs.sort_unstable();

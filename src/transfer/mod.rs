@@ -337,10 +337,10 @@ impl Transfer<'_> {
 
 impl Drop for Transfer<'_> {
     fn drop(&mut self) {
-        if let Some(f) = self.finish.take() {
-            if let Err(e) = f() {
-                report_dropped(&e, &mut std::io::stderr());
-            }
+        if let Some(f) = self.finish.take()
+            && let Err(e) = f()
+        {
+            report_dropped(&e, &mut std::io::stderr());
         }
     }
 }
