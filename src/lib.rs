@@ -53,6 +53,7 @@
 //! | `is_standard_layout` | the same, plus [`ViewBase::is_dense`] |
 //! | `Array::from(..)`, `to_owned` | [`DeviceArray::from_host`], [`DeviceArray::to_host`] |
 //! | page-locked host memory (`cudaMallocHost`) | [`PinnedBuffer`]; async copies return a [`Transfer`] |
+//! | staging of pageable host memory | [`TransferOptions`], taken by the `_with` forms ([`DeviceArray::from_host_with`]) |
 //!
 //! ## Quick start
 //!
@@ -112,7 +113,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;
 pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
-pub use transfer::{PinnedBuffer, Transfer};
+pub use transfer::{HostPath, PinnedBuffer, Transfer, TransferOptions};
 pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 
 /// The embedded PTX modules, `(name, text)`, for tools that validate them.
@@ -123,7 +124,7 @@ pub mod __private {
     pub use crate::kernels::permute::set_tiles_per_block as set_permute_tiles_per_block;
     pub use crate::kernels::ptx::modules as ptx_modules;
     pub use crate::ops::{Steer, assign_cast_steered, copy_path, fill_path};
-    pub use crate::transfer::{DevicePath, HostPath, TransferOptions, transfer_path};
+    pub use crate::transfer::{DevicePath, transfer_path};
 }
 
 pub use cudarc;

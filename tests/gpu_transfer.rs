@@ -2,9 +2,9 @@
 
 mod common;
 
-use devspan::__private::{HostPath, TransferOptions, transfer_path};
+use devspan::__private::transfer_path;
 use devspan::testing::gpu_stream;
-use devspan::{DeviceArray, DeviceElement, ErrorKind, PinnedBuffer};
+use devspan::{DeviceArray, DeviceElement, ErrorKind, HostPath, PinnedBuffer, TransferOptions};
 use half::{bf16, f16};
 use ndarray::{IxDyn, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -217,6 +217,36 @@ fn transfer_options_errors_write_nothing() {
         .copy_from_host_with(&stream, &host.slice(ndarray::s![..;2]), &bad)
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
+    assert!(dev.to_host(&stream).unwrap().iter().all(|&x| x == 5));
+    // Options are checked before anything moves, also where they would not be used: a
+    // contiguous upload, a download into a page-locked block, a new array.
+    for bad in [
+        bad,
+        TransferOptions {
+            threads: 0,
+            ..TransferOptions::default()
+        },
+        TransferOptions {
+            threads: 257,
+            ..TransferOptions::default()
+        },
+    ] {
+        let e = dev
+            .view_mut()
+            .copy_from_host_with(&stream, &host.slice(ndarray::s![..100]), &bad)
+            .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
+        let mut pinned = PinnedBuffer::from_slice(stream.context(), &[3u32; 100]).unwrap();
+        let mut out = ndarray::ArrayViewMut1::from(pinned.as_mut_slice().unwrap());
+        let e = dev
+            .view()
+            .copy_to_host_with(&stream, &mut out, &bad)
+            .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
+        assert!(pinned.as_slice().unwrap().iter().all(|&x| x == 3));
+        let e = DeviceArray::from_host_with(&stream, &host, &bad).unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
+    }
     assert!(dev.to_host(&stream).unwrap().iter().all(|&x| x == 5));
 }
 

@@ -18,7 +18,7 @@ mod tests;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ndarray::{Array, ArrayBase, ArrayView, ArrayViewMut, Data, DataMut, Dimension, Ix1};
+use ndarray::{Array, ArrayBase, ArrayView, Data, DataMut, Dimension, Ix1};
 
 use crate::array::DeviceArray;
 use crate::device::check_stream;
@@ -361,6 +361,7 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// (packed by several threads while the copy engine moves the previous ones); page-locked
     /// memory is copied directly. `Err` with nothing written when the shapes differ, the
     /// stream belongs to another device or the host view's extent overflows.
+    /// [`copy_from_host_with`](Self::copy_from_host_with) takes [`TransferOptions`].
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -377,18 +378,37 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         stream: &Arc<CudaStream>,
         host: &ArrayBase<S, D>,
     ) -> Result<()> {
-        self.copy_from_host_with(stream, &host.view(), &TransferOptions::default())
+        self.copy_from_host_with(stream, host, &TransferOptions::default())
     }
 
-    /// [`copy_from_host`](Self::copy_from_host) with explicit staging options.
-    #[doc(hidden)]
-    pub fn copy_from_host_with(
+    /// [`copy_from_host`](Self::copy_from_host) with the staging options `opt`: chunk size,
+    /// worker threads, host path, direct copies from page-locked memory. `Err` with nothing
+    /// written when `opt` fails [`TransferOptions::check`], and as `copy_from_host` otherwise.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use devspan::TransferOptions;
+    /// let stream = devspan::default_stream(0)?;
+    /// let host = ndarray::Array2::from_shape_fn((1024, 512), |(i, j)| (i ^ j) as f32);
+    /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (512, 1024))?;
+    /// // Two staging threads moving 1 MiB chunks.
+    /// let opt = TransferOptions {
+    ///     chunk_bytes: 1 << 20,
+    ///     threads: 2,
+    ///     ..TransferOptions::default()
+    /// };
+    /// dev.view_mut().copy_from_host_with(&stream, &host.t(), &opt)?;
+    /// assert_eq!(dev.to_host(&stream)?, host.t());
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from_host_with<S: Data<Elem = T>>(
         &mut self,
         stream: &Arc<CudaStream>,
-        host: &ArrayView<'_, T, D>,
+        host: &ArrayBase<S, D>,
         opt: &TransferOptions,
     ) -> Result<()> {
-        let r = upload(self, stream, host, opt, opt.pinned_direct);
+        opt.check()?;
+        let r = upload(self, stream, &host.view(), opt, opt.pinned_direct);
         // A direct copy from page-locked host memory may be in flight even when a later step
         // failed: the host borrow must not end before the stream has finished with it.
         let s = stream.synchronize();
@@ -430,6 +450,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// Copies this device view of any layout into a host view of any layout (same shape), on
     /// `stream`, and waits for it. `Err` with nothing written when the shapes differ, the
     /// stream belongs to another device or the host view's extent overflows.
+    /// [`copy_to_host_with`](Self::copy_to_host_with) takes [`TransferOptions`].
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -446,17 +467,36 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         stream: &Arc<CudaStream>,
         host: &mut ArrayBase<S, D>,
     ) -> Result<()> {
-        self.copy_to_host_with(stream, &mut host.view_mut(), &TransferOptions::default())
+        self.copy_to_host_with(stream, host, &TransferOptions::default())
     }
 
-    /// [`copy_to_host`](Self::copy_to_host) with explicit staging options.
-    #[doc(hidden)]
-    pub fn copy_to_host_with(
+    /// [`copy_to_host`](Self::copy_to_host) with the staging options `opt`: chunk size,
+    /// worker threads, direct copies into page-locked memory. `Err` with nothing written when
+    /// `opt` fails [`TransferOptions::check`], and as `copy_to_host` otherwise.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use devspan::TransferOptions;
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (512, 1024))?;
+    /// let mut host = ndarray::Array2::<f32>::ones((1024, 512));
+    /// // One staging thread: unpacking on the calling thread only.
+    /// let opt = TransferOptions {
+    ///     threads: 1,
+    ///     ..TransferOptions::default()
+    /// };
+    /// dev.view().copy_to_host_with(&stream, &mut host.view_mut().reversed_axes(), &opt)?;
+    /// assert!(host.iter().all(|&x| x == 0.0));
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_to_host_with<S: DataMut<Elem = T>>(
         &self,
         stream: &Arc<CudaStream>,
-        host: &mut ArrayViewMut<'_, T, D>,
+        host: &mut ArrayBase<S, D>,
         opt: &TransferOptions,
     ) -> Result<()> {
+        opt.check()?;
+        let mut host = host.view_mut();
         let shape = host.shape().to_vec();
         let strides = host.strides().to_vec();
         // SAFETY: element zero of a writable view with these shape and strides, borrowed
@@ -583,20 +623,41 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// assert_eq!(shared.to_host(&stream)?, dev.to_host(&stream)?);
     /// # Ok(()) }
     /// ```
+    ///
+    /// [`from_host_with`](Self::from_host_with) takes [`TransferOptions`].
     pub fn from_host<S: Data<Elem = T>>(
         stream: &Arc<CudaStream>,
         host: &ArrayBase<S, D>,
     ) -> Result<Self> {
-        Self::from_host_with(stream, &host.view(), &TransferOptions::default())
+        Self::from_host_with(stream, host, &TransferOptions::default())
     }
 
-    /// [`from_host`](Self::from_host) with explicit staging options.
-    #[doc(hidden)]
-    pub fn from_host_with(
+    /// [`from_host`](Self::from_host) with the staging options `opt` (see
+    /// [`DeviceViewMut::copy_from_host_with`]). `Err` with nothing allocated when `opt` fails
+    /// [`TransferOptions::check`].
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use devspan::{HostPath, TransferOptions};
+    /// let stream = devspan::default_stream(0)?;
+    /// let row = ndarray::Array1::from_shape_fn(4096, |i| i as f32);
+    /// let host = row.broadcast((64, 4096)).unwrap();
+    /// // Gather the broadcast view's elements on the host instead of uploading its one row and
+    /// // broadcasting it on the device.
+    /// let opt = TransferOptions {
+    ///     host_path: Some(HostPath::Pack),
+    ///     ..TransferOptions::default()
+    /// };
+    /// let dev = devspan::DeviceArray::from_host_with(&stream, &host, &opt)?;
+    /// assert_eq!(dev.to_host(&stream)?, host);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_host_with<S: Data<Elem = T>>(
         stream: &Arc<CudaStream>,
-        host: &ArrayView<'_, T, D>,
+        host: &ArrayBase<S, D>,
         opt: &TransferOptions,
     ) -> Result<Self> {
+        opt.check()?;
         // SAFETY: the upload writes every element before the array is returned; on error the
         // array is dropped unread.
         let mut a = unsafe { DeviceArray::uninit(stream, host.raw_dim())? };

@@ -24,16 +24,52 @@ use super::pinned::{PinnedBuffer, give_back_chunks, take_chunks};
 use super::plan::{HostAxis, HostPath};
 use crate::error::{Error, Result};
 
-/// Options of host <-> device transfers (tests and benchmarks vary them).
+/// How a host <-> device copy moves pageable host memory: the options of
+/// [`copy_from_host_with`](crate::DeviceViewMut::copy_from_host_with),
+/// [`copy_to_host_with`](crate::DeviceView::copy_to_host_with) and
+/// [`from_host_with`](crate::DeviceArray::from_host_with). The forms without `_with` use
+/// [`TransferOptions::default()`].
+///
+/// Pageable host memory crosses the bus through page-locked staging chunks of `chunk_bytes`
+/// bytes. `threads` workers (the calling thread is one of them) each own two chunks and pack
+/// (upload) or unpack (download) one while the copy engine moves the other. The options change
+/// how a transfer runs, never what it writes. Options that fail [`check`](Self::check) make a
+/// transfer return `Err` before it touches either side.
+///
+/// ```
+/// use devspan::{HostPath, TransferOptions};
+///
+/// // One staging thread with 1 MiB chunks; host views that are one block go through staging
+/// // too, even when the driver knows them as page-locked.
+/// let opt = TransferOptions {
+///     chunk_bytes: 1 << 20,
+///     threads: 1,
+///     pinned_direct: false,
+///     ..TransferOptions::default()
+/// };
+/// assert!(opt.check().is_ok());
+/// assert_eq!(opt.host_path, None::<HostPath>);
+/// assert!(TransferOptions { threads: 0, ..opt }.check().is_err());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransferOptions {
-    /// Bytes per staging chunk.
+    /// Bytes per staging chunk (at least one element's worth is used); nonzero. Default:
+    /// 4 MiB.
     pub chunk_bytes: usize,
-    /// Worker threads (packing and unpacking), including the calling thread.
+    /// Worker threads that pack and unpack staging chunks, the calling thread included:
+    /// `1..=256`. A transfer starts no more workers than it has chunks. Default: the number of
+    /// cores available to the process ([`std::thread::available_parallelism`]), at most 16.
     pub threads: usize,
-    /// Force a host path where legal (`None`: the planner decides).
+    /// The host path ([`HostPath`]) to take where it is legal; `None` (the default) lets the
+    /// planner choose. A gap-free host view is always copied as one
+    /// [`Block`](HostPath::Block); `Some(HostPath::Pack)` makes an upload from a broadcast host
+    /// view gather its elements instead of sending the block they span
+    /// ([`Superset`](HostPath::Superset)). A block with gaps is never sent, so `Superset` and
+    /// `Block` change nothing.
     pub host_path: Option<HostPath>,
-    /// Copy straight from / into page-locked host memory when the host view is one block.
+    /// Copy straight from and into page-locked host memory (a [`PinnedBuffer`] or memory the
+    /// driver knows as page-locked) when the host side is one block, without staging.
+    /// Default: `true`.
     pub pinned_direct: bool,
 }
 
@@ -50,7 +86,16 @@ impl Default for TransferOptions {
 }
 
 impl TransferOptions {
-    fn check(&self) -> Result<()> {
+    /// `Err` with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// `chunk_bytes` is zero or `threads` is not in `1..=256`.
+    ///
+    /// ```
+    /// use devspan::{ErrorKind, TransferOptions};
+    /// let opt = TransferOptions { chunk_bytes: 0, ..TransferOptions::default() };
+    /// assert_eq!(opt.check().unwrap_err().kind(), &ErrorKind::InvalidArgument);
+    /// assert!(TransferOptions::default().check().is_ok());
+    /// ```
+    pub fn check(&self) -> Result<()> {
         if self.chunk_bytes == 0 || self.threads == 0 || self.threads > MAX_THREADS {
             return Err(Error::invalid(format!(
                 "staging chunk size ({}) must be nonzero and the thread count ({}) in 1..={MAX_THREADS}",

@@ -34,8 +34,22 @@ pub(crate) struct HostAxis {
     pub stride: usize,
 }
 
-/// How the host side of a transfer is done.
+/// How the host side of a transfer crosses the bus: the planner's choice, which
+/// [`TransferOptions::host_path`](crate::TransferOptions::host_path) can steer where it is
+/// legal.
+///
+/// ```
+/// use devspan::{HostPath, TransferOptions};
+///
+/// // Gather a broadcast host view's elements instead of uploading the block they span.
+/// let opt = TransferOptions {
+///     host_path: Some(HostPath::Pack),
+///     ..TransferOptions::default()
+/// };
+/// assert!(opt.check().is_ok());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum HostPath {
     /// The host elements form one gap-free block: copied as is.
     Block,
