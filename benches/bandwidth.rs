@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
-use devspan::__private::Steer;
+use devspan::__private::{GridOptions, Steer, Tuning};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, IxDyn, s};
@@ -34,6 +34,9 @@ const GIB: usize = 1 << 30;
 
 struct Bench {
     stream: Arc<CudaStream>,
+    /// Overrides of the permute kernels' grids for every copy the bench times through
+    /// [`Bench::copy`] (`DEVSPAN_BENCH_TILES_PER_BLOCK`, the `permute-grid` group).
+    grid: GridOptions,
     reps: usize,
     warmup: usize,
     scratch: Option<(CudaSlice<u8>, CudaSlice<u8>)>,
@@ -60,6 +63,25 @@ impl Row {
 }
 
 impl Bench {
+    /// Copies `src` into `dst` (`assign_cast`) steered by `steer`, with the bench's grid
+    /// overrides; `assign_cast` itself when both are the defaults.
+    fn copy<T: DeviceElement, U: DeviceElement, D: ndarray::Dimension>(
+        &self,
+        dst: &mut devspan::DeviceViewMut<'_, T, D>,
+        src: &DeviceView<'_, U, D>,
+        steer: Steer,
+    ) {
+        let tuning = Tuning {
+            steer,
+            grid: self.grid,
+        };
+        if tuning == Tuning::default() {
+            dst.assign_cast(&self.stream, src).unwrap();
+        } else {
+            devspan::__private::assign_cast_steered(dst, &self.stream, src, tuning).unwrap();
+        }
+    }
+
     /// Median milliseconds of `f`, each run bracketed by its own pair of events.
     fn time(&self, f: impl FnMut()) -> f64 {
         time_events(&self.stream, self.warmup, self.reps, f)
@@ -201,7 +223,7 @@ fn copy_workloads(b: &mut Bench) {
             .into_shape(v.dim())
             .unwrap();
         let path = path_of(&mut o, &v);
-        let ms = b.time(|| o.assign(&stream, &v).unwrap());
+        let ms = b.time(|| b.copy(&mut o, &v, Steer::Default));
         b.record("copy", name.into(), path, 2 * len * 4, ms, Some(target));
     }
 }
@@ -247,15 +269,12 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
         .slice_move(s![..n])
         .into_shape(IxDyn(a.shape()))
         .unwrap();
-    let mut path = path_of(&mut o, &a);
-    let ms = if steer == Steer::Default {
-        b.time(|| o.assign_cast(&stream, &a).unwrap())
+    let path = if steer == Steer::Default {
+        path_of(&mut o, &a)
     } else {
-        path = devspan::__private::assign_cast_steered(&mut o, &stream, &a, steer).unwrap();
-        b.time(|| {
-            devspan::__private::assign_cast_steered(&mut o, &stream, &a, steer).unwrap();
-        })
+        devspan::__private::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
     };
+    let ms = b.time(|| b.copy(&mut o, &a, steer));
     let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
     b.record(group, name, path, bytes, ms, target);
 }
@@ -317,8 +336,9 @@ fn permute_workloads(b: &mut Bench) {
     }
     // Grids of the permute kernel: the device's resident blocks times 1, 4 and 16, and one
     // block per tile (the default rule is the group `permute`).
+    let rule = b.grid;
     for scale in [1, 4, 16, u32::MAX] {
-        devspan::__private::set_permute_grid_scale(scale);
+        b.grid.grid_scale = Some(scale);
         let grid = if scale == u32::MAX {
             "one block per tile".to_string()
         } else {
@@ -347,7 +367,7 @@ fn permute_workloads(b: &mut Bench) {
             None,
         );
     }
-    devspan::__private::set_permute_grid_scale(0);
+    b.grid = rule;
 }
 
 /// Copies with short contiguous runs whose outer axes fill the wide kernels' tiles well or
@@ -781,12 +801,11 @@ fn main() {
         (None, None)
     };
 
-    if let Some(n) = std::env::var("DEVSPAN_BENCH_TILES_PER_BLOCK")
+    // The permute kernels' grid rule with another number of tiles per block.
+    let tiles_per_block = std::env::var("DEVSPAN_BENCH_TILES_PER_BLOCK")
         .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        // The permute kernels' grid rule with another number of tiles per block.
-        devspan::__private::set_permute_tiles_per_block(n);
+        .and_then(|v| v.parse().ok());
+    if let Some(n) = tiles_per_block {
         println!("permute grids: {n} tiles per block");
     }
     let quick = args.iter().any(|a| a == "--quick");
@@ -803,6 +822,10 @@ fn main() {
     );
     let mut b = Bench {
         stream,
+        grid: GridOptions {
+            tiles_per_block,
+            ..GridOptions::default()
+        },
         reps: if quick { 5 } else { 21 },
         warmup: 3,
         scratch: None,

@@ -119,11 +119,9 @@ pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
 /// The embedded PTX modules, `(name, text)`, for tools that validate them.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::kernels::permute::set_grid_scale as set_permute_grid_scale;
-    pub use crate::kernels::permute::set_max_grid as set_permute_max_grid;
-    pub use crate::kernels::permute::set_tiles_per_block as set_permute_tiles_per_block;
+    pub use crate::kernels::permute::GridOptions;
     pub use crate::kernels::ptx::modules as ptx_modules;
-    pub use crate::ops::{Steer, assign_cast_steered, copy_path, fill_path};
+    pub use crate::ops::{Steer, Tuning, assign_cast_steered, copy_path, fill_path};
     pub use crate::transfer::{DevicePath, transfer_path};
 }
 

@@ -10,6 +10,7 @@ use crate::array::DeviceArray;
 use crate::device::check_stream;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
+use crate::kernels::permute::GridOptions;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::span::{DeviceSpan, DeviceSpanMut};
 use crate::view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
@@ -72,9 +73,10 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
 }
 
 /// How [`assign_cast_steered`] steers the planner, for tests and benchmarks comparing kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Steer {
     /// The planner's own choice.
+    #[default]
     Default,
     /// The transpose kernels wherever they apply (by default the permute kernels take most of
     /// their cases).
@@ -90,13 +92,43 @@ pub enum Steer {
     NoVec,
 }
 
-/// `assign_cast` with the planner steered by `steer`; returns the path taken.
+/// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
+/// permute kernels' grids are sized. The default is what `assign_cast` does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tuning {
+    /// Steering of the planner.
+    pub steer: Steer,
+    /// Overrides of the permute kernels' grids.
+    pub grid: GridOptions,
+}
+
+impl From<Steer> for Tuning {
+    fn from(steer: Steer) -> Self {
+        Tuning {
+            steer,
+            ..Tuning::default()
+        }
+    }
+}
+
+impl From<GridOptions> for Tuning {
+    fn from(grid: GridOptions) -> Self {
+        Tuning {
+            grid,
+            ..Tuning::default()
+        }
+    }
+}
+
+/// `assign_cast` of `src` (same shape) into `dst` run as `tuning` says (a [`Tuning`], a
+/// [`Steer`] or a [`GridOptions`]); returns the path taken.
 pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     dst: &mut DeviceViewMut<'_, T, D>,
     stream: &Arc<CudaStream>,
     src: &DeviceView<'_, U, D>,
-    steer: Steer,
+    tuning: impl Into<Tuning>,
 ) -> Result<String> {
+    let Tuning { steer, grid } = tuning.into();
     let opt = PlanOptions {
         prefer_transpose: steer == Steer::PreferTranspose,
         no_packed: steer == Steer::NoPacking,
@@ -105,7 +137,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         no_vec: steer == Steer::NoVec,
         ..PlanOptions::default()
     };
-    assign_cast_path(dst, stream, src, opt)
+    assign_cast_path(dst, stream, src, opt, grid)
 }
 
 fn assign_cast_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
@@ -113,6 +145,7 @@ fn assign_cast_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     stream: &Arc<CudaStream>,
     src: &DeviceView<'_, U, D>,
     opt: PlanOptions,
+    grid: GridOptions,
 ) -> Result<String> {
     let path = plan::plan_copy(
         dst.device_ptr(),
@@ -126,7 +159,7 @@ fn assign_cast_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     )?
     .kernel_path()
     .to_string();
-    dst.assign_cast_with(stream, src, opt)?;
+    dst.assign_cast_with(stream, src, opt, grid)?;
     Ok(path)
 }
 
@@ -190,7 +223,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
             // SAFETY: the plan comes from this view's validated layout (invariants 1-3 keep
             // every element in the span, which the keep-alive holds), and `&mut self` excludes
             // other writers through devspan.
-            unsafe { crate::kernels::execute(&p, stream) }
+            unsafe { crate::kernels::execute(&p, stream, GridOptions::default()) }
         })
     }
 
@@ -236,7 +269,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         stream: &Arc<CudaStream>,
         src: &DeviceView<'_, U, E>,
     ) -> Result<()> {
-        self.assign_cast_with(stream, src, Self::plan_opts())
+        self.assign_cast_with(stream, src, Self::plan_opts(), GridOptions::default())
     }
 
     pub(crate) fn assign_cast_with<U: DeviceElement, E: Dimension>(
@@ -244,6 +277,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         stream: &Arc<CudaStream>,
         src: &DeviceView<'_, U, E>,
         opt: PlanOptions,
+        grid: GridOptions,
     ) -> Result<()> {
         check_stream(stream, self.device(), "the destination view")?;
         check_stream(stream, src.device(), "the source view")?;
@@ -276,7 +310,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
                 // SAFETY: both layouts are validated against their spans (kept alive by their
                 // keep-alives for the borrow's duration), the operands do not overlap (checked
                 // above) and `&mut self` excludes other writers through devspan.
-                unsafe { crate::kernels::execute(&p, stream) }
+                unsafe { crate::kernels::execute(&p, stream, grid) }
             })
     }
 }

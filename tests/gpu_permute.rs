@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
+use devspan::__private::{GridOptions, Tuning};
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement};
 use half::{bf16, f16};
@@ -39,6 +40,20 @@ fn permuted_cases<From: DeviceElement, To: DeviceElement>(
     perms: &[Vec<usize>],
     paths: &mut Paths,
 ) {
+    let plain = Tuning::default();
+    permuted_cases_tuned::<From, To>(stream, rng, shape, src_slice, perms, paths, plain);
+}
+
+/// [`permuted_cases`] with the copies run as `tuning` says (`assign_cast` for the default).
+fn permuted_cases_tuned<From: DeviceElement, To: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    shape: &[usize],
+    src_slice: &[SliceInfoElem],
+    perms: &[Vec<usize>],
+    paths: &mut Paths,
+    tuning: Tuning,
+) {
     let host = random::<From>(rng, shape);
     let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
     let hv = host.view().slice_move(slice_info(src_slice));
@@ -50,10 +65,14 @@ fn permuted_cases<From: DeviceElement, To: DeviceElement>(
         let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
         {
             let mut ov = out.view_mut();
-            *paths
-                .entry(devspan::__private::copy_path(&mut ov, &dp))
-                .or_default() += 1;
-            ov.assign_cast(stream, &dp).unwrap();
+            let path = if tuning == Tuning::default() {
+                let path = devspan::__private::copy_path(&mut ov, &dp);
+                ov.assign_cast(stream, &dp).unwrap();
+                path
+            } else {
+                devspan::__private::assign_cast_steered(&mut ov, stream, &dp, tuning).unwrap()
+            };
+            *paths.entry(path).or_default() += 1;
         }
         let got = out.to_host(stream).unwrap();
         let expect = hp
@@ -594,30 +613,25 @@ fn wide_runs() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn few_blocks_loop_over_whole_and_partial_tiles() {
-    /// Lifts the grid cap when the test ends, also when it fails.
-    struct Cap;
-    impl Drop for Cap {
-        fn drop(&mut self) {
-            devspan::__private::set_permute_max_grid(0);
-        }
-    }
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(49);
     let mut paths = Paths::new();
-    devspan::__private::set_permute_max_grid(3);
-    let cap = Cap;
+    let few = Tuning::from(GridOptions {
+        max_grid: Some(3),
+        ..GridOptions::default()
+    });
     for shape in [vec![130usize, 3, 70], vec![2, 66, 3, 130]] {
         let sl = full(shape.len());
         let perms = permutations(shape.len());
-        permuted_cases::<f32, f32>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
-        permuted_cases::<f32, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
-        permuted_cases::<f64, i16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases_tuned::<f32, f32>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
+        permuted_cases_tuned::<f32, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
+        permuted_cases_tuned::<f64, i16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
     }
     for shape in [vec![68usize, 132], vec![64, 8, 68], vec![16, 4, 16, 8]] {
         let sl = full(shape.len());
         let perms = permutations(shape.len());
-        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
-        permuted_cases::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases_tuned::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
+        permuted_cases_tuned::<f16, f16>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
     }
     // 128-slot packed tiles, whole and partial ones in every block.
     for shape in [
@@ -625,13 +639,13 @@ fn few_blocks_loop_over_whole_and_partial_tiles() {
         vec![36, 5, 32, 8],
         vec![8, 264, 260],
     ] {
-        let (r, perms) = (shape.len(), permutations(shape.len()));
-        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(r), &perms, &mut paths);
+        let (sl, perms) = (full(shape.len()), permutations(shape.len()));
+        permuted_cases_tuned::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
     }
     // The vector kernel, whole and partial tiles in every block.
     for shape in [vec![48usize, 272, 144], vec![16, 40, 16, 48]] {
-        let (r, perms) = (shape.len(), permutations(shape.len()));
-        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &full(r), &perms, &mut paths);
+        let (sl, perms) = (full(shape.len()), permutations(shape.len()));
+        permuted_cases_tuned::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
     }
     // Wide kernels: 16-, 32- and 64-byte runs, whole and partial tiles in every block.
     for shape in [
@@ -643,9 +657,8 @@ fn few_blocks_loop_over_whole_and_partial_tiles() {
     ] {
         let perms = outer_permutations(shape.len());
         let sl = full(shape.len());
-        permuted_cases::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths);
+        permuted_cases_tuned::<u8, u8>(&stream, &mut rng, &shape, &sl, &perms, &mut paths, few);
     }
-    drop(cap);
     println!("few blocks: paths {paths:?}");
     for kind in [
         "permute",

@@ -156,14 +156,19 @@ fn strided_cfg(n: u64) -> LaunchConfig {
     }
 }
 
-/// Enqueues `plan` on `stream`.
+/// Enqueues `plan` on `stream`, sizing permute kernels' grids by [`permute::permute_grid`]
+/// with the overrides in `grid`.
 ///
 /// # Safety
 /// Every address in `plan` must come from [`crate::plan`] applied to layouts validated against
 /// live allocations (so that every element the plan touches is in bounds), those allocations
 /// must stay alive until the work completes, and no other work may access the written elements
 /// concurrently.
-pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
+pub(crate) unsafe fn execute(
+    plan: &Plan,
+    stream: &CudaStream,
+    grid: permute::GridOptions,
+) -> Result<()> {
     stream.context().bind_to_thread()?;
     let cs = stream.cu_stream();
     match plan {
@@ -280,7 +285,8 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream) -> Result<()> {
             let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let cfg = LaunchConfig {
                 grid_dim: (
-                    permute::permute_grid(args.tiles, resident, args.tiles_per_block()).max(1),
+                    permute::permute_grid(args.tiles, resident, args.tiles_per_block(), grid)
+                        .max(1),
                     1,
                     1,
                 ),

@@ -28,8 +28,6 @@
 //! the vector kernel's tile of 128 rows of 128 bytes plus a table of 8 bytes per B slot (17408
 //! bytes); the wide kernels' tile of `T` rows of `v (T + 1)` vectors (at most 33792 bytes).
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use cudarc::driver::DeviceRepr;
 
 use super::args::{FastDiv64, fast_div32, fast_div32_apply};
@@ -466,11 +464,26 @@ impl PermuteArgs {
     }
 }
 
+/// Overrides of [`permute_grid`]'s rule for one launch, for tests and benchmarks that compare
+/// grids (the kernels loop over tiles, so every grid is correct). `None` keeps the rule's
+/// choice; `Some(0)` counts as `Some(1)`. The default overrides nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GridOptions {
+    /// Tiles per block that the rule aims at, for every kernel, instead of the kernel's own
+    /// number ([`PermuteArgs::tiles_per_block`]).
+    pub tiles_per_block: Option<u32>,
+    /// A grid of this many times the blocks the device keeps resident, instead of the rule's
+    /// waves (still at most one block per tile).
+    pub grid_scale: Option<u32>,
+    /// At most this many blocks, so that every block loops over many tiles.
+    pub max_grid: Option<u32>,
+}
+
 /// Grid (x) of a permute kernel on a device that keeps `resident` of its blocks resident (all
 /// multiprocessors together; the driver's occupancy for the kernel); 0 when there is nothing
 /// to do. One block per tile up to a full device, then whole waves of `resident` blocks, as
 /// many as give each block `per_block` tiles ([`PermuteArgs::tiles_per_block`]), at most
-/// [`PERMUTE_MAX_WAVES`].
+/// [`PERMUTE_MAX_WAVES`]; `grid` overrides parts of this rule.
 ///
 /// The blocks loop over tiles, so that their per-thread set-up is paid once for several
 /// tiles. (On an H200 a 64 x 64 f32 permutation of 2^16 tiles ran at 0.718 of a device memcpy
@@ -480,49 +493,17 @@ impl PermuteArgs {
 /// aiming at 2, 4, 8 and 16 tiles per block: wide kernels 0.951, 0.917, 0.897, 0.882 (f16,
 /// 64-byte runs) and 0.882, 0.862, 0.858, 0.850 (u8, 32-byte runs); packed u8 in 64-slot
 /// tiles 0.816, 0.794, 0.799, 0.787, in 128-slot tiles 0.797, 0.792, 0.806, 0.814.
-pub fn permute_grid(tiles: u64, resident: u64, per_block: u64) -> u32 {
+pub fn permute_grid(tiles: u64, resident: u64, per_block: u64, grid: GridOptions) -> u32 {
     let resident = resident.max(1);
-    let per_block = match TILES_PER_BLOCK.load(Ordering::Relaxed) {
-        0 => per_block.max(1),
-        n => u64::from(n),
+    let per_block = grid.tiles_per_block.map_or(per_block, u64::from).max(1);
+    let blocks = match grid.grid_scale {
+        None => resident * (tiles / per_block / resident).clamp(1, PERMUTE_MAX_WAVES),
+        Some(scale) => resident.saturating_mul(u64::from(scale.max(1))),
     };
-    let blocks = match GRID_SCALE.load(Ordering::Relaxed) {
-        0 => resident * (tiles / per_block / resident).clamp(1, PERMUTE_MAX_WAVES),
-        scale => resident.saturating_mul(u64::from(scale)),
-    };
-    let cap = match MAX_GRID.load(Ordering::Relaxed) {
-        0 => PERMUTE_MAX_GRID,
-        n => n.min(PERMUTE_MAX_GRID),
-    };
+    let cap = grid
+        .max_grid
+        .map_or(PERMUTE_MAX_GRID, |n| n.clamp(1, PERMUTE_MAX_GRID));
     tiles.min(blocks).min(u64::from(cap)) as u32
-}
-
-/// A cap on [`permute_grid`], or 0 for none.
-static MAX_GRID: AtomicU32 = AtomicU32::new(0);
-
-/// Caps the permute kernels' grids at `n` blocks (0: no cap), for the whole process: for tests
-/// that make every block loop over many tiles (any grid is correct).
-pub fn set_max_grid(n: u32) {
-    MAX_GRID.store(n, Ordering::Relaxed);
-}
-
-/// Tiles per block for [`permute_grid`]'s rule, or 0 for [`PermuteArgs::tiles_per_block`].
-static TILES_PER_BLOCK: AtomicU32 = AtomicU32::new(0);
-
-/// Makes the permute kernels' grids aim at `n` tiles per block for every kernel, instead of
-/// each kernel's own number (0: back to those), for the whole process. For benchmarks.
-pub fn set_tiles_per_block(n: u32) {
-    TILES_PER_BLOCK.store(n, Ordering::Relaxed);
-}
-
-/// A fixed factor of resident blocks for [`permute_grid`], or 0 for its rule.
-static GRID_SCALE: AtomicU32 = AtomicU32::new(0);
-
-/// Makes the permute kernels' launches use `scale` times as many blocks as the device keeps
-/// resident (0: back to the default rule of `permute_grid`), for the whole process. For
-/// benchmarks comparing grid sizes.
-pub fn set_grid_scale(scale: u32) {
-    GRID_SCALE.store(scale, Ordering::Relaxed);
 }
 
 // SAFETY: `#[repr(C)]` struct of plain integers with no implicit padding (offsets and size
@@ -627,20 +608,41 @@ mod tests {
         for t in (0..big.tiles).step_by(997).chain(big.tiles - 4..big.tiles) {
             big.tile_origin(t);
         }
+        let rule = GridOptions::default();
         // 132 multiprocessors with 4 resident blocks each: 528.
-        assert_eq!(permute_grid(0, 528, 2), 0);
-        assert_eq!(permute_grid(500, 528, 2), 500);
+        assert_eq!(permute_grid(0, 528, 2, rule), 0);
+        assert_eq!(permute_grid(500, 528, 2, rule), 500);
         // A full device, then whole waves of 8 tiles per block, at most 16 waves.
-        assert_eq!(permute_grid(2000, 528, 8), 528);
-        assert_eq!(permute_grid(65536, 528, 8), 528 * 15);
-        assert_eq!(permute_grid(1 << 30, 528, 8), 528 * 16);
+        assert_eq!(permute_grid(2000, 528, 8, rule), 528);
+        assert_eq!(permute_grid(65536, 528, 8, rule), 528 * 15);
+        assert_eq!(permute_grid(1 << 30, 528, 8, rule), 528 * 16);
         // 3 resident blocks per multiprocessor: 5 waves, not 2048 blocks (5.17 waves).
-        assert_eq!(permute_grid(16384, 396, 8), 396 * 5);
-        assert_eq!(permute_grid(16384, 0, 8), 16);
+        assert_eq!(permute_grid(16384, 396, 8, rule), 396 * 5);
+        assert_eq!(permute_grid(16384, 0, 8, rule), 16);
         // 2 tiles per block.
-        assert_eq!(permute_grid(8192, 264, 2), 264 * 15);
-        assert_eq!(permute_grid(2000, 264, 2), 264 * 3);
-        assert_eq!(permute_grid(2000, 264, 0), 264 * 7);
+        assert_eq!(permute_grid(8192, 264, 2, rule), 264 * 15);
+        assert_eq!(permute_grid(2000, 264, 2, rule), 264 * 3);
+        assert_eq!(permute_grid(2000, 264, 0, rule), 264 * 7);
+        // Overrides, each on its own and together; zeros count as ones. 264 resident blocks.
+        let over = |tiles, per_block, tiles_per_block, grid_scale, max_grid| {
+            let grid = GridOptions {
+                tiles_per_block,
+                grid_scale,
+                max_grid,
+            };
+            permute_grid(tiles, 264, per_block, grid)
+        };
+        assert_eq!(over(8192, 8, Some(2), None, None), 264 * 15);
+        assert_eq!(over(8192, 2, Some(0), None, None), 264 * 16);
+        assert_eq!(over(8192, 2, None, Some(4), None), 264 * 4);
+        assert_eq!(over(500, 2, None, Some(4), None), 500);
+        assert_eq!(over(8192, 2, None, Some(0), None), 264);
+        assert_eq!(over(8192, 2, None, Some(u32::MAX), None), 8192);
+        assert_eq!(over(8192, 2, None, None, Some(3)), 3);
+        assert_eq!(over(2, 2, None, None, Some(3)), 2);
+        assert_eq!(over(8192, 2, None, None, Some(0)), 1);
+        assert_eq!(over(0, 2, None, None, Some(3)), 0);
+        assert_eq!(over(8192, 2, Some(1), Some(2), Some(100)), 100);
         let square = [ax(256, 128, 1, 256), one, ax(256, 128, 256, 1), one];
         let packed128 = PermuteArgs::new(0, 0, square, &[], PERMUTE_PACKED_TILE, 1, 1)
             .and_then(|a| a.packed(1))
