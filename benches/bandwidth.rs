@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
-use devspan::__private::{GridOptions, Steer, Tuning};
+use devspan::internals::{GridOptions, Steer, Tuning};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, IxDyn, s};
@@ -78,7 +78,7 @@ impl Bench {
         if tuning == Tuning::default() {
             dst.assign_cast(&self.stream, src).unwrap();
         } else {
-            devspan::__private::assign_cast_steered(dst, &self.stream, src, tuning).unwrap();
+            devspan::internals::assign_cast_steered(dst, &self.stream, src, tuning).unwrap();
         }
     }
 
@@ -173,7 +173,7 @@ fn path_of<T: DeviceElement, U: DeviceElement, D: ndarray::Dimension>(
     dst: &mut devspan::DeviceViewMut<'_, T, D>,
     src: &DeviceView<'_, U, D>,
 ) -> String {
-    devspan::__private::copy_path(dst, src)
+    devspan::internals::copy_path(dst, src)
 }
 
 fn copy_workloads(b: &mut Bench) {
@@ -272,7 +272,7 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
     let path = if steer == Steer::Default {
         path_of(&mut o, &a)
     } else {
-        devspan::__private::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
+        devspan::internals::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
     };
     let ms = b.time(|| b.copy(&mut o, &a, steer));
     let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
@@ -582,7 +582,7 @@ fn fill_workloads(b: &mut Bench) {
         let n = GIB / std::mem::size_of::<T>();
         let mut a = random_device::<T>(stream, n);
         let mut v = devspan::DeviceViewMut::from(&mut a);
-        let path = devspan::__private::fill_path(&v);
+        let path = devspan::internals::fill_path(&v);
         let ms = b.time(|| v.fill(stream, value).unwrap());
         b.record(
             "fill",

@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr};
-use devspan::__private::transfer_path;
+use devspan::internals::transfer_path;
 use devspan::{DeviceArray, HostPath, PinnedBuffer, TransferOptions};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut1, s};
 

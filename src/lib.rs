@@ -81,6 +81,16 @@
 //!
 //! Without a GPU, [`device_count`] and every device entry point return `Err` with
 //! [`ErrorKind::NoDevice`]; layout code ([`Layout`]) works everywhere.
+//!
+//! ## Features
+//!
+//! - `cuda-11080` ... `cuda-13000` (default `cuda-12080`): the CUDA driver API version that
+//!   cudarc binds against; libcuda is loaded at run time.
+//! - `python`: the PyO3 bindings (`devspan::python`), built into an extension module by the
+//!   `python/` crate.
+//! - `internals`: the module `devspan::internals` (kernel steering, permute grid overrides,
+//!   planned path names, the embedded PTX). Unstable, for devspan's own tests and benches, not
+//!   covered by semver.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -92,6 +102,8 @@ mod device;
 pub mod dlpack;
 mod element;
 mod error;
+#[cfg(feature = "internals")]
+pub mod internals;
 pub mod interop;
 mod kernels;
 mod layout;
@@ -115,15 +127,6 @@ pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
 pub use transfer::{HostPath, PinnedBuffer, Transfer, TransferOptions};
 pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
-
-/// The embedded PTX modules, `(name, text)`, for tools that validate them.
-#[doc(hidden)]
-pub mod __private {
-    pub use crate::kernels::permute::GridOptions;
-    pub use crate::kernels::ptx::modules as ptx_modules;
-    pub use crate::ops::{Steer, Tuning, assign_cast_steered, copy_path, fill_path};
-    pub use crate::transfer::{DevicePath, transfer_path};
-}
 
 pub use cudarc;
 pub use half;

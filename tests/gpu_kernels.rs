@@ -151,11 +151,11 @@ fn copy_cast_cases_with<From: DeviceElement, To: DeviceElement>(
             let poison = random::<To>(rng, hp.shape());
             let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
             if transpose {
-                let path = devspan::__private::assign_cast_steered(
+                let path = devspan::internals::assign_cast_steered(
                     &mut out.view_mut(),
                     stream,
                     &dp,
-                    devspan::__private::Steer::PreferTranspose,
+                    devspan::internals::Steer::PreferTranspose,
                 )
                 .unwrap();
                 transposed += usize::from(path == "transpose");
@@ -586,11 +586,11 @@ fn more_than_2_pow_32_elements() {
     // 64-bit arithmetic (`PermuteArgs::origin32` is 0).
     let mut wide = DeviceArray::<u16, _>::zeros(&stream, pv.dim()).unwrap();
     wide.view_mut().fill(&stream, 0xdead).unwrap();
-    let path = devspan::__private::assign_cast_steered(
+    let path = devspan::internals::assign_cast_steered(
         &mut wide.view_mut(),
         &stream,
         &pv,
-        devspan::__private::Steer::Default,
+        devspan::internals::Steer::Default,
     )
     .unwrap();
     assert_eq!(path, "permute_words");

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use devspan::__private::{GridOptions, Tuning};
+use devspan::internals::{GridOptions, Tuning};
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement};
 use half::{bf16, f16};
@@ -66,11 +66,11 @@ fn permuted_cases_tuned<From: DeviceElement, To: DeviceElement>(
         {
             let mut ov = out.view_mut();
             let path = if tuning == Tuning::default() {
-                let path = devspan::__private::copy_path(&mut ov, &dp);
+                let path = devspan::internals::copy_path(&mut ov, &dp);
                 ov.assign_cast(stream, &dp).unwrap();
                 path
             } else {
-                devspan::__private::assign_cast_steered(&mut ov, stream, &dp, tuning).unwrap()
+                devspan::internals::assign_cast_steered(&mut ov, stream, &dp, tuning).unwrap()
             };
             *paths.entry(path).or_default() += 1;
         }
@@ -268,7 +268,7 @@ fn sliced_and_negative_stride_destinations() {
             let mut ov = out.view_mut().slice_move(slice_info(dst_slice));
             assert_eq!(ov.shape(), hp.shape(), "test slicing");
             *paths
-                .entry(devspan::__private::copy_path(&mut ov, &dp))
+                .entry(devspan::internals::copy_path(&mut ov, &dp))
                 .or_default() += 1;
             ov.assign_cast(stream, &dp).unwrap();
         }
@@ -476,7 +476,7 @@ fn vector_kernel_permutations() {
         let mut out = DeviceArray::from_host(&stream, &poison.view()).unwrap();
         {
             let mut ov = out.view_mut();
-            let path = devspan::__private::copy_path(&mut ov, &dp);
+            let path = devspan::internals::copy_path(&mut ov, &dp);
             assert_eq!(path, "permute_vec", "broadcast, perm {p:?}");
             *paths.entry(path).or_default() += 1;
             ov.assign_cast(&stream, &dp).unwrap();
@@ -503,7 +503,7 @@ fn vector_kernel_permutations() {
             .unwrap()
             .into_dyn();
         let dt = dev.view().reversed_axes();
-        let path = devspan::__private::copy_path(&mut ov, &dt);
+        let path = devspan::internals::copy_path(&mut ov, &dt);
         assert_eq!(path, "permute_vec", "strided destination");
         *paths.entry(path).or_default() += 1;
         ov.assign_cast(&stream, &dt).unwrap();

@@ -2,7 +2,7 @@
 
 mod common;
 
-use devspan::__private::transfer_path;
+use devspan::internals::transfer_path;
 use devspan::testing::gpu_stream;
 use devspan::{DeviceArray, DeviceElement, ErrorKind, HostPath, PinnedBuffer, TransferOptions};
 use half::{bf16, f16};

@@ -32,7 +32,7 @@ fn wide_kernels_move_every_run_once_in_a_ptx_interpreter() {
     }
     let dir = env::temp_dir().join(format!("devspan-ptxsim-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
-    let modules: &[(&str, &str)] = devspan::__private::ptx_modules();
+    let modules: &[(&str, &str)] = devspan::internals::ptx_modules();
     let names = [16, 32, 64]
         .map(|n| format!("copy_permute_w{n}"))
         .into_iter()

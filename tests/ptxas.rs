@@ -149,7 +149,7 @@ fn ptxas_accepts_every_module() {
             return;
         }
     };
-    let modules: &[(&str, &str)] = devspan::__private::ptx_modules();
+    let modules: &[(&str, &str)] = devspan::internals::ptx_modules();
     assert!(!modules.is_empty());
 
     let dir = env::temp_dir().join(format!("devspan-ptxas-{}", std::process::id()));

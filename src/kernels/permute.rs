@@ -464,13 +464,17 @@ impl PermuteArgs {
     }
 }
 
-/// Overrides of [`permute_grid`]'s rule for one launch, for tests and benchmarks that compare
-/// grids (the kernels loop over tiles, so every grid is correct). `None` keeps the rule's
-/// choice; `Some(0)` counts as `Some(1)`. The default overrides nothing.
+/// Overrides of the rule that sizes a permute kernel's grid, for one launch, for tests and
+/// benchmarks that compare grids (the blocks loop over tiles, so every grid is correct).
+///
+/// The rule: one block per tile up to the blocks the device keeps resident, then whole waves
+/// of resident blocks, as many as give each block the few tiles its kernel aims at, up to a
+/// fixed number of waves. `None` keeps the rule's choice; `Some(0)` counts as `Some(1)`. The
+/// default overrides nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GridOptions {
     /// Tiles per block that the rule aims at, for every kernel, instead of the kernel's own
-    /// number ([`PermuteArgs::tiles_per_block`]).
+    /// number.
     pub tiles_per_block: Option<u32>,
     /// A grid of this many times the blocks the device keeps resident, instead of the rule's
     /// waves (still at most one block per tile).

@@ -21,6 +21,7 @@ mod generated {
 }
 
 /// Every module as `(name, PTX text)`, sorted by name.
+#[cfg(any(test, feature = "internals"))]
 pub fn modules() -> &'static [(&'static str, &'static str)] {
     generated::MODULES
 }

@@ -190,6 +190,7 @@ pub(crate) enum Plan {
     },
 }
 
+#[cfg(any(test, feature = "internals"))]
 impl Plan {
     /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels, wide
     /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute_vec`,

@@ -42,6 +42,7 @@ fn check_same_shape(host: &[usize], dev: &[usize]) -> Result<()> {
 }
 
 /// The paths a transfer would take, `"host/device"` (benchmarks and diagnostics).
+#[cfg(any(test, feature = "internals"))]
 pub fn transfer_path(
     shape: &[usize],
     host_strides: &[isize],

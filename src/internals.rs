@@ -1,0 +1,183 @@
+//! Unstable items for devspan's own tests and benches, not covered by semver: present only
+//! with the non-default feature `internals`.
+//!
+//! They steer the copy planner towards chosen kernels ([`Steer`]), override how many blocks
+//! the permute kernels launch ([`GridOptions`]; both together: [`Tuning`], taken by
+//! [`assign_cast_steered`]), name the path that a copy, fill or transfer takes
+//! ([`copy_path`], [`fill_path`], [`transfer_path`]) and list the embedded PTX
+//! ([`ptx_modules`]). None of them changes what an operation writes, only which kernel writes
+//! it and with how many blocks.
+//!
+//! devspan's tests and benches turn the feature on through a dev-dependency of the crate on
+//! itself, so that a plain `cargo test` builds them:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! devspan = { path = ".", features = ["internals"] }
+//! ```
+//!
+//! ```no_run
+//! # fn main() -> devspan::Result<()> {
+//! use devspan::DeviceArray;
+//! use devspan::internals::{GridOptions, Steer, Tuning, assign_cast_steered, copy_path};
+//!
+//! let stream = devspan::default_stream(0)?;
+//! let src = DeviceArray::<f32, _>::zeros(&stream, (256, 384))?;
+//! let mut dst = DeviceArray::<f32, _>::zeros(&stream, (384, 256))?;
+//! let (mut d, s) = (dst.view_mut(), src.view().t());
+//! println!("assign_cast takes {}", copy_path(&mut d, &s));
+//! // The transpose kernel wherever it applies, and permute kernels with at most 4 blocks.
+//! let tuning = Tuning {
+//!     steer: Steer::PreferTranspose,
+//!     grid: GridOptions {
+//!         max_grid: Some(4),
+//!         ..GridOptions::default()
+//!     },
+//! };
+//! let path = assign_cast_steered(&mut d, &stream, &s, tuning)?;
+//! assert_eq!(path, "transpose");
+//! // A `Steer` or a `GridOptions` alone is a `Tuning` too.
+//! assign_cast_steered(&mut d, &stream, &s, Steer::NoWide)?;
+//! # Ok(()) }
+//! ```
+//!
+//! The path names and the PTX need no GPU:
+//!
+//! ```
+//! use devspan::internals::{ptx_modules, transfer_path};
+//!
+//! // An upload from a column-major host array into a row-major device array: one block over
+//! // the bus, then a device copy kernel from a temporary.
+//! assert_eq!(transfer_path(&[64, 32], &[1, 64], &[32, 1], 4, true), "block/staged");
+//! assert!(ptx_modules().iter().any(|&(name, _)| name == "copy_contig_b4"));
+//! ```
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use ndarray::Dimension;
+
+use crate::element::DeviceElement;
+use crate::error::Result;
+use crate::plan::{self, PlanOptions};
+use crate::view::{DeviceView, DeviceViewMut};
+
+pub use crate::kernels::permute::GridOptions;
+pub use crate::kernels::ptx::modules as ptx_modules;
+pub use crate::transfer::{DevicePath, transfer_path};
+
+/// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).
+pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    src: &DeviceView<'_, U, D>,
+) -> String {
+    match plan::plan_copy(
+        dst.device_ptr(),
+        dst.strides(),
+        T::DTYPE,
+        src.device_ptr(),
+        src.strides(),
+        U::DTYPE,
+        dst.shape(),
+        PlanOptions::default(),
+    ) {
+        Ok(p) => p.kernel_path().to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// How [`assign_cast_steered`] steers the planner, for tests and benchmarks comparing kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Steer {
+    /// The planner's own choice.
+    #[default]
+    Default,
+    /// The transpose kernels wherever they apply (by default the permute kernels take most of
+    /// their cases).
+    PreferTranspose,
+    /// No packed permute kernels.
+    NoPacking,
+    /// No packed permute kernels with 128-slot tiles, word-packed or vector (64-slot ones
+    /// only).
+    NoPacked128,
+    /// No wide permute kernels (the row kernels take their cases).
+    NoWide,
+    /// No vector permute kernel (the word-packed or transpose kernels take its cases).
+    NoVec,
+}
+
+/// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
+/// permute kernels' grids are sized. The default is what `assign_cast` does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tuning {
+    /// Steering of the planner.
+    pub steer: Steer,
+    /// Overrides of the permute kernels' grids.
+    pub grid: GridOptions,
+}
+
+impl From<Steer> for Tuning {
+    fn from(steer: Steer) -> Self {
+        Tuning {
+            steer,
+            ..Tuning::default()
+        }
+    }
+}
+
+impl From<GridOptions> for Tuning {
+    fn from(grid: GridOptions) -> Self {
+        Tuning {
+            grid,
+            ..Tuning::default()
+        }
+    }
+}
+
+/// `assign_cast` of `src` (same shape) into `dst` run as `tuning` says (a [`Tuning`], a
+/// [`Steer`] or a [`GridOptions`]); returns the path taken.
+pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+    tuning: impl Into<Tuning>,
+) -> Result<String> {
+    let Tuning { steer, grid } = tuning.into();
+    let opt = PlanOptions {
+        prefer_transpose: steer == Steer::PreferTranspose,
+        no_packed: steer == Steer::NoPacking,
+        no_packed128: steer == Steer::NoPacked128,
+        no_wide: steer == Steer::NoWide,
+        no_vec: steer == Steer::NoVec,
+        ..PlanOptions::default()
+    };
+    let path = plan::plan_copy(
+        dst.device_ptr(),
+        dst.strides(),
+        T::DTYPE,
+        src.device_ptr(),
+        src.strides(),
+        U::DTYPE,
+        dst.shape(),
+        opt,
+    )?
+    .kernel_path()
+    .to_string();
+    dst.assign_cast_with(stream, src, opt, grid)?;
+    Ok(path)
+}
+
+/// The path `fill` on `dst` takes.
+pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) -> String {
+    match plan::plan_fill(
+        dst.device_ptr(),
+        dst.shape(),
+        dst.strides(),
+        std::mem::size_of::<T>(),
+        0,
+        PlanOptions::default(),
+    ) {
+        Ok(p) => p.kernel_path().to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
