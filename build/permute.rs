@@ -756,10 +756,9 @@ pub(super) fn permute_packed_kernel(
     used_slots(&mut g, &mut setup, tt);
 
     // The next origin during the loads: for 2-byte elements (40 registers with it, 32
-    // without; on an H200 the f16 sweep's packed median was 0.845 with it, 0.768 without),
-    // not for 1-byte ones, where it costs resident blocks (sm_90: 128-slot tiles 50 registers
-    // instead of 40, u8 packed median 0.760 instead of 0.796; 64-slot tiles 40 instead of
-    // 32). BENCHMARKS.md, "Permutations, sixth session", step P.
+    // without), where it makes the packed kernels faster; not for 1-byte ones, where the
+    // extra registers cost resident blocks (sm_90: 128-slot tiles 50 registers instead of 40,
+    // 64-slot tiles 40 instead of 32) and the kernels slower.
     let ahead = e.size == 2;
     let origins = origins(&mut g, (sh, sh), ahead);
     let mut phases = Vec::new();
@@ -987,12 +986,9 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
     setup.line(format!("ld.param.u32 {s0}, [p_args+{SRC_STRIDES}];"));
     used_slots(&mut g, &mut setup, tt);
 
-    // The next tile's origin during a whole tile's loads. On an H200 (u8 sweep, median time
-    // of the cases through this kernel, two runs each): 0.0820 and 0.0825 ms with it (63
-    // registers for sm_90, 4 resident blocks), 0.0831 and 0.0833 ms without (48 registers, 5
-    // blocks); differences of this size are near the runs' noise (BENCHMARKS.md, seventh
-    // session). Loading the next whole tile before the write phase as well (64 registers)
-    // gave 0.0820 and 0.0819 ms: not kept.
+    // The next tile's origin during a whole tile's loads (63 registers for sm_90, 4 resident
+    // blocks, against 48 registers and 5 blocks without it; the two time alike within about one
+    // percent).
     let origins = origins(&mut g, (0, 0), true);
     let mut phases = Vec::new();
     for whole in [false, true] {

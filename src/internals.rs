@@ -66,12 +66,13 @@ pub use crate::kernels::permute::GridOptions;
 pub use crate::kernels::ptx::modules as ptx_modules;
 pub use crate::transfer::{DevicePath, transfer_path};
 
-/// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).
-pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
-    dst: &mut DeviceViewMut<'_, T, D>,
+/// The path the planner picks, with `opt`, for `assign_cast(src)` into `dst`.
+fn planned_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &DeviceViewMut<'_, T, D>,
     src: &DeviceView<'_, U, D>,
-) -> String {
-    match plan::plan_copy(
+    opt: PlanOptions,
+) -> Result<String> {
+    let p = plan::plan_copy(
         dst.device_ptr(),
         dst.strides(),
         T::DTYPE,
@@ -79,11 +80,17 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
         src.strides(),
         U::DTYPE,
         dst.shape(),
-        PlanOptions::default(),
-    ) {
-        Ok(p) => p.kernel_path().to_string(),
-        Err(e) => format!("error: {e}"),
-    }
+        opt,
+    )?;
+    Ok(p.kernel_path().to_string())
+}
+
+/// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).
+pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    src: &DeviceView<'_, U, D>,
+) -> String {
+    planned_path(dst, src, PlanOptions::default()).unwrap_or_else(|e| format!("error: {e}"))
 }
 
 /// How [`assign_cast_steered`] steers the planner, for tests and benchmarks comparing kernels.
@@ -151,18 +158,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         no_vec: steer == Steer::NoVec,
         ..PlanOptions::default()
     };
-    let path = plan::plan_copy(
-        dst.device_ptr(),
-        dst.strides(),
-        T::DTYPE,
-        src.device_ptr(),
-        src.strides(),
-        U::DTYPE,
-        dst.shape(),
-        opt,
-    )?
-    .kernel_path()
-    .to_string();
+    let path = planned_path(dst, src, opt)?;
     dst.assign_cast_with(stream, src, opt, grid)?;
     Ok(path)
 }

@@ -481,15 +481,16 @@ impl<'a> KeepAlive<'a> {
         })
     }
 
-    /// Runs `f`, which enqueues work on `stream` that reads this memory: the stream first waits
-    /// for earlier conflicting work, and the access is recorded after `f` (whatever it returns,
-    /// since it may have enqueued part of its work).
-    pub(crate) fn reading<R>(
+    /// Runs `f`, which enqueues work on `stream` that reads (or, with `write`, writes) this
+    /// memory: the stream first waits for earlier conflicting work, and the access is recorded
+    /// after `f` (whatever it returns, since it may have enqueued part of its work).
+    fn access<R>(
         &self,
         stream: &Arc<CudaStream>,
+        write: bool,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let t = self.prepare(stream, false)?;
+        let t = self.prepare(stream, write)?;
         let r = f();
         let recorded = t.finish(stream);
         let r = r?;
@@ -497,19 +498,22 @@ impl<'a> KeepAlive<'a> {
         Ok(r)
     }
 
-    /// Runs `f`, which enqueues work on `stream` that writes this memory (as
-    /// [`reading`](Self::reading)).
+    /// [`access`](Self::access) for work that reads this memory.
+    pub(crate) fn reading<R>(
+        &self,
+        stream: &Arc<CudaStream>,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.access(stream, false, f)
+    }
+
+    /// [`access`](Self::access) for work that writes this memory.
     pub(crate) fn writing<R>(
         &self,
         stream: &Arc<CudaStream>,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let t = self.prepare(stream, true)?;
-        let r = f();
-        let recorded = t.finish(stream);
-        let r = r?;
-        recorded?;
-        Ok(r)
+        self.access(stream, true, f)
     }
 
     /// Runs `f` with `self` written and `src` read. Each keep-alive is prepared and recorded on

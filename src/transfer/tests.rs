@@ -394,7 +394,7 @@ fn block_paths_read_nothing_outside_the_view() {
         }
     }
     assert!(blocks > 100, "only {blocks} block plans");
-    // The reviewer's cases: overlapping axes and a broadcast over every other element.
+    // Overlapping host axes, and a broadcast over every other element.
     let p = plan_transfer(&[2, 2, 2], &[0, 3, 4], &[4, 2, 1], 4, Direction::Up, None).unwrap();
     assert_eq!(p.host, HostPath::Pack);
     let p = plan_transfer(&[4, 500], &[0, 2], &[500, 1], 4, Direction::Up, None).unwrap();
