@@ -76,7 +76,7 @@ impl Bench {
             grid: self.grid,
         };
         if tuning == Tuning::default() {
-            dst.assign_cast(&self.stream, src).unwrap();
+            dst.assign_cast_on(&self.stream, src).unwrap();
         } else {
             devspan::internals::assign_cast_steered(dst, &self.stream, src, tuning).unwrap();
         }
@@ -186,7 +186,7 @@ fn copy_workloads(b: &mut Bench) {
         let sv = DeviceView::from(&src);
         let mut dv = devspan::DeviceViewMut::from(&mut dst);
         let path = path_of(&mut dv, &sv);
-        let ms = b.time(|| dv.assign(&stream, &sv).unwrap());
+        let ms = b.time(|| dv.assign_on(&stream, &sv).unwrap());
         b.record(
             "copy",
             "contiguous f32 1 GiB".into(),
@@ -220,7 +220,7 @@ fn copy_workloads(b: &mut Bench) {
         let len = v.len();
         let mut o = devspan::DeviceViewMut::<f32, Ix1>::from(&mut out)
             .slice_move(s![..len])
-            .into_shape(v.dim())
+            .into_shape_with_order(v.dim())
             .unwrap();
         let path = path_of(&mut o, &v);
         let ms = b.time(|| b.copy(&mut o, &v, Steer::Default));
@@ -261,13 +261,13 @@ fn permute_one<F: DeviceElement, T: DeviceElement>(
     let elems: usize = shape.iter().product();
     let a = DeviceView::from(src)
         .slice_move(s![..elems])
-        .into_shape(IxDyn(shape))
+        .into_shape_with_order(IxDyn(shape))
         .unwrap()
         .permuted_axes(IxDyn(perm));
     let n = a.len();
     let mut o = devspan::DeviceViewMut::<T, Ix1>::from(out)
         .slice_move(s![..n])
-        .into_shape(IxDyn(a.shape()))
+        .into_shape_with_order(IxDyn(a.shape()))
         .unwrap();
     let path = if steer == Steer::Default {
         path_of(&mut o, &a)
@@ -583,7 +583,7 @@ fn fill_workloads(b: &mut Bench) {
         let mut a = random_device::<T>(stream, n);
         let mut v = devspan::DeviceViewMut::from(&mut a);
         let path = devspan::internals::fill_path(&v);
-        let ms = b.time(|| v.fill(stream, value).unwrap());
+        let ms = b.time(|| v.fill_on(stream, value).unwrap());
         b.record(
             "fill",
             format!("fill {} 1 GiB", T::DTYPE),
@@ -617,7 +617,7 @@ fn cast_workloads(b: &mut Bench) {
             let sv = DeviceView::from(src);
             let mut dv = dst.view_mut();
             let path = path_of(&mut dv, &sv);
-            let ms = b.time(|| dv.assign_cast(stream, &sv).unwrap());
+            let ms = b.time(|| dv.assign_cast_on(stream, &sv).unwrap());
             let bytes = n * (F::DTYPE.size() + T::DTYPE.size());
             b.record(
                 "cast",
@@ -676,19 +676,22 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
     };
     measure("4 KiB copy (f32)", &mut || {
         devspan::DeviceViewMut::from(&mut dst)
-            .assign(&stream, &DeviceView::from(&src))
+            .assign_on(&stream, &DeviceView::from(&src))
             .unwrap()
     });
     measure("4 KiB fill (f32)", &mut || {
         devspan::DeviceViewMut::from(&mut dst)
-            .fill(&stream, 2.0)
+            .fill_on(&stream, 2.0)
             .unwrap()
     });
     measure("4 KiB cast (f32 -> f16)", &mut || {
         devspan::DeviceViewMut::from(&mut half_dst)
-            .assign_cast(&stream, &DeviceView::from(&src))
+            .assign_cast_on(&stream, &DeviceView::from(&src))
             .unwrap()
     });
+    // The plain forms, on the memory's own stream (the stream lookup included).
+    let mut arr = DeviceArray::<f32, _>::zeros(&stream, n).unwrap();
+    measure("4 KiB fill, array's stream", &mut || arr.fill(2.0).unwrap());
     // The driver's own cost, for scale: a 4 KiB memset, and the launch of an empty kernel with a
     // parameter block of the copy kernel's size (one pointer pair and counts, 32 bytes) and of
     // the strided kernels' size (184 bytes), straight through `cuLaunchKernel`.
@@ -749,8 +752,8 @@ fn first_use() {
     stream.synchronize().unwrap();
     let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
-    a.view_mut().slice_mut(s![..;2]).fill(&stream, 1.5).unwrap();
-    h.view_mut().assign_cast(&stream, &a.view()).unwrap();
+    a.slice_mut(s![..;2]).fill(1.5).unwrap();
+    h.assign_cast(&a).unwrap();
     stream.synchronize().unwrap();
     let ms = t.elapsed().as_secs_f64() * 1e3;
     println!("FIRST_USE_MS {ms:.3} (allocations before it: {alloc_ms:.3} ms)");

@@ -232,7 +232,11 @@ fn main() {
     b.reps = full_reps;
     // 1 GiB pageable, contiguous, both ways.
     let up_path = transfer_path(&[n], &[1], &[1], 4, true);
-    let ms = b.time(|| dev.view_mut().copy_from_host(&stream, &src.view()).unwrap());
+    let ms = b.time(|| {
+        dev.view_mut()
+            .copy_from_host_on(&stream, &src.view())
+            .unwrap()
+    });
     b.record(
         "pageable -> device, f32 1 GiB",
         up_path.clone(),
@@ -242,12 +246,12 @@ fn main() {
         Some(0.6),
     );
     assert!(same_bits(
-        dev.to_host(&stream).unwrap().as_slice().unwrap(),
+        dev.to_host_on(&stream).unwrap().as_slice().unwrap(),
         src.as_slice().unwrap()
     ));
     let ms = b.time(|| {
         dev.view()
-            .copy_to_host(&stream, &mut dst.view_mut())
+            .copy_to_host_on(&stream, &mut dst.view_mut())
             .unwrap()
     });
     b.record(
@@ -260,7 +264,7 @@ fn main() {
     );
     assert!(same_bits(dst.as_slice().unwrap(), src.as_slice().unwrap()));
     b.reps = full_reps.min(5);
-    let ms = b.time(|| drop(dev.to_host(&stream).unwrap()));
+    let ms = b.time(|| drop(dev.to_host_on(&stream).unwrap()));
     b.record(
         "device -> new host array (to_host, page faults), 1 GiB",
         up_path.clone(),
@@ -316,7 +320,7 @@ fn main() {
     // 1 GiB page-locked through the same calls (detected, copied directly).
     {
         let pv = ArrayView1::from(pin_src.as_slice().unwrap());
-        let ms = b.time(|| dev.view_mut().copy_from_host(&stream, &pv).unwrap());
+        let ms = b.time(|| dev.view_mut().copy_from_host_on(&stream, &pv).unwrap());
         b.record(
             "pinned -> device (copy_from_host), f32 1 GiB",
             "direct".into(),
@@ -350,7 +354,7 @@ fn main() {
             Some(0.97),
         );
         let mut pv = ArrayViewMut1::from(pin_dst.as_mut_slice().unwrap());
-        let ms = b.time(|| dev.view().copy_to_host(&stream, &mut pv).unwrap());
+        let ms = b.time(|| dev.view().copy_to_host_on(&stream, &mut pv).unwrap());
         b.record(
             "device -> pinned (copy_to_host), f32 1 GiB",
             "direct".into(),
@@ -370,9 +374,9 @@ fn main() {
         let host2 = ArrayView2::from_shape((SIDE, SIDE), src.as_slice().unwrap()).unwrap();
         let ht = host2.t();
         {
-            let mut dev2 = dev.view_mut().into_shape((SIDE, SIDE)).unwrap();
+            let mut dev2 = dev.view_mut().into_shape_with_order((SIDE, SIDE)).unwrap();
             let p = transfer_path(&[SIDE, SIDE], ht.strides(), &[SIDE as isize, 1], 4, true);
-            let ms = b.time(|| dev2.copy_from_host(&stream, &ht).unwrap());
+            let ms = b.time(|| dev2.copy_from_host_on(&stream, &ht).unwrap());
             b.record(
                 "transposed 16384^2 f32 host view -> contiguous device",
                 p,
@@ -384,13 +388,13 @@ fn main() {
         }
         let back = dev
             .view()
-            .into_shape((SIDE, SIDE))
+            .into_shape_with_order((SIDE, SIDE))
             .unwrap()
-            .to_host(&stream)
+            .to_host_on(&stream)
             .unwrap();
         assert!(same_view(&back.view(), &ht));
         drop(back);
-        let dev2 = dev.view().into_shape((SIDE, SIDE)).unwrap();
+        let dev2 = dev.view().into_shape_with_order((SIDE, SIDE)).unwrap();
         let mut out = Array2::<f32>::zeros((SIDE, SIDE));
         random_words(out.as_slice_mut().unwrap(), 3);
         let p = transfer_path(
@@ -401,7 +405,7 @@ fn main() {
             false,
         );
         let ms = b.time(|| {
-            dev2.copy_to_host(&stream, &mut out.view_mut().reversed_axes())
+            dev2.copy_to_host_on(&stream, &mut out.view_mut().reversed_axes())
                 .unwrap()
         });
         b.record(
@@ -449,7 +453,7 @@ fn main() {
                 raw_up * bytes as f64 / GIB as f64,
                 None,
             );
-            assert!(same_view(&d.to_host(&stream).unwrap().view(), &v));
+            assert!(same_view(&d.to_host_on(&stream).unwrap().view(), &v));
         }
     }
     drop(dev);

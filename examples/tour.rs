@@ -32,21 +32,21 @@ fn device() -> devspan::Result<()> {
     println!("-- device 0: {}", ctx.name()?);
 
     let host = Array2::from_shape_fn((1024, 768), |(i, j)| (i * 768 + j) as f32);
-    let dev = DeviceArray::from_host(&stream, &host.view())?;
+    let dev = DeviceArray::from_host(&stream, &host)?;
     println!("uploaded {:?} f32 ({} bytes)", dev.shape(), dev.len() * 4);
 
     // Slicing and transposing are metadata; to_contiguous runs the planner's kernel.
-    let view = dev.view().slice(s![100..900;2, ..;-3]).t();
+    let view = dev.slice(s![100..900;2, ..;-3]).t();
     println!(
         "view: shape {:?}, strides {:?}, dense: {}",
         view.shape(),
         view.strides(),
         view.is_dense()
     );
-    let packed = view.to_contiguous(&stream)?;
+    // Operations without an explicit stream run on the stream the memory was made on.
+    let packed = view.to_contiguous()?;
     devspan::testing::assert_close(
-        &stream,
-        &packed.view(),
+        &packed,
         &host.slice(s![100..900;2, ..;-3]).t(),
         Tolerance::exact(),
     );
@@ -54,9 +54,9 @@ fn device() -> devspan::Result<()> {
 
     // Fused copy + cast.
     let small = host.mapv(|x| (x % 5000.0) / 7.0 - 300.0);
-    let dev_small = DeviceArray::from_host(&stream, &small.view())?;
-    let halves = dev_small.view().cast::<half::f16>(&stream)?;
-    let back = halves.view().cast::<f32>(&stream)?.to_host(&stream)?;
+    let dev_small = DeviceArray::from_host(&stream, &small)?;
+    let halves = dev_small.cast::<half::f16>()?;
+    let back = halves.cast::<f32>()?.to_host()?;
     let worst = (&back - &small)
         .iter()
         .zip(small.iter())
@@ -69,10 +69,8 @@ fn device() -> devspan::Result<()> {
 
     // Fill a strided view, then read it back.
     let mut cube = DeviceArray::<i32, _>::zeros(&stream, (4, 5, 6))?;
-    cube.view_mut()
-        .slice_mut(s![.., 1..;2, ..;3])
-        .fill(&stream, 7)?;
-    let h = cube.to_host(&stream)?;
+    cube.slice_mut(s![.., 1..;2, ..;3]).fill(7)?;
+    let h = cube.to_host()?;
     let mut expect = Array3::<i32>::zeros((4, 5, 6));
     expect.slice_mut(s![.., 1..;2, ..;3]).fill(7);
     assert_eq!(h, expect);
@@ -82,10 +80,10 @@ fn device() -> devspan::Result<()> {
     );
 
     // Broadcast assign: every row gets the same vector.
-    let row = DeviceArray::from_host(&stream, &ndarray::arr1(&[1.0f64, 2.0, 3.0]).view())?;
+    let row = DeviceArray::from_host(&stream, &ndarray::arr1(&[1.0f64, 2.0, 3.0]))?;
     let mut m = DeviceArray::<f64, _>::zeros(&stream, (2, 3))?;
-    m.view_mut().assign(&stream, &row.view())?;
-    println!("broadcast assign:\n{}", m.to_host(&stream)?);
+    m.assign(&row)?;
+    println!("broadcast assign (printed from the device):\n{m}");
     Ok(())
 }
 

@@ -62,12 +62,11 @@ fn run() -> devspan::Result<()> {
     let scale2d = module.load_function("scale2d")?;
 
     let host = Array2::from_shape_fn((300, 200), |(i, j)| (i * 200 + j) as f32);
-    let mut dev = DeviceArray::from_host(&stream, &host.view())?;
+    let mut dev = DeviceArray::from_host(&stream, &host)?;
 
     // Every other row, columns reversed: a strided, negative-stride view. A borrowed view's
     // borrow ends at its last use, as with ndarray's views.
-    let mut view = dev.view_mut();
-    let mut sub = view.slice_mut(s![..;2, ..;-1]);
+    let mut sub = dev.slice_mut(s![..;2, ..;-1]);
     println!(
         "scaling a view of shape {:?}, strides {:?}",
         sub.shape(),
@@ -89,7 +88,7 @@ fn run() -> devspan::Result<()> {
         Ok(())
     })?;
 
-    let got = dev.to_host(&stream)?;
+    let got = dev.to_host()?;
     let mut expect = host.clone();
     expect.slice_mut(s![..;2, ..;-1]).mapv_inplace(|x| x * 2.0);
     assert_eq!(got, expect);

@@ -1,47 +1,86 @@
-//! `DeviceArray`: the one owning type, an allocation plus a standard layout.
+//! `DeviceArray`: the owned form of [`DeviceBase`], an allocation plus a layout.
 
 use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use ndarray::{Dimension, IntoDimension};
 
+use crate::bytes::{RawBytes, address_of};
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, checked_size};
-use crate::span::{DeviceSpan, DeviceSpanMut};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::owner::KeepAlive;
+use crate::span::DeviceSpan;
+use crate::view::DeviceBase;
 
-/// An owned n-d array in device memory, in standard (row-major) layout.
+/// The storage of a [`DeviceArray`]: an owned cudarc allocation (ndarray's `OwnedRepr`).
 ///
-/// The allocation is a cudarc `CudaSlice`, which holds its stream and, through it, its context by
-/// `Arc`: dropping every other handle to the context or stream first is harmless, the memory is
-/// freed (stream-ordered) when the array is dropped.
-///
-/// ```no_run
-/// # fn main() -> devspan::Result<()> {
-/// use ndarray::{array, s};
-/// let stream = devspan::default_stream(0)?;
-/// let host = array![[1u32, 2, 3], [4, 5, 6]];
-/// let dev = devspan::DeviceArray::from_host(&stream, &host.view())?;
-/// assert_eq!(dev.shape(), &[2, 3]);
-/// let back = dev.to_host(&stream)?;
-/// assert_eq!(back, host);
-/// let col = dev.view().slice(s![.., 1]);
-/// assert_eq!(col.strides(), &[3]);
-/// # Ok(()) }
-/// ```
-pub struct DeviceArray<T, D: Dimension> {
-    /// Dropped in `DeviceArray`'s drop, with its context current; moved out by
-    /// `into_cuda_slice`.
-    data: ManuallyDrop<CudaSlice<T>>,
-    layout: Layout<D>,
+/// The allocation is a cudarc `CudaSlice`, which holds its stream and, through it, its context
+/// by `Arc`: dropping every other handle to the context or stream first is harmless, the memory
+/// is freed (stream-ordered) when the array is dropped.
+pub struct OwnedSpan<T> {
+    /// The keep-alive of views borrowed from the array: cudarc event tracking through `slice`.
+    raw: RawBytes<'static>,
+    /// From `Box::into_raw`, freed in `OwnedSpan`'s drop (or moved out by `into_cuda_slice`).
+    slice: NonNull<CudaSlice<T>>,
 }
 
-impl<T, D: Dimension> Drop for DeviceArray<T, D> {
+// SAFETY: `OwnedSpan<T>` owns a `CudaSlice<T>` (through a pointer) and a keep-alive that is
+// `Send + Sync`; it is as `Send`/`Sync` as `CudaSlice<T>`.
+unsafe impl<T: Send> Send for OwnedSpan<T> {}
+// SAFETY: as above; shared access goes through `&CudaSlice<T>` or the tracker's lock.
+unsafe impl<T: Sync> Sync for OwnedSpan<T> {}
+
+impl<T: DeviceElement> OwnedSpan<T> {
+    fn new(slice: CudaSlice<T>) -> Self {
+        let ptr = address_of(&slice);
+        let len = slice.num_bytes();
+        let device = slice.context().ordinal();
+        let slice = NonNull::from(Box::leak(Box::new(slice)));
+        // SAFETY: the slice lives until `OwnedSpan`'s drop or `into_cuda_slice`, which consume
+        // the array after every view borrowed from it has ended; the tracker is used only through
+        // such views, or `&self`/`&mut self` of the array.
+        let keep = unsafe { KeepAlive::cuda_owned(slice) };
+        OwnedSpan {
+            raw: RawBytes {
+                ptr,
+                len,
+                device,
+                keep,
+                shared: false,
+            },
+            slice,
+        }
+    }
+}
+
+impl<T> OwnedSpan<T> {
+    pub(crate) fn raw(&self) -> &RawBytes<'static> {
+        &self.raw
+    }
+
+    pub(crate) fn slice(&self) -> &CudaSlice<T> {
+        // SAFETY: the slice is live while `self` is (see `new`).
+        unsafe { self.slice.as_ref() }
+    }
+
+    fn into_slice(self) -> CudaSlice<T> {
+        let me = ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped or used again: the keep-alive is dropped in place once
+        // (no view borrows the array any more) and the box is taken back once.
+        unsafe {
+            std::ptr::drop_in_place(&raw const me.raw as *mut RawBytes<'static>);
+            *Box::from_raw(me.slice.as_ptr())
+        }
+    }
+}
+
+impl<T> Drop for OwnedSpan<T> {
     fn drop(&mut self) {
-        // SAFETY: `data` is taken once, here; `into_cuda_slice` never lets this drop run.
-        let data = unsafe { ManuallyDrop::take(&mut self.data) };
+        // SAFETY: the box is taken back once, here; `into_slice` never lets this drop run.
+        let data = unsafe { Box::from_raw(self.slice.as_ptr()) };
         // cudarc frees through the slice's stream, which needs its context current on this
         // thread (a thread may have another context current, or none); the thread's own is
         // restored afterwards.
@@ -51,28 +90,58 @@ impl<T, D: Dimension> Drop for DeviceArray<T, D> {
     }
 }
 
-/// An array can own the memory of `'static` views ([`DeviceViewMut::from_raw_parts_mut`]):
+/// An owned n-d array in device memory: [`DeviceBase`] over an [`OwnedSpan`], as ndarray's
+/// `Array` is `ArrayBase<OwnedRepr<T>, D>`. Every read-only method of the views works on an
+/// array, every writable one on a mutable array; constructors make it in standard (row-major)
+/// layout, and layout operations that consume it (`t`, `slice_move`, `permuted_axes`, ...) keep
+/// the allocation and change only the layout.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use ndarray::{array, s};
+/// let stream = devspan::default_stream(0)?;
+/// let host = array![[1u32, 2, 3], [4, 5, 6]];
+/// let dev = devspan::DeviceArray::from_host(&stream, &host)?;
+/// assert_eq!(dev.shape(), &[2, 3]);
+/// assert_eq!(dev.to_host()?, host);
+/// let col = dev.slice(s![.., 1]);
+/// assert_eq!(col.strides(), &[3]);
+/// assert_eq!(dev.t().to_host()?, host.t());
+/// # Ok(()) }
+/// ```
+pub type DeviceArray<T, D> = DeviceBase<OwnedSpan<T>, D>;
+
+/// An array can own the memory of `'static` views ([`DeviceViewMut::from_raw_parts_mut`](crate::DeviceViewMut::from_raw_parts_mut)):
 /// it frees its memory stream-ordered on its stream when the driver supports that.
 impl<T: DeviceElement, D: Dimension + 'static> crate::DeviceOwner for DeviceArray<T, D> {
     fn describe(&self) -> String {
         format!("DeviceArray<{}>({:?})", T::DTYPE, self.layout.shape())
     }
     fn release_stream(&self) -> Option<Arc<CudaStream>> {
-        self.data.release_stream()
+        self.span.slice().release_stream()
     }
 }
 
-impl<T: DeviceElement, D: Dimension> std::fmt::Debug for DeviceArray<T, D> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceArray")
-            .field("dtype", &T::DTYPE)
-            .field("shape", &self.layout.shape())
-            .field("device", &self.data.context().ordinal())
-            .finish()
+/// A device copy in standard layout, on the array's stream. Panics if the copy fails (out of
+/// device memory, a driver error); [`try_clone`](DeviceBase::try_clone) returns the error.
+impl<T: DeviceElement, D: Dimension> Clone for DeviceArray<T, D> {
+    #[track_caller]
+    fn clone(&self) -> Self {
+        match self.try_clone() {
+            Ok(a) => a,
+            Err(e) => panic!("cloning a DeviceArray failed: {e}"),
+        }
     }
 }
 
 impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
+    fn from_parts_owned(data: CudaSlice<T>, layout: Layout<D>) -> Self {
+        DeviceBase {
+            span: OwnedSpan::new(data),
+            layout,
+        }
+    }
+
     fn layout_for<Sh: IntoDimension<Dim = D>>(shape: Sh) -> Result<(Layout<D>, usize)> {
         let dim = shape.into_dimension();
         let n = checked_size(dim.slice(), std::mem::size_of::<T>())?;
@@ -91,10 +160,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     pub fn zeros<Sh: IntoDimension<Dim = D>>(stream: &Arc<CudaStream>, shape: Sh) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
         let data = stream.alloc_zeros::<T>(n)?;
-        Ok(DeviceArray {
-            data: ManuallyDrop::new(data),
-            layout,
-        })
+        Ok(Self::from_parts_owned(data, layout))
     }
 
     /// An array of `shape` whose contents are whatever the allocation held.
@@ -110,7 +176,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// let stream = devspan::default_stream(0)?;
     /// // SAFETY: every element is overwritten by the fill below before any read.
     /// let mut a = unsafe { devspan::DeviceArray::<f32, _>::uninit(&stream, 1024)? };
-    /// a.view_mut().fill(&stream, 1.0)?;
+    /// a.fill_on(&stream, 1.0)?;
     /// # Ok(()) }
     /// ```
     pub unsafe fn uninit<Sh: IntoDimension<Dim = D>>(
@@ -120,10 +186,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         let (layout, n) = Self::layout_for(shape)?;
         // SAFETY: the caller promises to write every element before reading it.
         let data = unsafe { stream.alloc::<T>(n)? };
-        Ok(DeviceArray {
-            data: ManuallyDrop::new(data),
-            layout,
-        })
+        Ok(Self::from_parts_owned(data, layout))
     }
 
     /// Takes ownership of a cudarc slice as an array of `shape` (standard layout);
@@ -149,13 +212,10 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
                 layout.shape()
             )));
         }
-        Ok(DeviceArray {
-            data: ManuallyDrop::new(data),
-            layout,
-        })
+        Ok(Self::from_parts_owned(data, layout))
     }
 
-    /// The underlying cudarc slice.
+    /// The underlying cudarc slice (the whole allocation, in memory order).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -165,14 +225,16 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// # Ok(()) }
     /// ```
     pub fn as_cuda_slice(&self) -> &CudaSlice<T> {
-        &self.data
+        self.span.slice()
     }
 
-    pub(crate) fn cuda_slice_mut(&mut self) -> &mut CudaSlice<T> {
-        &mut self.data
+    /// The whole allocation as a writable span, borrowing the array exclusively.
+    pub(crate) fn whole_span_mut(&mut self) -> crate::DeviceSpanMut<'_, T> {
+        crate::DeviceSpanMut::from_raw(self.span.raw().clone())
     }
 
-    /// Gives the allocation back as a cudarc slice.
+    /// Gives the allocation back as a cudarc slice (in memory order: a transposed or sliced
+    /// array gives back the whole allocation it was made with).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -183,112 +245,81 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// # Ok(()) }
     /// ```
     pub fn into_cuda_slice(self) -> CudaSlice<T> {
-        let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped or used again: the slice is moved out once and the
-        // layout dropped in place once.
-        unsafe {
-            std::ptr::drop_in_place(&mut me.layout);
-            ManuallyDrop::take(&mut me.data)
+        self.span.into_slice()
+    }
+}
+
+/// The storage of a [`DeviceCowArray`]: a borrowed span or an owned allocation (ndarray's
+/// `CowRepr`). Read-only.
+pub enum CowSpan<'a, T> {
+    /// Borrowed elements.
+    View(DeviceSpan<'a, T>),
+    /// An owned copy.
+    Owned(OwnedSpan<T>),
+}
+
+/// A read-only array that is either a view or an owned copy: what
+/// [`to_shape`](DeviceBase::to_shape) returns, as ndarray's `CowArray`. Every read-only method
+/// works on it.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use ndarray::array;
+/// let stream = devspan::default_stream(0)?;
+/// let a = devspan::DeviceArray::from_host(&stream, &array![[1u8, 2], [3, 4]])?;
+/// let flat = a.to_shape(4)?;
+/// assert!(flat.is_view());
+/// let t = a.t();
+/// let flat_t = t.to_shape(4)?;
+/// assert!(flat_t.is_owned());
+/// assert_eq!(flat_t.to_host()?, array![1u8, 3, 2, 4]);
+/// # Ok(()) }
+/// ```
+pub type DeviceCowArray<'a, T, D> = DeviceBase<CowSpan<'a, T>, D>;
+
+impl<'a, T: DeviceElement, D: Dimension> DeviceCowArray<'a, T, D> {
+    pub(crate) fn borrowed(v: crate::DeviceView<'a, T, D>) -> Self {
+        DeviceBase {
+            span: CowSpan::View(v.span),
+            layout: v.layout,
         }
     }
 
-    /// The stream the allocation was made on (and is freed on).
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, 1)?;
-    /// assert_eq!(**a.stream(), *stream);
-    /// # Ok(()) }
-    /// ```
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        self.data.stream()
+    pub(crate) fn owned(a: DeviceArray<T, D>) -> Self {
+        DeviceBase {
+            span: CowSpan::Owned(a.span),
+            layout: a.layout,
+        }
     }
 
-    /// Axis lengths.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// assert_eq!(devspan::DeviceArray::<u8, _>::zeros(&stream, (2, 3))?.shape(), &[2, 3]);
-    /// # Ok(()) }
-    /// ```
-    pub fn shape(&self) -> &[usize] {
-        self.layout.shape()
+    /// Whether it borrows its elements.
+    pub fn is_view(&self) -> bool {
+        matches!(self.span, CowSpan::View(_))
     }
 
-    /// The shape as an ndarray dimension.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// assert_eq!(devspan::DeviceArray::<u8, _>::zeros(&stream, (2, 3))?.dim(), ndarray::Ix2(2, 3));
-    /// # Ok(()) }
-    /// ```
-    pub fn dim(&self) -> D {
-        self.layout.dim()
+    /// Whether it owns a copy.
+    pub fn is_owned(&self) -> bool {
+        matches!(self.span, CowSpan::Owned(_))
     }
 
-    /// Number of elements.
+    /// The owned array: the copy itself, or a standard-layout copy of the view made on its
+    /// stream ([`to_contiguous`](DeviceBase::to_contiguous)).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
-    /// assert_eq!(devspan::DeviceArray::<u8, _>::zeros(&stream, (2, 3))?.len(), 6);
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+    /// let owned = a.to_shape(6)?.into_owned()?;
+    /// assert_eq!(owned.shape(), &[6]);
     /// # Ok(()) }
     /// ```
-    pub fn len(&self) -> usize {
-        self.layout.len()
-    }
-
-    /// Whether the array has no element.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// assert!(devspan::DeviceArray::<u8, _>::zeros(&stream, (0, 3))?.is_empty());
-    /// # Ok(()) }
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.layout.is_empty()
-    }
-
-    /// Device ordinal.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// assert_eq!(devspan::DeviceArray::<u8, _>::zeros(&stream, 1)?.device(), 0);
-    /// # Ok(()) }
-    /// ```
-    pub fn device(&self) -> usize {
-        self.data.context().ordinal()
-    }
-
-    /// A read-only view borrowing the array.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().t().shape(), &[3, 2]);
-    /// # Ok(()) }
-    /// ```
-    pub fn view(&self) -> DeviceView<'_, T, D> {
-        DeviceView::from_parts(DeviceSpan::from_cuda(&self.data), self.layout.clone())
-    }
-
-    /// A writable view borrowing the array exclusively.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let mut a = devspan::DeviceArray::<u8, _>::zeros(&stream, (2, 3))?;
-    /// a.view_mut().fill(&stream, 7)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn view_mut(&mut self) -> DeviceViewMut<'_, T, D> {
-        let layout = self.layout.clone();
-        DeviceViewMut::from_parts(DeviceSpanMut::from_cuda_mut(&mut self.data), layout)
+    pub fn into_owned(self) -> Result<DeviceArray<T, D>> {
+        match self.span {
+            CowSpan::Owned(span) => Ok(DeviceBase {
+                span,
+                layout: self.layout,
+            }),
+            CowSpan::View(_) => self.to_contiguous(),
+        }
     }
 }

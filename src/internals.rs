@@ -24,7 +24,7 @@
 //! let stream = devspan::default_stream(0)?;
 //! let src = DeviceArray::<f32, _>::zeros(&stream, (256, 384))?;
 //! let mut dst = DeviceArray::<f32, _>::zeros(&stream, (384, 256))?;
-//! let (mut d, s) = (dst.view_mut(), src.view().t());
+//! let (mut d, s) = (dst.view_mut(), src.t());
 //! println!("assign_cast takes {}", copy_path(&mut d, &s));
 //! // The transpose kernel wherever it applies, and permute kernels with at most 4 blocks.
 //! let tuning = Tuning {

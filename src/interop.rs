@@ -61,7 +61,9 @@ pub fn view_of<T: DeviceElement, Sh: ndarray::IntoDimension>(
     slice: &CudaSlice<T>,
     shape: Sh,
 ) -> crate::Result<DeviceView<'_, T, Sh::Dim>> {
-    DeviceSpan::from_cuda(slice).into_view().into_shape(shape)
+    DeviceSpan::from_cuda(slice)
+        .into_view()
+        .into_shape_with_order(shape)
 }
 
 /// A writable n-d view of a cudarc slice in standard layout.
@@ -80,7 +82,7 @@ pub fn view_mut_of<T: DeviceElement, Sh: ndarray::IntoDimension>(
 ) -> crate::Result<DeviceViewMut<'_, T, Sh::Dim>> {
     DeviceSpanMut::from_cuda_mut(slice)
         .into_view_mut()
-        .into_shape(shape)
+        .into_shape_with_order(shape)
 }
 
 /// An n-d view as one by-value kernel parameter: the address of element zero, then `N` axis
@@ -113,7 +115,7 @@ pub struct KernelView<const N: usize> {
 // into a kernel's parameter block.
 unsafe impl<const N: usize> cudarc::driver::DeviceRepr for KernelView<N> {}
 
-impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
+impl<S: crate::SpanData, D: ndarray::Dimension> crate::DeviceBase<S, D> {
     /// The view as a [`KernelView`] of `N` axes; `Err(InvalidAxis)` if the view has more.
     ///
     /// ```no_run
@@ -121,7 +123,7 @@ impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
     /// use ndarray::s;
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// let kv = a.view().slice(s![.., ..;-2]).kernel_view::<2>()?;
+    /// let kv = a.slice(s![.., ..;-2]).kernel_view::<2>()?;
     /// assert_eq!((kv.shape, kv.strides), ([4, 3], [6, -2]));
     /// let kv3 = a.view().kernel_view::<3>()?;
     /// assert_eq!((kv3.shape, kv3.strides), ([1, 4, 6], [0, 6, 1]));
@@ -158,7 +160,7 @@ impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// a.view().t().with_kernel_view::<2, _>(&stream, |kv| {
+    /// a.t().with_kernel_view::<2, _>(&stream, |kv| {
     ///     // launch a kernel that reads `kv` on `stream` here
     ///     Ok(kv.shape)
     /// })?;
@@ -175,8 +177,8 @@ impl<S: crate::SpanData, D: ndarray::Dimension> crate::ViewBase<S, D> {
     }
 }
 
-impl<T: crate::DeviceElement, D: ndarray::Dimension> crate::DeviceViewMut<'_, T, D> {
-    /// Runs `f`, which enqueues the user's own work on `stream` that **writes** this view, inside
+impl<S: crate::SpanDataMut, D: ndarray::Dimension> crate::DeviceBase<S, D> {
+    /// Runs `f`, which enqueues the user's own work on `stream` that **writes** this array or view, inside
     /// its stream synchronisation (for cudarc memory: wait for earlier reads and writes, record a
     /// write afterwards; owner-backed memory: recorded so that the owner is released only after
     /// it). Writable views never reach an element twice, so a kernel that writes each index once
@@ -186,7 +188,7 @@ impl<T: crate::DeviceElement, D: ndarray::Dimension> crate::DeviceViewMut<'_, T,
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// a.view_mut().with_kernel_view_mut::<2, _>(&stream, |kv| {
+    /// a.with_kernel_view_mut::<2, _>(&stream, |kv| {
     ///     // launch a kernel that writes through `kv` on `stream` here
     ///     Ok(kv.ptr)
     /// })?;

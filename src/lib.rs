@@ -10,12 +10,20 @@
 //! |---|---|---|
 //! | [`DeviceBytes`] / [`DeviceBytesMut`] | device pointer + byte length + device + keep-alive | `&[u8]`, `bytes::Bytes` |
 //! | [`DeviceSpan<T>`] / [`DeviceSpanMut<T>`] | typed 1-D, alignment and length checked once | `&[T]`, cudarc `CudaView<T>` |
-//! | [`DeviceView<T, D>`] / [`DeviceViewMut<T, D>`] | shape, signed strides (elements), offset | ndarray `ArrayView<T, D>` |
-//! | [`DeviceArray<T, D>`] | the one owning type: allocation + standard layout | ndarray `Array<T, D>`, cudarc `CudaSlice<T>` |
+//! | [`DeviceBase<S, D>`] | storage + shape, signed strides (elements), offset | ndarray `ArrayBase<S, D>` |
+//! | [`DeviceView<T, D>`] / [`DeviceViewMut<T, D>`] | `DeviceBase` over a borrowed span | ndarray `ArrayView<T, D>` / `ArrayViewMut` |
+//! | [`DeviceArray<T, D>`] | `DeviceBase` over an owned allocation | ndarray `Array<T, D>`, cudarc `CudaSlice<T>` |
+//! | [`DeviceCowArray<T, D>`] | a view or an owned copy ([`to_shape`](DeviceBase::to_shape)) | ndarray `CowArray<T, D>` |
 //! | [`Layout<D>`] | the metadata alone, every layout operation | ndarray's shape/strides |
 //! | [`DeviceOwner`] | whatever keeps foreign memory alive | `Arc<dyn Any>` in `Bytes::from_owner` |
 //! | [`dlpack::DlpackTensor`] | a tensor lent by another framework, turned into `'static` views | `torch.from_dlpack` |
 //! | [`interop::KernelView`] | a view as one by-value kernel parameter | a CUDA struct of pointer, shape, strides |
+//!
+//! **Arrays are views too.** As in ndarray, arrays and views are one generic type,
+//! [`DeviceBase`]: every method taking `&self` (slicing, transposing, `to_host`, `cast`, printing)
+//! works on arrays, views and copies alike, and every writing method (`fill`, `assign`,
+//! `copy_from_host`, `slice_mut`) on arrays and mutable views. A view that borrows carries no drop
+//! glue of its own, so its borrow ends at its last use, as ndarray's do.
 //!
 //! Views never own. They borrow (a lifetime `'a` over a `CudaSlice`, `CudaView`,
 //! [`DeviceArray`] or another view) or hold an `Arc<dyn DeviceOwner>` (`'static` views over
@@ -42,16 +50,34 @@
 //!   the caller free the memory after the work.
 //!
 //! No lock is held while an operation or a user closure runs, so any view of the same memory
-//! may be used inside [`with_kernel_view`](DeviceView::with_kernel_view), from any thread.
+//! may be used inside [`with_kernel_view`](DeviceBase::with_kernel_view), from any thread.
+//!
+//! ## Streams: the memory's own by default
+//!
+//! Device memory knows the stream it was made on ([`DeviceBase::stream`]): an array's stream
+//! (where [`zeros`](DeviceArray::zeros) or [`from_host`](DeviceArray::from_host) made it), or
+//! the stream of the cudarc `CudaSlice`/`CudaView` a view borrows. **The plain method runs
+//! there** (`a.fill(1.0)`, `a.to_host()`, `a.cast::<f16>()`, `dst.assign(&src)`), and **every
+//! operation has an `_on` form taking the stream explicitly** (`a.fill_on(&stream, 1.0)`,
+//! `a.to_host_on(&stream)`); the `_with` forms of transfers take a stream and
+//! [`TransferOptions`]. Writing operations use the stream of the memory they write, reading ones
+//! (and the new arrays they make) that of the memory they read. Views over foreign or raw memory
+//! ([`DeviceView::from_raw_parts`], DLPack imports) have no stream of their own: their plain
+//! methods return `Err(InvalidArgument)` naming the `_on` form to use. Only constructors of new
+//! memory take the stream first ([`DeviceArray::zeros`], [`DeviceArray::from_host`]), as cudarc's
+//! `stream.alloc_zeros` does.
 //!
 //! | ndarray / std | devspan |
 //! |---|---|
-//! | `a.slice(s![..])`, `slice_axis`, `index_axis` | the same names, on views ([`DeviceView::slice`]) |
+//! | `a.slice(s![..])`, `slice_mut`, `slice_axis`, `index_axis`, `index_axis_mut` | the same names, on arrays and views ([`DeviceBase::slice`]); read-only sub-views of a `DeviceView<'a>` keep `'a` |
+//! | `slice_move`, `index_axis_move`, `slice_axis_move` | the same, consuming |
 //! | `t()`, `reversed_axes`, `permuted_axes`, `swap_axes`, `invert_axis` | the same |
-//! | `insert_axis`, `remove_axis`, `broadcast`, `to_shape` | the same; [`DeviceView::reshape`] is `Err` when a copy is needed |
-//! | `split_at`, `chunks` | [`ViewBase::split_at`], [`DeviceSpan::chunks`] |
-//! | `is_standard_layout` | the same, plus [`ViewBase::is_dense`] |
-//! | `Array::from(..)`, `to_owned` | [`DeviceArray::from_host`], [`DeviceArray::to_host`] |
+//! | `insert_axis`, `remove_axis`, `broadcast`, `into_dyn`, `into_dimensionality` | the same |
+//! | `to_shape` (view or copy), `into_shape_with_order` (no copy) | the same, with [`ndarray::Order`]; `into_shape_with_order` also regroups strided axes when no copy is needed, and is `Err(IncompatibleLayout)` otherwise |
+//! | `split_at`, `chunks` | [`DeviceBase::split_at`] (views), [`DeviceSpan::chunks`] |
+//! | `is_standard_layout` | the same, plus [`DeviceBase::is_dense`] |
+//! | `Array::from(..)`, `to_owned`, `clone`, `{}` | [`DeviceArray::from_host`] (any host array), [`DeviceBase::to_host`], [`DeviceBase::try_clone`] / `Clone`, `Display` (copies to the host) |
+//! | `fill`, `assign`, `mapv(|x| x as U)` | [`DeviceBase::fill`], [`DeviceBase::assign`] (broadcasting), [`DeviceBase::cast`] / [`DeviceBase::assign_cast`] |
 //! | page-locked host memory (`cudaMallocHost`) | [`PinnedBuffer`]; async copies return a [`Transfer`] |
 //! | staging of pageable host memory | [`TransferOptions`], taken by the `_with` forms ([`DeviceArray::from_host_with`]) |
 //!
@@ -64,10 +90,10 @@
 //!
 //! let stream = devspan::default_stream(0)?; // Err(NoDevice) without a GPU, never a panic
 //! let host = Array2::from_shape_fn((4, 6), |(i, j)| (10 * i + j) as f32);
-//! let dev = DeviceArray::from_host(&stream, &host.view())?;
+//! let dev = DeviceArray::from_host(&stream, &host)?;
 //!
 //! // Views are metadata: slicing and transposing move no data.
-//! let v = dev.view().slice(s![1..3, ..;-2]).t();
+//! let v = dev.slice(s![1..3, ..;-2]).t();
 //! assert_eq!(v.shape(), &[3, 2]);
 //! assert_eq!(v.strides(), &[-2, 6]);
 //!
@@ -75,7 +101,12 @@
 //! let (ptr, shape, strides) = (v.device_ptr(), v.shape(), v.strides());
 //! # let _ = (ptr, shape, strides);
 //! // ... or bring the data back.
-//! assert_eq!(dev.to_host(&stream)?, host);
+//! assert_eq!(dev.to_host()?, host);
+//!
+//! // Operations run on the array's own stream unless given one.
+//! let mut out = DeviceArray::<half::f16, _>::zeros(&stream, (3, 2))?;
+//! out.assign_cast(&v)?;
+//! println!("{out:.1}");
 //! # Ok(()) }
 //! ```
 //!
@@ -117,7 +148,7 @@ pub mod testing;
 mod transfer;
 mod view;
 
-pub use array::DeviceArray;
+pub use array::{CowSpan, DeviceArray, DeviceCowArray, OwnedSpan};
 pub use bytes::{DeviceBytes, DeviceBytesMut};
 pub use device::{context, default_stream, device_count, gpu_available, new_stream};
 pub use element::{DType, DeviceElement};
@@ -126,11 +157,14 @@ pub use layout::Layout;
 pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
 pub use transfer::{HostPath, PinnedBuffer, Transfer, TransferOptions};
-pub use view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
+pub use view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, ViewData};
 
 pub use cudarc;
 pub use half;
 pub use ndarray;
+
+#[cfg(doctest)]
+mod compile_fail;
 
 /// README.md's code blocks, compiled (and run where not `no_run`) as doc tests.
 #[cfg(doctest)]

@@ -4,19 +4,19 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ndarray::Dimension;
+use ndarray::{Dimension, Order, ShapeArg};
 
-use crate::array::DeviceArray;
+use crate::array::{DeviceArray, DeviceCowArray};
 use crate::device::check_stream;
 use crate::element::DeviceElement;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::kernels::permute::GridOptions;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::span::{DeviceSpan, DeviceSpanMut};
-use crate::view::{DeviceView, DeviceViewMut, SpanData, ViewBase};
+use crate::view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, reshape_layout};
 
 /// Byte range `[lo, hi)` reached by a view, or `None` when empty.
-fn byte_reach<S: SpanData, D: Dimension>(v: &ViewBase<S, D>) -> Option<(u64, u64)> {
+fn byte_reach<S: SpanData, D: Dimension>(v: &DeviceBase<S, D>) -> Option<(u64, u64)> {
     let size = std::mem::size_of::<S::Elem>() as u64;
     let (lo, hi) = v.layout.reach()?;
     let base = v.raw().ptr;
@@ -52,29 +52,8 @@ fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
     )))
 }
 
-impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
-    fn plan_opts() -> PlanOptions {
-        PlanOptions::default()
-    }
-
-    /// Sets every element to `value`, on `stream`. Works for any layout (strided, negative
-    /// strides); contiguous views use the driver's memset or a vectorised kernel.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// use ndarray::s;
-    /// let stream = devspan::default_stream(0)?;
-    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// a.view_mut().slice_mut(s![.., ..;2]).fill(&stream, 1.5)?;
-    /// let h = a.to_host(&stream)?;
-    /// assert_eq!(h[[3, 2]], 1.5);
-    /// assert_eq!(h[[3, 3]], 0.0);
-    /// # Ok(()) }
-    /// ```
-    pub fn fill(&mut self, stream: &Arc<CudaStream>, value: T) -> Result<()> {
-        self.fill_with(stream, value, Self::plan_opts())
-    }
-
+/// The implementations, on writable views.
+impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     pub(crate) fn fill_with(
         &mut self,
         stream: &Arc<CudaStream>,
@@ -99,51 +78,6 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
             // other writers through devspan.
             unsafe { crate::kernels::execute(&p, stream, GridOptions::default()) }
         })
-    }
-
-    /// Copies `src` into this view element by element, on `stream`. `src` may have any layout
-    /// and is broadcast to this view's shape (ndarray's rules). Overlapping source and
-    /// destination give `Err(Aliasing)` unless they are the very same elements.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// use ndarray::array;
-    /// let stream = devspan::default_stream(0)?;
-    /// let src = devspan::DeviceArray::from_host(&stream, &array![[1u8, 2, 3], [4, 5, 6]].view())?;
-    /// let mut dst = devspan::DeviceArray::<u8, _>::zeros(&stream, (3, 2))?;
-    /// dst.view_mut().assign(&stream, &src.view().t())?;
-    /// assert_eq!(dst.to_host(&stream)?, array![[1, 4], [2, 5], [3, 6]]);
-    /// # Ok(()) }
-    /// ```
-    pub fn assign<E: Dimension>(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        src: &DeviceView<'_, T, E>,
-    ) -> Result<()> {
-        self.assign_cast(stream, src)
-    }
-
-    /// Copies `src` into this view converting each element to `T` as Rust's `as` does
-    /// (float -> int truncates toward zero and saturates, NaN -> 0; int -> float and narrowing
-    /// float conversions round to nearest even; `f16`/`bf16` as the `half` crate converts).
-    /// Broadcasting and aliasing rules as [`assign`](Self::assign).
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// use ndarray::array;
-    /// let stream = devspan::default_stream(0)?;
-    /// let src = devspan::DeviceArray::from_host(&stream, &array![-1.5f32, 2.7, 300.0].view())?;
-    /// let mut dst = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
-    /// dst.view_mut().assign_cast(&stream, &src.view())?;
-    /// assert_eq!(dst.to_host(&stream)?, array![0u8, 2, 255]);
-    /// # Ok(()) }
-    /// ```
-    pub fn assign_cast<U: DeviceElement, E: Dimension>(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        src: &DeviceView<'_, U, E>,
-    ) -> Result<()> {
-        self.assign_cast_with(stream, src, Self::plan_opts(), GridOptions::default())
     }
 
     pub(crate) fn assign_cast_with<U: DeviceElement, E: Dimension>(
@@ -189,89 +123,349 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     }
 }
 
-impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
-    /// A new standard-layout array with this view's elements, on `stream`.
+/// Writing operations, on mutable arrays and views. The plain form runs on the stream of the
+/// memory it writes ([`stream`](DeviceBase::stream)); the `_on` form on the stream given.
+impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
+    /// Sets every element to `value`. Works for any layout (strided, negative strides);
+    /// contiguous memory uses the driver's memset or a vectorised kernel.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::s;
+    /// let stream = devspan::default_stream(0)?;
+    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
+    /// a.slice_mut(s![.., ..;2]).fill(1.5)?;
+    /// let h = a.to_host()?;
+    /// assert_eq!(h[[3, 2]], 1.5);
+    /// assert_eq!(h[[3, 3]], 0.0);
+    /// # Ok(()) }
+    /// ```
+    pub fn fill(&mut self, value: S::Elem) -> Result<()> {
+        let stream = self.own_stream("fill")?;
+        self.fill_on(&stream, value)
+    }
+
+    /// [`fill`](Self::fill) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let other = devspan::new_stream(0)?;
+    /// let mut a = devspan::DeviceArray::<i64, _>::zeros(&stream, 5)?;
+    /// a.fill_on(&other, -7)?;
+    /// assert_eq!(a.to_host_on(&other)?, ndarray::arr1(&[-7i64; 5]));
+    /// # Ok(()) }
+    /// ```
+    pub fn fill_on(&mut self, stream: &Arc<CudaStream>, value: S::Elem) -> Result<()> {
+        self.view_mut()
+            .fill_with(stream, value, PlanOptions::default())
+    }
+
+    /// Copies `src` (an array or a view of any layout) into `self` element by element. `src`
+    /// is broadcast to this shape (ndarray's rules). Overlapping source and destination give
+    /// `Err(Aliasing)` unless they are the very same elements.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::array;
+    /// let stream = devspan::default_stream(0)?;
+    /// let src = devspan::DeviceArray::from_host(&stream, &array![[1u8, 2, 3], [4, 5, 6]])?;
+    /// let mut dst = devspan::DeviceArray::<u8, _>::zeros(&stream, (3, 2))?;
+    /// dst.assign(&src.t())?;
+    /// assert_eq!(dst.to_host()?, array![[1, 4], [2, 5], [3, 6]]);
+    /// # Ok(()) }
+    /// ```
+    pub fn assign<S2: SpanData<Elem = S::Elem>, E: Dimension>(
+        &mut self,
+        src: &DeviceBase<S2, E>,
+    ) -> Result<()> {
+        let stream = self.own_stream("assign")?;
+        self.assign_cast_on(&stream, src)
+    }
+
+    /// [`assign`](Self::assign) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let src = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
+    /// let mut dst = devspan::DeviceArray::<u8, _>::zeros(&stream, (2, 3))?;
+    /// dst.assign_on(&stream, &src)?; // broadcast along the first axis
+    /// # Ok(()) }
+    /// ```
+    pub fn assign_on<S2: SpanData<Elem = S::Elem>, E: Dimension>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceBase<S2, E>,
+    ) -> Result<()> {
+        self.assign_cast_on(stream, src)
+    }
+
+    /// Copies `src` into `self` converting each element as Rust's `as` does (float -> int
+    /// truncates toward zero and saturates, NaN -> 0; int -> float and narrowing float
+    /// conversions round to nearest even; `f16`/`bf16` as the `half` crate converts).
+    /// Broadcasting and aliasing rules as [`assign`](Self::assign).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::array;
+    /// let stream = devspan::default_stream(0)?;
+    /// let src = devspan::DeviceArray::from_host(&stream, &array![-1.5f32, 2.7, 300.0])?;
+    /// let mut dst = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
+    /// dst.assign_cast(&src)?;
+    /// assert_eq!(dst.to_host()?, array![0u8, 2, 255]);
+    /// # Ok(()) }
+    /// ```
+    pub fn assign_cast<S2: SpanData, E: Dimension>(
+        &mut self,
+        src: &DeviceBase<S2, E>,
+    ) -> Result<()> {
+        let stream = self.own_stream("assign_cast")?;
+        self.assign_cast_on(&stream, src)
+    }
+
+    /// [`assign_cast`](Self::assign_cast) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let src = devspan::DeviceArray::<i32, _>::zeros(&stream, 4)?;
+    /// let mut dst = devspan::DeviceArray::<f64, _>::zeros(&stream, 4)?;
+    /// dst.assign_cast_on(&stream, &src)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn assign_cast_on<S2: SpanData, E: Dimension>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceBase<S2, E>,
+    ) -> Result<()> {
+        self.view_mut().assign_cast_with(
+            stream,
+            &src.view(),
+            PlanOptions::default(),
+            GridOptions::default(),
+        )
+    }
+}
+
+/// Operations making new arrays, on arrays and views of every kind. The plain form runs on the
+/// stream of the memory it reads ([`stream`](DeviceBase::stream)), and the new array is
+/// allocated there; the `_on` form on the stream given.
+impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
+    /// A new standard-layout array with these elements (ndarray's `as_standard_layout` /
+    /// `to_owned`).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// use ndarray::{s, Array2};
     /// let stream = devspan::default_stream(0)?;
     /// let host = Array2::from_shape_fn((64, 48), |(i, j)| (i * 48 + j) as f32);
-    /// let a = devspan::DeviceArray::from_host(&stream, &host.view())?;
-    /// let t = a.view().slice(s![..;-1, 5..]).t().to_contiguous(&stream)?;
-    /// assert_eq!(t.to_host(&stream)?, host.slice(s![..;-1, 5..]).t());
+    /// let a = devspan::DeviceArray::from_host(&stream, &host)?;
+    /// let t = a.slice(s![..;-1, 5..]).t().to_contiguous()?;
+    /// assert!(t.is_standard_layout());
+    /// assert_eq!(t.to_host()?, host.slice(s![..;-1, 5..]).t());
     /// # Ok(()) }
     /// ```
-    pub fn to_contiguous(&self, stream: &Arc<CudaStream>) -> Result<DeviceArray<T, D>> {
-        self.cast::<T>(stream)
+    pub fn to_contiguous(&self) -> Result<DeviceArray<S::Elem, D>> {
+        self.cast::<S::Elem>()
     }
 
-    /// A new standard-layout array of this view's elements converted to `U` (the conversions
-    /// of [`DeviceViewMut::assign_cast`]).
+    /// [`to_contiguous`](Self::to_contiguous) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+    /// assert!(a.t().to_contiguous_on(&stream)?.is_standard_layout());
+    /// # Ok(()) }
+    /// ```
+    pub fn to_contiguous_on(&self, stream: &Arc<CudaStream>) -> Result<DeviceArray<S::Elem, D>> {
+        self.cast_on::<S::Elem>(stream)
+    }
+
+    /// A device copy in standard layout, or the error that [`Clone`] on an array panics with.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+    /// let b = a.try_clone()?;
+    /// assert_eq!(b.to_host()?, a.to_host()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn try_clone(&self) -> Result<DeviceArray<S::Elem, D>> {
+        self.to_contiguous()
+    }
+
+    /// A new standard-layout array of these elements converted to `U` (the conversions of
+    /// [`assign_cast`](Self::assign_cast)).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// use ndarray::array;
     /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::from_host(&stream, &array![1.0f32, 2.5, -3.0].view())?;
-    /// let h = a.view().cast::<half::f16>(&stream)?;
-    /// assert_eq!(h.to_host(&stream)?[1], half::f16::from_f32(2.5));
+    /// let a = devspan::DeviceArray::from_host(&stream, &array![1.0f32, 2.5, -3.0])?;
+    /// let h = a.cast::<half::f16>()?;
+    /// assert_eq!(h.to_host()?[1], half::f16::from_f32(2.5));
     /// # Ok(()) }
     /// ```
-    pub fn cast<U: DeviceElement>(&self, stream: &Arc<CudaStream>) -> Result<DeviceArray<U, D>> {
-        check_stream(stream, self.device(), "the source view")?;
-        // SAFETY: `assign_cast` below writes every element of the new array before it is
-        // returned; on error the array is dropped unread.
-        let mut out = unsafe { DeviceArray::<U, D>::uninit(stream, self.dim())? };
-        out.view_mut().assign_cast(stream, self)?;
-        Ok(out)
+    pub fn cast<U: DeviceElement>(&self) -> Result<DeviceArray<U, D>> {
+        let stream = self.own_stream("cast")?;
+        self.cast_on::<U>(&stream)
     }
-}
 
-impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
-    /// Sets every element to `value`.
+    /// [`cast`](Self::cast) on `stream` (the new array is allocated there).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
-    /// let mut a = devspan::DeviceArray::<i64, _>::zeros(&stream, 5)?;
-    /// a.fill(&stream, -7)?;
-    /// assert_eq!(a.to_host(&stream)?, ndarray::arr1(&[-7i64; 5]));
+    /// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
+    /// assert_eq!(a.cast_on::<f64>(&stream)?.shape(), &[3]);
     /// # Ok(()) }
     /// ```
-    pub fn fill(&mut self, stream: &Arc<CudaStream>, value: T) -> Result<()> {
-        self.view_mut().fill(stream, value)
+    pub fn cast_on<U: DeviceElement>(&self, stream: &Arc<CudaStream>) -> Result<DeviceArray<U, D>> {
+        check_stream(stream, self.device(), "the source view")?;
+        // SAFETY: `assign_cast` below writes every element of the new array before it is
+        // returned; on error the array is dropped unread.
+        let mut out = unsafe { DeviceArray::<U, D>::uninit(stream, self.dim())? };
+        out.assign_cast_on(stream, self)?;
+        Ok(out)
+    }
+
+    /// The elements with a new shape (ndarray's `to_shape`): a view when the layout allows it
+    /// without a copy, otherwise a standard-layout copy made on the memory's stream. Elements are
+    /// read in row-major order, or in the order given with the shape
+    /// (`((3, 4), Order::ColumnMajor)`); `Err(ShapeMismatch)` when the element counts differ.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::{array, Order};
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::from_host(&stream, &array![[1u8, 2, 3], [4, 5, 6]])?;
+    /// assert!(a.to_shape((3, 2))?.is_view());
+    /// assert_eq!(a.to_shape(((3, 2), Order::ColumnMajor))?.to_host()?, array![[1u8, 5], [4, 3], [2, 6]]);
+    /// assert!(a.to_shape(7).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn to_shape<E: ShapeArg>(&self, shape: E) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
+        self.to_shape_impl(None, shape)
+    }
+
+    /// [`to_shape`](Self::to_shape), copying (when it must) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+    /// let t = a.t();
+    /// assert!(t.to_shape_on(&stream, 6)?.is_owned());
+    /// # Ok(()) }
+    /// ```
+    pub fn to_shape_on<E: ShapeArg>(
+        &self,
+        stream: &Arc<CudaStream>,
+        shape: E,
+    ) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
+        self.to_shape_impl(Some(stream), shape)
+    }
+
+    fn to_shape_impl<E: ShapeArg>(
+        &self,
+        stream: Option<&Arc<CudaStream>>,
+        shape: E,
+    ) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
+        let (dim, order) = shape.into_shape_and_order();
+        let order = order.unwrap_or(Order::RowMajor);
+        match reshape_layout(&self.layout, (dim.clone(), order)) {
+            Ok(l) => return Ok(DeviceCowArray::borrowed(self.view().with_layout(l))),
+            Err(e) if e.kind() != &ErrorKind::IncompatibleLayout => return Err(e),
+            Err(_) => {}
+        }
+        let stream = match stream {
+            Some(s) => s.clone(),
+            None => self.own_stream("to_shape")?,
+        };
+        // A copy in the order the elements are read: row-major of the array itself, or of its
+        // transpose for column-major (reshaped in reverse, then transposed back).
+        let copy = match order {
+            Order::ColumnMajor => {
+                let mut rev = dim;
+                rev.slice_mut().reverse();
+                self.t()
+                    .to_contiguous_on(&stream)?
+                    .into_shape_with_order(rev)?
+                    .reversed_axes()
+            }
+            _ => self.to_contiguous_on(&stream)?.into_shape_with_order(dim)?,
+        };
+        Ok(DeviceCowArray::owned(copy))
     }
 }
 
 impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
-    /// Sets every element to `value`.
+    /// Sets every element to `value`, on the memory's stream (see
+    /// [`DeviceBase::stream`]).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let mut slice = stream.alloc_zeros::<u16>(10)?;
-    /// devspan::DeviceSpanMut::from_cuda_mut(&mut slice).fill(&stream, 3)?;
+    /// devspan::DeviceSpanMut::from_cuda_mut(&mut slice).fill(3)?;
     /// assert_eq!(stream.clone_dtoh(&slice)?, vec![3u16; 10]);
     /// # Ok(()) }
     /// ```
-    pub fn fill(&mut self, stream: &Arc<CudaStream>, value: T) -> Result<()> {
-        self.reborrow().into_view_mut().fill(stream, value)
+    pub fn fill(&mut self, value: T) -> Result<()> {
+        self.reborrow().into_view_mut().fill(value)
     }
 
-    /// Copies `src` (same length) into this span, converting elements to `T` (the conversions of
-    /// [`DeviceViewMut::assign_cast`]).
+    /// [`fill`](Self::fill) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let mut slice = stream.alloc_zeros::<u16>(10)?;
+    /// devspan::DeviceSpanMut::from_cuda_mut(&mut slice).fill_on(&stream, 3)?;
+    /// assert_eq!(stream.clone_dtoh(&slice)?, vec![3u16; 10]);
+    /// # Ok(()) }
+    /// ```
+    pub fn fill_on(&mut self, stream: &Arc<CudaStream>, value: T) -> Result<()> {
+        self.reborrow().into_view_mut().fill_on(stream, value)
+    }
+
+    /// Copies `src` (same length) into this span, on the memory's stream, converting elements
+    /// to `T` (the conversions of [`DeviceBase::assign_cast`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = stream.clone_htod(&[1u8, 2])?;
+    /// let mut b = stream.alloc_zeros::<f32>(2)?;
+    /// devspan::DeviceSpanMut::from_cuda_mut(&mut b).copy_from(&devspan::DeviceSpan::from_cuda(&a))?;
+    /// assert_eq!(stream.clone_dtoh(&b)?, vec![1.0, 2.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from<U: DeviceElement>(&mut self, src: &DeviceSpan<'_, U>) -> Result<()> {
+        let stream = self.raw.keep.stream().ok_or_else(|| {
+            Error::invalid(
+                "this span (over foreign or raw memory) has no stream of its own; call \
+                 `copy_from_on` with the stream to use",
+            )
+        })?;
+        self.copy_from_on(&stream, src)
+    }
+
+    /// [`copy_from`](Self::copy_from) on `stream`.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = stream.clone_htod(&[1i32, -2, 3])?;
     /// let mut b = stream.alloc_zeros::<f64>(3)?;
-    /// devspan::DeviceSpanMut::from_cuda_mut(&mut b).copy_from(&stream, &devspan::DeviceSpan::from_cuda(&a))?;
+    /// devspan::DeviceSpanMut::from_cuda_mut(&mut b).copy_from_on(&stream, &devspan::DeviceSpan::from_cuda(&a))?;
     /// assert_eq!(stream.clone_dtoh(&b)?, vec![1.0, -2.0, 3.0]);
     /// # Ok(()) }
     /// ```
-    pub fn copy_from<U: DeviceElement>(
+    pub fn copy_from_on<U: DeviceElement>(
         &mut self,
         stream: &Arc<CudaStream>,
         src: &DeviceSpan<'_, U>,
@@ -285,6 +479,6 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
         }
         self.reborrow()
             .into_view_mut()
-            .assign_cast(stream, &src.clone().into_view())
+            .assign_cast_on(stream, &src.clone().into_view())
     }
 }

@@ -26,8 +26,8 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{
-    CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop,
-    result, sys,
+    CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice,
+    SyncOnDrop, result, sys,
 };
 
 use crate::error::{Error, Result};
@@ -166,6 +166,8 @@ pub(crate) trait CudaTrack: Send {
     /// and returns the event that records this access once it is enqueued; `Err` for a write to
     /// a read-only borrow.
     fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
+    /// The stream the memory was allocated on (cudarc's `DeviceSlice::stream`).
+    fn stream(&self) -> Arc<CudaStream>;
 }
 
 fn read_only() -> Error {
@@ -194,6 +196,10 @@ impl<T: Send + Sync, const WRITE: bool> CudaTrack for SliceBorrow<T, WRITE> {
         };
         Ok(take_event(&mut guard))
     }
+    fn stream(&self) -> Arc<CudaStream> {
+        // SAFETY: as in `prepare`; a shared access under the tracker's lock.
+        unsafe { self.0.as_ref() }.stream().clone()
+    }
 }
 
 impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
@@ -203,6 +209,9 @@ impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
         }
         let (_ptr, mut guard) = self.device_ptr(stream);
         Ok(take_event(&mut guard))
+    }
+    fn stream(&self) -> Arc<CudaStream> {
+        DeviceSlice::stream(self).clone()
     }
 }
 
@@ -214,6 +223,9 @@ impl<T: Send + Sync> CudaTrack for CudaViewMut<'static, T> {
             self.device_ptr(stream).1
         };
         Ok(take_event(&mut guard))
+    }
+    fn stream(&self) -> Arc<CudaStream> {
+        DeviceSlice::stream(self).clone()
     }
 }
 
@@ -227,6 +239,7 @@ pub(crate) struct Tracked<X> {
 pub(crate) trait SharedTrack: Send + Sync {
     fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
     fn finish(&self, stream: &Arc<CudaStream>, event: RawEvent) -> Result<()>;
+    fn stream(&self) -> Arc<CudaStream>;
 }
 
 /// Which stream devspan last recorded a cudarc event on.
@@ -247,6 +260,10 @@ static RECORDS: [Mutex<Option<LastRecord>>; RECORD_SLOTS] =
 impl<X: CudaTrack> SharedTrack for Tracked<X> {
     fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
         lock(&self.track).prepare(stream, write)
+    }
+
+    fn stream(&self) -> Arc<CudaStream> {
+        lock(&self.track).stream()
     }
 
     /// Records the access in `event` on `stream`. Unless devspan's latest record of the event
@@ -437,6 +454,27 @@ impl<'a> KeepAlive<'a> {
 
     pub(crate) fn cuda_slice_mut<T: Send + Sync + 'static>(slice: &'a mut CudaSlice<T>) -> Self {
         Self::tracked(SliceBorrow::<T, true>(NonNull::from(slice)))
+    }
+
+    /// The keep-alive of an owned allocation: writable tracking through `slice`.
+    ///
+    /// # Safety
+    /// `slice` points to a live `CudaSlice` that outlives every use of the result (prepare and
+    /// stream lookups), and is used otherwise only as a `&`/`&mut` borrow that excludes those
+    /// uses (the array's own borrows).
+    pub(crate) unsafe fn cuda_owned<T: Send + Sync + 'static>(
+        slice: NonNull<CudaSlice<T>>,
+    ) -> Self {
+        Self::tracked(SliceBorrow::<T, true>(slice))
+    }
+
+    /// The stream the memory was allocated on, when devspan knows it: cudarc memory knows its
+    /// stream; foreign and raw memory does not.
+    pub(crate) fn stream(&self) -> Option<Arc<CudaStream>> {
+        match self {
+            KeepAlive::Cuda(t, _) => Some(t.stream()),
+            KeepAlive::Borrow(_) | KeepAlive::Owner(_) => None,
+        }
     }
 
     pub(crate) fn cuda_view<T: Send + Sync + 'static>(view: CudaView<'a, T>) -> Self {

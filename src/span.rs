@@ -266,7 +266,7 @@ impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let slice = stream.alloc_zeros::<f32>(6)?;
-    /// let v = devspan::DeviceSpan::from_cuda(&slice).into_view().into_shape((2, 3))?;
+    /// let v = devspan::DeviceSpan::from_cuda(&slice).into_view().into_shape_with_order((2, 3))?;
     /// assert_eq!(v.shape(), &[2, 3]);
     /// # Ok(()) }
     /// ```

@@ -11,9 +11,9 @@
 //! use ndarray::Array2;
 //! let stream = devspan::default_stream(0)?;
 //! let host = Array2::from_shape_fn((8, 8), |(i, j)| (i as f32).sin() + j as f32);
-//! let dev = devspan::DeviceArray::from_host(&stream, &host.view())?;
-//! let t = dev.view().t().to_contiguous(&stream)?;
-//! assert_close(&stream, &t.view(), &host.t(), Tolerance::exact());
+//! let dev = devspan::DeviceArray::from_host(&stream, &host)?;
+//! let t = dev.t().to_contiguous()?;
+//! assert_close(&t, &host.t(), Tolerance::exact());
 //! # Ok(()) }
 //! ```
 
@@ -25,8 +25,7 @@ use half::{bf16, f16};
 use ndarray::{ArrayBase, Data, Dimension};
 
 use crate::element::DeviceElement;
-use crate::error::Result;
-use crate::view::DeviceView;
+use crate::view::{DeviceBase, SpanData};
 
 /// How close two elements must be. An element pair passes if any enabled criterion accepts it.
 ///
@@ -258,7 +257,7 @@ impl CloseElement for bf16 {
 }
 
 /// The host reference of the cast kernels: `x` converted to `D` exactly as
-/// [`assign_cast`](crate::DeviceViewMut::assign_cast) converts on the device: Rust's `as`, and
+/// [`assign_cast`](crate::DeviceBase::assign_cast) converts on the device: Rust's `as`, and
 /// for `f16`/`bf16` the `half` crate's conversions, except that `f64 -> f16/bf16` rounds once,
 /// correctly, where `half::f16::from_f64` may round twice (through `f32`, on CPUs with F16C) and
 /// `half::bf16::from_f64` ignores the low bits of the `f64`.
@@ -332,47 +331,92 @@ pub fn compare<T: CloseElement, D: Dimension, S1: Data<Elem = T>, S2: Data<Elem 
     ))
 }
 
-/// Copies `got` back from the device and compares it with `expected`; `Err(report)` on mismatch
-/// (an `Err` from the device copy is reported too).
+/// Copies `got` (an array or a view) back from the device on its own stream and compares it
+/// with `expected` (any ndarray host array or view); `Err(report)` on mismatch (an `Err` from
+/// the device copy is reported too).
 ///
 /// ```no_run
 /// # fn main() -> devspan::Result<()> {
 /// use devspan::testing::{check_close, Tolerance};
 /// let stream = devspan::default_stream(0)?;
 /// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, 4)?;
-/// assert!(check_close(&stream, &a.view(), &ndarray::arr1(&[0u8, 0, 0, 1]).view(), Tolerance::exact()).is_err());
+/// assert!(check_close(&a, &ndarray::arr1(&[0u8, 0, 0, 1]), Tolerance::exact()).is_err());
 /// # Ok(()) }
 /// ```
-pub fn check_close<T: CloseElement, D: Dimension, S: Data<Elem = T>>(
-    stream: &Arc<CudaStream>,
-    got: &DeviceView<'_, T, D>,
+pub fn check_close<T: CloseElement, D: Dimension, X: SpanData<Elem = T>, S: Data<Elem = T>>(
+    got: &DeviceBase<X, D>,
     expected: &ArrayBase<S, D>,
     tol: Tolerance,
 ) -> std::result::Result<(), String> {
-    let host: Result<_> = got.to_host(stream);
-    let host = host.map_err(|e| format!("copying the device view back failed: {e:#}"))?;
+    let host = got
+        .to_host()
+        .map_err(|e| format!("copying the device view back failed: {e:#}"))?;
     compare(&host, expected, tol)
 }
 
-/// Panics with a report unless the device view equals `expected` within `tol`.
+/// [`check_close`] copying back on `stream`.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use devspan::testing::{check_close_on, Tolerance};
+/// let stream = devspan::default_stream(0)?;
+/// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, 2)?;
+/// assert!(check_close_on(&stream, &a.view(), &ndarray::arr1(&[0u8, 0]), Tolerance::exact()).is_ok());
+/// # Ok(()) }
+/// ```
+pub fn check_close_on<T: CloseElement, D: Dimension, X: SpanData<Elem = T>, S: Data<Elem = T>>(
+    stream: &Arc<CudaStream>,
+    got: &DeviceBase<X, D>,
+    expected: &ArrayBase<S, D>,
+    tol: Tolerance,
+) -> std::result::Result<(), String> {
+    let host = got
+        .to_host_on(stream)
+        .map_err(|e| format!("copying the device view back failed: {e:#}"))?;
+    compare(&host, expected, tol)
+}
+
+/// Panics with a report unless `got` (an array or a view, copied back on its own stream)
+/// equals `expected` within `tol`.
 ///
 /// ```no_run
 /// # fn main() -> devspan::Result<()> {
 /// use devspan::testing::{assert_close, Tolerance};
 /// let stream = devspan::default_stream(0)?;
 /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
-/// a.fill(&stream, 0.1)?;
-/// assert_close(&stream, &a.view(), &ndarray::arr1(&[0.1f32; 3]), Tolerance::ulps(1));
+/// a.fill(0.1)?;
+/// assert_close(&a, &ndarray::arr1(&[0.1f32; 3]), Tolerance::ulps(1));
 /// # Ok(()) }
 /// ```
 #[track_caller]
-pub fn assert_close<T: CloseElement, D: Dimension, S: Data<Elem = T>>(
-    stream: &Arc<CudaStream>,
-    got: &DeviceView<'_, T, D>,
+pub fn assert_close<T: CloseElement, D: Dimension, X: SpanData<Elem = T>, S: Data<Elem = T>>(
+    got: &DeviceBase<X, D>,
     expected: &ArrayBase<S, D>,
     tol: Tolerance,
 ) {
-    if let Err(report) = check_close(stream, got, expected, tol) {
+    if let Err(report) = check_close(got, expected, tol) {
+        panic!("device result differs from the reference: {report}");
+    }
+}
+
+/// [`assert_close`] copying back on `stream`.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use devspan::testing::{assert_close_on, Tolerance};
+/// let stream = devspan::default_stream(0)?;
+/// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
+/// assert_close_on(&stream, &a, &ndarray::arr1(&[0.0f32; 3]), Tolerance::exact());
+/// # Ok(()) }
+/// ```
+#[track_caller]
+pub fn assert_close_on<T: CloseElement, D: Dimension, X: SpanData<Elem = T>, S: Data<Elem = T>>(
+    stream: &Arc<CudaStream>,
+    got: &DeviceBase<X, D>,
+    expected: &ArrayBase<S, D>,
+    tol: Tolerance,
+) {
+    if let Err(report) = check_close_on(stream, got, expected, tol) {
         panic!("device result differs from the reference: {report}");
     }
 }

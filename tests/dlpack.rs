@@ -263,7 +263,7 @@ struct Imported {
 
 fn import_as<T: DeviceElement>(t: DlpackTensor, mutable: bool) -> devspan::Result<Imported> {
     fn info<S: devspan::SpanData>(
-        v: &devspan::ViewBase<S, IxDyn>,
+        v: &devspan::DeviceBase<S, IxDyn>,
     ) -> (u64, usize, u64, Layout<IxDyn>, usize) {
         let sp = v.span().unwrap();
         (

@@ -107,7 +107,7 @@ fn round_trip_and_write<T: DeviceElement>(rng: &mut StdRng, legacy: bool) {
         .into_dyn();
     assert_eq!(imported.shape(), expect.shape());
     assert_eq!(
-        bits(&imported.view().to_host(&stream).unwrap()),
+        bits(&imported.view().to_host_on(&stream).unwrap()),
         bits(&expect),
         "{} read through the import",
         T::DTYPE
@@ -116,7 +116,7 @@ fn round_trip_and_write<T: DeviceElement>(rng: &mut StdRng, legacy: bool) {
     // Writes through the imported view land in the exporter's memory, and only there.
     let src = random::<T>(rng, expect.shape());
     let dev_src = DeviceArray::from_host(&stream, &src.view()).unwrap();
-    imported.assign(&stream, &dev_src.view()).unwrap();
+    imported.assign_on(&stream, &dev_src.view()).unwrap();
     let mut after = host.clone();
     after
         .slice_mut(s![1..6;2, ..;-3, 2..])
@@ -139,7 +139,7 @@ fn round_trip_and_write<T: DeviceElement>(rng: &mut StdRng, legacy: bool) {
         .to_owned()
         .into_dyn();
     assert_eq!(
-        bits(&sub.to_host(&stream).unwrap()),
+        bits(&sub.to_host_on(&stream).unwrap()),
         bits(&expect_sub),
         "sub-view"
     );
@@ -199,7 +199,7 @@ fn read_only_export_imports_read_only() {
     let t = unsafe { DlpackTensor::from_versioned(ro2.into_dlpack()) }.unwrap();
     let v = t.into_view::<f32, IxDyn>().unwrap();
     let expect = host.slice(s![..;-1, 5..]).to_owned().into_dyn();
-    assert_eq!(bits(&v.to_host(&stream).unwrap()), bits(&expect));
+    assert_eq!(bits(&v.to_host_on(&stream).unwrap()), bits(&expect));
     drop(_owner);
     drop(v);
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
@@ -223,11 +223,11 @@ fn exported_array_is_freed_by_the_import() {
         }
         .unwrap();
         let mut v = t.into_view_mut::<i32, IxDyn>().unwrap();
-        assert_eq!(v.view().to_host(&stream).unwrap(), host);
-        v.slice_mut(s![.., ..;4]).fill(&stream, -9).unwrap();
+        assert_eq!(v.view().to_host_on(&stream).unwrap(), host);
+        v.slice_mut(s![.., ..;4]).fill_on(&stream, -9).unwrap();
         let mut expect = host.clone();
         expect.slice_mut(s![.., ..;4]).fill(-9);
-        assert_eq!(v.view().to_host(&stream).unwrap(), expect);
+        assert_eq!(v.view().to_host_on(&stream).unwrap(), expect);
         // Wrong element type or rank: Err, and the tensor is still released.
         let again = DeviceArray::from_host(&stream, &host.view()).unwrap();
         // SAFETY: as above.

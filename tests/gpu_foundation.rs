@@ -38,13 +38,13 @@ fn round_trip<T: DeviceElement>(rng: &mut StdRng) {
         let host = random::<T>(rng, &shape);
         let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
         assert_eq!(dev.shape(), host.shape());
-        let back = dev.to_host(&stream).unwrap();
+        let back = dev.to_host_on(&stream).unwrap();
         assert!(bits_equal(&back, &host), "{} {shape:?}", T::DTYPE);
         // A non-standard host layout goes up too.
         let t = host.t();
         let dev_t = DeviceArray::from_host(&stream, &t).unwrap();
         assert!(
-            bits_equal(&dev_t.to_host(&stream).unwrap(), &t.to_owned()),
+            bits_equal(&dev_t.to_host_on(&stream).unwrap(), &t.to_owned()),
             "{} {shape:?} transposed",
             T::DTYPE
         );
@@ -84,19 +84,13 @@ fn buffer_outlives_every_user_handle_to_context_and_stream() {
         drop(ctx);
         dev
     };
-    // The array still works through its own stream, then frees itself on drop.
-    let own = dev.stream().clone();
-    let back = dev.to_host(&own).unwrap();
+    // The array still works through its own stream (the plain methods use it), then frees
+    // itself on drop.
+    let back = dev.to_host().unwrap();
     assert!(bits_equal(&back, &host));
-    let copy = dev.view().t().to_contiguous(&own).unwrap();
-    drop(own);
+    let copy = dev.t().to_contiguous().unwrap();
     drop(dev);
-    let own = copy.stream().clone();
-    assert!(bits_equal(
-        &copy.to_host(&own).unwrap(),
-        &host.t().to_owned()
-    ));
-    drop(own);
+    assert!(bits_equal(&copy.to_host().unwrap(), &host.t().to_owned()));
     drop(copy);
     // A fresh context handle still works afterwards.
     let s2 = gpu_stream();
@@ -138,7 +132,7 @@ fn custom_owner_freed_once_after_last_view() {
     assert_eq!(drops.load(Ordering::SeqCst), 0);
     let handle = std::thread::spawn(move || {
         let stream = gpu_stream();
-        let h = a.to_host(&stream).unwrap();
+        let h = a.to_host_on(&stream).unwrap();
         drop(a);
         h
     });
@@ -157,16 +151,19 @@ fn cudarc_interop_views() {
     let slice = stream.clone_htod(&data).unwrap();
     let v = interop::view_of(&slice, (4, 5, 6)).unwrap();
     let host = Array::from_shape_vec((4, 5, 6), data.clone()).unwrap();
-    assert_eq!(v.to_host(&stream).unwrap(), host);
+    assert_eq!(v.to_host_on(&stream).unwrap(), host);
     let sub = DeviceSpan::from_cuda_view(slice.slice(30..90))
         .into_view()
-        .into_shape((2, 5, 6))
+        .into_shape_with_order((2, 5, 6))
         .unwrap();
-    assert_eq!(sub.to_host(&stream).unwrap(), host.slice(s![1..3, .., ..]));
+    assert_eq!(
+        sub.to_host_on(&stream).unwrap(),
+        host.slice(s![1..3, .., ..])
+    );
     let mut out = stream.alloc_zeros::<i16>(120).unwrap();
     {
         let mut o = interop::view_mut_of(&mut out, (6, 5, 4)).unwrap();
-        o.assign(&stream, &v.clone().permuted_axes([2, 1, 0]))
+        o.assign_on(&stream, &v.clone().permuted_axes([2, 1, 0]))
             .unwrap();
     }
     let got = stream.clone_dtoh(&out).unwrap();
@@ -191,13 +188,13 @@ fn multi_stream_ordering_through_cudarc_events() {
     for round in 0..4 {
         let value = round as f32 + 0.5;
         devspan::DeviceSpanMut::from_cuda_mut(&mut a)
-            .fill(&s1, value)
+            .fill_on(&s1, value)
             .unwrap();
         let b = DeviceSpan::from_cuda(&a)
             .into_view()
-            .cast::<f64>(&s2)
+            .cast_on::<f64>(&s2)
             .unwrap();
-        let h = b.to_host(&s2).unwrap();
+        let h = b.to_host_on(&s2).unwrap();
         assert!(
             h.iter().all(|&x| x == value as f64),
             "round {round}: stream 2 read before stream 1's fill finished"
@@ -214,12 +211,12 @@ fn borrowed_views_end_their_borrow_at_last_use() {
     let mut dev = DeviceArray::<f32, _>::zeros(&stream, (6, 4)).unwrap();
     let mut v = dev.view_mut();
     let mut sub = v.slice_mut(s![..;2, ..]);
-    sub.fill(&stream, 1.5).unwrap();
-    let h = dev.to_host(&stream).unwrap();
+    sub.fill_on(&stream, 1.5).unwrap();
+    let h = dev.to_host_on(&stream).unwrap();
     let r = dev.view().slice(s![1.., ..]);
     let mut slice = stream.alloc_zeros::<f32>(8).unwrap();
     let mut w = devspan::DeviceViewMut::from(&mut slice);
-    w.fill(&stream, 2.0).unwrap();
+    w.fill_on(&stream, 2.0).unwrap();
     let back = stream.clone_dtoh(&slice).unwrap();
     assert_eq!(r.shape(), &[5, 4]);
     assert!(
@@ -243,15 +240,15 @@ fn host_arguments_of_any_kind() {
     let c = DeviceArray::from_host(&stream, &ndarray::CowArray::from(host.view())).unwrap();
     let d = DeviceArray::from_host(&stream, &host.t()).unwrap();
     for dev in [&a, &b, &c] {
-        assert_close(&stream, &dev.view(), &host, Tolerance::exact());
+        assert_close(dev, &host, Tolerance::exact());
     }
-    assert_close(&stream, &d.view(), &host.t(), Tolerance::exact());
+    assert_close(&d, &host.t(), Tolerance::exact());
     let mut out = Array::<f32, _>::from_elem((7, 5), -1.0);
-    d.view().copy_to_host(&stream, &mut out).unwrap();
+    d.view().copy_to_host_on(&stream, &mut out).unwrap();
     assert_eq!(out, host.t());
     let mut e = DeviceArray::<f32, _>::zeros(&stream, (5, 7)).unwrap();
     e.view_mut()
-        .copy_from_host(&stream, &host.to_shared())
+        .copy_from_host_on(&stream, &host.to_shared())
         .unwrap();
-    assert_eq!(e.to_host(&stream).unwrap(), host);
+    assert_eq!(e.to_host_on(&stream).unwrap(), host);
 }

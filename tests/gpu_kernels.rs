@@ -160,9 +160,9 @@ fn copy_cast_cases_with<From: DeviceElement, To: DeviceElement>(
                 .unwrap();
                 transposed += usize::from(path == "transpose");
             } else {
-                out.view_mut().assign_cast(stream, &dp).unwrap();
+                out.view_mut().assign_cast_on(stream, &dp).unwrap();
             }
-            let got = out.to_host(stream).unwrap();
+            let got = out.to_host_on(stream).unwrap();
             let expect = hp.mapv(|x| cast_reference::<From, To>(x));
             assert_same(
                 &got.view(),
@@ -250,17 +250,21 @@ fn cast_transposed_and_broadcast_sources() {
     let dcol = DeviceArray::from_host(&stream, &col.view()).unwrap();
     let mut out =
         DeviceArray::from_host(&stream, &random::<f64>(&mut rng, &[40, 50]).view()).unwrap();
-    out.view_mut().assign_cast(&stream, &drow.view()).unwrap();
+    out.view_mut()
+        .assign_cast_on(&stream, &drow.view())
+        .unwrap();
     let expect = row.broadcast(IxDyn(&[40, 50])).unwrap().mapv(|x| x as f64);
     assert_same(
-        &out.to_host(&stream).unwrap().view(),
+        &out.to_host_on(&stream).unwrap().view(),
         &expect.view(),
         "broadcast row",
     );
-    out.view_mut().assign_cast(&stream, &dcol.view()).unwrap();
+    out.view_mut()
+        .assign_cast_on(&stream, &dcol.view())
+        .unwrap();
     let expect = col.broadcast(IxDyn(&[40, 50])).unwrap().mapv(|x| x as f64);
     assert_same(
-        &out.to_host(&stream).unwrap().view(),
+        &out.to_host_on(&stream).unwrap().view(),
         &expect.view(),
         "broadcast column",
     );
@@ -372,10 +376,10 @@ where
     let host = Array::from_shape_vec(IxDyn(&[n]), host).unwrap();
     let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
     let mut out = DeviceArray::from_host(stream, &random::<To>(rng, &[n]).view()).unwrap();
-    out.view_mut().assign_cast(stream, &dev.view()).unwrap();
+    out.view_mut().assign_cast_on(stream, &dev.view()).unwrap();
     let expect = host.mapv(|x| cast_reference::<From, To>(x));
     assert_same(
-        &out.to_host(stream).unwrap().view(),
+        &out.to_host_on(stream).unwrap().view(),
         &expect.view(),
         &format!("edges {} -> {}", From::DTYPE, To::DTYPE),
     );
@@ -496,10 +500,10 @@ fn fill_cases<T: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng) {
             {
                 let mut dv = dev.view_mut();
                 let info = ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(sl).unwrap();
-                dv.slice_mut(info).fill(stream, value).unwrap();
+                dv.slice_mut(info).fill_on(stream, value).unwrap();
             }
             assert_same(
-                &dev.to_host(stream).unwrap().view(),
+                &dev.to_host_on(stream).unwrap().view(),
                 &expect.view(),
                 &format!("fill {} {name} {vname}", T::DTYPE),
             );
@@ -525,7 +529,7 @@ fn fill_every_type_every_layout() {
 fn overlapping_operands_are_refused_or_correct() {
     let stream = gpu_stream();
     let mut a = DeviceArray::<f32, _>::zeros(&stream, (64, 64)).unwrap();
-    a.fill(&stream, 2.0).unwrap();
+    a.fill_on(&stream, 2.0).unwrap();
     let mut b = DeviceArray::<f32, _>::zeros(&stream, (64, 64)).unwrap();
     // A second, read-only view of `a` made from raw parts, to alias the writable one.
     let ptr = devspan::interop::cuda_slice_address(a.as_cuda_slice());
@@ -537,23 +541,23 @@ fn overlapping_operands_are_refused_or_correct() {
         .typed::<f32>()
         .unwrap()
         .into_view()
-        .into_shape((64, 64))
+        .into_shape_with_order((64, 64))
         .unwrap();
     let mut av = a.view_mut();
     let e = av
         .slice_mut(s![1.., ..])
-        .assign(&stream, &whole.slice(s![..63, ..]))
+        .assign_on(&stream, &whole.slice(s![..63, ..]))
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Aliasing, "{e}");
     // Identical elements: a no-op.
-    av.assign(&stream, &whole).unwrap();
+    av.assign_on(&stream, &whole).unwrap();
     // Disjoint arrays are fine.
-    b.view_mut().assign(&stream, &whole).unwrap();
-    assert!(b.to_host(&stream).unwrap().iter().all(|&x| x == 2.0));
+    b.view_mut().assign_on(&stream, &whole).unwrap();
+    assert!(b.to_host_on(&stream).unwrap().iter().all(|&x| x == 2.0));
     // Shape mismatch is an error, not a panic.
     let e = b
         .view_mut()
-        .assign(&stream, &whole.slice(s![..3, ..5]))
+        .assign_on(&stream, &whole.slice(s![..3, ..5]))
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ShapeMismatch, "{e}");
 }
@@ -566,26 +570,29 @@ fn more_than_2_pow_32_elements() {
     let stream = gpu_stream();
     let n: usize = (1 << 32) + (1 << 29) + 77;
     let mut a = DeviceArray::<u8, _>::zeros(&stream, n).unwrap();
-    a.fill(&stream, 3).unwrap();
-    a.view_mut().slice_mut(s![..;7]).fill(&stream, 9).unwrap();
+    a.fill_on(&stream, 3).unwrap();
+    a.view_mut()
+        .slice_mut(s![..;7])
+        .fill_on(&stream, 9)
+        .unwrap();
     a.view_mut()
         .slice_mut(s![n - 1000..;-3])
-        .fill(&stream, 11)
+        .fill_on(&stream, 11)
         .unwrap();
-    let rev = a.view().slice(s![..;-1]).to_contiguous(&stream).unwrap();
+    let rev = a.view().slice(s![..;-1]).to_contiguous_on(&stream).unwrap();
     let cube = a
         .view()
         .slice(s![..n - 77])
-        .into_shape((1 << 11, 1 << 10, 9 << 8))
+        .into_shape_with_order((1 << 11, 1 << 10, 9 << 8))
         .unwrap();
     let pv = cube.permuted_axes([2, 1, 0]).slice(s![..;-1, 3.., ..;2]);
-    let t = pv.to_contiguous(&stream).unwrap();
+    let t = pv.to_contiguous_on(&stream).unwrap();
     // The same permutation widened to u16 takes the element-wise permute kernel (with word
     // stores: a 2-byte destination whose fastest extent is even). Its tile origins lie up to
     // 4.7 * 2^30 elements from the source's first element, so the kernel splits them in
     // 64-bit arithmetic (`PermuteArgs::origin32` is 0).
     let mut wide = DeviceArray::<u16, _>::zeros(&stream, pv.dim()).unwrap();
-    wide.view_mut().fill(&stream, 0xdead).unwrap();
+    wide.view_mut().fill_on(&stream, 0xdead).unwrap();
     let path = devspan::internals::assign_cast_steered(
         &mut wide.view_mut(),
         &stream,
@@ -594,7 +601,7 @@ fn more_than_2_pow_32_elements() {
     )
     .unwrap();
     assert_eq!(path, "permute_words");
-    let h = rev.to_host(&stream).unwrap();
+    let h = rev.to_host_on(&stream).unwrap();
     let expect = |i: usize| -> u8 {
         if i >= n - 1000 && (n - 1 - i) % 3 == 0 {
             11
@@ -612,8 +619,8 @@ fn more_than_2_pow_32_elements() {
     {
         assert_eq!(x, expect(n - 1 - j), "reversed element {j}");
     }
-    let ht = t.to_host(&stream).unwrap();
-    let hw = wide.to_host(&stream).unwrap();
+    let ht = t.to_host_on(&stream).unwrap();
+    let hw = wide.to_host_on(&stream).unwrap();
     let (d0, d1) = (9usize << 8, 1usize << 10);
     for (idx, &x) in ht.indexed_iter().step_by(999_983) {
         let (i, j, k) = idx;
@@ -657,9 +664,9 @@ fn widening_large<From: DeviceElement, To: DeviceElement>(
         let src = dev.view().try_slice(from_one()).unwrap();
         let mut dst = out.view_mut();
         let mut dst = dst.try_slice_mut(from_one()).unwrap();
-        dst.assign_cast(stream, &src).unwrap();
+        dst.assign_cast_on(stream, &src).unwrap();
     }
-    let got = out.to_host(stream).unwrap();
+    let got = out.to_host_on(stream).unwrap();
     let mut expect = poison.clone();
     expect
         .slice_mut(s![1..])

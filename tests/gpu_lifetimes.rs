@@ -574,10 +574,10 @@ fn check_fresh(
         let mut fresh = DeviceArray::<f32, Ix1>::zeros(stream, n).unwrap();
         let reused = interop::cuda_slice_address(fresh.as_cuda_slice()) == released.ptr;
         if let Some(x) = fill {
-            fresh.fill(stream, x).unwrap();
+            fresh.fill_on(stream, x).unwrap();
         }
         stream.context().synchronize().unwrap();
-        let h = fresh.to_host(stream).unwrap();
+        let h = fresh.to_host_on(stream).unwrap();
         (reused, count_ne(h.as_slice().unwrap(), want))
     };
     println!("{what}: the next allocation reused the freed block: {reused}");
@@ -615,7 +615,7 @@ fn busy_kernel_delays_later_work_on_its_stream_only() {
     stream.synchronize().unwrap();
     let t0 = Instant::now();
     busy(&stream, BUSY_MS);
-    a.fill(&stream, WRITTEN).unwrap();
+    a.fill_on(&stream, WRITTEN).unwrap();
     let enqueued = t0.elapsed();
     other.synchronize().unwrap();
     let other_done = t0.elapsed();
@@ -636,7 +636,7 @@ fn busy_kernel_delays_later_work_on_its_stream_only() {
         done >= Duration::from_millis(BUSY_MS * 9 / 10),
         "the stream finished after {done:?}, before the {BUSY_MS} ms spin"
     );
-    let h = a.to_host(&stream).unwrap();
+    let h = a.to_host_on(&stream).unwrap();
     assert_eq!(count_ne(h.as_slice().unwrap(), WRITTEN), 0);
 }
 
@@ -657,15 +657,15 @@ fn freed_under_queued_write(kind: Kind, op: Op) -> Result<(), String> {
     let s1 = devspan::new_stream(0).unwrap();
     let s2 = devspan::new_stream(0).unwrap();
     let mut src = DeviceArray::<f32, Ix1>::zeros(&s2, ELEMS).unwrap();
-    src.fill(&s2, WRITTEN).unwrap();
+    src.fill_on(&s2, WRITTEN).unwrap();
     s2.synchronize().unwrap();
     let host = pattern(ELEMS, 1);
     let (released, s1) = with_memory(kind, s1, &host, |sub| {
         let mut view = sub.view;
         busy(&s2, BUSY_MS);
         match op {
-            Op::Fill => view.fill(&s2, WRITTEN).unwrap(),
-            Op::Assign => view.assign(&s2, &src.view()).unwrap(),
+            Op::Fill => view.fill_on(&s2, WRITTEN).unwrap(),
+            Op::Assign => view.assign_on(&s2, &src.view()).unwrap(),
         }
         drop(view);
         drop(sub.owner);
@@ -741,7 +741,7 @@ fn two_stream_drop_of_a_source_still_being_read() {
         let host = pattern(ELEMS, 2);
         let (released, s1) = with_memory(kind, s1, &host, |sub| {
             busy(&s2, BUSY_MS);
-            dst.view_mut().assign(&s2, &sub.view.view()).unwrap();
+            dst.view_mut().assign_on(&s2, &sub.view.view()).unwrap();
             drop(sub.view);
             drop(sub.owner);
             sub.s1
@@ -749,7 +749,7 @@ fn two_stream_drop_of_a_source_still_being_read() {
         let r = check_counts(&released, &what)
             .and_then(|()| check_fresh(&released, &s1, ELEMS, Some(REUSED), &what))
             .and_then(|()| {
-                let got = dst.to_host(&s2).unwrap();
+                let got = dst.to_host_on(&s2).unwrap();
                 match count_diff(got.as_slice().unwrap(), &host) {
                     0 => Ok(()),
                     bad => Err(format!(
@@ -788,8 +788,8 @@ fn views_order_a_write_before_later_work_on_another_stream() {
             let mut v = sub.view;
             let mut fails = Vec::new();
             busy(&sa, BUSY_MS);
-            v.fill(&sa, WRITTEN).unwrap();
-            let read = v.view().to_host(&sb).unwrap();
+            v.fill_on(&sa, WRITTEN).unwrap();
+            let read = v.view().to_host_on(&sb).unwrap();
             let bad = count_ne(read.as_slice().unwrap(), WRITTEN);
             if bad > 0 {
                 fails.push(format!(
@@ -797,10 +797,10 @@ fn views_order_a_write_before_later_work_on_another_stream() {
                 ));
             }
             busy(&sa, BUSY_MS);
-            v.fill(&sa, INIT).unwrap();
-            v.fill(&sb, REUSED).unwrap();
+            v.fill_on(&sa, INIT).unwrap();
+            v.fill_on(&sb, REUSED).unwrap();
             sa.context().synchronize().unwrap();
-            let last = v.view().to_host(&sb).unwrap();
+            let last = v.view().to_host_on(&sb).unwrap();
             let bad = count_ne(last.as_slice().unwrap(), REUSED);
             if bad > 0 {
                 fails.push(format!(
@@ -840,11 +840,11 @@ fn views_order_a_read_before_a_later_write_on_another_stream() {
         let (_released, ()) = with_memory(kind, s1, &host, |sub| {
             let mut v = sub.view;
             busy(&sa, BUSY_MS);
-            dst.view_mut().assign(&sa, &v.view()).unwrap();
-            v.fill(&sb, WRITTEN).unwrap();
+            dst.view_mut().assign_on(&sa, &v.view()).unwrap();
+            v.fill_on(&sb, WRITTEN).unwrap();
             sa.context().synchronize().unwrap();
         });
-        let got = dst.to_host(&sa).unwrap();
+        let got = dst.to_host_on(&sa).unwrap();
         let bad = count_diff(got.as_slice().unwrap(), &host);
         if bad > 0 {
             fails.push(format!(
@@ -933,8 +933,8 @@ fn foreign_thread_release(tracking: Tracking) -> Result<(), String> {
     // The next call on this thread, unrelated to the released memory.
     let probe = (|| {
         let mut p = DeviceArray::<f32, Ix1>::zeros(&stream, 1024)?;
-        p.fill(&stream, WRITTEN)?;
-        p.to_host(&stream)
+        p.fill_on(&stream, WRITTEN)?;
+        p.to_host_on(&stream)
     })();
     let probe = probe
         .map_err(|e| format!("{what}: the first devspan call after the release failed: {e}"))?;
@@ -1012,7 +1012,7 @@ fn with_base<R>(
                 DeviceViewMut::from_raw_parts_mut(ptr, n, Ix1(n), &[1], 0, 0, Arc::new(slice))
             }
             .unwrap();
-            f(v.into_shape(dim).unwrap())
+            f(v.into_shape_with_order(dim).unwrap())
         }
     }
 }
@@ -1024,13 +1024,13 @@ fn nested_reads(stream: &Arc<CudaStream>, v: DeviceView<'_, f32, Ix2>, host: &Ar
     let outer = v.kernel_view::<2>().unwrap();
     let got = v
         .with_kernel_view::<2, _>(stream, |kv| {
-            let contiguous = v.clone().to_contiguous(stream)?.to_host(stream)?;
-            let direct = v.to_host(stream)?;
-            let cast = v.cast::<f64>(stream)?.to_host(stream)?;
-            let sliced = v.slice(s![1..;2, ..;-3]).to_host(stream)?;
+            let contiguous = v.clone().to_contiguous_on(stream)?.to_host_on(stream)?;
+            let direct = v.to_host_on(stream)?;
+            let cast = v.cast_on::<f64>(stream)?.to_host_on(stream)?;
+            let sliced = v.slice(s![1..;2, ..;-3]).to_host_on(stream)?;
             let (kv2, transposed) = v
                 .clone()
-                .with_kernel_view::<2, _>(stream, |kv2| Ok((kv2, v.t().to_host(stream)?)))?;
+                .with_kernel_view::<2, _>(stream, |kv2| Ok((kv2, v.t().to_host_on(stream)?)))?;
             Ok((kv, contiguous, direct, cast, sliced, kv2, transposed))
         })
         .expect("reads nested in with_kernel_view");
@@ -1059,12 +1059,12 @@ fn nested_writes(
     let src = DeviceArray::from_host(stream, &src_host.view()).unwrap();
     let first_ptr = first.device_ptr();
     let r = first.with_kernel_view_mut::<2, _>(stream, |kv| {
-        second.fill(stream, WRITTEN)?;
-        let filled = second.view().to_host(stream)?;
-        second.assign(stream, &src.view())?;
+        second.fill_on(stream, WRITTEN)?;
+        let filled = second.view().to_host_on(stream)?;
+        second.assign_on(stream, &src.view())?;
         let nested_read = second
             .view()
-            .with_kernel_view::<2, _>(stream, |_| second.view().to_host(stream))?;
+            .with_kernel_view::<2, _>(stream, |_| second.view().to_host_on(stream))?;
         let nested_write = second.with_kernel_view_mut::<2, _>(stream, |kv2| Ok(kv2.ptr))?;
         Ok((kv.ptr, filled, nested_read, nested_write))
     });
@@ -1081,7 +1081,7 @@ fn nested_writes(
     }
     // Whatever the nested calls returned, the first half is untouched.
     let first_host = host.slice_axis(axis, ndarray::Slice::from(..at));
-    assert_eq!(first.view().to_host(stream).unwrap(), first_host);
+    assert_eq!(first.view().to_host_on(stream).unwrap(), first_host);
 }
 
 fn nesting(base: Base) {
@@ -1144,14 +1144,14 @@ fn opposite_directions(base: Base) {
                         let t1 = sc.spawn(|| {
                             let mut p1 = p1;
                             for _ in 0..ITERS {
-                                p1.assign(&sa, &q1.view()).unwrap();
+                                p1.assign_on(&sa, &q1.view()).unwrap();
                             }
                             (p1, q1)
                         });
                         let t2 = sc.spawn(|| {
                             let mut q2 = q2;
                             for _ in 0..ITERS {
-                                q2.assign(&sb, &p2.view()).unwrap();
+                                q2.assign_on(&sb, &p2.view()).unwrap();
                             }
                             (q2, p2)
                         });
@@ -1159,10 +1159,10 @@ fn opposite_directions(base: Base) {
                     });
                     sa.context().synchronize().unwrap();
                     let row = |r: usize, h: &Array2<f32>| h.slice(s![r..r + 1, ..]).to_owned();
-                    assert_eq!(p1.view().to_host(&sa).unwrap(), row(0, &hq));
-                    assert_eq!(p2.view().to_host(&sa).unwrap(), row(1, &hp));
-                    assert_eq!(q1.view().to_host(&sb).unwrap(), row(0, &hq));
-                    assert_eq!(q2.view().to_host(&sb).unwrap(), row(1, &hp));
+                    assert_eq!(p1.view().to_host_on(&sa).unwrap(), row(0, &hq));
+                    assert_eq!(p2.view().to_host_on(&sa).unwrap(), row(1, &hp));
+                    assert_eq!(q1.view().to_host_on(&sb).unwrap(), row(0, &hq));
+                    assert_eq!(q2.view().to_host_on(&sb).unwrap(), row(1, &hp));
                 });
             });
         },
@@ -1295,19 +1295,22 @@ fn matrix_case(kind: Kind, order: Order, busy_ms: Option<u64>) -> Result<(), Str
             s1,
             counts,
         } = sub;
-        let (mut h1, h2) = view.into_shape((2, half)).unwrap().split_at(Axis(0), 1);
+        let (mut h1, h2) = view
+            .into_shape_with_order((2, half))
+            .unwrap()
+            .split_at(Axis(0), 1);
         if let Some(ms) = busy_ms {
             busy(&s2, ms);
         }
-        h1.fill(&s2, WRITTEN).unwrap();
+        h1.fill_on(&s2, WRITTEN).unwrap();
         dst.view_mut()
             .slice_mut(s![0..1, ..])
-            .assign(&s2, &h1.view())
+            .assign_on(&s2, &h1.view())
             .unwrap();
         let r = h2.into_view();
         dst.view_mut()
             .slice_mut(s![1..2, ..])
-            .assign(&s2, &r)
+            .assign_on(&s2, &r)
             .unwrap();
         let strided = r.slice(s![.., ..;2]);
         drop_in_order(
@@ -1321,7 +1324,7 @@ fn matrix_case(kind: Kind, order: Order, busy_ms: Option<u64>) -> Result<(), Str
     check_counts(&released, &what)?;
     let stream = s1.unwrap_or_else(|| devspan::new_stream(0).unwrap());
     check_fresh(&released, &stream, MATRIX_ELEMS, Some(REUSED), &what)?;
-    let d = dst.to_host(dst.stream()).unwrap();
+    let d = dst.to_host().unwrap();
     let bad0 = count_ne(d.row(0).as_slice().unwrap(), WRITTEN);
     let bad1 = count_ne(d.row(1).as_slice().unwrap(), INIT);
     if bad0 + bad1 > 0 {
@@ -1461,7 +1464,7 @@ fn drop_orders_of_a_pinned_transfer_buffer() {
                 let s2 = ctx.new_stream().unwrap();
                 let mut dev = DeviceArray::<f32, Ix1>::zeros(&s2, n).unwrap();
                 if !upload {
-                    dev.fill(&s2, WRITTEN).unwrap();
+                    dev.fill_on(&s2, WRITTEN).unwrap();
                 }
                 s2.synchronize().unwrap();
                 let mut buf = PinnedBuffer::from_slice(&ctx, &host).unwrap();
@@ -1493,7 +1496,7 @@ fn drop_orders_of_a_pinned_transfer_buffer() {
                 ctx.synchronize().unwrap();
                 println!("{what}: the next pinned buffer reused the memory: {reused}");
                 let bad_fresh = count_ne(fresh.as_slice().unwrap(), REUSED);
-                let got = dev.to_host(dev.stream()).unwrap();
+                let got = dev.to_host().unwrap();
                 let bad_dev = if upload {
                     count_diff(got.as_slice().unwrap(), &host)
                 } else {

@@ -67,14 +67,14 @@ fn permuted_cases_tuned<From: DeviceElement, To: DeviceElement>(
             let mut ov = out.view_mut();
             let path = if tuning == Tuning::default() {
                 let path = devspan::internals::copy_path(&mut ov, &dp);
-                ov.assign_cast(stream, &dp).unwrap();
+                ov.assign_cast_on(stream, &dp).unwrap();
                 path
             } else {
                 devspan::internals::assign_cast_steered(&mut ov, stream, &dp, tuning).unwrap()
             };
             *paths.entry(path).or_default() += 1;
         }
-        let got = out.to_host(stream).unwrap();
+        let got = out.to_host_on(stream).unwrap();
         let expect = hp
             .mapv(|x| cast_reference::<From, To>(x))
             .as_standard_layout()
@@ -270,12 +270,12 @@ fn sliced_and_negative_stride_destinations() {
             *paths
                 .entry(devspan::internals::copy_path(&mut ov, &dp))
                 .or_default() += 1;
-            ov.assign_cast(stream, &dp).unwrap();
+            ov.assign_cast_on(stream, &dp).unwrap();
         }
         expect
             .slice_mut(slice_info(dst_slice))
             .assign(&hp.mapv(|x| cast_reference::<From, To>(x)));
-        let got = out.to_host(stream).unwrap();
+        let got = out.to_host_on(stream).unwrap();
         assert_same(
             &got.view(),
             &expect.view(),
@@ -479,10 +479,10 @@ fn vector_kernel_permutations() {
             let path = devspan::internals::copy_path(&mut ov, &dp);
             assert_eq!(path, "permute_vec", "broadcast, perm {p:?}");
             *paths.entry(path).or_default() += 1;
-            ov.assign_cast(&stream, &dp).unwrap();
+            ov.assign_cast_on(&stream, &dp).unwrap();
         }
         let expect = hp.as_standard_layout().into_owned();
-        let got = out.to_host(&stream).unwrap();
+        let got = out.to_host_on(&stream).unwrap();
         assert_same(
             &got.view(),
             &expect.view(),
@@ -506,9 +506,9 @@ fn vector_kernel_permutations() {
         let path = devspan::internals::copy_path(&mut ov, &dt);
         assert_eq!(path, "permute_vec", "strided destination");
         *paths.entry(path).or_default() += 1;
-        ov.assign_cast(&stream, &dt).unwrap();
+        ov.assign_cast_on(&stream, &dt).unwrap();
     }
-    let got = out.to_host(&stream).unwrap();
+    let got = out.to_host_on(&stream).unwrap();
     assert_same(&got.view(), &expect.view(), "strided destination");
     println!("vector kernel: paths {paths:?}");
     assert!(

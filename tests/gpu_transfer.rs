@@ -117,7 +117,7 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
                 .permuted_axes(IxDyn(&dperm))
                 .assign(&hview);
             assert_eq!(
-                bits(&dev.to_host(&stream).unwrap()),
+                bits(&dev.to_host_on(&stream).unwrap()),
                 bits(&expect),
                 "{} up, case {case}, {opt:?}",
                 T::DTYPE
@@ -172,18 +172,18 @@ fn transfers_between_random_layouts() {
 fn transfer_errors_write_nothing() {
     let stream = gpu_stream();
     let mut dev = DeviceArray::<f32, _>::zeros(&stream, (4, 5)).unwrap();
-    dev.fill(&stream, 1.0).unwrap();
+    dev.fill_on(&stream, 1.0).unwrap();
     let host = ndarray::Array2::<f32>::from_elem((5, 4), 7.0);
     let e = dev
         .view_mut()
-        .copy_from_host(&stream, &host.view())
+        .copy_from_host_on(&stream, &host.view())
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ShapeMismatch);
-    assert!(dev.to_host(&stream).unwrap().iter().all(|&x| x == 1.0));
+    assert!(dev.to_host_on(&stream).unwrap().iter().all(|&x| x == 1.0));
     let mut out = ndarray::Array2::<f32>::from_elem((5, 4), 3.0);
     let e = dev
         .view()
-        .copy_to_host(&stream, &mut out.view_mut())
+        .copy_to_host_on(&stream, &mut out.view_mut())
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ShapeMismatch);
     assert!(out.iter().all(|&x| x == 3.0));
@@ -191,12 +191,12 @@ fn transfer_errors_write_nothing() {
     let mut empty = DeviceArray::<u8, _>::zeros(&stream, (0, 3)).unwrap();
     empty
         .view_mut()
-        .copy_from_host(&stream, &ndarray::Array2::<u8>::zeros((0, 3)).view())
+        .copy_from_host_on(&stream, &ndarray::Array2::<u8>::zeros((0, 3)).view())
         .unwrap();
     let mut h = ndarray::Array2::<u8>::zeros((0, 3));
     empty
         .view()
-        .copy_to_host(&stream, &mut h.view_mut())
+        .copy_to_host_on(&stream, &mut h.view_mut())
         .unwrap();
 }
 
@@ -205,7 +205,7 @@ fn transfer_errors_write_nothing() {
 fn transfer_options_errors_write_nothing() {
     let stream = gpu_stream();
     let mut dev = DeviceArray::<u32, _>::zeros(&stream, 100).unwrap();
-    dev.fill(&stream, 5).unwrap();
+    dev.fill_on(&stream, 5).unwrap();
     let host = ndarray::Array1::<u32>::from_elem(200, 9);
     let bad = TransferOptions {
         chunk_bytes: 0,
@@ -217,7 +217,7 @@ fn transfer_options_errors_write_nothing() {
         .copy_from_host_with(&stream, &host.slice(ndarray::s![..;2]), &bad)
         .unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
-    assert!(dev.to_host(&stream).unwrap().iter().all(|&x| x == 5));
+    assert!(dev.to_host_on(&stream).unwrap().iter().all(|&x| x == 5));
     // Options are checked before anything moves, also where they would not be used: a
     // contiguous upload, a download into a page-locked block, a new array.
     for bad in [
@@ -247,7 +247,7 @@ fn transfer_options_errors_write_nothing() {
         let e = DeviceArray::from_host_with(&stream, &host, &bad).unwrap_err();
         assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
     }
-    assert!(dev.to_host(&stream).unwrap().iter().all(|&x| x == 5));
+    assert!(dev.to_host_on(&stream).unwrap().iter().all(|&x| x == 5));
 }
 
 /// Large 1-D and 2-D transfers that are not a multiple of the staging chunk, with several
@@ -289,7 +289,7 @@ fn transfers_not_a_multiple_of_the_chunk() {
             .slice_mut(ndarray::s![..;-2])
             .copy_from_host_with(&stream, &host.slice(ndarray::s![..;-1]), &opt)
             .unwrap();
-        let got = dev2.to_host(&stream).unwrap();
+        let got = dev2.to_host_on(&stream).unwrap();
         assert_eq!(
             bits_1(
                 &got.slice(ndarray::s![..;-2])
@@ -313,7 +313,7 @@ fn transfers_not_a_multiple_of_the_chunk() {
         };
         let v = big.slice(ndarray::s![3..1000;3, 7..1020]);
         let dev = DeviceArray::from_host_with(&stream, &v, &opt).unwrap();
-        assert_eq!(dev.to_host(&stream).unwrap(), v);
+        assert_eq!(dev.to_host_on(&stream).unwrap(), v);
         let mut out = ndarray::Array2::<u16>::from_elem((1031, 1029), 7);
         dev.view()
             .copy_to_host_with(
@@ -333,14 +333,14 @@ fn transfers_not_a_multiple_of_the_chunk() {
     let pv = ndarray::ArrayView2::from_shape((517, 389), pinned.as_slice().unwrap()).unwrap();
     let dev = DeviceArray::from_host(&stream, &pv.t()).unwrap();
     assert_eq!(
-        bits(&dev.to_host(&stream).unwrap().into_dyn()),
+        bits(&dev.to_host_on(&stream).unwrap().into_dyn()),
         bits(&pv.t().to_owned().into_dyn())
     );
     let mut pout = PinnedBuffer::<f32>::zeros(stream.context(), 517 * 389).unwrap();
     {
         let mut ov =
             ndarray::ArrayViewMut2::from_shape((389, 517), pout.as_mut_slice().unwrap()).unwrap();
-        dev.view().copy_to_host(&stream, &mut ov).unwrap();
+        dev.view().copy_to_host_on(&stream, &mut ov).unwrap();
     }
     let want = pv.t().as_standard_layout().to_owned();
     let got: Vec<u32> = pout
@@ -376,7 +376,7 @@ fn pinned_buffers_copy_to_and_from_strided_device_views() {
         src.copy_to_device(&stream, &mut t).unwrap();
     }
     want.view_mut().reversed_axes().assign(&host);
-    assert_eq!(dev.to_host(&stream).unwrap(), want);
+    assert_eq!(dev.to_host_on(&stream).unwrap(), want);
     // Back, from a strided, reversed device view; the buffer's accessors wait for the copy.
     let mut back = PinnedBuffer::<i32>::zeros(stream.context(), 37 * 53).unwrap();
     let dv = dev.view();
@@ -411,12 +411,12 @@ fn async_transfers_finish_on_wait_drop_and_survive_forget() {
         .unwrap();
     let mut dev = DeviceArray::<f64, _>::zeros(&stream, (200, 300)).unwrap();
     dev.view_mut()
-        .copy_from_host_async(&stream, &host.t())
+        .copy_from_host_async_on(&stream, &host.t())
         .unwrap()
         .wait()
         .unwrap();
     assert_eq!(
-        bits(&dev.to_host(&stream).unwrap().into_dyn()),
+        bits(&dev.to_host_on(&stream).unwrap().into_dyn()),
         bits(&host.t().to_owned().into_dyn())
     );
     // Download: on wait, on drop.
@@ -425,7 +425,7 @@ fn async_transfers_finish_on_wait_drop_and_survive_forget() {
         let v = dev.view();
         let vt = v.t();
         let mut o = out.view_mut();
-        vt.copy_to_host_async(&stream, &mut o)
+        vt.copy_to_host_async_on(&stream, &mut o)
             .unwrap()
             .wait()
             .unwrap();
@@ -438,7 +438,7 @@ fn async_transfers_finish_on_wait_drop_and_survive_forget() {
     {
         let v = dev.view();
         let mut o = out2.view_mut();
-        let t = v.copy_to_host_async(&stream, &mut o).unwrap();
+        let t = v.copy_to_host_async_on(&stream, &mut o).unwrap();
         drop(t);
     }
     assert_eq!(
@@ -450,7 +450,7 @@ fn async_transfers_finish_on_wait_drop_and_survive_forget() {
     {
         let v = dev.view();
         let mut o = out3.view_mut();
-        std::mem::forget(v.copy_to_host_async(&stream, &mut o).unwrap());
+        std::mem::forget(v.copy_to_host_async_on(&stream, &mut o).unwrap());
     }
     stream.synchronize().unwrap();
     assert!(out3.iter().all(|&x| x == 1.5));
@@ -459,7 +459,7 @@ fn async_transfers_finish_on_wait_drop_and_survive_forget() {
     let v = dev.view();
     let mut w = wrong.view_mut();
     assert_eq!(
-        v.copy_to_host_async(&stream, &mut w).unwrap_err().kind(),
+        v.copy_to_host_async_on(&stream, &mut w).unwrap_err().kind(),
         &ErrorKind::ShapeMismatch
     );
 }
@@ -495,12 +495,12 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
     let (vt, vrows) = (dv.t(), dv.slice(s![..;2, ..]));
     // One waited download of each kind first, so that kernel modules are loaded before the
     // memory is measured.
-    vt.copy_to_host_async(&stream, &mut out_t.view_mut())
+    vt.copy_to_host_async_on(&stream, &mut out_t.view_mut())
         .unwrap()
         .wait()
         .unwrap();
     vrows
-        .copy_to_host_async(&stream, &mut out_rows.view_mut())
+        .copy_to_host_async_on(&stream, &mut out_rows.view_mut())
         .unwrap()
         .wait()
         .unwrap();
@@ -516,10 +516,10 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
     for i in 0..200 {
         if i % 2 == 0 {
             let mut o = out_t.view_mut();
-            std::mem::forget(vt.copy_to_host_async(&stream, &mut o).unwrap());
+            std::mem::forget(vt.copy_to_host_async_on(&stream, &mut o).unwrap());
         } else {
             let mut o = out_rows.view_mut();
-            std::mem::forget(vrows.copy_to_host_async(&stream, &mut o).unwrap());
+            std::mem::forget(vrows.copy_to_host_async_on(&stream, &mut o).unwrap());
         }
     }
     let after = device_memory_used(&stream);
@@ -536,7 +536,7 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
         "a forgotten download wrote the host"
     );
     // Waited and dropped downloads after the forgotten ones.
-    vt.copy_to_host_async(&stream, &mut out_t.view_mut())
+    vt.copy_to_host_async_on(&stream, &mut out_t.view_mut())
         .unwrap()
         .wait()
         .unwrap();
@@ -546,7 +546,7 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
     );
     drop(
         vrows
-            .copy_to_host_async(&stream, &mut out_rows.view_mut())
+            .copy_to_host_async_on(&stream, &mut out_rows.view_mut())
             .unwrap(),
     );
     assert!(
@@ -564,7 +564,7 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
     let path = transfer_path(&[2000, 1500], &[2999, 2], bv.t().strides(), 4, false);
     assert_eq!(path, "pack/staged");
     bv.t()
-        .copy_to_host_async(&stream, &mut host.slice_mut(s![.., ..;2]))
+        .copy_to_host_async_on(&stream, &mut host.slice_mut(s![.., ..;2]))
         .unwrap()
         .wait()
         .unwrap();
@@ -595,14 +595,14 @@ fn forgotten_uploads_complete_and_leak_no_device_memory() {
     let (at, bv) = (a.t(), b.view());
     // One waited upload of each kind first (kernel modules loaded before measuring).
     dev.view_mut()
-        .copy_from_host_async(&stream, &at)
+        .copy_from_host_async_on(&stream, &at)
         .unwrap()
         .wait()
         .unwrap();
     {
         let mut all = dev.view_mut();
         let mut rows = all.slice_mut(s![..;2, ..]);
-        rows.copy_from_host_async(&stream, &bv)
+        rows.copy_from_host_async_on(&stream, &bv)
             .unwrap()
             .wait()
             .unwrap();
@@ -610,16 +610,16 @@ fn forgotten_uploads_complete_and_leak_no_device_memory() {
     // Both go through a device temporary.
     assert!(transfer_path(&[1024, 1024], at.strides(), &[1024, 1], 4, true).ends_with("/staged"));
     assert!(transfer_path(&[512, 1024], bv.strides(), &[2048, 1], 4, true).ends_with("/staged"));
-    dev.fill(&stream, 0).unwrap();
+    dev.fill_on(&stream, 0).unwrap();
     let before = device_memory_used(&stream);
     for i in 0..200 {
         if i % 2 == 0 {
             let mut all = dev.view_mut();
-            std::mem::forget(all.copy_from_host_async(&stream, &at).unwrap());
+            std::mem::forget(all.copy_from_host_async_on(&stream, &at).unwrap());
         } else {
             let mut all = dev.view_mut();
             let mut rows = all.slice_mut(s![..;2, ..]);
-            std::mem::forget(rows.copy_from_host_async(&stream, &bv).unwrap());
+            std::mem::forget(rows.copy_from_host_async_on(&stream, &bv).unwrap());
         }
     }
     let after = device_memory_used(&stream);
@@ -631,7 +631,7 @@ fn forgotten_uploads_complete_and_leak_no_device_memory() {
     let mut want = a.t().to_owned();
     want.slice_mut(s![..;2, ..]).assign(&b);
     assert!(
-        dev.to_host(&stream).unwrap() == want,
+        dev.to_host_on(&stream).unwrap() == want,
         "device after forgotten uploads"
     );
 }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use devspan::{DeviceOwner, DeviceSpan, DeviceView, DeviceViewMut, ErrorKind, SpanData, ViewBase};
+use devspan::{
+    DeviceBase, DeviceOwner, DeviceSpan, DeviceView, DeviceViewMut, ErrorKind, SpanData,
+};
 use ndarray::{Axis, Dimension, Ix1, Ix2, s};
 
 struct Counted {
@@ -173,7 +175,7 @@ fn writable_splits_are_disjoint_and_keep_the_owner() {
     let v = unsafe {
         DeviceViewMut::<u16, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix1(12), &[1], 0, 0, o).unwrap()
     };
-    let m = v.into_shape((3, 4)).unwrap();
+    let m = v.into_shape_with_order((3, 4)).unwrap();
     let (top, rest) = m.split_at(Axis(0), 1);
     // Each half's span holds its own elements only.
     assert_eq!(top.layout().reach(), Some((0, 3)));
@@ -226,16 +228,16 @@ fn kernel_view_carries_pointer_shape_and_strides() {
     assert_eq!(std::mem::size_of::<devspan::interop::KernelView<2>>(), 40);
 }
 
-/// The span of `v` as `ViewBase::span` reports it: `Err(Aliasing)` for a half of a split whose
+/// The span of `v` as `DeviceBase::span` reports it: `Err(Aliasing)` for a half of a split whose
 /// reachable range interleaves with the other half's.
 fn span_of<S: SpanData, D: Dimension>(
-    v: &ViewBase<S, D>,
+    v: &DeviceBase<S, D>,
 ) -> devspan::Result<DeviceSpan<'_, S::Elem>> {
     v.span()
 }
 
 /// (length, device address) of `v`'s span.
-fn span_parts<S: SpanData, D: Dimension>(v: &ViewBase<S, D>) -> devspan::Result<(usize, u64)> {
+fn span_parts<S: SpanData, D: Dimension>(v: &DeviceBase<S, D>) -> devspan::Result<(usize, u64)> {
     span_of(v).map(|sp| (sp.len(), sp.device_ptr()))
 }
 
@@ -246,7 +248,7 @@ fn outer_axis_split_narrows_each_half_span() {
     let v = unsafe {
         DeviceViewMut::<u16, _>::from_raw_parts_mut(FAKE_PTR, 12, Ix1(12), &[1], 0, 0, o).unwrap()
     };
-    let m = v.into_shape((3, 4)).unwrap();
+    let m = v.into_shape_with_order((3, 4)).unwrap();
     assert_eq!(span_parts(&m).unwrap(), (12, FAKE_PTR), "before the split");
     let (top, rest) = m.split_at(Axis(0), 1);
     // Rows [0] and [1, 2]: elements 0..4 and 4..12, two bytes each.

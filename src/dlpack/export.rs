@@ -278,7 +278,7 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'static, T, D> {
 fn owning_view<T: DeviceElement, D: Dimension + 'static>(
     array: DeviceArray<T, D>,
 ) -> Result<DeviceViewMut<'static, T, D>> {
-    array.stream().synchronize()?;
+    array.as_cuda_slice().stream().synchronize()?;
     let dim = array.dim();
     let ptr = crate::bytes::address_of(array.as_cuda_slice());
     let (len, device) = (array.len(), array.device());

@@ -362,7 +362,7 @@ mod tests {
             let t = super::super::Tensor::owned(a).expect("tensor");
             let mut v = t.view_mut::<f32>().expect("view");
             t.before(&side, true).expect("order");
-            v.fill(&side, 1.0).expect("fill");
+            v.fill_on(&side, 1.0).expect("fill");
             t.after(&side, true).expect("record");
             drop(v);
             set_current(std::ptr::null_mut());

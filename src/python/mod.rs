@@ -14,9 +14,9 @@
 //! | Python | devspan |
 //! |---|---|
 //! | `from_dlpack(obj, stream=None)` | [`DlpackTensor`](crate::dlpack::DlpackTensor) -> view; `obj` has `__dlpack__` or is a capsule |
-//! | `fill(dst, value, stream=None)` | [`DeviceViewMut::fill`](crate::DeviceViewMut::fill) |
-//! | `copy(dst, src, stream=None)` | [`DeviceViewMut::assign_cast`](crate::DeviceViewMut::assign_cast) (broadcasting, converting) |
-//! | `cast(src, dtype, stream=None)` | [`DeviceView::cast`](crate::DeviceView::cast) |
+//! | `fill(dst, value, stream=None)` | [`DeviceViewMut::fill`](crate::DeviceBase::fill_on) |
+//! | `copy(dst, src, stream=None)` | [`DeviceViewMut::assign_cast`](crate::DeviceBase::assign_cast_on) (broadcasting, converting) |
+//! | `cast(src, dtype, stream=None)` | [`DeviceView::cast`](crate::DeviceBase::cast_on) |
 //! | `to_contiguous(src, stream=None)` | [`DeviceView::to_contiguous`](crate::DeviceView::to_contiguous) |
 //! | `Tensor.__dlpack__`, `__dlpack_device__` | [`DeviceView::into_dlpack`](crate::DeviceView::into_dlpack) in a capsule |
 //!
@@ -361,7 +361,7 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
         let v: T = scalar::<T>(value)?;
         let mut view = t.view_mut::<T>().map_err(to_py)?;
         t.before(&s, true)?;
-        let done = view.fill(&s, v).map_err(to_py);
+        let done = view.fill_on(&s, v).map_err(to_py);
         cuda::settle(done, || t.after(&s, true), || cuda::synchronize(&s))?;
     });
     Ok(())
@@ -431,7 +431,7 @@ fn ordered_cast<T: DeviceElement, U: DeviceElement>(
 ) -> PyResult<()> {
     dst.before(stream, true)?;
     src.before(stream, false)?;
-    let done = dv.assign_cast(stream, sv).map_err(to_py);
+    let done = dv.assign_cast_on(stream, sv).map_err(to_py);
     let record = || {
         let read = src.after(stream, false);
         let written = dst.after(stream, true);

@@ -45,7 +45,9 @@ impl<T: DeviceElement> DeviceOwner for Allocation<T> {
 
     /// The array's stream: the drop frees the memory on it, stream-ordered.
     fn release_stream(&self) -> Option<Arc<cudarc::driver::CudaStream>> {
-        self.array.as_ref().map(|a| a.stream().clone())
+        self.array
+            .as_ref()
+            .map(|a| a.as_cuda_slice().stream().clone())
     }
 }
 
@@ -56,7 +58,7 @@ impl<T: DeviceElement> Drop for Allocation<T> {
         };
         let _current = CurrentContext::save();
         let mut pending = std::mem::take(&mut *cuda::lock(&self.pending));
-        let home = array.stream().clone();
+        let home = array.as_cuda_slice().stream().clone();
         let ctx = home.context();
         // cudarc frees without making the slice's context current, and the legacy default
         // stream's handle means the default stream of whatever context is current: bind first.
@@ -313,7 +315,7 @@ impl Tensor {
         let dim = array.dim();
         let ptr = crate::bytes::address_of(array.as_cuda_slice());
         let (len, device) = (array.as_cuda_slice().len(), array.device());
-        let home = array.stream().clone();
+        let home = array.as_cuda_slice().stream().clone();
         let ctx = home.context().clone();
         let pending: Arc<Mutex<Pending>> = Arc::default();
         let owner: Arc<dyn DeviceOwner> = Arc::new(Allocation {

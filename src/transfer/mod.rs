@@ -24,8 +24,8 @@ use crate::array::DeviceArray;
 use crate::device::check_stream;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
-use crate::span::{DeviceSpan, DeviceSpanMut};
-use crate::view::{DeviceView, DeviceViewMut};
+use crate::span::DeviceSpan;
+use crate::view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut};
 
 pub use pinned::PinnedBuffer;
 pub use pipeline::TransferOptions;
@@ -168,7 +168,7 @@ fn upload<T: DeviceElement, D: Dimension>(
                 &plan.buf_strides,
                 plan.buf_zero,
             )?;
-            dst.assign(stream, &src)
+            dst.assign_on(stream, &src)
         }
     }
 }
@@ -200,12 +200,12 @@ fn prepare_download<T: DeviceElement, D: Dimension>(
     let mut tmp = unsafe { DeviceArray::<T, Ix1>::uninit(stream, plan.m)? };
     {
         let mut tv = DeviceViewMut::from_span_mut(
-            DeviceSpanMut::from_cuda_mut(tmp.cuda_slice_mut()),
+            tmp.whole_span_mut(),
             src.dim(),
             &plan.buf_strides,
             plan.buf_zero,
         )?;
-        tv.assign(stream, src)?;
+        tv.assign_on(stream, src)?;
     }
     Ok((plan, Some(tmp)))
 }
@@ -296,14 +296,14 @@ unsafe fn download<T: DeviceElement, D: Dimension>(
 /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (256, 256))?;
 /// {
 ///     let (mut dv, ht) = (dev.view_mut(), host.t());
-///     let up = dv.copy_from_host_async(&stream, &ht)?;
+///     let up = dv.copy_from_host_async_on(&stream, &ht)?;
 ///     // ... other host work ...
 ///     up.wait()?;
 /// }
 /// let mut back = Array2::<f32>::zeros((256, 256));
 /// let view = dev.view();
 /// let mut out = back.view_mut();
-/// view.copy_to_host_async(&stream, &mut out)?.wait()?;
+/// view.copy_to_host_async_on(&stream, &mut out)?.wait()?;
 /// assert_eq!(back, host.t());
 /// # Ok(()) }
 /// ```
@@ -328,7 +328,7 @@ impl Transfer<'_> {
     /// let stream = devspan::default_stream(0)?;
     /// let host = ndarray::arr1(&[1u8, 2, 3]);
     /// let mut dev = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
-    /// dev.view_mut().copy_from_host_async(&stream, &host.view())?.wait()?;
+    /// dev.view_mut().copy_from_host_async_on(&stream, &host.view())?.wait()?;
     /// # Ok(()) }
     /// ```
     pub fn wait(mut self) -> Result<()> {
@@ -356,9 +356,11 @@ fn report_dropped(e: &Error, out: &mut dyn std::io::Write) {
     );
 }
 
-impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
-    /// Copies a host view of any layout into this device view of any layout (same shape), on
-    /// `stream`, and waits for it. Pageable host memory goes through pinned staging chunks
+/// Host -> device, into mutable arrays and views. The plain form runs on the memory's stream
+/// ([`stream`](DeviceBase::stream)); the `_on` and `_with` forms on the stream given.
+impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
+    /// Copies a host array or view of any kind and layout into `self` (same shape, any
+    /// layout) and waits for it. Pageable host memory goes through pinned staging chunks
     /// (packed by several threads while the copy engine moves the previous ones); page-locked
     /// memory is copied directly. `Err` with nothing written when the shapes differ, the
     /// stream belongs to another device or the host view's extent overflows.
@@ -370,11 +372,28 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// let stream = devspan::default_stream(0)?;
     /// let host = Array2::from_shape_fn((8, 6), |(i, j)| (i * 6 + j) as i32);
     /// let mut dev = devspan::DeviceArray::<i32, _>::zeros(&stream, (6, 8))?;
-    /// dev.view_mut().slice_mut(s![.., ..;-1]).copy_from_host(&stream, &host.t())?;
-    /// assert_eq!(dev.to_host(&stream)?, host.t().slice(s![.., ..;-1]));
+    /// dev.slice_mut(s![.., ..;-1]).copy_from_host_on(&stream, &host.t())?;
+    /// assert_eq!(dev.to_host_on(&stream)?, host.t().slice(s![.., ..;-1]));
     /// # Ok(()) }
     /// ```
-    pub fn copy_from_host<S: Data<Elem = T>>(
+    pub fn copy_from_host<S: Data<Elem = X::Elem>>(
+        &mut self,
+        host: &ArrayBase<S, D>,
+    ) -> Result<()> {
+        let stream = self.own_stream("copy_from_host")?;
+        self.copy_from_host_with(&stream, host, &TransferOptions::default())
+    }
+
+    /// [`copy_from_host`](Self::copy_from_host) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let mut dev = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
+    /// dev.copy_from_host_on(&stream, &ndarray::arr1(&[1u8, 2, 3]))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from_host_on<S: Data<Elem = X::Elem>>(
         &mut self,
         stream: &Arc<CudaStream>,
         host: &ArrayBase<S, D>,
@@ -382,7 +401,7 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         self.copy_from_host_with(stream, host, &TransferOptions::default())
     }
 
-    /// [`copy_from_host`](Self::copy_from_host) with the staging options `opt`: chunk size,
+    /// [`copy_from_host`](Self::copy_from_host) on `stream` with the staging options `opt`: chunk size,
     /// worker threads, host path, direct copies from page-locked memory. `Err` with nothing
     /// written when `opt` fails [`TransferOptions::check`], and as `copy_from_host` otherwise.
     ///
@@ -398,18 +417,24 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     ///     threads: 2,
     ///     ..TransferOptions::default()
     /// };
-    /// dev.view_mut().copy_from_host_with(&stream, &host.t(), &opt)?;
-    /// assert_eq!(dev.to_host(&stream)?, host.t());
+    /// dev.copy_from_host_with(&stream, &host.t(), &opt)?;
+    /// assert_eq!(dev.to_host_on(&stream)?, host.t());
     /// # Ok(()) }
     /// ```
-    pub fn copy_from_host_with<S: Data<Elem = T>>(
+    pub fn copy_from_host_with<S: Data<Elem = X::Elem>>(
         &mut self,
         stream: &Arc<CudaStream>,
         host: &ArrayBase<S, D>,
         opt: &TransferOptions,
     ) -> Result<()> {
         opt.check()?;
-        let r = upload(self, stream, &host.view(), opt, opt.pinned_direct);
+        let r = upload(
+            &mut self.view_mut(),
+            stream,
+            &host.view(),
+            opt,
+            opt.pinned_direct,
+        );
         // A direct copy from page-locked host memory may be in flight even when a later step
         // failed: the host borrow must not end before the stream has finished with it.
         let s = stream.synchronize();
@@ -417,8 +442,8 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         Ok(s?)
     }
 
-    /// Starts copying a host view of any layout into this device view (same shape) on
-    /// `stream`; the returned [`Transfer`] borrows both until it is waited for or dropped.
+    /// Starts copying a host array or view of any layout into `self` (same shape); the
+    /// returned [`Transfer`] borrows both until it is waited for or dropped.
     /// Host data is read into pinned staging before this returns; the device-side copy and
     /// layout change run asynchronously. Errors as [`copy_from_host`](Self::copy_from_host).
     ///
@@ -427,18 +452,36 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     /// let stream = devspan::default_stream(0)?;
     /// let host = ndarray::Array3::<f32>::ones((4, 5, 6));
     /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, (6, 5, 4))?;
-    /// let (mut dv, ht) = (dev.view_mut(), host.t());
-    /// let t = dv.copy_from_host_async(&stream, &ht)?;
+    /// let ht = host.t();
+    /// let t = dev.copy_from_host_async(&ht)?;
     /// t.wait()?;
     /// # Ok(()) }
     /// ```
-    pub fn copy_from_host_async<'s, S: Data<Elem = T>>(
+    pub fn copy_from_host_async<'s, S: Data<Elem = X::Elem>>(
+        &'s mut self,
+        host: &'s ArrayBase<S, D>,
+    ) -> Result<Transfer<'s>> {
+        let stream = self.own_stream("copy_from_host_async")?;
+        self.copy_from_host_async_on(&stream, host)
+    }
+
+    /// [`copy_from_host_async`](Self::copy_from_host_async) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let host = ndarray::Array1::<f32>::ones(8);
+    /// let mut dev = devspan::DeviceArray::<f32, _>::zeros(&stream, 8)?;
+    /// dev.copy_from_host_async_on(&stream, &host)?.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_from_host_async_on<'s, S: Data<Elem = X::Elem>>(
         &'s mut self,
         stream: &Arc<CudaStream>,
         host: &'s ArrayBase<S, D>,
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
-        upload(self, stream, &host.view(), &opt, false)?;
+        upload(&mut self.view_mut(), stream, &host.view(), &opt, false)?;
         let done = stream.context().new_event(None)?;
         done.record(stream)?;
         Ok(Transfer {
@@ -447,9 +490,11 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
     }
 }
 
-impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
-    /// Copies this device view of any layout into a host view of any layout (same shape), on
-    /// `stream`, and waits for it. `Err` with nothing written when the shapes differ, the
+/// Device -> host, from arrays and views of every kind. The plain form runs on the memory's
+/// stream ([`stream`](DeviceBase::stream)); the `_on` and `_with` forms on the stream given.
+impl<X: SpanData, D: Dimension> DeviceBase<X, D> {
+    /// Copies these elements (any layout) into a host array or view of any layout (same
+    /// shape) and waits for it. `Err` with nothing written when the shapes differ, the
     /// stream belongs to another device or the host view's extent overflows.
     /// [`copy_to_host_with`](Self::copy_to_host_with) takes [`TransferOptions`].
     ///
@@ -459,11 +504,30 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// let stream = devspan::default_stream(0)?;
     /// let dev = devspan::DeviceArray::from_host(&stream, &Array2::from_shape_fn((4, 5), |(i, j)| (i * 5 + j) as u8).view())?;
     /// let mut host = Array2::<u8>::zeros((5, 4));
-    /// dev.view().copy_to_host(&stream, &mut host.view_mut().reversed_axes())?;
-    /// assert_eq!(host.t(), dev.to_host(&stream)?);
+    /// dev.view().copy_to_host_on(&stream, &mut host.view_mut().reversed_axes())?;
+    /// assert_eq!(host.t(), dev.to_host_on(&stream)?);
     /// # Ok(()) }
     /// ```
-    pub fn copy_to_host<S: DataMut<Elem = T>>(
+    pub fn copy_to_host<S: DataMut<Elem = X::Elem>>(
+        &self,
+        host: &mut ArrayBase<S, D>,
+    ) -> Result<()> {
+        let stream = self.own_stream("copy_to_host")?;
+        self.copy_to_host_with(&stream, host, &TransferOptions::default())
+    }
+
+    /// [`copy_to_host`](Self::copy_to_host) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::<u8, _>::zeros(&stream, 3)?;
+    /// let mut host = ndarray::Array1::<u8>::ones(3);
+    /// dev.copy_to_host_on(&stream, &mut host)?;
+    /// assert_eq!(host, ndarray::arr1(&[0u8, 0, 0]));
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_to_host_on<S: DataMut<Elem = X::Elem>>(
         &self,
         stream: &Arc<CudaStream>,
         host: &mut ArrayBase<S, D>,
@@ -471,7 +535,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         self.copy_to_host_with(stream, host, &TransferOptions::default())
     }
 
-    /// [`copy_to_host`](Self::copy_to_host) with the staging options `opt`: chunk size,
+    /// [`copy_to_host`](Self::copy_to_host) on `stream` with the staging options `opt`: chunk size,
     /// worker threads, direct copies into page-locked memory. `Err` with nothing written when
     /// `opt` fails [`TransferOptions::check`], and as `copy_to_host` otherwise.
     ///
@@ -490,7 +554,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// assert!(host.iter().all(|&x| x == 0.0));
     /// # Ok(()) }
     /// ```
-    pub fn copy_to_host_with<S: DataMut<Elem = T>>(
+    pub fn copy_to_host_with<S: DataMut<Elem = X::Elem>>(
         &self,
         stream: &Arc<CudaStream>,
         host: &mut ArrayBase<S, D>,
@@ -502,11 +566,20 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         let strides = host.strides().to_vec();
         // SAFETY: element zero of a writable view with these shape and strides, borrowed
         // exclusively for the call.
-        unsafe { download(self, stream, &shape, &strides, host.as_mut_ptr(), opt) }
+        unsafe {
+            download(
+                &self.view(),
+                stream,
+                &shape,
+                &strides,
+                host.as_mut_ptr(),
+                opt,
+            )
+        }
     }
 
-    /// Starts copying this device view into a host view of any layout (same shape) on
-    /// `stream`. The host view is written only by [`Transfer::wait`] (or on drop), never
+    /// Starts copying these elements into a host array or view of any layout (same shape).
+    /// The host view is written only by [`Transfer::wait`] (or on drop), never
     /// before. When the device view's elements must first be gathered on the device, the
     /// gather into a device temporary and the copy of the temporary into page-locked staging
     /// memory are enqueued now and the temporary is released at once (stream-ordered, after
@@ -523,21 +596,41 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// let dev = devspan::DeviceArray::<i32, _>::zeros(&stream, (3, 4))?;
     /// let mut host = ndarray::Array2::<i32>::ones((4, 3));
     /// let mut h = host.view_mut();
-    /// let vt = dev.view().t();
-    /// let pending = vt.copy_to_host_async(&stream, &mut h)?;
+    /// let vt = dev.t();
+    /// let pending = vt.copy_to_host_async(&mut h)?;
     /// pending.wait()?;
     /// assert!(host.iter().all(|&x| x == 0));
     /// # Ok(()) }
     /// ```
-    pub fn copy_to_host_async<'s, S: DataMut<Elem = T>>(
+    pub fn copy_to_host_async<'s, S: DataMut<Elem = X::Elem>>(
+        &'s self,
+        host: &'s mut ArrayBase<S, D>,
+    ) -> Result<Transfer<'s>> {
+        let stream = self.own_stream("copy_to_host_async")?;
+        self.copy_to_host_async_on(&stream, host)
+    }
+
+    /// [`copy_to_host_async`](Self::copy_to_host_async) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::<i32, _>::zeros(&stream, 4)?;
+    /// let mut host = ndarray::Array1::<i32>::ones(4);
+    /// dev.copy_to_host_async_on(&stream, &mut host)?.wait()?;
+    /// assert_eq!(host, ndarray::arr1(&[0, 0, 0, 0]));
+    /// # Ok(()) }
+    /// ```
+    pub fn copy_to_host_async_on<'s, S: DataMut<Elem = X::Elem>>(
         &'s self,
         stream: &Arc<CudaStream>,
         host: &'s mut ArrayBase<S, D>,
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
+        let this = self.view();
         // One mutable view for the whole transfer: its pointer and strides stay those planned.
         let mut host = host.view_mut();
-        let (plan, tmp) = prepare_download(self, stream, host.shape(), host.strides(), &opt)?;
+        let (plan, tmp) = prepare_download(&this, stream, host.shape(), host.strides(), &opt)?;
         if let Some(tmp) = tmp {
             let staged = {
                 let tv = tmp.view();
@@ -545,7 +638,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
                 tv.raw().keep.reading(stream, || {
                     // SAFETY: `tmp` holds the `m` elements, written by the gather enqueued on
                     // `stream` before these copies, and is freed on `stream` after them.
-                    unsafe { pipeline::StagedDownload::<T>::start(stream, dev, plan.m, &opt) }
+                    unsafe { pipeline::StagedDownload::<X::Elem>::start(stream, dev, plan.m, &opt) }
                 })?
             };
             // The transfer holds no device memory from here on.
@@ -566,24 +659,69 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
                 // SAFETY: `host` is borrowed exclusively by the transfer, and the plan was made
                 // for its shape and strides.
                 unsafe {
-                    finish_download(self, &stream, &plan, None, host.as_mut_ptr(), &opt, false)
+                    finish_download(&this, &stream, &plan, None, host.as_mut_ptr(), &opt, false)
                 }
             })),
         })
     }
 
-    /// The view's elements in a new host array (standard layout), waiting for `stream`.
+    /// These elements in a new host array (standard layout), waiting for the copy
+    /// (ndarray's `to_owned`, across the bus).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// use ndarray::s;
     /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::from_host(&stream, &ndarray::arr1(&[1i32, 2, 3, 4]).view())?;
-    /// assert_eq!(a.view().slice(s![..;-2]).to_host(&stream)?, ndarray::arr1(&[4, 2]));
+    /// let a = devspan::DeviceArray::from_host(&stream, &ndarray::arr1(&[1i32, 2, 3, 4]))?;
+    /// assert_eq!(a.slice(s![..;-2]).to_host()?, ndarray::arr1(&[4, 2]));
+    /// assert_eq!(a.to_host()?, ndarray::arr1(&[1, 2, 3, 4]));
     /// # Ok(()) }
     /// ```
-    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Array<T, D>> {
-        to_host_with(self, stream, &TransferOptions::default())
+    pub fn to_host(&self) -> Result<Array<X::Elem, D>> {
+        let stream = self.own_stream("to_host")?;
+        to_host_with(&self.view(), &stream, &TransferOptions::default())
+    }
+
+    /// [`to_host`](Self::to_host) on `stream`.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let dev = devspan::DeviceArray::<i16, _>::zeros(&stream, (2, 2))?;
+    /// assert_eq!(dev.to_host_on(&stream)?, ndarray::Array2::<i16>::zeros((2, 2)));
+    /// # Ok(()) }
+    /// ```
+    pub fn to_host_on(&self, stream: &Arc<CudaStream>) -> Result<Array<X::Elem, D>> {
+        to_host_with(&self.view(), stream, &TransferOptions::default())
+    }
+}
+
+/// Prints the elements as ndarray prints an `Array` (nested brackets; large arrays summarised
+/// with `...`; the formatter's precision and width apply to each element), after copying them
+/// to the host on the memory's stream, or the device's default stream for memory with no stream
+/// of its own. A failed copy prints as `<devspan error: ...>`; it never panics.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// let stream = devspan::default_stream(0)?;
+/// let a = devspan::DeviceArray::from_host(&stream, &ndarray::array![[1.0f32, 2.5], [3.0, 4.0]])?;
+/// assert_eq!(format!("{a:.1}"), "[[1.0, 2.5],\n [3.0, 4.0]]");
+/// assert_eq!(a.t().to_string(), "[[1, 3],\n [2.5, 4]]");
+/// # Ok(()) }
+/// ```
+impl<X: SpanData, D: Dimension> std::fmt::Display for DeviceBase<X, D>
+where
+    X::Elem: std::fmt::Display,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stream = match self.stream() {
+            Some(s) => Ok(s),
+            None => crate::device::default_stream(self.device()),
+        };
+        match stream.and_then(|s| self.to_host_on(&s)) {
+            Ok(host) => std::fmt::Display::fmt(&host, f),
+            Err(e) => write!(f, "<devspan error: {e}>"),
+        }
     }
 }
 
@@ -620,8 +758,8 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// let dev = devspan::DeviceArray::from_host(&stream, &host)?;
     /// let dev_t = devspan::DeviceArray::from_host(&stream, &host.t())?;
     /// let shared = devspan::DeviceArray::from_host(&stream, &host.to_shared())?;
-    /// assert_eq!(dev_t.to_host(&stream)?, host.t());
-    /// assert_eq!(shared.to_host(&stream)?, dev.to_host(&stream)?);
+    /// assert_eq!(dev_t.to_host_on(&stream)?, host.t());
+    /// assert_eq!(shared.to_host_on(&stream)?, dev.to_host_on(&stream)?);
     /// # Ok(()) }
     /// ```
     ///
@@ -634,7 +772,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     }
 
     /// [`from_host`](Self::from_host) with the staging options `opt` (see
-    /// [`DeviceViewMut::copy_from_host_with`]). `Err` with nothing allocated when `opt` fails
+    /// [`DeviceBase::copy_from_host_with`]). `Err` with nothing allocated when `opt` fails
     /// [`TransferOptions::check`].
     ///
     /// ```no_run
@@ -650,7 +788,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     ///     ..TransferOptions::default()
     /// };
     /// let dev = devspan::DeviceArray::from_host_with(&stream, &host, &opt)?;
-    /// assert_eq!(dev.to_host(&stream)?, host);
+    /// assert_eq!(dev.to_host_on(&stream)?, host);
     /// # Ok(()) }
     /// ```
     pub fn from_host_with<S: Data<Elem = T>>(
@@ -662,21 +800,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         // SAFETY: the upload writes every element before the array is returned; on error the
         // array is dropped unread.
         let mut a = unsafe { DeviceArray::uninit(stream, host.raw_dim())? };
-        a.view_mut().copy_from_host_with(stream, host, opt)?;
+        a.copy_from_host_with(stream, host, opt)?;
         Ok(a)
-    }
-
-    /// Copies the array back into a new host array, waiting for `stream`.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let dev = devspan::DeviceArray::<i16, _>::zeros(&stream, (2, 2))?;
-    /// assert_eq!(dev.to_host(&stream)?, ndarray::Array2::<i16>::zeros((2, 2)));
-    /// # Ok(()) }
-    /// ```
-    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Array<T, D>> {
-        check_stream(stream, self.device(), "the array")?;
-        to_host_with(&self.view(), stream, &TransferOptions::default())
     }
 }

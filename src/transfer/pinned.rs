@@ -32,7 +32,7 @@ use crate::view::{DeviceView, DeviceViewMut};
 /// let mut dev = DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
 /// pinned.copy_to_device(&stream, &mut dev.view_mut())?; // enqueued, returns at once
 /// let mut back = PinnedBuffer::<f32>::zeros(stream.context(), 6)?;
-/// back.copy_from_device(&stream, &dev.view().t())?; // the transpose, in row-major order
+/// back.copy_from_device(&stream, &dev.t())?; // the transpose, in row-major order
 /// assert_eq!(back.as_slice()?, &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]); // waits for the copy
 /// # Ok(()) }
 /// ```
@@ -313,8 +313,8 @@ impl<T: DeviceElement> PinnedBuffer<T> {
     /// let stream = devspan::default_stream(0)?;
     /// let src = devspan::PinnedBuffer::from_slice(stream.context(), &[1i64, 2, 3])?;
     /// let mut dev = devspan::DeviceArray::<i64, _>::zeros(&stream, 6)?;
-    /// src.copy_to_device(&stream, &mut dev.view_mut().slice_mut(s![..;-2]))?;
-    /// assert_eq!(dev.to_host(&stream)?, ndarray::arr1(&[0, 3, 0, 2, 0, 1]));
+    /// src.copy_to_device(&stream, &mut dev.slice_mut(s![..;-2]))?;
+    /// assert_eq!(dev.to_host_on(&stream)?, ndarray::arr1(&[0, 3, 0, 2, 0, 1]));
     /// # Ok(()) }
     /// ```
     pub fn copy_to_device<D: Dimension>(
@@ -349,7 +349,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
                         unsafe { super::dma::htod(stream, d, src, self.len) }
                     })?;
                 }
-                dst.assign(stream, &tmp.view())
+                dst.assign_on(stream, &tmp)
             }
         })
     }
@@ -364,7 +364,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
     /// let stream = devspan::default_stream(0)?;
     /// let dev = devspan::DeviceArray::from_host(&stream, &ndarray::array![[1u8, 2], [3, 4]].view())?;
     /// let mut b = devspan::PinnedBuffer::<u8>::zeros(stream.context(), 4)?;
-    /// b.copy_from_device(&stream, &dev.view().t())?;
+    /// b.copy_from_device(&stream, &dev.t())?;
     /// assert_eq!(b.as_slice()?, &[1, 3, 2, 4]);
     /// # Ok(()) }
     /// ```
@@ -395,7 +395,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
                 from(src)
             } else {
                 // The temporary is freed stream-ordered, after the copy.
-                from(&src.to_contiguous(stream)?.view())
+                from(&src.to_contiguous_on(stream)?.view())
             }
         })
     }

@@ -25,8 +25,8 @@ use super::plan::{HostAxis, HostPath};
 use crate::error::{Error, Result};
 
 /// How a host <-> device copy moves pageable host memory: the options of
-/// [`copy_from_host_with`](crate::DeviceViewMut::copy_from_host_with),
-/// [`copy_to_host_with`](crate::DeviceView::copy_to_host_with) and
+/// [`copy_from_host_with`](crate::DeviceBase::copy_from_host_with),
+/// [`copy_to_host_with`](crate::DeviceBase::copy_to_host_with) and
 /// [`from_host_with`](crate::DeviceArray::from_host_with). The forms without `_with` use
 /// [`TransferOptions::default()`].
 ///

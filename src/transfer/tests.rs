@@ -542,7 +542,7 @@ fn a_panicking_staging_worker_stops_the_pipeline() {
                 dev.view_mut()
                     .copy_from_host_with(&stream, &host.view(), &opt)
                     .unwrap();
-                let back = dev.to_host(&stream).unwrap();
+                let back = dev.to_host_on(&stream).unwrap();
                 assert_eq!(
                     first_difference(&back),
                     None,

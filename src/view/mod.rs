@@ -3,9 +3,13 @@
 mod ops;
 
 use std::fmt;
+use std::sync::Arc;
 
-use ndarray::{Dimension, IntoDimension};
+use cudarc::driver::CudaStream;
 
+use ndarray::{Dimension, Order, ShapeArg};
+
+use crate::array::{CowSpan, OwnedSpan};
 use crate::bytes::RawBytes;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
@@ -17,7 +21,20 @@ pub(crate) mod sealed {
 
     /// Crate-private access to a view's storage; not nameable outside the crate.
     pub trait Sealed {
+        /// The name of the alias over this storage, for `Debug`.
+        const NAME: &'static str;
         fn raw(&self) -> &RawBytes<'_>;
+        /// The storage of a read-only sub-view of `self`.
+        fn ref_span(&self) -> <Self as super::SpanData>::Ref<'_>
+        where
+            Self: super::SpanData;
+    }
+
+    /// Storage that can be written through.
+    pub trait SealedMut: Sealed {}
+
+    /// Borrowed storage, which split halves can share.
+    pub trait SealedView: Sealed {
         /// Two handles on the same span, for two layouts that reach disjoint elements.
         fn split_pair(self) -> (Self, Self)
         where
@@ -29,25 +46,49 @@ pub(crate) mod sealed {
     }
 }
 
-/// The storage a view sits on: a read-only [`DeviceSpan`] or a writable [`DeviceSpanMut`].
-/// Sealed; it plays the role of ndarray's `Data` traits.
+/// The storage under a [`DeviceBase`]: a read-only [`DeviceSpan`], a writable
+/// [`DeviceSpanMut`] or an owned [`OwnedSpan`]. Sealed; it plays the role of ndarray's `Data`.
 ///
 /// ```
-/// use devspan::{DeviceSpan, DeviceSpanMut, SpanData};
+/// use devspan::{DeviceSpan, DeviceSpanMut, OwnedSpan, SpanData};
 /// assert!(!<DeviceSpan<'static, f32> as SpanData>::WRITABLE);
 /// assert!(<DeviceSpanMut<'static, f32> as SpanData>::WRITABLE);
+/// assert!(<OwnedSpan<f32> as SpanData>::WRITABLE);
 /// ```
 pub trait SpanData: sealed::Sealed {
     /// The element type.
     type Elem: DeviceElement;
     /// Whether views over this storage may be written through.
     const WRITABLE: bool;
+    /// The storage of the read-only sub-views that [`slice`](DeviceBase::slice),
+    /// [`t`](DeviceBase::t), [`index_axis`](DeviceBase::index_axis),
+    /// [`broadcast`](DeviceBase::broadcast) and their kin return: always a [`DeviceSpan`]. For a
+    /// [`DeviceView<'a, ..>`](DeviceView) it is `DeviceSpan<'a, T>`, so sub-views of a read-only
+    /// view keep its lifetime (`'static` views over foreign memory give `'static` sub-views);
+    /// for arrays and mutable views it borrows `self`.
+    type Ref<'s>: ViewData<Elem = Self::Elem> + Clone
+    where
+        Self: 's;
 }
 
+/// Storage that may be written through ([`DeviceSpanMut`], [`OwnedSpan`]); ndarray's `DataMut`.
+pub trait SpanDataMut: SpanData + sealed::SealedMut {}
+
+/// Borrowed storage ([`DeviceSpan`], [`DeviceSpanMut`]): what [`DeviceView`] and
+/// [`DeviceViewMut`] sit on.
+pub trait ViewData: SpanData + sealed::SealedView {}
+
 impl<T: DeviceElement> sealed::Sealed for DeviceSpan<'_, T> {
+    const NAME: &'static str = "DeviceView";
     fn raw(&self) -> &RawBytes<'_> {
         &self.raw
     }
+    fn ref_span(&self) -> <Self as SpanData>::Ref<'_> {
+        self.clone()
+    }
+}
+
+impl<T: DeviceElement> sealed::SealedView for DeviceSpan<'_, T> {
     fn split_pair(self) -> (Self, Self) {
         (self.clone(), self)
     }
@@ -59,9 +100,18 @@ impl<T: DeviceElement> sealed::Sealed for DeviceSpan<'_, T> {
 }
 
 impl<T: DeviceElement> sealed::Sealed for DeviceSpanMut<'_, T> {
+    const NAME: &'static str = "DeviceViewMut";
     fn raw(&self) -> &RawBytes<'_> {
         &self.raw
     }
+    fn ref_span(&self) -> <Self as SpanData>::Ref<'_> {
+        self.as_span()
+    }
+}
+
+impl<T: DeviceElement> sealed::SealedMut for DeviceSpanMut<'_, T> {}
+
+impl<T: DeviceElement> sealed::SealedView for DeviceSpanMut<'_, T> {
     fn split_pair(self) -> (Self, Self) {
         (DeviceSpanMut::from_raw(self.raw.clone()), self)
     }
@@ -72,75 +122,129 @@ impl<T: DeviceElement> sealed::Sealed for DeviceSpanMut<'_, T> {
     }
 }
 
-impl<T: DeviceElement> SpanData for DeviceSpan<'_, T> {
+impl<T: DeviceElement> sealed::Sealed for OwnedSpan<T> {
+    const NAME: &'static str = "DeviceArray";
+    fn raw(&self) -> &RawBytes<'_> {
+        OwnedSpan::raw(self)
+    }
+    fn ref_span(&self) -> <Self as SpanData>::Ref<'_> {
+        DeviceSpan::from_raw(self.raw().clone())
+    }
+}
+
+impl<T: DeviceElement> sealed::SealedMut for OwnedSpan<T> {}
+
+impl<T: DeviceElement> sealed::Sealed for CowSpan<'_, T> {
+    const NAME: &'static str = "DeviceCowArray";
+    fn raw(&self) -> &RawBytes<'_> {
+        match self {
+            CowSpan::View(s) => &s.raw,
+            CowSpan::Owned(s) => s.raw(),
+        }
+    }
+    fn ref_span(&self) -> <Self as SpanData>::Ref<'_> {
+        DeviceSpan::from_raw(sealed::Sealed::raw(self).clone())
+    }
+}
+
+impl<T: DeviceElement> SpanData for CowSpan<'_, T> {
     type Elem = T;
     const WRITABLE: bool = false;
+    type Ref<'s>
+        = DeviceSpan<'s, T>
+    where
+        Self: 's;
+}
+
+impl<'a, T: DeviceElement> SpanData for DeviceSpan<'a, T> {
+    type Elem = T;
+    const WRITABLE: bool = false;
+    type Ref<'s>
+        = DeviceSpan<'a, T>
+    where
+        Self: 's;
 }
 
 impl<T: DeviceElement> SpanData for DeviceSpanMut<'_, T> {
     type Elem = T;
     const WRITABLE: bool = true;
+    type Ref<'s>
+        = DeviceSpan<'s, T>
+    where
+        Self: 's;
 }
 
-/// An n-d strided view over device memory: a span plus a [`Layout`].
+impl<T: DeviceElement> SpanData for OwnedSpan<T> {
+    type Elem = T;
+    const WRITABLE: bool = true;
+    type Ref<'s>
+        = DeviceSpan<'s, T>
+    where
+        Self: 's;
+}
+
+impl<T: DeviceElement> SpanDataMut for DeviceSpanMut<'_, T> {}
+impl<T: DeviceElement> SpanDataMut for OwnedSpan<T> {}
+impl<T: DeviceElement> ViewData for DeviceSpan<'_, T> {}
+impl<T: DeviceElement> ViewData for DeviceSpanMut<'_, T> {}
+
+/// An n-d strided array or view of device memory: storage plus a [`Layout`], as ndarray's
+/// `ArrayBase<S, D>`.
 ///
-/// Use it through the aliases [`DeviceView`] (read-only, `Clone`) and [`DeviceViewMut`]
-/// (writable, never aliasing itself).
+/// Use it through the aliases [`DeviceArray`](crate::DeviceArray) (owned), [`DeviceView`] (read-only, `Clone`) and
+/// [`DeviceViewMut`] (writable, never aliasing itself). Methods taking `&self` work on all
+/// three; those taking `&mut self` and writing need writable storage (arrays and mutable views).
 ///
 /// ```no_run
 /// # fn main() -> devspan::Result<()> {
 /// use ndarray::{array, s};
 /// let stream = devspan::default_stream(0)?;
-/// let a = devspan::DeviceArray::from_host(&stream, &array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]].view())?;
-/// let v = a.view().slice(s![.., ..;-1]);
+/// let a = devspan::DeviceArray::from_host(&stream, &array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]])?;
+/// let v = a.slice(s![.., ..;-1]);
 /// assert_eq!(v.shape(), &[2, 3]);
 /// assert_eq!(v.strides(), &[3, -1]);
 /// let t = v.t();
 /// assert_eq!(t.shape(), &[3, 2]);
 /// # Ok(()) }
 /// ```
-pub struct ViewBase<S, D: Dimension> {
+pub struct DeviceBase<S, D: Dimension> {
     pub(crate) span: S,
     pub(crate) layout: Layout<D>,
 }
 
 /// A read-only n-d view of device elements of type `T`.
-pub type DeviceView<'a, T, D> = ViewBase<DeviceSpan<'a, T>, D>;
+pub type DeviceView<'a, T, D> = DeviceBase<DeviceSpan<'a, T>, D>;
 /// A writable n-d view of device elements of type `T`; no two of its indices reach the same
 /// element.
-pub type DeviceViewMut<'a, T, D> = ViewBase<DeviceSpanMut<'a, T>, D>;
+pub type DeviceViewMut<'a, T, D> = DeviceBase<DeviceSpanMut<'a, T>, D>;
 
-impl<S: SpanData, D: Dimension> fmt::Debug for ViewBase<S, D> {
+impl<S: SpanData, D: Dimension> fmt::Debug for DeviceBase<S, D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let raw = self.span.raw();
-        f.debug_struct(if S::WRITABLE {
-            "DeviceViewMut"
-        } else {
-            "DeviceView"
-        })
-        .field("dtype", &S::Elem::DTYPE)
-        .field("shape", &self.layout.shape())
-        .field("strides", &self.layout.strides())
-        .field("offset", &self.layout.offset())
-        .field("span", &format_args!("0x{:x}+{}B", raw.ptr, raw.len))
-        .field("device", &raw.device)
-        .field("keep_alive", &raw.keep)
-        .finish()
+        f.debug_struct(S::NAME)
+            .field("dtype", &S::Elem::DTYPE)
+            .field("shape", &self.layout.shape())
+            .field("strides", &self.layout.strides())
+            .field("offset", &self.layout.offset())
+            .field("span", &format_args!("0x{:x}+{}B", raw.ptr, raw.len))
+            .field("device", &raw.device)
+            .field("keep_alive", &raw.keep)
+            .finish()
     }
 }
 
 impl<T: DeviceElement, D: Dimension> Clone for DeviceView<'_, T, D> {
     fn clone(&self) -> Self {
-        ViewBase {
+        DeviceBase {
             span: self.span.clone(),
             layout: self.layout.clone(),
         }
     }
 }
 
-impl<S: SpanData, D: Dimension> ViewBase<S, D> {
-    pub(crate) fn with_layout<E: Dimension>(self, layout: Layout<E>) -> ViewBase<S, E> {
-        ViewBase {
+impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
+    pub(crate) fn with_layout<E: Dimension>(self, layout: Layout<E>) -> DeviceBase<S, E> {
+        DeviceBase {
             span: self.span,
             layout,
         }
@@ -150,13 +254,21 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
         self.span.raw()
     }
 
+    /// A read-only view of the same elements with the storage sub-views return.
+    pub(crate) fn sub_view(&self) -> DeviceBase<S::Ref<'_>, D> {
+        DeviceBase {
+            span: self.span.ref_span(),
+            layout: self.layout.clone(),
+        }
+    }
+
     /// The view's layout (shape, strides and offset in elements).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert!(a.view().layout().is_standard_layout());
+    /// assert!(a.layout().is_standard_layout());
     /// # Ok(()) }
     /// ```
     pub fn layout(&self) -> &Layout<D> {
@@ -169,7 +281,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().shape(), &[2, 3]);
+    /// assert_eq!(a.shape(), &[2, 3]);
     /// # Ok(()) }
     /// ```
     pub fn shape(&self) -> &[usize] {
@@ -182,7 +294,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().strides(), &[3, 1]);
+    /// assert_eq!(a.strides(), &[3, 1]);
     /// # Ok(()) }
     /// ```
     pub fn strides(&self) -> &[isize] {
@@ -195,7 +307,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().dim(), ndarray::Ix2(2, 3));
+    /// assert_eq!(a.dim(), ndarray::Ix2(2, 3));
     /// # Ok(()) }
     /// ```
     pub fn dim(&self) -> D {
@@ -208,7 +320,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().ndim(), 2);
+    /// assert_eq!(a.ndim(), 2);
     /// # Ok(()) }
     /// ```
     pub fn ndim(&self) -> usize {
@@ -221,7 +333,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().len(), 6);
+    /// assert_eq!(a.len(), 6);
     /// # Ok(()) }
     /// ```
     pub fn len(&self) -> usize {
@@ -234,7 +346,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 0))?;
-    /// assert!(a.view().is_empty());
+    /// assert!(a.is_empty());
     /// # Ok(()) }
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -247,7 +359,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, 4)?;
-    /// assert_eq!(a.view().device(), 0);
+    /// assert_eq!(a.device(), 0);
     /// # Ok(()) }
     /// ```
     pub fn device(&self) -> usize {
@@ -283,7 +395,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// use ndarray::Axis;
     /// let stream = devspan::default_stream(0)?;
     /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 2))?;
-    /// assert_eq!(a.view().span()?.len(), 8);
+    /// assert_eq!(a.span()?.len(), 8);
     /// let (top, _) = a.view_mut().split_at(Axis(0), 1);
     /// assert_eq!(top.span()?.len(), 2);
     /// let (left, _) = a.view_mut().split_at(Axis(1), 1);
@@ -309,8 +421,8 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert!(a.view().is_standard_layout());
-    /// assert!(!a.view().t().is_standard_layout());
+    /// assert!(a.is_standard_layout());
+    /// assert!(!a.t().is_standard_layout());
     /// # Ok(()) }
     /// ```
     pub fn is_standard_layout(&self) -> bool {
@@ -323,7 +435,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert!(a.view().t().is_fortran_layout());
+    /// assert!(a.t().is_fortran_layout());
     /// # Ok(()) }
     /// ```
     pub fn is_fortran_layout(&self) -> bool {
@@ -342,11 +454,76 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     pub fn is_dense(&self) -> bool {
         self.layout.is_dense()
     }
+
+    /// A read-only view of the same elements, borrowing `self` (ndarray's `view`).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+    /// let v = a.view();
+    /// assert_eq!(v.t().shape(), &[3, 2]);
+    /// # Ok(()) }
+    /// ```
+    pub fn view(&self) -> DeviceView<'_, S::Elem, D> {
+        DeviceBase {
+            span: DeviceSpan::from_raw(self.span.raw().clone()),
+            layout: self.layout.clone(),
+        }
+    }
+
+    /// The stream the memory was allocated on, which the methods without an explicit stream
+    /// use: an array's own stream, or that of the cudarc slice or view a view borrows. `None`
+    /// for views over foreign or raw memory ([`from_raw_parts`](DeviceView::from_raw_parts),
+    /// DLPack imports), whose operations take the stream explicitly (the `_on` forms).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::new_stream(0)?;
+    /// let a = devspan::DeviceArray::<u8, _>::zeros(&stream, 4)?;
+    /// assert_eq!(a.stream().map(|s| s.cu_stream()), Some(stream.cu_stream()));
+    /// assert_eq!(a.t().stream().map(|s| s.cu_stream()), Some(stream.cu_stream()));
+    /// # Ok(()) }
+    /// ```
+    pub fn stream(&self) -> Option<Arc<CudaStream>> {
+        self.span.raw().keep.stream()
+    }
+
+    /// [`stream`](Self::stream), or an error naming the `_on` form to use instead.
+    pub(crate) fn own_stream(&self, op: &str) -> Result<Arc<CudaStream>> {
+        self.stream().ok_or_else(|| {
+            Error::invalid(format!(
+                "this view (over foreign or raw memory) has no stream of its own; call \
+                 `{op}_on` with the stream to use"
+            ))
+        })
+    }
+}
+
+impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
+    /// A writable view of the same elements, borrowing `self` exclusively (ndarray's
+    /// `view_mut`).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
+    /// let mut m = a.view_mut();
+    /// m.fill(2.0)?;
+    /// assert_eq!(a.to_host()?, ndarray::arr1(&[2.0f32; 3]));
+    /// # Ok(()) }
+    /// ```
+    pub fn view_mut(&mut self) -> DeviceViewMut<'_, S::Elem, D> {
+        DeviceBase {
+            span: DeviceSpanMut::from_raw(self.span.raw().clone()),
+            layout: self.layout.clone(),
+        }
+    }
 }
 
 impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     pub(crate) fn from_parts(span: DeviceSpan<'a, T>, layout: Layout<D>) -> Self {
-        ViewBase { span, layout }
+        DeviceBase { span, layout }
     }
 
     /// A view of `span` with the given shape, strides (elements) and offset (elements),
@@ -371,7 +548,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     ) -> Result<Self> {
         let layout =
             Layout::new_checked(shape, strides, offset, span.len(), std::mem::size_of::<T>())?;
-        Ok(ViewBase { span, layout })
+        Ok(DeviceBase { span, layout })
     }
 
     /// A `'static` view over foreign memory kept alive by `owner`: a span of `span_len`
@@ -440,26 +617,12 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         };
         DeviceView::from_span(raw.typed::<T>()?, shape, strides, offset)
     }
-
-    /// The same view (a cheap clone of the keep-alive).
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
-    /// let v = a.view();
-    /// assert_eq!(v.view().len(), 3);
-    /// # Ok(()) }
-    /// ```
-    pub fn view(&self) -> DeviceView<'a, T, D> {
-        self.clone()
-    }
 }
 
 impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     pub(crate) fn from_parts(span: DeviceSpanMut<'a, T>, layout: Layout<D>) -> Self {
         debug_assert!(layout.check_unaliased().is_ok());
-        ViewBase { span, layout }
+        DeviceBase { span, layout }
     }
 
     /// A writable view of `span`, validated like [`DeviceView::from_span`] and, in addition,
@@ -483,7 +646,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         let layout =
             Layout::new_checked(shape, strides, offset, span.len(), std::mem::size_of::<T>())?;
         layout.check_unaliased()?;
-        Ok(ViewBase { span, layout })
+        Ok(DeviceBase { span, layout })
     }
 
     /// A `'static` writable view over foreign memory kept alive by `owner` (see
@@ -552,41 +715,6 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         DeviceViewMut::from_span_mut(raw.typed_mut::<T>()?, shape, strides, offset)
     }
 
-    /// A read-only view borrowing this one.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
-    /// let m = a.view_mut();
-    /// assert_eq!(m.view().len(), 3);
-    /// # Ok(()) }
-    /// ```
-    pub fn view(&self) -> DeviceView<'_, T, D> {
-        ViewBase {
-            span: self.span.as_span(),
-            layout: self.layout.clone(),
-        }
-    }
-
-    /// A shorter-lived writable view of the same elements.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let mut a = devspan::DeviceArray::<f32, _>::zeros(&stream, 3)?;
-    /// let mut m = a.view_mut();
-    /// let r = m.view_mut();
-    /// assert_eq!(r.len(), 3);
-    /// # Ok(()) }
-    /// ```
-    pub fn view_mut(&mut self) -> DeviceViewMut<'_, T, D> {
-        ViewBase {
-            span: self.span.reborrow(),
-            layout: self.layout.clone(),
-        }
-    }
-
     /// Turns this view into a read-only one of the same lifetime.
     ///
     /// ```no_run
@@ -599,14 +727,14 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// # Ok(()) }
     /// ```
     pub fn into_view(self) -> DeviceView<'a, T, D> {
-        ViewBase {
+        DeviceBase {
             span: self.span.into_span(),
             layout: self.layout,
         }
     }
 }
 
-impl<S: SpanData, D: Dimension> ViewBase<S, D> {
+impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// The view with a dynamic number of axes.
     ///
     /// ```no_run
@@ -616,7 +744,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// assert_eq!(a.view().into_dyn().ndim(), 2);
     /// # Ok(()) }
     /// ```
-    pub fn into_dyn(self) -> ViewBase<S, ndarray::IxDyn> {
+    pub fn into_dyn(self) -> DeviceBase<S, ndarray::IxDyn> {
         let l = self.layout.clone().into_dyn();
         self.with_layout(l)
     }
@@ -631,26 +759,49 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// assert_eq!(v.dim(), ndarray::Ix2(2, 3));
     /// # Ok(()) }
     /// ```
-    pub fn into_dimensionality<E: Dimension>(self) -> Result<ViewBase<S, E>> {
+    pub fn into_dimensionality<E: Dimension>(self) -> Result<DeviceBase<S, E>> {
         let l = self.layout.clone().into_dimensionality::<E>()?;
         Ok(self.with_layout(l))
     }
 
-    /// The same elements with a new shape, read in row-major order; `Err` when a copy would be
-    /// needed (see [`Layout::reshape`]).
+    /// The same elements with a new shape, consuming `self`, with no copy (ndarray's
+    /// `into_shape_with_order`). The elements are read in row-major order, or in the order given
+    /// with the shape (`((3, 4), Order::ColumnMajor)`). `Err(ShapeMismatch)` when the element
+    /// counts differ, `Err(IncompatibleLayout)` when the strides do not allow it without a copy
+    /// (see [`Layout::reshape`]); unlike ndarray's, it also reshapes strided layouts whose axes
+    /// can be regrouped. [`to_shape`](Self::to_shape) copies where needed.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
+    /// use ndarray::Order;
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, 12)?;
-    /// let v = a.view().into_shape((3, 4))?;
+    /// let v = a.view().into_shape_with_order((3, 4))?;
     /// assert_eq!(v.strides(), &[4, 1]);
-    /// assert!(v.t().into_shape(12).is_err());
+    /// assert!(v.t().into_shape_with_order(12).is_err());
+    /// let f = a.into_shape_with_order(((3, 4), Order::ColumnMajor))?;
+    /// assert_eq!(f.strides(), &[1, 3]);
     /// # Ok(()) }
     /// ```
-    pub fn into_shape<E: IntoDimension>(self, shape: E) -> Result<ViewBase<S, E::Dim>> {
-        let l = self.layout.reshape(shape)?;
+    pub fn into_shape_with_order<E: ShapeArg>(self, shape: E) -> Result<DeviceBase<S, E::Dim>> {
+        let l = reshape_layout(&self.layout, shape)?;
         Ok(self.with_layout(l))
+    }
+}
+
+/// `layout` reshaped without a copy, reading elements in the order `shape` asks for.
+pub(crate) fn reshape_layout<D: Dimension, E: ShapeArg>(
+    layout: &Layout<D>,
+    shape: E,
+) -> Result<Layout<E::Dim>> {
+    let (dim, order) = shape.into_shape_and_order();
+    match order.unwrap_or(Order::RowMajor) {
+        Order::ColumnMajor => {
+            let mut rev = dim;
+            rev.slice_mut().reverse();
+            Ok(layout.clone().reversed_axes().reshape(rev)?.reversed_axes())
+        }
+        _ => layout.reshape(dim),
     }
 }
 

@@ -2,8 +2,7 @@
 
 use ndarray::{Axis, Dimension, IntoDimension, RemoveAxis, Slice, SliceArg};
 
-use super::{DeviceView, DeviceViewMut, SpanData, ViewBase};
-use crate::element::DeviceElement;
+use super::{DeviceBase, DeviceViewMut, SpanData, SpanDataMut, ViewData};
 use crate::error::Result;
 use crate::layout::Layout;
 
@@ -16,8 +15,8 @@ fn ok<T>(r: Result<T>) -> T {
 }
 
 /// Operations shared by read-only and writable views. They consume the view (clone a
-/// [`DeviceView`] first to keep it); none can make a writable view alias itself.
-impl<S: SpanData, D: Dimension> ViewBase<S, D> {
+/// [`DeviceView`](super::DeviceView) first to keep it); none can make a writable view alias itself.
+impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// Slices with `s![]`, consuming the view; `Err` for out-of-range slices.
     ///
     /// ```no_run
@@ -29,7 +28,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// assert_eq!(v.shape(), &[3, 2]);
     /// # Ok(()) }
     /// ```
-    pub fn try_slice_move<I: SliceArg<D>>(self, info: I) -> Result<ViewBase<S, I::OutDim>> {
+    pub fn try_slice_move<I: SliceArg<D>>(self, info: I) -> Result<DeviceBase<S, I::OutDim>> {
         let l = self.layout.slice(info)?;
         Ok(self.with_layout(l))
     }
@@ -47,7 +46,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn slice_move<I: SliceArg<D>>(self, info: I) -> ViewBase<S, I::OutDim> {
+    pub fn slice_move<I: SliceArg<D>>(self, info: I) -> DeviceBase<S, I::OutDim> {
         ok(self.try_slice_move(info))
     }
 
@@ -92,7 +91,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// assert_eq!(a.view().try_index_axis_move(Axis(1), 2)?.shape(), &[4]);
     /// # Ok(()) }
     /// ```
-    pub fn try_index_axis_move(self, axis: Axis, index: usize) -> Result<ViewBase<S, D::Smaller>>
+    pub fn try_index_axis_move(self, axis: Axis, index: usize) -> Result<DeviceBase<S, D::Smaller>>
     where
         D: RemoveAxis,
     {
@@ -111,7 +110,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn index_axis_move(self, axis: Axis, index: usize) -> ViewBase<S, D::Smaller>
+    pub fn index_axis_move(self, axis: Axis, index: usize) -> DeviceBase<S, D::Smaller>
     where
         D: RemoveAxis,
     {
@@ -237,7 +236,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// assert_eq!(a.view().try_insert_axis(Axis(2))?.shape(), &[2, 3, 1]);
     /// # Ok(()) }
     /// ```
-    pub fn try_insert_axis(self, axis: Axis) -> Result<ViewBase<S, D::Larger>> {
+    pub fn try_insert_axis(self, axis: Axis) -> Result<DeviceBase<S, D::Larger>> {
         let l = self.layout.insert_axis(axis)?;
         Ok(self.with_layout(l))
     }
@@ -253,7 +252,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn insert_axis(self, axis: Axis) -> ViewBase<S, D::Larger> {
+    pub fn insert_axis(self, axis: Axis) -> DeviceBase<S, D::Larger> {
         ok(self.try_insert_axis(axis))
     }
 
@@ -268,7 +267,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// assert!(a.view().try_remove_axis(Axis(0)).is_err());
     /// # Ok(()) }
     /// ```
-    pub fn try_remove_axis(self, axis: Axis) -> Result<ViewBase<S, D::Smaller>>
+    pub fn try_remove_axis(self, axis: Axis) -> Result<DeviceBase<S, D::Smaller>>
     where
         D: RemoveAxis,
     {
@@ -287,13 +286,16 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn remove_axis(self, axis: Axis) -> ViewBase<S, D::Smaller>
+    pub fn remove_axis(self, axis: Axis) -> DeviceBase<S, D::Smaller>
     where
         D: RemoveAxis,
     {
         ok(self.try_remove_axis(axis))
     }
+}
 
+/// Splitting: views only (an array's storage cannot be shared by two owners).
+impl<S: ViewData, D: Dimension> DeviceBase<S, D> {
     /// Splits along `axis` at `index` into two views, `[..index]` and `[index..]` (disjoint, so
     /// writable views split too).
     ///
@@ -308,7 +310,7 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     /// ```
     pub fn try_split_at(self, axis: Axis, index: usize) -> Result<(Self, Self)> {
         let (la, lb) = self.layout.split_at(axis, index)?;
-        let ViewBase { span, .. } = self;
+        let DeviceBase { span, .. } = self;
         // The two layouts reach disjoint elements: one takes the indices below `index` on
         // `axis`, the other those at or above it, and invariant 4 of the input maps distinct
         // indices to distinct elements.
@@ -338,11 +340,11 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
         let (a, la) = narrow(a, la, ra);
         let (b, lb) = narrow(b, lb, rb);
         Ok((
-            ViewBase {
+            DeviceBase {
                 span: a,
                 layout: la,
             },
-            ViewBase {
+            DeviceBase {
                 span: b,
                 layout: lb,
             },
@@ -366,7 +368,8 @@ impl<S: SpanData, D: Dimension> ViewBase<S, D> {
     }
 }
 
-impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
+/// Sub-views borrowing `self`, on arrays and views alike (ndarray's `slice`, `t`, ...).
+impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// Slices with `s![]` (steps, negative steps, single indices, `NewAxis`); `Err` for
     /// out-of-range slices or a wrong number of axes.
     ///
@@ -375,13 +378,13 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// use ndarray::s;
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// let v = a.view().try_slice(s![1..3, ..;-2])?;
+    /// let v = a.try_slice(s![1..3, ..;-2])?;
     /// assert_eq!((v.shape(), v.strides()), (&[2usize, 3][..], &[6isize, -2][..]));
-    /// assert!(a.view().try_slice(s![.., 7]).is_err());
+    /// assert!(a.try_slice(s![.., 7]).is_err());
     /// # Ok(()) }
     /// ```
-    pub fn try_slice<I: SliceArg<D>>(&self, info: I) -> Result<DeviceView<'a, T, I::OutDim>> {
-        self.clone().try_slice_move(info)
+    pub fn try_slice<I: SliceArg<D>>(&self, info: I) -> Result<DeviceBase<S::Ref<'_>, I::OutDim>> {
+        self.sub_view().try_slice_move(info)
     }
 
     /// [`try_slice`](Self::try_slice) that panics on bad input.
@@ -391,11 +394,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// use ndarray::s;
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().slice(s![.., 3]).shape(), &[4]);
+    /// assert_eq!(a.slice(s![.., 3]).shape(), &[4]);
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn slice<I: SliceArg<D>>(&self, info: I) -> DeviceView<'a, T, I::OutDim> {
+    pub fn slice<I: SliceArg<D>>(&self, info: I) -> DeviceBase<S::Ref<'_>, I::OutDim> {
         ok(self.try_slice(info))
     }
 
@@ -406,11 +409,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// use ndarray::{Axis, Slice};
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().try_slice_axis(Axis(1), Slice::new(0, None, 3))?.shape(), &[4, 2]);
+    /// assert_eq!(a.try_slice_axis(Axis(1), Slice::new(0, None, 3))?.shape(), &[4, 2]);
     /// # Ok(()) }
     /// ```
-    pub fn try_slice_axis(&self, axis: Axis, slice: Slice) -> Result<DeviceView<'a, T, D>> {
-        self.clone().try_slice_axis_move(axis, slice)
+    pub fn try_slice_axis(&self, axis: Axis, slice: Slice) -> Result<DeviceBase<S::Ref<'_>, D>> {
+        self.sub_view().try_slice_axis_move(axis, slice)
     }
 
     /// Slices one axis; panics on bad input.
@@ -420,11 +423,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// use ndarray::{Axis, Slice};
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().slice_axis(Axis(0), Slice::from(2..)).shape(), &[2, 6]);
+    /// assert_eq!(a.slice_axis(Axis(0), Slice::from(2..)).shape(), &[2, 6]);
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn slice_axis(&self, axis: Axis, slice: Slice) -> DeviceView<'a, T, D> {
+    pub fn slice_axis(&self, axis: Axis, slice: Slice) -> DeviceBase<S::Ref<'_>, D> {
         ok(self.try_slice_axis(axis, slice))
     }
 
@@ -435,14 +438,18 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// use ndarray::Axis;
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().try_index_axis(Axis(0), 1)?.shape(), &[6]);
+    /// assert_eq!(a.try_index_axis(Axis(0), 1)?.shape(), &[6]);
     /// # Ok(()) }
     /// ```
-    pub fn try_index_axis(&self, axis: Axis, index: usize) -> Result<DeviceView<'a, T, D::Smaller>>
+    pub fn try_index_axis(
+        &self,
+        axis: Axis,
+        index: usize,
+    ) -> Result<DeviceBase<S::Ref<'_>, D::Smaller>>
     where
         D: RemoveAxis,
     {
-        self.clone().try_index_axis_move(axis, index)
+        self.sub_view().try_index_axis_move(axis, index)
     }
 
     /// The sub-view at `index` along `axis`; panics on bad input.
@@ -452,11 +459,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// use ndarray::Axis;
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().index_axis(Axis(1), 5).shape(), &[4]);
+    /// assert_eq!(a.index_axis(Axis(1), 5).shape(), &[4]);
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn index_axis(&self, axis: Axis, index: usize) -> DeviceView<'a, T, D::Smaller>
+    pub fn index_axis(&self, axis: Axis, index: usize) -> DeviceBase<S::Ref<'_>, D::Smaller>
     where
         D: RemoveAxis,
     {
@@ -469,11 +476,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().t().strides(), &[1, 6]);
+    /// assert_eq!(a.t().strides(), &[1, 6]);
     /// # Ok(()) }
     /// ```
-    pub fn t(&self) -> DeviceView<'a, T, D> {
-        self.clone().reversed_axes()
+    pub fn t(&self) -> DeviceBase<S::Ref<'_>, D> {
+        self.sub_view().reversed_axes()
     }
 
     /// The view broadcast to `shape` (ndarray's rules: trailing axes aligned, axes of length 1
@@ -483,31 +490,19 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
     /// # fn main() -> devspan::Result<()> {
     /// let stream = devspan::default_stream(0)?;
     /// let row = devspan::DeviceArray::<f32, _>::zeros(&stream, 6)?;
-    /// let b = row.view().broadcast((4, 6))?;
+    /// let b = row.broadcast((4, 6))?;
     /// assert_eq!(b.strides(), &[0, 1]);
-    /// assert!(row.view().broadcast((4, 5)).is_err());
+    /// assert!(row.broadcast((4, 5)).is_err());
     /// # Ok(()) }
     /// ```
-    pub fn broadcast<E: IntoDimension>(&self, shape: E) -> Result<DeviceView<'a, T, E::Dim>> {
+    pub fn broadcast<E: IntoDimension>(&self, shape: E) -> Result<DeviceBase<S::Ref<'_>, E::Dim>> {
         let l = self.layout.broadcast(shape)?;
-        Ok(self.clone().with_layout(l))
-    }
-
-    /// The same elements with a new shape (row-major order), if no copy is needed.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (4, 6))?;
-    /// assert_eq!(a.view().reshape((2, 12))?.shape(), &[2, 12]);
-    /// # Ok(()) }
-    /// ```
-    pub fn reshape<E: IntoDimension>(&self, shape: E) -> Result<DeviceView<'a, T, E::Dim>> {
-        self.clone().into_shape(shape)
+        Ok(self.sub_view().with_layout(l))
     }
 }
 
-impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
+/// Writable sub-views borrowing `self` exclusively, on mutable arrays and views.
+impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
     /// A writable sub-view by `s![]`, borrowing this view; `Err` for out-of-range slices.
     ///
     /// ```no_run
@@ -523,7 +518,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     pub fn try_slice_mut<I: SliceArg<D>>(
         &mut self,
         info: I,
-    ) -> Result<DeviceViewMut<'_, T, I::OutDim>> {
+    ) -> Result<DeviceViewMut<'_, S::Elem, I::OutDim>> {
         self.view_mut().try_slice_move(info)
     }
 
@@ -539,7 +534,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn slice_mut<I: SliceArg<D>>(&mut self, info: I) -> DeviceViewMut<'_, T, I::OutDim> {
+    pub fn slice_mut<I: SliceArg<D>>(&mut self, info: I) -> DeviceViewMut<'_, S::Elem, I::OutDim> {
         ok(self.try_slice_mut(info))
     }
 
@@ -558,7 +553,7 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         &mut self,
         axis: Axis,
         index: usize,
-    ) -> Result<DeviceViewMut<'_, T, D::Smaller>>
+    ) -> Result<DeviceViewMut<'_, S::Elem, D::Smaller>>
     where
         D: RemoveAxis,
     {
@@ -577,7 +572,11 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     /// # Ok(()) }
     /// ```
     #[track_caller]
-    pub fn index_axis_mut(&mut self, axis: Axis, index: usize) -> DeviceViewMut<'_, T, D::Smaller>
+    pub fn index_axis_mut(
+        &mut self,
+        axis: Axis,
+        index: usize,
+    ) -> DeviceViewMut<'_, S::Elem, D::Smaller>
     where
         D: RemoveAxis,
     {
