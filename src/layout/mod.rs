@@ -22,6 +22,8 @@
 
 mod ops;
 mod reshape;
+#[cfg(test)]
+mod tests;
 
 use ndarray::Dimension;
 
