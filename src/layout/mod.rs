@@ -16,11 +16,14 @@
 //!    `|stride|`, each stride exceeds the span covered by the axes before it. (This test is
 //!    sufficient, not necessary: some interleaved layouts that do not overlap are refused.)
 //!
-//! Constructors from raw parts check 1-4 ([`Layout::new_strided`]); every operation below keeps
-//! them by construction and says which it relies on.
+//! Constructors from raw parts check 1-4 ([`Layout::new_strided`]), [`Layout::try_contiguous`]
+//! checks 1 (the others follow, against a span of its length); every operation below keeps them by construction and says which it
+//! relies on.
 
 mod ops;
 mod reshape;
+#[cfg(test)]
+mod tests;
 
 use ndarray::Dimension;
 
@@ -108,6 +111,9 @@ pub(crate) fn checked_size(shape: &[usize], elem_size: usize) -> Result<usize> {
     let bytes = nonzero.checked_mul(elem_size.max(1));
     match bytes {
         Some(b) if b <= isize::MAX as usize => Ok(n),
+        _ if elem_size <= 1 => Err(Error::overflow(format!(
+            "shape {shape:?} has more than isize::MAX elements"
+        ))),
         _ => Err(Error::overflow(format!(
             "shape {shape:?} of {elem_size}-byte elements exceeds isize::MAX bytes"
         ))),
@@ -151,18 +157,42 @@ impl<D: Dimension> Layout<D> {
     /// assert_eq!(l.strides(), &[12, 4, 1]);
     /// assert!(l.is_standard_layout());
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the product of the nonzero axis lengths exceeds `isize::MAX` (invariant 1);
+    /// [`Layout::try_contiguous`] returns `Err(Overflow)` instead.
     pub fn contiguous(shape: D) -> Self {
+        match Self::try_contiguous(shape) {
+            Ok(l) => l,
+            Err(e) => panic!("Layout::contiguous: {e}"),
+        }
+    }
+
+    /// The standard (row-major, C order) layout of `shape` at offset 0, or `Err(Overflow)` if
+    /// the product of the nonzero axis lengths exceeds `isize::MAX` (invariant 1).
+    ///
+    /// ```
+    /// use devspan::{ErrorKind, Layout};
+    /// use ndarray::Ix2;
+    /// assert_eq!(Layout::try_contiguous(Ix2(2, 3)).unwrap().strides(), &[3, 1]);
+    /// let e = Layout::try_contiguous(Ix2(usize::MAX / 2, 3)).unwrap_err();
+    /// assert_eq!(e.kind(), &ErrorKind::Overflow);
+    /// ```
+    pub fn try_contiguous(shape: D) -> Result<Self> {
+        checked_size(shape.slice(), 1)?;
         let mut strides = D::zeros(shape.ndim());
         let mut acc: usize = 1;
+        // Each partial product divides the product of the nonzero lengths, checked above.
         for (s, &d) in strides.slice_mut().iter_mut().zip(shape.slice()).rev() {
             *s = acc;
-            acc = acc.wrapping_mul(d.max(1));
+            acc *= d.max(1);
         }
-        Layout {
+        Ok(Layout {
             shape,
             strides,
             offset: 0,
-        }
+        })
     }
 
     /// A layout from raw parts, validated against a span of `span_len` elements (invariants

@@ -336,7 +336,8 @@ impl<D: Dimension> Layout<D> {
 
     /// The layout broadcast to `shape` by ndarray's rules (trailing axes aligned; axes of
     /// length 1 and new leading axes get stride 0). The result reaches elements more than once,
-    /// so only read-only views use it.
+    /// so only read-only views use it. `Err(Overflow)` if `shape` has more than `isize::MAX`
+    /// elements (invariant 1, with 1-byte elements as in [`Layout::new_strided`]).
     ///
     /// ```
     /// use ndarray::{Ix1, Ix2};
@@ -345,6 +346,16 @@ impl<D: Dimension> Layout<D> {
     /// assert!(devspan::Layout::contiguous(Ix1(3)).broadcast(Ix2(4, 2)).is_err());
     /// ```
     pub fn broadcast<E: IntoDimension>(&self, shape: E) -> Result<Layout<E::Dim>> {
+        self.broadcast_sized(shape, 1)
+    }
+
+    /// [`Layout::broadcast`] for elements of `elem_size` bytes: `Err(Overflow)` if `shape`
+    /// holds more than `isize::MAX` bytes of them (invariant 1).
+    pub(crate) fn broadcast_sized<E: IntoDimension>(
+        &self,
+        shape: E,
+        elem_size: usize,
+    ) -> Result<Layout<E::Dim>> {
         let shape = shape.into_dimension();
         let to = shape.slice();
         let from = self.shape();
@@ -352,7 +363,7 @@ impl<D: Dimension> Layout<D> {
         if to.len() < from.len() {
             return Err(bad());
         }
-        super::checked_size(to, 1)?;
+        super::checked_size(to, elem_size)?;
         let lead = to.len() - from.len();
         let mut strides = <E::Dim as Dimension>::zeros(to.len());
         for (i, &n) in to.iter().enumerate() {

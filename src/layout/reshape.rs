@@ -93,8 +93,18 @@ impl<D: Dimension> Layout<D> {
     /// assert_eq!(l.reshape(Ix1(25)).unwrap_err().kind(), &ErrorKind::ShapeMismatch);
     /// ```
     pub fn reshape<E: IntoDimension>(&self, shape: E) -> Result<Layout<E::Dim>> {
+        self.reshape_sized(shape, 1)
+    }
+
+    /// [`Layout::reshape`] for elements of `elem_size` bytes: `Err(Overflow)` if the nonzero
+    /// lengths of `shape` multiply to more than `isize::MAX` bytes of them (invariant 1).
+    pub(crate) fn reshape_sized<E: IntoDimension>(
+        &self,
+        shape: E,
+        elem_size: usize,
+    ) -> Result<Layout<E::Dim>> {
         let shape = shape.into_dimension();
-        let n = checked_size(shape.slice(), 1)?;
+        let n = checked_size(shape.slice(), elem_size)?;
         if n != self.len() {
             return Err(Error::shape(format!(
                 "cannot reshape {:?} ({} elements) into {:?} ({n} elements)",
@@ -104,7 +114,7 @@ impl<D: Dimension> Layout<D> {
             )));
         }
         if n == 0 {
-            let mut out = Layout::contiguous(shape);
+            let mut out = Layout::try_contiguous(shape)?;
             out.offset = self.offset;
             return Ok(out);
         }

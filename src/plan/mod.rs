@@ -93,9 +93,10 @@ pub(crate) fn normalize(shape: &[usize], dst: &[isize], src: &[isize]) -> Normal
     for a in axes {
         if let Some(outer) = merged.last_mut() {
             let inner = a;
-            if outer.dst == inner.dst * inner.len as isize
-                && outer.src == inner.src * inner.len as isize
-            {
+            // `stride * len` may overflow `isize` (a layout bounds only `stride * (len - 1)`);
+            // an axis whose product overflows merges with no other.
+            let times_len = |s: isize| s.checked_mul(inner.len as isize);
+            if times_len(inner.dst) == Some(outer.dst) && times_len(inner.src) == Some(outer.src) {
                 outer.len *= inner.len;
                 outer.dst = inner.dst;
                 outer.src = inner.src;
@@ -248,8 +249,10 @@ pub(crate) struct PlanOptions {
     pub no_wide: bool,
 }
 
+/// The address `off_elems` elements of `size` bytes from `base`, computed modulo 2^64 (the
+/// element's address whenever it lies in the address space).
 fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
-    (base as i64 + off_elems as i64 * size as i64) as u64
+    base.wrapping_add_signed((off_elems as i64).wrapping_mul(size as i64))
 }
 
 fn too_many_axes(norm: &Normalized) -> Result<()> {
@@ -401,10 +404,13 @@ pub(crate) fn plan_copy(
             });
         }
         if same && !opt.no_driver {
+            let bytes = norm.n.checked_mul(ds).ok_or_else(|| {
+                Error::overflow(format!("{} elements of {ds} bytes overflow usize", norm.n))
+            })?;
             return Ok(Plan::Memcpy {
                 dst: d,
                 src: s,
-                bytes: norm.n * ds,
+                bytes,
             });
         }
     }

@@ -1556,3 +1556,181 @@ fn wide_kernels_need_half_filled_tiles() {
         );
     }
 }
+
+/// A `u8` source whose inner axis has stride 2^62 (a valid view over 2^62 + 2 bytes): planning
+/// an assign from it compares `stride * len` (2^63) with the outer stride without overflowing,
+/// on every path the options allow, and the plan reaches the layout's offsets.
+#[test]
+fn assign_from_a_layout_reaching_past_2_61_elements_plans_without_overflow() {
+    let shape = [2usize, 2];
+    let src = Layout::new_strided(IxDyn(&shape), &[1, 1 << 62], 0, (1 << 62) + 2).unwrap();
+    let dst = Layout::contiguous(IxDyn(&shape));
+    let opts = [
+        PlanOptions::default(),
+        PlanOptions {
+            force_64: true,
+            no_driver: true,
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            no_rows: true,
+            no_transpose: true,
+            no_wide: true,
+            no_packed: true,
+            ..PlanOptions::default()
+        },
+    ];
+    for opt in opts {
+        for to in [DType::U8, DType::F32] {
+            let p = plan_copy(
+                DST_BASE,
+                dst.strides(),
+                to,
+                SRC_BASE,
+                src.strides(),
+                DType::U8,
+                &shape,
+                opt,
+            )
+            .unwrap();
+            let Plan::Strided64 { args, .. } = p else {
+                panic!("{to:?} {opt:?}: not the 64-bit strided path: {}", p.path());
+            };
+            for (i, index) in indices(&shape).iter().enumerate() {
+                let expect = (
+                    dst.offset_of(index).unwrap() as i64,
+                    src.offset_of(index).unwrap() as i64,
+                );
+                assert_eq!(args.offsets(i as u64), expect, "{to:?} {opt:?} {index:?}");
+            }
+        }
+    }
+    // The same layout as a fill destination.
+    let p = plan_fill(
+        DST_BASE,
+        &shape,
+        src.strides(),
+        1,
+        7,
+        PlanOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.path(), "fill_strided64");
+}
+
+/// A contiguous copy of 2^62 elements of 8 bytes (a layout that `Layout::new_strided` accepts
+/// with its 1-byte bound) from a base that the vector kernel cannot align: the memcpy's byte
+/// count overflows and planning returns `Err(Overflow)`.
+#[test]
+fn memcpy_byte_count_overflow_is_an_error() {
+    let shape = [1usize << 62];
+    let l = Layout::new_strided(IxDyn(&shape), &[1], 0, 1 << 62).unwrap();
+    let e = plan_copy(
+        DST_BASE + 8,
+        l.strides(),
+        DType::F64,
+        SRC_BASE,
+        l.strides(),
+        DType::F64,
+        &shape,
+        PlanOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), &crate::ErrorKind::Overflow, "{e}");
+}
+
+/// Random valid layouts with strides and lengths of every magnitude (each reachable offset in
+/// `0..=isize::MAX`, the bound every layout keeps), planned as copies, casts and fills of
+/// 1- to 8-byte elements with random options: planning returns a plan or an error, and never
+/// panics on arithmetic overflow.
+#[test]
+fn planning_layouts_with_huge_strides_never_panics() {
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let lens = [
+        1usize,
+        2,
+        3,
+        8,
+        16,
+        17,
+        64,
+        256,
+        1 << 20,
+        1 << 31,
+        1 << 40,
+        1 << 61,
+    ];
+    let sizes = [DType::U8, DType::U16, DType::F32, DType::F64];
+    let valid = |shape: &[usize], strides: &[isize]| match crate::layout::reach(shape, strides) {
+        Ok(Some((lo, _))) => {
+            Layout::new_strided(IxDyn(shape), strides, lo.unsigned_abs(), usize::MAX).is_ok()
+        }
+        _ => false,
+    };
+    let mut planned = 0;
+    for _ in 0..50_000 {
+        let r = 1 + (rnd() % 5) as usize;
+        let shape: Vec<usize> = (0..r)
+            .map(|_| lens[(rnd() % lens.len() as u64) as usize])
+            .collect();
+        let mut stride = || {
+            let m: isize = match rnd() % 5 {
+                0 => 1,
+                1 => (rnd() % 64) as isize,
+                2 => 1 << (rnd() % 63),
+                3 => (rnd() >> 1) as isize,
+                _ => (1 << 62) / (1 + (rnd() % 8) as isize),
+            };
+            if rnd() % 3 == 0 { -m } else { m }
+        };
+        let mut dst: Vec<isize> = (0..r).map(|_| stride()).collect();
+        let mut src: Vec<isize> = (0..r).map(|_| stride()).collect();
+        // Half of the cases have unit strides on both sides (rows, transposes, permutations).
+        if r >= 2 && rnd() % 2 == 0 {
+            dst[r - 1] = 1;
+            src[(rnd() % r as u64) as usize] = 1;
+            if rnd() % 2 == 0 {
+                dst[r - 2] = shape[r - 1] as isize;
+            }
+        }
+        if rnd() % 5 == 0 {
+            src[(rnd() % r as u64) as usize] = 0;
+        }
+        if !valid(&shape, &dst) || !valid(&shape, &src) {
+            continue;
+        }
+        planned += 1;
+        let to = sizes[(rnd() % 4) as usize];
+        let from = if rnd() % 2 == 0 {
+            to
+        } else {
+            sizes[(rnd() % 4) as usize]
+        };
+        let bits = rnd();
+        let opt = PlanOptions {
+            no_driver: bits & 1 != 0,
+            force_64: bits & 2 != 0,
+            no_rows: bits & 4 != 0,
+            no_transpose: bits & 8 != 0,
+            prefer_transpose: bits & 16 != 0,
+            no_packed: bits & 32 != 0,
+            no_packed128: bits & 64 != 0,
+            no_vec: bits & 128 != 0,
+            no_wide: bits & 256 != 0,
+        };
+        let base = (rnd() % 64) * 16;
+        let case = format!("shape {shape:?} dst {dst:?} src {src:?} {from:?} -> {to:?} {opt:?}");
+        let copy =
+            std::panic::catch_unwind(|| plan_copy(base, &dst, to, base, &src, from, &shape, opt));
+        assert!(copy.is_ok(), "plan_copy panicked: {case}");
+        let fill = std::panic::catch_unwind(|| plan_fill(base, &shape, &dst, to.size(), 0, opt));
+        assert!(fill.is_ok(), "plan_fill panicked: {case}");
+    }
+    assert!(planned > 10_000, "only {planned} valid cases");
+}
