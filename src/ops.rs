@@ -376,7 +376,11 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     ) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
         let (dim, order) = shape.into_shape_and_order();
         let order = order.unwrap_or(Order::RowMajor);
-        match reshape_layout(&self.layout, (dim.clone(), order)) {
+        match reshape_layout(
+            &self.layout,
+            (dim.clone(), order),
+            std::mem::size_of::<S::Elem>(),
+        ) {
             Ok(l) => return Ok(DeviceCowArray::borrowed(self.view().with_layout(l))),
             Err(e) if e.kind() != &ErrorKind::IncompatibleLayout => return Err(e),
             Err(_) => {}

@@ -73,3 +73,44 @@ fn largest_contiguous_layouts_answer_queries() {
     assert!(l.reshape(Ix1(0)).is_err());
     assert!(Layout::contiguous(Ix2(0, max)).reshape(Ix1(0)).is_ok());
 }
+
+struct Fake;
+impl devspan::DeviceOwner for Fake {}
+
+/// Views check sizes in their own element size: an f64 view broadcast or reshaped to 2^62
+/// elements would reach 2^65 bytes.
+#[test]
+fn view_broadcast_and_reshape_check_the_element_size() {
+    // SAFETY: only metadata is read.
+    let v = unsafe {
+        devspan::DeviceView::<f64, _>::from_raw_parts(
+            0x7f00_0000_0000,
+            1,
+            Ix1(1),
+            &[1],
+            0,
+            0,
+            std::sync::Arc::new(Fake),
+        )
+    }
+    .unwrap();
+    assert_eq!(
+        v.broadcast(Ix1(1 << 62)).unwrap_err().kind(),
+        &ErrorKind::Overflow
+    );
+    assert!(v.broadcast(Ix1(1 << 59)).is_ok());
+    let empty = v.slice(ndarray::s![..0]);
+    assert_eq!(
+        empty
+            .clone()
+            .into_shape_with_order(Ix2(0, 1 << 62))
+            .unwrap_err()
+            .kind(),
+        &ErrorKind::Overflow
+    );
+    assert!(empty.clone().into_shape_with_order(Ix2(0, 1 << 59)).is_ok());
+    assert_eq!(
+        empty.to_shape(Ix2(0, 1 << 62)).unwrap_err().kind(),
+        &ErrorKind::Overflow
+    );
+}

@@ -784,7 +784,7 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// # Ok(()) }
     /// ```
     pub fn into_shape_with_order<E: ShapeArg>(self, shape: E) -> Result<DeviceBase<S, E::Dim>> {
-        let l = reshape_layout(&self.layout, shape)?;
+        let l = reshape_layout(&self.layout, shape, std::mem::size_of::<S::Elem>())?;
         Ok(self.with_layout(l))
     }
 }
@@ -793,15 +793,20 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
 pub(crate) fn reshape_layout<D: Dimension, E: ShapeArg>(
     layout: &Layout<D>,
     shape: E,
+    elem_size: usize,
 ) -> Result<Layout<E::Dim>> {
     let (dim, order) = shape.into_shape_and_order();
     match order.unwrap_or(Order::RowMajor) {
         Order::ColumnMajor => {
             let mut rev = dim;
             rev.slice_mut().reverse();
-            Ok(layout.clone().reversed_axes().reshape(rev)?.reversed_axes())
+            Ok(layout
+                .clone()
+                .reversed_axes()
+                .reshape_sized(rev, elem_size)?
+                .reversed_axes())
         }
-        _ => layout.reshape(dim),
+        _ => layout.reshape_sized(dim, elem_size),
     }
 }
 

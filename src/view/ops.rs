@@ -496,7 +496,9 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// # Ok(()) }
     /// ```
     pub fn broadcast<E: IntoDimension>(&self, shape: E) -> Result<DeviceBase<S::Ref<'_>, E::Dim>> {
-        let l = self.layout.broadcast(shape)?;
+        let l = self
+            .layout
+            .broadcast_sized(shape, std::mem::size_of::<S::Elem>())?;
         Ok(self.sub_view().with_layout(l))
     }
 }
