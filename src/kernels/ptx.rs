@@ -5,6 +5,11 @@
 //! kernel per module keeps the JIT's work to the kernels a process uses: the first fill and cast
 //! of a process compile two small modules, not every variant of their element types.
 //!
+//! The texts are embedded deflate-compressed, in groups of the variants of one kernel for one
+//! source type (`cast_contig_f32` holds `cast_contig_f32_u8` ... `cast_contig_f32_f64`;
+//! `copy_rows` holds `copy_rows_b1` ... `copy_rows_b8`); a group is inflated once, on the first
+//! use of one of its modules, and kept.
+//!
 //! | kernels |
 //! | --- |
 //! | `fill_contig_bN`, `fill_strided32_bN`, `fill_strided64_bN` (N = 1, 2, 4, 8) |
@@ -20,26 +25,58 @@ mod generated {
     include!(concat!(env!("OUT_DIR"), "/ptx_modules.rs"));
 }
 
-/// Every module as `(name, PTX text)`, sorted by name.
+use std::sync::OnceLock;
+
+/// The inflated text of each group, made on the first use of one of its modules.
+static INFLATED: [OnceLock<Box<str>>; generated::GROUPS.len()] =
+    [const { OnceLock::new() }; generated::GROUPS.len()];
+
+/// The PTX texts of group `g`, concatenated, inflated on first use. The build script wrote
+/// them compressed from valid UTF-8 text; a group that fails to inflate (a corrupted binary)
+/// reads as empty, and its modules then fail to load with the driver's error.
+fn group_text(g: usize) -> &'static str {
+    INFLATED[g].get_or_init(|| {
+        let (_, packed, len) = generated::GROUPS[g];
+        miniz_oxide::inflate::decompress_to_vec_with_limit(packed, len)
+            .ok()
+            .filter(|t| t.len() == len)
+            .and_then(|t| String::from_utf8(t).ok())
+            .unwrap_or_default()
+            .into_boxed_str()
+    })
+}
+
+fn text_of(&(_, g, off, len): &(&'static str, usize, usize, usize)) -> &'static str {
+    group_text(g).get(off..off + len).unwrap_or("")
+}
+
+/// Every module as `(name, PTX text)`, sorted by name (every group inflated).
 #[cfg(any(test, feature = "internals"))]
 pub fn modules() -> &'static [(&'static str, &'static str)] {
-    generated::MODULES
+    static ALL: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        generated::MODULES
+            .iter()
+            .map(|m| (m.0, text_of(m)))
+            .collect()
+    })
+}
+
+fn find(name: &str) -> Option<&'static (&'static str, usize, usize, usize)> {
+    let mods = generated::MODULES;
+    mods.binary_search_by(|m| m.0.cmp(name))
+        .ok()
+        .map(|i| &mods[i])
 }
 
 /// The PTX text of module `name`, if there is such a module.
 pub fn module_ptx(name: &str) -> Option<&'static str> {
-    let mods = generated::MODULES;
-    mods.binary_search_by(|(n, _)| (*n).cmp(name))
-        .ok()
-        .map(|i| mods[i].1)
+    find(name).map(text_of)
 }
 
 /// The module called `name`, as a `'static` name, if there is one.
 pub fn module_name(name: &str) -> Option<&'static str> {
-    let mods = generated::MODULES;
-    mods.binary_search_by(|(n, _)| (*n).cmp(name))
-        .ok()
-        .map(|i| mods[i].0)
+    find(name).map(|m| m.0)
 }
 
 #[cfg(test)]
