@@ -63,6 +63,9 @@ use crate::plan::{self, PlanOptions};
 use crate::view::{DeviceView, DeviceViewMut};
 
 pub use crate::kernels::permute::GridOptions;
+/// The architectures machine code was embedded for at build time (empty without `ptxas`), with
+/// the number of modules of each.
+pub use crate::kernels::ptx::cubin_archs;
 pub use crate::kernels::ptx::modules as ptx_modules;
 pub use crate::transfer::{DevicePath, transfer_path};
 

@@ -87,6 +87,19 @@ fn kernel_name(kind: &str, from: DType, to: DType) -> String {
     }
 }
 
+/// Module `name` in `ctx`: its machine code for the device when that was compiled at build
+/// time and the driver takes it, otherwise its PTX, JIT-compiled by the driver.
+fn load(ctx: &Arc<CudaContext>, name: &'static str) -> Result<Arc<CudaModule>> {
+    if let Ok((major, minor)) = ctx.compute_capability()
+        && let Some(bin) = ptx::module_cubin(name, major, minor)
+        && let Ok(m) = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin.to_vec()))
+    {
+        return Ok(m);
+    }
+    let text = ptx::module_ptx(name).ok_or_else(|| no_module(name))?;
+    Ok(ctx.load_module(cudarc::nvrtc::Ptx::from_src(text))?)
+}
+
 /// The kernel `kind` for `from -> to` in `ctx`, loading its module on first use. The cached
 /// module holds `ctx` alive, so a cached context pointer is never reused by another context.
 pub(crate) fn kernel(
@@ -105,8 +118,7 @@ pub(crate) fn kernel(
     let m = match c.modules.get(&(key.0, module)) {
         Some(m) => m.clone(),
         None => {
-            let text = ptx::module_ptx(module).ok_or_else(|| no_module(module))?;
-            let m = ctx.load_module(cudarc::nvrtc::Ptx::from_src(text))?;
+            let m = load(ctx, module)?;
             c.modules.insert((key.0, module), m.clone());
             m
         }

@@ -10,6 +10,12 @@
 //! `copy_rows` holds `copy_rows_b1` ... `copy_rows_b8`); a group is inflated once, on the first
 //! use of one of its modules, and kept.
 //!
+//! When `ptxas` is available at build time (`DEVSPAN_PTXAS`, a CUDA toolkit, or `PATH`; set
+//! `DEVSPAN_PTXAS=off` to skip it), the fills and the contiguous copies and casts are also
+//! embedded as machine code for the architectures of `DEVSPAN_CUBIN_ARCHS` (default
+//! `sm_80,sm_90`): a device of those architectures loads them without JIT compilation. Every
+//! other case JIT-compiles the PTX.
+//!
 //! | kernels |
 //! | --- |
 //! | `fill_contig_bN`, `fill_strided32_bN`, `fill_strided64_bN` (N = 1, 2, 4, 8) |
@@ -27,27 +33,30 @@ mod generated {
 
 use std::sync::OnceLock;
 
-/// The inflated text of each group, made on the first use of one of its modules.
-static INFLATED: [OnceLock<Box<str>>; generated::GROUPS.len()] =
+/// The inflated contents of each group, made on the first use of one of its modules.
+static INFLATED: [OnceLock<Box<[u8]>>; generated::GROUPS.len()] =
     [const { OnceLock::new() }; generated::GROUPS.len()];
 
-/// The PTX texts of group `g`, concatenated, inflated on first use. The build script wrote
-/// them compressed from valid UTF-8 text; a group that fails to inflate (a corrupted binary)
-/// reads as empty, and its modules then fail to load with the driver's error.
-fn group_text(g: usize) -> &'static str {
+/// The contents of group `g` (PTX texts or cubins, concatenated), inflated on first use. A
+/// group that fails to inflate (a corrupted binary) reads as empty: its PTX modules then fail
+/// to load with the driver's error, and its cubins are not used.
+fn group(g: usize) -> &'static [u8] {
     INFLATED[g].get_or_init(|| {
         let (_, packed, len) = generated::GROUPS[g];
         miniz_oxide::inflate::decompress_to_vec_with_limit(packed, len)
             .ok()
             .filter(|t| t.len() == len)
-            .and_then(|t| String::from_utf8(t).ok())
             .unwrap_or_default()
-            .into_boxed_str()
+            .into_boxed_slice()
     })
 }
 
+fn bytes_of(g: usize, off: usize, len: usize) -> &'static [u8] {
+    group(g).get(off..off + len).unwrap_or(&[])
+}
+
 fn text_of(&(_, g, off, len): &(&'static str, usize, usize, usize)) -> &'static str {
-    group_text(g).get(off..off + len).unwrap_or("")
+    std::str::from_utf8(bytes_of(g, off, len)).unwrap_or("")
 }
 
 /// Every module as `(name, PTX text)`, sorted by name (every group inflated).
@@ -60,6 +69,19 @@ pub fn modules() -> &'static [(&'static str, &'static str)] {
             .map(|m| (m.0, text_of(m)))
             .collect()
     })
+}
+
+/// The architectures machine code was embedded for, with the number of modules of each.
+#[cfg(any(test, feature = "internals"))]
+pub fn cubin_archs() -> Vec<(&'static str, usize)> {
+    let mut out: Vec<(&'static str, usize)> = Vec::new();
+    for &(_, arch, ..) in generated::CUBINS {
+        match out.iter_mut().find(|(a, _)| *a == arch) {
+            Some((_, n)) => *n += 1,
+            None => out.push((arch, 1)),
+        }
+    }
+    out
 }
 
 fn find(name: &str) -> Option<&'static (&'static str, usize, usize, usize)> {
@@ -77,6 +99,26 @@ pub fn module_ptx(name: &str) -> Option<&'static str> {
 /// The module called `name`, as a `'static` name, if there is one.
 pub fn module_name(name: &str) -> Option<&'static str> {
     find(name).map(|m| m.0)
+}
+
+/// Machine code of module `name` for a device of compute capability `major.minor`, if it was
+/// compiled at build time: the cubin of the same major version and the highest minor version
+/// not above `minor` (cubins run on later minor versions of their major version).
+pub fn module_cubin(name: &str, major: i32, minor: i32) -> Option<&'static [u8]> {
+    let mut best: Option<(i32, &'static [u8])> = None;
+    for &(m, arch, g, off, len) in generated::CUBINS {
+        if m != name {
+            continue;
+        }
+        let Some(v) = arch.strip_prefix("sm_").and_then(|v| v.parse::<i32>().ok()) else {
+            continue;
+        };
+        let (ma, mi) = (v / 10, v % 10);
+        if ma == major && mi <= minor && best.is_none_or(|(b, _)| mi > b) {
+            best = Some((mi, bytes_of(g, off, len)));
+        }
+    }
+    best.map(|(_, b)| b).filter(|b| !b.is_empty())
 }
 
 #[cfg(test)]
@@ -107,5 +149,27 @@ mod tests {
         assert!(module_ptx("copy_permute_vec_b2").is_none());
         assert!(module_ptx("copy_permute_w32").is_some());
         assert!(module_ptx("copy_permute_w32_b2").is_none());
+    }
+
+    /// Embedded machine code, when the build had `ptxas`: every cubin is an ELF image of an
+    /// existing module, and the lookup picks the right architecture.
+    #[test]
+    fn cubins_are_elf_images_of_known_modules() {
+        for &(name, arch, g, off, len) in generated::CUBINS {
+            assert!(module_ptx(name).is_some(), "{name}");
+            assert!(arch.starts_with("sm_"), "{arch}");
+            assert!(
+                bytes_of(g, off, len).starts_with(b"\x7fELF"),
+                "{arch} {name}"
+            );
+        }
+        let archs = cubin_archs();
+        if archs.iter().any(|&(a, _)| a == "sm_80") {
+            assert!(module_cubin("fill_contig_b4", 8, 9).is_some());
+            assert!(module_cubin("fill_contig_b4", 8, 0).is_some());
+            assert!(module_cubin("copy_permute_w32", 8, 0).is_none());
+        }
+        assert!(module_cubin("fill_contig_b4", 7, 5).is_none());
+        eprintln!("embedded machine code: {archs:?}");
     }
 }
