@@ -34,9 +34,7 @@ const MAX_ROW_OUTER: usize = MAX_RANK - 1;
 /// Units (16 bytes of the wider side) per lane and iteration in the row
 /// kernels: at least 2, and at least one whole group. Two units of 16 bytes
 /// per lane keep blocks short, so that the last wave of blocks is short too
-/// (measured on an H200: 0.976-0.980 of a device memcpy for the central
-/// 8000 x 8000 block of a 16384^2 f32 matrix with 2 units per lane,
-/// 0.95-0.96 with 4 or 8).
+/// (4 or 8 units per lane make the row copies slower).
 ///
 /// Must agree with `row_units_per_lane` in `src/kernels/args.rs`.
 fn row_units_per_lane(s: Ty, d: Ty) -> u64 {

@@ -90,8 +90,7 @@ impl Bench {
     /// Median time of `cuMemcpyDtoD` moving `counted / 2` bytes (so `counted` bytes read +
     /// written), timed anew for every row, right after the row's own timing: a reference
     /// timed once per size carries its own noise and the device's state at that moment into
-    /// every later row of that size (on an H200 the 128 MiB reference of the u8 sweep took
-    /// 0.0690 to 0.0708 ms over six runs of one build).
+    /// every later row of that size.
     fn memcpy_ms(&mut self, counted: usize) -> f64 {
         let b = counted / 2;
         let need = b.max(1);
@@ -228,12 +227,11 @@ fn copy_workloads(b: &mut Bench) {
     }
 }
 
-/// Every permutation of `rank` axes, in lexicographic order.
 /// Elements of every tensor of the permutation workloads: 1 GiB of f32.
 const PERMUTE_ELEMS: usize = 1 << 28;
 
-/// The sweep's shapes: the five of the published PyTorch / CuPy comparison, then two more
-/// with a short axis next to long ones.
+/// The sweep's shapes: one of each rank from 2 to 6, then two more with a short axis next to
+/// long ones.
 const SWEEP_SHAPES: &[&[usize]] = &[
     &[16384, 16384],
     &[1024, 1024, 256],

@@ -24,10 +24,8 @@ const AXES: usize = 8;
 
 /// The packed kernels: `(kind, element size, slots per side, block rows)`. Must agree with
 /// `PermuteArgs::tile` and `permute_kernel` in `src/kernels/permute.rs`. Each thread moves 8
-/// words per phase. On an H200 (sweep medians): 2-byte elements in 64-slot tiles 0.85 with
-/// 256 threads, 0.76 with 128 threads moving 16 words, 0.65 with 512 threads moving 4;
-/// 128-slot tiles with 512 threads 0.80. 1-byte elements in 128-slot tiles 0.78 with 512
-/// threads, 0.76 with 256 threads moving 16 words, 0.46 with 1024 threads moving 4.
+/// words per phase: half as many threads moving 16 words each, or twice as many moving 4, are
+/// slower, and 2-byte elements are faster in 64-slot tiles than in 128-slot ones.
 pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
     ("permute_packed", 1, 64, 4),
     ("permute_packed", 2, 64, 8),
@@ -987,8 +985,7 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
     used_slots(&mut g, &mut setup, tt);
 
     // The next tile's origin during a whole tile's loads (63 registers for sm_90, 4 resident
-    // blocks, against 48 registers and 5 blocks without it; the two time alike within about one
-    // percent).
+    // blocks, against 48 registers and 5 blocks without it; both run at the same speed).
     let origins = origins(&mut g, (0, 0), true);
     let mut phases = Vec::new();
     for whole in [false, true] {

@@ -47,8 +47,8 @@ pub const PERMUTE_MAX_GRID: u32 = i32::MAX as u32;
 /// (`copy_permute_bN`, `cast_permute_S_D`, block [`PERMUTE_BLOCK`]). The small element-wise
 /// kernels (`copy_permute32_bN`, `cast_permute32_S_D`, block [`PERMUTE_SMALL_BLOCK`]) have
 /// tiles of [`PERMUTE_SMALL_TILE`] slots, for layouts whose tile axes cannot fill the large
-/// tiles. (On an H200, 64 x 64 tiles of 4-byte elements moved by 512 threads transposed at 0.97
-/// of a device memcpy where 32 x 32 tiles moved by 256 threads reached 0.90.)
+/// tiles. (Where the axes fill them, the large tiles, moved by 512 threads, are faster than the
+/// small ones.)
 pub const PERMUTE_TILE: u64 = 64;
 /// Slots per side of the small element-wise kernels' tiles.
 pub const PERMUTE_SMALL_TILE: u64 = 32;
@@ -77,9 +77,8 @@ pub struct WideKernel {
 }
 
 /// The wide kernels. Runs of 16 or 32 bytes in 32 x 32 tiles, of 64 bytes in 16 x 16 tiles (at
-/// most 33792 bytes of shared memory); each thread moves 4 vectors per phase. (On an H200,
-/// runs of 32 bytes moved at 0.91 of a device memcpy with 512 threads, 0.77 with 256 threads
-/// moving 8 vectors.)
+/// most 33792 bytes of shared memory); each thread moves 4 vectors per phase (half as many
+/// threads moving 8 vectors each are slower).
 pub const PERMUTE_WIDE: [WideKernel; 3] = [
     WideKernel {
         vectors: 1,
@@ -451,10 +450,8 @@ pub const PERMUTE_MAX_WAVES: u64 = 16;
 
 impl PermuteArgs {
     /// Tiles per block for [`permute_grid`]: [`PERMUTE_PACKED128_TILES_PER_BLOCK`] for the
-    /// 128-slot packed kernel, else [`PERMUTE_TILES_PER_BLOCK`] (also for the vector kernel:
-    /// on an H200 the median time of its u8 sweep cases, in a build without the next origin
-    /// during the loads, was 0.0837 ms aiming at 2 tiles per block, 0.0838 at 3 and 0.0849 at
-    /// 4: two runs each of 2 and 4, one of 3; with it, 1 and 2 tiles per block were alike).
+    /// 128-slot packed kernel, else [`PERMUTE_TILES_PER_BLOCK`] (also for the vector kernel,
+    /// which gains nothing from more tiles per block).
     pub fn tiles_per_block(&self) -> u64 {
         if self.pack == 4 && u64::from(self.tile) == PERMUTE_PACKED_TILE {
             PERMUTE_PACKED128_TILES_PER_BLOCK
@@ -490,13 +487,12 @@ pub struct GridOptions {
 /// [`PERMUTE_MAX_WAVES`]; `grid` overrides parts of this rule.
 ///
 /// The blocks loop over tiles, so that their per-thread set-up is paid once for several
-/// tiles. (On an H200 a 64 x 64 f32 permutation of 2^16 tiles ran at 0.718 of a device memcpy
-/// with a block per tile, 0.845 with one resident set of blocks and 0.865 with 16 times as
-/// many.) Whole waves: a last wave that fills part of the device leaves the rest idle (u8
-/// tiles of 128 x 128 at 3 blocks per multiprocessor: 5.17 waves). Sweep medians on an H200
-/// aiming at 2, 4, 8 and 16 tiles per block: wide kernels 0.951, 0.917, 0.897, 0.882 (f16,
-/// 64-byte runs) and 0.882, 0.862, 0.858, 0.850 (u8, 32-byte runs); packed u8 in 64-slot
-/// tiles 0.816, 0.794, 0.799, 0.787, in 128-slot tiles 0.797, 0.792, 0.806, 0.814.
+/// tiles: a block per tile is slower than a grid of a few waves. Whole waves: a last wave that
+/// fills part of the device leaves the rest idle (u8 tiles of 128 x 128 at 3 blocks per
+/// multiprocessor: 5.17 waves). Most kernels are fastest aiming at few tiles per block
+/// ([`PERMUTE_TILES_PER_BLOCK`]), which keeps the grid large; the 128-slot packed kernel, whose
+/// blocks start by writing a table of their slots, aims at more
+/// ([`PERMUTE_PACKED128_TILES_PER_BLOCK`]).
 pub fn permute_grid(tiles: u64, resident: u64, per_block: u64, grid: GridOptions) -> u32 {
     let resident = resident.max(1);
     let per_block = grid.tiles_per_block.map_or(per_block, u64::from).max(1);

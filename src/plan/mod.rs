@@ -415,9 +415,8 @@ pub(crate) fn plan_copy(
         }
     }
     // Wide: axis 0 is a run of 16, 32 or 64 bytes, contiguous on both sides, that the other
-    // axes permute; whole runs move through the wide kernels' tiles. (On an H200, sweep cases
-    // with such runs moved at 0.91-0.95 of a device memcpy through the wide kernels, at
-    // 0.69-0.85 through the row kernels, whose teams of lanes each take one short row.)
+    // axes permute; whole runs move through the wide kernels' tiles. (The wide kernels move
+    // such runs faster than the row kernels, whose teams of lanes each take one short row.)
     if r >= 2
         && same
         && !opt.no_wide
@@ -440,12 +439,12 @@ pub(crate) fn plan_copy(
     // stride +-1, the source's axis 0 is not contiguous, and both axes fill the kernel's
     // tiles (shorter axes go to the permute kernel, which merges them with their neighbours).
     // Only 1-byte copies (whose packed transpose moves 128 x 128 tiles in 4-byte words, one
-    // tile per block) take it by default, unless the vector permute kernel takes them: on an
-    // H200 it beat the packed 128 x 128 permute kernel for them (0.80 against 0.76 of a device
-    // memcpy), the vector kernel beat it (sweep: 54 transposes at a median of 0.885 against
-    // 0.777), the permute kernels' 64 x 64 tiles beat its 32 x 32 tiles for wider elements
-    // and for casts, and the packed permute kernel beat its packed 64 x 64 tiles for 2-byte
-    // copies. The others come here when the permute kernels cannot take them.
+    // tile per block) take it by default, unless the vector permute kernel takes them: for
+    // them the transpose kernel is faster than the packed 128 x 128 permute kernel, and the
+    // vector kernel faster still; for wider elements and for casts the permute kernels' 64 x 64
+    // tiles are faster than its 32 x 32 tiles, and for 2-byte copies the packed permute kernel
+    // is faster than its packed 64 x 64 tiles. The others come here when the permute kernels
+    // cannot take them.
     let min_extent = TRANSPOSE_MIN_EXTENT.max(transpose_tile(ss, ds) as usize);
     let transpose_k = if r >= 2
         && !opt.no_transpose

@@ -20,9 +20,8 @@ pub(crate) enum Packing {
 }
 
 /// Shortest contiguous run (slots, bytes for these 1-byte elements) on either side for the
-/// 128-slot packed tiles: with 16-byte runs they moved 0.59 of a device memcpy on an H200,
-/// against 0.71 for 64-slot tiles; with 32-byte runs and longer they were faster (0.77-0.82
-/// against 0.67-0.75).
+/// 128-slot packed tiles: with shorter runs the 64-slot tiles are faster, with runs of 32 bytes
+/// and longer the 128-slot ones.
 const PACKED128_MIN_RUN: u64 = 32;
 
 /// Fewest slots on each side of a tile for the permute path to pay off.
@@ -126,8 +125,8 @@ pub(crate) fn permute_args(
                     s
                 },
             ),
-            // Only one size applies (never seen: a layout that packs in 128-slot tiles packs in
-            // 64-slot ones too).
+            // Only one size applies (as a rule the 64-slot one: a layout that packs in 128-slot
+            // tiles packs in 64-slot ones too).
             (l, s) => l.or(s),
         };
         if best.is_some() {
@@ -188,9 +187,8 @@ pub(crate) fn wide_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> O
 }
 
 /// Smallest share of a wide tile's slots that the tile axes must fill for the wide kernels to
-/// take a copy (else the row kernels do). On an H200, 16-byte runs in 9 x 9 transposes moved at
-/// 0.89 of a device memcpy through tiles filled to 0.71 (the row kernel: 0.83), and at 0.75
-/// through tiles filled to 0.24 (the row kernel: 0.83; 32-byte runs: 0.57 against 0.89).
+/// take a copy (else the row kernels do): the wide kernels are faster than the row kernels
+/// through well-filled tiles, slower through tiles filled to a quarter.
 const WIDE_MIN_FILL: f64 = 0.5;
 
 /// Fills a short side from the other side's second axis: when `short` has no second axis and

@@ -87,11 +87,9 @@ pub(crate) struct TransferPlan {
 }
 
 // Gaps are never uploaded unless the block holds fewer elements than the view (a broadcast
-// host view sends its one copy, and the device broadcasts it). H200 measurements
-// (BENCHMARKS.md), uploads from a 16384 x 16384 f32 array, ratio to the pinned rate, packed /
-// sent whole: rows of 3/4 of the pitch 0.74 / 0.45 and 0.87 / 0.54, rows of 1/4 0.44 / 0.16 and
-// 0.78 / 0.19, every other element 0.34 / 0.34 and 0.49 / 0.36 (two runs). Packing was never
-// slower.
+// host view sends its one copy, and the device broadcasts it): packing the view's runs is never
+// slower than sending the block they span with its gaps, and reads no host memory outside the
+// view.
 
 fn overflow(shape: &[usize], strides: &[isize]) -> Error {
     Error::overflow(format!(
