@@ -2006,9 +2006,12 @@ mod aot {
             .find(|p| p.is_file())
     }
 
+    /// A module's machine code: `(module, architecture, cubin)`.
+    pub type Cubin = (String, String, Vec<u8>);
+
     /// `(module, arch, cubin)` for every module of [`FAMILIES`] and every architecture, or
     /// nothing when `ptxas` is missing or fails (with a build warning naming why).
-    pub fn compile(out: &Path, mods: &[(String, String)]) -> Vec<(String, String, Vec<u8>)> {
+    pub fn compile(out: &Path, mods: &[(String, String)]) -> Vec<Cubin> {
         println!("cargo:rerun-if-env-changed=DEVSPAN_CUBIN_ARCHS");
         let Some(ptxas) = find_ptxas() else {
             return Vec::new();
@@ -2027,7 +2030,7 @@ mod aot {
         let dir = out.join("aot");
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let chunk = jobs.len().div_ceil(threads).max(1);
-        let results: Vec<Result<(String, String, Vec<u8>), String>> = std::thread::scope(|s| {
+        let results: Vec<Result<Cubin, String>> = std::thread::scope(|s| {
             let handles: Vec<_> = jobs
                 .chunks(chunk)
                 .map(|part| {
@@ -2061,13 +2064,7 @@ mod aot {
 
     /// The cubin of module `name` for `arch`, reusing the one of an earlier build when its PTX
     /// is unchanged.
-    fn one(
-        ptxas: &Path,
-        dir: &Path,
-        name: &str,
-        text: &str,
-        arch: &str,
-    ) -> Result<(String, String, Vec<u8>), String> {
+    fn one(ptxas: &Path, dir: &Path, name: &str, text: &str, arch: &str) -> Result<Cubin, String> {
         let d = dir.join(arch);
         fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
         let (ptx, cubin) = (
@@ -2109,12 +2106,7 @@ fn group_of(name: &str) -> &str {
 /// PTX texts, or the cubins of one architecture, concatenated in name order) and an index of
 /// groups, modules and cubins to `$OUT_DIR/ptx_modules.rs`. The library inflates a group on the
 /// first use of one of its modules.
-fn write_index(
-    out: &Path,
-    ptx_dir: &Path,
-    mods: &[(String, String)],
-    cubins: &[(String, String, Vec<u8>)],
-) {
+fn write_index(out: &Path, ptx_dir: &Path, mods: &[(String, String)], cubins: &[aot::Cubin]) {
     // Groups of PTX texts by kernel and source type, then groups of cubins by architecture and
     // the same key.
     let mut groups: BTreeMap<String, Vec<(&str, &[u8])>> = BTreeMap::new();
