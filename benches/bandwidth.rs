@@ -794,6 +794,10 @@ fn main() {
         .collect();
     let want = |g: &str| only.is_empty() || only.iter().any(|o| o.as_str() == g);
     let (first, second) = if want("first-use") {
+        println!(
+            "embedded machine code (else the PTX is JIT-compiled): {:?}",
+            devspan::internals::cubin_archs()
+        );
         let first = first_use_in_child("first process, empty JIT cache", &cache);
         let second = first_use_in_child("second process, warm JIT cache", &cache);
         let _ = std::fs::remove_dir_all(&cache);
