@@ -174,6 +174,23 @@ pub fn f64_to_f32_round_odd(x: f64) -> f32 {
     f32::from_bits(bits | 1)
 }
 
+/// The integer `i` as an f64 rounded to odd: toward zero, with the lowest mantissa bit set when
+/// that was inexact. Rounding the result once more to a format with at most 51 significant bits
+/// (f32 through [`f64_to_f32_round_odd`], f16, bf16) gives the correctly rounded value of `i`.
+pub fn i128_to_f64_round_odd(i: i128) -> f64 {
+    let r = i as f64;
+    // `r` is finite: |i| < 2^127 is far inside f64's range.
+    let back = r as i128; // exact: r is an integer-valued f64 no larger than 2^127 in magnitude
+    if back == i {
+        return r;
+    }
+    let mut bits = r.to_bits();
+    if back.unsigned_abs() > i.unsigned_abs() {
+        bits -= 1;
+    }
+    f64::from_bits(bits | 1)
+}
+
 /// `x` rounded once to f16 (nearest, ties to even; overflow to infinity).
 pub fn f64_to_f16(x: f64) -> f16 {
     f16::from_f32(f64_to_f32_round_odd(x))
@@ -299,6 +316,36 @@ pub fn convert_bytes(from: DType, to: DType, b: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Integers round once to f16 and bf16 through the round-to-odd f64: the result is the
+    /// nearest value to the integer itself, also where rounding through f32 or f64 first
+    /// would land on a tie.
+    #[test]
+    fn integers_round_once_to_half_precision() {
+        // 2^24 + 2^16 + 1 lies just above a bf16 tie (bf16 steps of 2^17 there); rounding it
+        // to f32 first (steps of 2) keeps it above, but through f32's nearest of 2^24+2^16 it
+        // would tie and go to even.
+        let i: i128 = (1 << 24) + (1 << 16) + 1;
+        let want = bf16::from_bits(0x4b81); // 2^24 + 2^17
+        assert_eq!(f64_to_bf16(i128_to_f64_round_odd(i)), want);
+        // 2^60 + 2^52 + 1: f64 steps of 2^8 there; rounding to f64 alone would tie for bf16.
+        let j: i128 = (1 << 60) + (1 << 52) + 1;
+        assert_eq!(
+            f64_to_bf16(i128_to_f64_round_odd(j)).to_f64(),
+            ((1u64 << 60) + (1u64 << 53)) as f64
+        );
+        assert_eq!(
+            f64_to_bf16(i128_to_f64_round_odd(-j)).to_f64(),
+            -(((1u64 << 60) + (1u64 << 53)) as f64)
+        );
+        // Exact integers stay exact; f16 overflows to infinity.
+        assert_eq!(i128_to_f64_round_odd(12345), 12345.0);
+        assert_eq!(f64_to_f16(i128_to_f64_round_odd(70000)), f16::INFINITY);
+        assert_eq!(f64_to_f16(i128_to_f64_round_odd(2049)).to_f64(), 2048.0);
+        assert_eq!(f64_to_f16(i128_to_f64_round_odd(2051)).to_f64(), 2052.0);
+        // The float value of the issue: above the f16 tie at 1 + 2^-11 by 2^-40.
+        assert_eq!(f64_to_f16(1.0004882812509095).to_bits(), 0x3c01);
+    }
 
     /// Correct rounding of `x` to a binary format with `p` significant bits,
     /// minimum normal exponent `emin` and maximum exponent `emax`, by exact

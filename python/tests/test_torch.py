@@ -143,6 +143,26 @@ def test_fill_lands_in_producer_memory(name, stream):
     same(x, expect)
 
 
+@pytest.mark.parametrize("name,value,expect_bits", [
+    # Just above the f16 tie between 1 and 1 + 2^-10: rounded once, it goes up.
+    ("f16", 1.0004882812509095, 0x3C01),
+    ("bf16", 1.0039062500000002, 0x3F81),
+    # Integers above a tie once rounded through f32 first.
+    ("bf16", (1 << 24) + (1 << 16) + 1, 0x4B81),
+    ("f16", 2051, 0x6802),
+])
+def test_fill_rounds_the_value_once(name, value, expect_bits, stream):
+    x = torch.zeros(5, dtype=DTYPES[name], device="cuda")
+    devspan.fill(x, value, stream=stream)
+    torch.cuda.synchronize()
+    assert bits(x).tolist() == [expect_bits - (1 << 16) if expect_bits >= 1 << 15 else expect_bits] * 5
+    # The same value through devspan's own f64 cast.
+    src = torch.full((5,), float(value), dtype=torch.float64, device="cuda")
+    out = torch.from_dlpack(devspan.cast(src, name, stream=stream))
+    torch.cuda.synchronize()
+    same(out, x)
+
+
 @pytest.mark.parametrize("dst", ["u8", "i32", "f16", "bf16", "f32", "f64", "u64"])
 @pytest.mark.parametrize("src", ["i16", "f32", "bf16", "u32"])
 def test_copy_matches_copy_(src, dst, stream):

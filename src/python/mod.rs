@@ -317,20 +317,33 @@ fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tenso
 /// The Python value `value` as a `T`: integers and floats, converted as `T::from` would
 /// (`OverflowError`-like `DevspanError` when out of range).
 fn scalar<T: DeviceElement + num_traits::NumCast>(value: &Bound<'_, PyAny>) -> PyResult<T> {
+    use crate::convert::{f64_to_bf16, f64_to_f16, i128_to_f64_round_odd};
+    // Floating-point elements get the value rounded once, from the value given (nearest, ties
+    // to even, out of range to infinity), as devspan's own casts round; integer elements take
+    // integers that fit and floats truncated toward zero that fit.
+    let float = |f: f64| -> Option<T> {
+        match T::DTYPE {
+            DType::F16 => num_traits::NumCast::from(f64_to_f16(f)),
+            DType::BF16 => num_traits::NumCast::from(f64_to_bf16(f)),
+            DType::F32 => num_traits::NumCast::from(f as f32),
+            _ => num_traits::NumCast::from(f),
+        }
+    };
+    let int = |i: i128| -> Option<T> {
+        match T::DTYPE {
+            DType::F16 | DType::BF16 => float(i128_to_f64_round_odd(i)),
+            DType::F32 => num_traits::NumCast::from(i as f32),
+            DType::F64 => num_traits::NumCast::from(i as f64),
+            _ => num_traits::NumCast::from(i),
+        }
+    };
     let out: Option<T> = if let Ok(i) = value.extract::<i64>() {
-        num_traits::NumCast::from(i)
+        int(i128::from(i))
     } else if let Ok(u) = value.extract::<u64>() {
-        num_traits::NumCast::from(u)
+        int(i128::from(u))
     } else if let Ok(f) = value.extract::<f64>() {
         if T::DTYPE.is_float() {
-            // Floats convert with rounding (and to infinity when out of range), as `as` does.
-            let v: Option<f64> = Some(f);
-            v.and_then(|f| match T::DTYPE {
-                DType::F16 => num_traits::NumCast::from(half::f16::from_f64(f)),
-                DType::BF16 => num_traits::NumCast::from(half::bf16::from_f64(f)),
-                DType::F32 => num_traits::NumCast::from(f as f32),
-                _ => num_traits::NumCast::from(f),
-            })
+            float(f)
         } else {
             num_traits::NumCast::from(f)
         }
