@@ -47,47 +47,29 @@
 //!   waits for its work before releasing them.
 //! - Every call leaves the calling thread's current CUDA context as it found it.
 //!
-//! Errors: `devspan.DevspanError` (its message names the kind of error: `UnsupportedDtype`,
-//! `DeviceMismatch`, ...), `TypeError` for objects that are neither tensors nor capsules,
-//! `ValueError` for bad capsules and streams, `BufferError` for refused exports.
+//! Errors: a subclass of `devspan.Error` per [`ErrorKind`](crate::ErrorKind), named after the
+//! kind (`devspan.UnsupportedDtypeError`, `devspan.DeviceMismatchError`, ...; `DevspanError` is
+//! another name of `devspan.Error`), `TypeError` for objects that are neither tensors nor
+//! capsules, `ValueError` for bad capsules and streams, `BufferError` for refused exports.
 
 mod capsule;
 mod cuda;
+mod exceptions;
 mod tensor;
 
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use ndarray::IxDyn;
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::dlpack::DLDeviceType;
 use crate::element::{DType, DeviceElement};
-use crate::{DeviceArray, DeviceView, DeviceViewMut, Error, ErrorKind};
+use crate::{DeviceArray, DeviceView, DeviceViewMut, Error};
+pub(crate) use exceptions::to_py;
 pub use tensor::Tensor;
-
-create_exception!(
-    devspan,
-    DevspanError,
-    PyException,
-    "An error reported by devspan; the message starts with the error kind."
-);
-
-/// A devspan [`Error`] as a Python exception whose message is the kind's name, then the
-/// message and the driver's error if there is one (`Driver: CUDA driver call failed: ...`).
-pub(crate) fn to_py(e: Error) -> PyErr {
-    DevspanError::new_err(py_message(&e))
-}
-
-fn py_message(e: &Error) -> String {
-    match e.kind() {
-        ErrorKind::Driver(_) => format!("Driver: {e:#}"),
-        kind => format!("{kind:?}: {e:#}"),
-    }
-}
 
 /// Runs `$body` with `$T` bound to the element type named by a [`DType`].
 macro_rules! with_dtype {
@@ -146,7 +128,8 @@ macro_rules! with_dtype {
 }
 pub(crate) use with_dtype;
 
-/// Adds the module's functions, `Tensor`, `DevspanError` and `DTYPES` to `m`.
+/// Adds the module's functions, `Tensor`, `DTYPES`, `Error` and its subclasses (one per
+/// [`ErrorKind`](crate::ErrorKind)) to `m`.
 ///
 /// The `python/` crate's `#[pymodule]` calls it; another extension module may too.
 ///
@@ -158,9 +141,8 @@ pub(crate) use with_dtype;
 /// }
 /// ```
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add_class::<Tensor>()?;
-    m.add("DevspanError", py.get_type::<DevspanError>())?;
+    exceptions::add(m)?;
     m.add(
         "DTYPES",
         DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>(),
@@ -315,7 +297,7 @@ fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tenso
 }
 
 /// The Python value `value` as a `T`: integers and floats, converted as `T::from` would
-/// (`OverflowError`-like `DevspanError` when out of range).
+/// (`devspan.OverflowError` when out of range).
 fn scalar<T: DeviceElement + num_traits::NumCast>(value: &Bound<'_, PyAny>) -> PyResult<T> {
     use crate::convert::{f64_to_bf16, f64_to_f16, i128_to_f64_round_odd};
     // Floating-point elements get the value rounded once, from the value given (nearest, ties
@@ -474,21 +456,4 @@ fn converted(st: &Tensor, to: DType, stream: Option<i64>) -> PyResult<Tensor> {
             Ok(out)
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use cudarc::driver::{DriverError, sys::CUresult};
-
-    use super::*;
-
-    #[test]
-    fn exception_messages_name_the_kind_and_every_cause_once() {
-        let e = Error::new(ErrorKind::UnsupportedDtype, "DLPack dtype code 9");
-        assert_eq!(py_message(&e), "UnsupportedDtype: DLPack dtype code 9");
-        let driver = DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
-        let m = py_message(&Error::from(driver));
-        assert!(m.starts_with("Driver: CUDA driver call failed: "), "{m}");
-        assert_eq!(m.matches("CUDA_ERROR_OUT_OF_MEMORY").count(), 1, "{m}");
-    }
 }
