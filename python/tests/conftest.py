@@ -1,6 +1,11 @@
-"""Test setup: finds the built extension (python/devspan.abi3.so, made by python/build.sh) and
-decides whether GPU tests run: with no CUDA framework or device they are skipped, unless
-DEVSPAN_REQUIRE_GPU=1, which turns that into a failure."""
+"""Test setup: chooses the devspan package under test and decides whether GPU tests run.
+
+By default the tests import the source package python/devspan/, with the extension module that
+python/build.sh places in it. With DEVSPAN_TEST_INSTALLED=1 they import the devspan installed
+in the running Python (`pip install ./python`), and fail if that is the source package.
+
+GPU tests are skipped with no CUDA framework or device, unless DEVSPAN_REQUIRE_GPU=1, which
+turns that into a failure."""
 
 import os
 import pathlib
@@ -8,7 +13,19 @@ import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+PYTHON_DIR = pathlib.Path(__file__).resolve().parents[1]
+INSTALLED = os.environ.get("DEVSPAN_TEST_INSTALLED") == "1"
+
+if INSTALLED:
+    import devspan
+
+    if PYTHON_DIR in pathlib.Path(devspan.__file__).resolve().parents:
+        raise RuntimeError(
+            f"DEVSPAN_TEST_INSTALLED=1, but devspan was imported from the source tree ({devspan.__file__}): "
+            "run pytest from outside python/, with the Python that has devspan installed"
+        )
+else:
+    sys.path.insert(0, str(PYTHON_DIR))
 
 REQUIRE_GPU = os.environ.get("DEVSPAN_REQUIRE_GPU") == "1"
 

@@ -1,10 +1,12 @@
 """Host-side tests of the devspan extension: they need no GPU and run in CI."""
 
 import gc
+import re
 
 import pytest
 
 import devspan
+from conftest import INSTALLED
 from dlpack_ctypes import BOOL, FLOAT, KDLCPU, KDLCUDA, Managed, capsule_name
 
 
@@ -20,6 +22,22 @@ def test_module_surface():
         assert callable(getattr(devspan, f))
     with pytest.raises(TypeError):
         devspan.Tensor()
+    assert re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", devspan.__version__)
+    # devspan re-exports every public name of its extension module, and nothing else.
+    public = set(devspan._devspan.__all__)
+    assert public >= {n for n in dir(devspan._devspan) if not n.startswith("_")}
+    assert set(devspan.__all__) == public
+    assert all(getattr(devspan, n) is getattr(devspan._devspan, n) for n in public)
+
+
+@pytest.mark.skipif(not INSTALLED, reason="tests the installed package (DEVSPAN_TEST_INSTALLED=1)")
+def test_installed_package():
+    import importlib.metadata
+    import pathlib
+
+    assert importlib.metadata.version("devspan") == devspan.__version__
+    here = pathlib.Path(devspan.__file__).parent
+    assert (here / "py.typed").is_file() and (here / "_devspan.pyi").is_file()
 
 
 def test_exception_classes():

@@ -322,7 +322,8 @@ def test_calls_keep_the_current_context():
     """In a fresh process, so that devspan's first import creates its context."""
     import pathlib
 
-    path = str(pathlib.Path(__file__).resolve().parents[1])
+    # The directory that holds the devspan package this test imported (installed or not).
+    path = str(pathlib.Path(devspan.__file__).resolve().parents[1])
     script = textwrap.dedent(CURRENT_CONTEXT_SCRIPT).format(path=path)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "context kept" in r.stdout, r.stdout + r.stderr

@@ -1,5 +1,6 @@
-//! Python bindings (feature `python`): the `devspan` extension module, built by the `python/`
-//! crate of the repository as `devspan.abi3.so` (PyO3, stable ABI, Python >= 3.9).
+//! Python bindings (feature `python`): the `devspan` Python package (PyO3, stable ABI,
+//! Python >= 3.9). The repository's `python/` directory builds it (`pip install ./python`): an
+//! extension module `devspan._devspan`, which [`register`] fills, re-exported by `devspan`.
 //!
 //! ```python
 //! import torch, devspan

@@ -1,0 +1,111 @@
+# Type stubs of the extension module devspan._devspan (src/python/ in the devspan crate).
+# `python -m mypy.stubtest devspan` checks them against the built module.
+
+from typing import Any, Protocol, SupportsFloat, SupportsIndex, final
+
+from typing_extensions import CapsuleType, TypeAlias
+
+__all__ = [
+    "Tensor",
+    "Error",
+    "DevspanError",
+    "OutOfBoundsError",
+    "MisalignedError",
+    "ShapeMismatchError",
+    "OverflowError",
+    "AliasingError",
+    "IncompatibleLayoutError",
+    "InvalidAxisError",
+    "UnsupportedDtypeError",
+    "DeviceMismatchError",
+    "NoDeviceError",
+    "DriverError",
+    "InvalidArgumentError",
+    "DTYPES",
+    "from_dlpack",
+    "fill",
+    "copy",
+    "cast",
+    "to_contiguous",
+    "__version__",
+]
+
+__version__: str
+
+DTYPES: list[str]
+"""devspan's element type names: "u8", "i8", ..., "f16", "bf16", "f32", "f64"."""
+
+class _SupportsDLPack(Protocol):
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+_TensorLike: TypeAlias = Tensor | _SupportsDLPack | CapsuleType
+"""A devspan.Tensor, an object with __dlpack__ (torch.Tensor, cupy.ndarray, ...) or a
+DLPack capsule."""
+
+_Scalar: TypeAlias = SupportsIndex | SupportsFloat
+
+@final
+class Tensor:
+    """A strided view over CUDA memory owned by a DLPack producer or by devspan itself."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Axis lengths."""
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements (may be negative or zero)."""
+    @property
+    def dtype(self) -> str:
+        """Element type name: one of DTYPES."""
+    @property
+    def device(self) -> int:
+        """CUDA device ordinal."""
+    @property
+    def readonly(self) -> bool:
+        """Whether devspan refuses to write the tensor."""
+    @property
+    def data_ptr(self) -> int:
+        """Device address of the element at index zero."""
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> CapsuleType: ...
+
+def from_dlpack(obj: _TensorLike, stream: int | None = None) -> Tensor:
+    """A view over the tensor of any DLPack producer, without copying."""
+
+def fill(dst: _TensorLike, value: _Scalar, stream: int | None = None) -> None:
+    """Sets every element of dst to value, on stream."""
+
+def copy(dst: _TensorLike, src: _TensorLike, stream: int | None = None) -> None:
+    """Copies src into dst on stream, converting the element type and broadcasting src."""
+
+def cast(src: _TensorLike, dtype: object, stream: int | None = None) -> Tensor:
+    """A new contiguous devspan tensor with the elements of src converted to dtype (a name
+    such as "f16" or "float16", a NumPy/CuPy dtype or scalar type, or a torch.dtype)."""
+
+def to_contiguous(src: _TensorLike, stream: int | None = None) -> Tensor:
+    """A new contiguous devspan tensor with the elements of src; always a copy."""
+
+class Error(Exception):
+    """An error reported by devspan; each kind of error has its own subclass."""
+
+DevspanError = Error
+
+class OutOfBoundsError(Error): ...
+class MisalignedError(Error): ...
+class ShapeMismatchError(Error): ...
+class OverflowError(Error): ...
+class AliasingError(Error): ...
+class IncompatibleLayoutError(Error): ...
+class InvalidAxisError(Error): ...
+class UnsupportedDtypeError(Error): ...
+class DeviceMismatchError(Error): ...
+class NoDeviceError(Error): ...
+class DriverError(Error): ...
+class InvalidArgumentError(Error): ...

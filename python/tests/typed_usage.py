@@ -1,0 +1,46 @@
+"""Uses devspan's public API with the types its stubs give; `mypy --strict` checks this file
+(.ci/run). It is never run: it needs a GPU, and pytest does not collect it."""
+
+import numpy as np
+from typing_extensions import assert_type
+
+import devspan
+
+
+def usage(a: np.ndarray, stream: int) -> None:
+    assert_type(devspan.__version__, str)
+    assert_type(devspan.DTYPES, list[str])
+    v = devspan.from_dlpack(a, stream=stream)
+    assert_type(v, devspan.Tensor)
+    assert_type(v.shape, tuple[int, ...])
+    assert_type(v.strides, tuple[int, ...])
+    assert_type(v.dtype, str)
+    assert_type(v.device, int)
+    assert_type(v.readonly, bool)
+    assert_type(v.data_ptr, int)
+    assert_type(v.__dlpack_device__(), tuple[int, int])
+    devspan.from_dlpack(v.__dlpack__(max_version=(1, 0), stream=stream))
+    devspan.fill(v, 0.5, stream=stream)
+    devspan.fill(a, 1)
+    devspan.fill(v, np.float32(2))
+    devspan.copy(v, a, stream=None)
+    h = devspan.cast(v, "f16", stream=stream)
+    devspan.cast(a, np.float32)
+    devspan.copy(a, devspan.to_contiguous(h))
+    try:
+        devspan.fill(v, 1)
+    except devspan.ShapeMismatchError as e:
+        assert_type(e, devspan.ShapeMismatchError)
+    except devspan.OverflowError:
+        pass
+    except devspan.DevspanError as e:
+        assert_type(e, devspan.Error)
+
+
+def errors() -> list[type[devspan.Error]]:
+    return [
+        devspan.OutOfBoundsError, devspan.MisalignedError, devspan.ShapeMismatchError, devspan.OverflowError,
+        devspan.AliasingError, devspan.IncompatibleLayoutError, devspan.InvalidAxisError,
+        devspan.UnsupportedDtypeError, devspan.DeviceMismatchError, devspan.NoDeviceError, devspan.DriverError,
+        devspan.InvalidArgumentError,
+    ]
