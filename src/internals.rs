@@ -62,9 +62,9 @@ use crate::error::Result;
 use crate::plan::{self, PlanOptions};
 use crate::view::{DeviceView, DeviceViewMut};
 
-pub use crate::kernels::permute::GridOptions;
 pub use crate::kernels::ptx::modules as ptx_modules;
 pub use crate::transfer::{DevicePath, transfer_path};
+pub use devspan_kernels::abi::GridOptions;
 
 /// The path the planner picks, with `opt`, for `assign_cast(src)` into `dst`.
 fn planned_path<T: DeviceElement, U: DeviceElement, D: Dimension>(

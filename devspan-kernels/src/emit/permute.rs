@@ -1,48 +1,30 @@
 //! Generator of the permute kernels (`kernels/permute.ptx`): any permutation of up to 8 axes,
 //! tiles of T x T slots through shared memory, fused with a conversion.
 //!
-//! Parameter offsets follow `PermuteArgs` in `src/kernels/permute.rs`.
+//! Parameter offsets are those of [`PermuteArgs`].
+
+use std::mem::offset_of;
 
 use super::{
     Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2, pack_word,
     pfx, store_scalar, transpose_words,
 };
+use crate::abi::{PERMUTE_AXES, PermuteArgs};
 
-const RANK: u64 = 24;
-const LEN: u64 = 32;
-const CHUNK: u64 = 96;
-const NCHUNKS: u64 = 160;
-const DST_STRIDES: u64 = 352; // low words read as 32-bit strides
-const SRC_STRIDES: u64 = 416;
-const DST_STEPS: u64 = 480;
-const SRC_STEPS: u64 = 544;
-const MAGIC32: u64 = 608;
-const SHIFT32: u64 = 640;
-const WORDS: u64 = 676;
-const ORIGIN32: u64 = 680;
-const AXES: usize = 8;
-
-/// The packed kernels: `(kind, element size, slots per side, block rows)`. Must agree with
-/// `PermuteArgs::tile` and `permute_kernel` in `src/kernels/permute.rs`. Each thread moves 8
-/// words per phase. On an H200 (sweep medians): 2-byte elements in 64-slot tiles 0.85 with
-/// 256 threads, 0.76 with 128 threads moving 16 words, 0.65 with 512 threads moving 4;
-/// 128-slot tiles with 512 threads 0.80. 1-byte elements in 128-slot tiles 0.78 with 512
-/// threads, 0.76 with 256 threads moving 16 words, 0.46 with 1024 threads moving 4.
-pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
-    ("permute_packed", 1, 64, 4),
-    ("permute_packed", 2, 64, 8),
-    ("permute_packed128", 1, 128, 16),
-];
-
-/// The element-wise kernels' variants: `(kind, slots per side, block rows)`. Must agree with
-/// `PermuteArgs::tile`, `PERMUTE_BLOCK` and `PERMUTE_SMALL_BLOCK` in
-/// `src/kernels/permute.rs`.
-pub(super) const VARIANTS: [(&str, u64, u64); 2] = [("permute", 64, 16), ("permute32", 32, 8)];
-
-/// The wide kernels `copy_permute_wN` (`N = 16 v` bytes per slot): `(v, slots per side, block
-/// rows)`; each thread moves 4 vectors per phase. Must agree with `PERMUTE_WIDE` in
-/// `src/kernels/permute.rs`.
-pub(super) const WIDE_VARIANTS: [(u64, u64, u64); 3] = [(1, 32, 8), (2, 32, 16), (4, 16, 8)];
+const RANK: u64 = offset_of!(PermuteArgs, rank) as u64;
+const LEN: u64 = offset_of!(PermuteArgs, len) as u64;
+const CHUNK: u64 = offset_of!(PermuteArgs, chunk) as u64;
+const NCHUNKS: u64 = offset_of!(PermuteArgs, nchunks) as u64;
+/// Read as 32-bit strides: the low words of the 64-bit ones.
+const DST_STRIDES: u64 = offset_of!(PermuteArgs, dst_strides) as u64;
+const SRC_STRIDES: u64 = offset_of!(PermuteArgs, src_strides) as u64;
+const DST_STEPS: u64 = offset_of!(PermuteArgs, dst_steps) as u64;
+const SRC_STEPS: u64 = offset_of!(PermuteArgs, src_steps) as u64;
+const MAGIC32: u64 = offset_of!(PermuteArgs, magic32) as u64;
+const SHIFT32: u64 = offset_of!(PermuteArgs, shift32) as u64;
+const WORDS: u64 = offset_of!(PermuteArgs, words) as u64;
+const ORIGIN32: u64 = offset_of!(PermuteArgs, origin32) as u64;
+const AXES: usize = PERMUTE_AXES;
 
 /// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
 /// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).
@@ -895,10 +877,6 @@ pub(super) fn permute_packed_kernel(
     );
     render(t, name, parts, Some(doc))
 }
-
-/// The vector kernels: `(kind, slots per side, block rows)`, 1-byte elements only. Must agree
-/// with `PERMUTE_VEC_TILE` and `permute_kernel` in `src/kernels/permute.rs`.
-pub(super) const VEC_VARIANTS: [(&str, u64, u64); 1] = [("permute_vec", 128, 8)];
 
 /// The vector variant of `copy_permute_b1` (`copy_permute_vec_b1`; same template and
 /// arguments): every global access moves a 16-byte vector. Requires (checked by the planner,
