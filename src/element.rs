@@ -5,110 +5,12 @@ use std::fmt::{Debug, Display};
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 
-/// A runtime tag naming an element type.
-///
 /// ```
 /// use devspan::{DType, DeviceElement};
 /// assert_eq!(f32::DTYPE, DType::F32);
 /// assert_eq!(DType::BF16.size(), 2);
-/// assert_eq!(DType::I64.name(), "i64");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DType {
-    /// `u8`
-    U8,
-    /// `i8`
-    I8,
-    /// `u16`
-    U16,
-    /// `i16`
-    I16,
-    /// `u32`
-    U32,
-    /// `i32`
-    I32,
-    /// `u64`
-    U64,
-    /// `i64`
-    I64,
-    /// `half::f16`
-    F16,
-    /// `half::bf16`
-    BF16,
-    /// `f32`
-    F32,
-    /// `f64`
-    F64,
-}
-
-impl DType {
-    /// Every element type, in declaration order.
-    pub const ALL: [DType; 12] = [
-        DType::U8,
-        DType::I8,
-        DType::U16,
-        DType::I16,
-        DType::U32,
-        DType::I32,
-        DType::U64,
-        DType::I64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-        DType::F64,
-    ];
-
-    /// Size of one element in bytes.
-    ///
-    /// ```
-    /// assert_eq!(devspan::DType::F64.size(), 8);
-    /// ```
-    pub const fn size(self) -> usize {
-        match self {
-            DType::U8 | DType::I8 => 1,
-            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
-            DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
-        }
-    }
-
-    /// The Rust name of the type (`"f32"`, `"bf16"`, ...), also used in kernel names.
-    ///
-    /// ```
-    /// assert_eq!(devspan::DType::BF16.name(), "bf16");
-    /// ```
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::U8 => "u8",
-            DType::I8 => "i8",
-            DType::U16 => "u16",
-            DType::I16 => "i16",
-            DType::U32 => "u32",
-            DType::I32 => "i32",
-            DType::U64 => "u64",
-            DType::I64 => "i64",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::F32 => "f32",
-            DType::F64 => "f64",
-        }
-    }
-
-    /// Whether the type is a floating-point type.
-    ///
-    /// ```
-    /// assert!(devspan::DType::F16.is_float() && !devspan::DType::I8.is_float());
-    /// ```
-    pub const fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
-    }
-}
-
-impl std::fmt::Display for DType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use devspan_kernels::abi::DType;
 
 mod sealed {
     pub trait Sealed {}

@@ -62,12 +62,12 @@ use crate::error::Result;
 use crate::plan::{self, PlanOptions};
 use crate::view::{DeviceView, DeviceViewMut};
 
-pub use crate::kernels::permute::GridOptions;
 /// The architectures machine code was embedded for at build time (empty without `ptxas`), with
 /// the number of modules of each.
 pub use crate::kernels::ptx::cubin_archs;
 pub use crate::kernels::ptx::modules as ptx_modules;
 pub use crate::transfer::{DevicePath, transfer_path};
+pub use devspan_kernels::abi::GridOptions;
 
 /// The path the planner picks, with `opt`, for `assign_cast(src)` into `dst`.
 fn planned_path<T: DeviceElement, U: DeviceElement, D: Dimension>(

@@ -10,10 +10,10 @@ use crate::array::{DeviceArray, DeviceCowArray};
 use crate::device::check_stream;
 use crate::element::DeviceElement;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kernels::permute::GridOptions;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::span::{DeviceSpan, DeviceSpanMut};
 use crate::view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, reshape_layout};
+use devspan_kernels::abi::GridOptions;
 
 /// Byte range `[lo, hi)` reached by a view, or `None` when empty.
 fn byte_reach<S: SpanData, D: Dimension>(v: &DeviceBase<S, D>) -> Option<(u64, u64)> {

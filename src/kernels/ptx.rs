@@ -24,8 +24,10 @@
 //! | `cast_contig_S_D`, `cast_strided32_S_D`, `cast_strided64_S_D`, `cast_rows_S_D`, `cast_transpose_S_D`, `cast_permute_S_D`, `cast_permute32_S_D` (S != D) |
 //!
 //! `S` and `D` are element type names (`u8` ... `f64`); `N` is an element size in bytes (for
-//! `copy_permute_wN`, the bytes of a slot's run). The
-//! launcher in `super` derives these names; the argument lists are described in [`super::args`].
+//! `copy_permute_wN`, the bytes of a slot's run). Each is the
+//! [`module_name`](devspan_kernels::abi::Kernel::module_name) of a
+//! [`Kernel`](devspan_kernels::abi::Kernel); the argument lists are described in
+//! [`devspan_kernels::abi`].
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/ptx_modules.rs"));
@@ -96,11 +98,6 @@ pub fn module_ptx(name: &str) -> Option<&'static str> {
     find(name).map(text_of)
 }
 
-/// The module called `name`, as a `'static` name, if there is one.
-pub fn module_name(name: &str) -> Option<&'static str> {
-    find(name).map(|m| m.0)
-}
-
 /// Machine code of module `name` for a device of compute capability `major.minor`, if it was
 /// compiled at build time: the cubin of the same major version and the highest minor version
 /// not above `minor` (cubins run on later minor versions of their major version).
@@ -139,7 +136,6 @@ mod tests {
         }
         assert!(module_ptx("cast_contig_f32_f32").is_none());
         assert!(module_ptx("fill_contig_b4").is_some());
-        assert_eq!(module_name("copy_rows_b2"), Some("copy_rows_b2"));
         assert!(module_ptx("copy_permute_packed_b1").is_some());
         assert!(module_ptx("copy_permute_packed_b2").is_some());
         assert!(module_ptx("copy_permute_packed_b4").is_none());

@@ -4,11 +4,10 @@
 use super::Plan;
 pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
-use crate::kernels::args::{
-    CONTIG_ALIGN, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs, contig_group_elems,
-    row_grid, row_head, row_units_per_lane,
+use devspan_kernels::abi::{
+    CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
+    contig_group_elems, row_grid, row_head, row_units_per_lane,
 };
-use crate::kernels::permute::PermuteArgs;
 
 /// Host buffers standing in for device allocations at chosen addresses.
 #[derive(Default, Debug)]

@@ -29,11 +29,10 @@ mod tests;
 
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::kernels::args::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, RowArgs, StridedArgs32, StridedArgs64, TransposeArgs,
-    contig_group_elems, contig_head, fill_head, transpose_tile,
+use devspan_kernels::abi::{
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, PermuteArgs, RowArgs, StridedArgs32, StridedArgs64,
+    TransposeArgs, contig_group_elems, contig_head, fill_head, transpose_tile,
 };
-use crate::kernels::permute::PermuteArgs;
 
 /// One axis after normalisation. Strides in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,7 +199,7 @@ impl Plan {
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.words != 0 => "permute_words",
-            Plan::Permute { args, .. } => crate::kernels::permute::permute_kernel(args).0,
+            Plan::Permute { args, .. } => devspan_kernels::abi::permute_kind(args).name(),
             p => p.path(),
         }
     }

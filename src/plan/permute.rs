@@ -1,7 +1,7 @@
 //! The permute path: tiles over the destination's and the source's fastest axes.
 
 use super::{Normalized, PAxis};
-use crate::kernels::permute::{
+use devspan_kernels::abi::{
     PERMUTE_AXES, PERMUTE_PACKED_TILE, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_TILE,
     PermuteArgs, PermuteAxis, wide_tile,
 };

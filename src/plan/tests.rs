@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use super::interp::{HostMem, element, run, run_rows};
 use super::{Plan, PlanOptions, plan_copy, plan_fill};
 use crate::element::DType;
-use crate::kernels::args::{RowArgs, contig_group_elems, row_grid, row_head};
 use crate::layout::Layout;
+use devspan_kernels::abi::{RowArgs, contig_group_elems, row_grid, row_head};
 
 const POISON: u8 = 0xA5;
 

@@ -19,7 +19,7 @@
 //! `(j % chunk[lo], j / chunk[lo])` of that side's two axes (see [`PermuteArgs::slot`]); slots
 //! past `chunk[lo] * chunk[hi]` and coordinates past the axis end are skipped.
 //!
-//! Block [`PERMUTE_BLOCK`] (the other kernels: [`permute_kernel`]), grid
+//! Block [`PERMUTE_BLOCK`] (the other kernels: [`Kernel::block`](super::Kernel::block)), grid
 //! [`permute_grid`] (the kernels loop over tiles, so any grid is correct; the grid fills
 //! whole waves of resident blocks, each doing a few tiles). Static shared memory: the
 //! element-wise kernels' tile of `T * (T + pad) * size(D)` bytes (at most 33280); the packed
@@ -28,9 +28,9 @@
 //! the vector kernel's tile of 128 rows of 128 bytes plus a table of 8 bytes per B slot (17408
 //! bytes); the wide kernels' tile of `T` rows of `v (T + 1)` vectors (at most 33792 bytes).
 
-use cudarc::driver::DeviceRepr;
-
 use super::args::{FastDiv64, fast_div32, fast_div32_apply};
+use super::kernel::Kind;
+use super::param_block;
 
 /// Number of axes of [`PermuteArgs`]: 4 tile axes and up to 4 batch axes.
 pub const PERMUTE_AXES: usize = 8;
@@ -53,7 +53,7 @@ pub const PERMUTE_TILE: u64 = 64;
 /// Slots per side of the small element-wise kernels' tiles.
 pub const PERMUTE_SMALL_TILE: u64 = 32;
 /// Slots per side of the large packed kernel's tiles (`copy_permute_packed128_b1`, 1-byte
-/// elements, block [`permute_kernel`]): rows of 128 bytes on both sides. The packed kernels
+/// elements, block [`PERMUTE_PACKED128_BLOCK`]): rows of 128 bytes on both sides. The packed kernels
 /// `copy_permute_packed_bN` have tiles of [`PERMUTE_TILE`] slots: for 2-byte elements, and
 /// for 1-byte layouts whose tile axes cannot fill the large tiles.
 pub const PERMUTE_PACKED_TILE: u64 = 128;
@@ -63,13 +63,20 @@ pub const PERMUTE_VEC_TILE: u64 = 128;
 /// Block shape of the vector kernel (required exactly): each thread moves 4 vectors per phase.
 pub const PERMUTE_VEC_BLOCK: (u32, u32, u32) = (32, 8, 1);
 
+/// Block shape of the 64-slot packed kernel for 1-byte elements (`copy_permute_packed_b1`,
+/// required exactly); the 2-byte one (`copy_permute_packed_b2`) has
+/// [`PERMUTE_SMALL_BLOCK`]. Each thread moves 8 words per phase.
+pub const PERMUTE_PACKED_BLOCK: (u32, u32, u32) = (32, 4, 1);
+/// Block shape of the 128-slot packed kernel (`copy_permute_packed128_b1`, required exactly).
+pub const PERMUTE_PACKED128_BLOCK: (u32, u32, u32) = (32, 16, 1);
+
 /// One wide kernel `copy_permute_wN` ([`PERMUTE_WIDE`]).
 #[derive(Clone, Copy, Debug)]
 pub struct WideKernel {
     /// 16-byte vectors per slot ([`PermuteArgs::wide`]).
     pub vectors: u64,
-    /// Kernel kind: the kernel is `copy_{kind}`.
-    pub kind: &'static str,
+    /// The kernel's kind.
+    pub kind: Kind,
     /// Slots per tile side.
     pub tile: u64,
     /// Block shape (required exactly).
@@ -82,19 +89,19 @@ pub struct WideKernel {
 pub const PERMUTE_WIDE: [WideKernel; 3] = [
     WideKernel {
         vectors: 1,
-        kind: "permute_w16",
+        kind: Kind::PermuteW16,
         tile: 32,
         block: (32, 8, 1),
     },
     WideKernel {
         vectors: 2,
-        kind: "permute_w32",
+        kind: Kind::PermuteW32,
         tile: 32,
         block: (32, 16, 1),
     },
     WideKernel {
         vectors: 4,
-        kind: "permute_w64",
+        kind: Kind::PermuteW64,
         tile: 16,
         block: (32, 8, 1),
     },
@@ -106,28 +113,25 @@ pub fn wide_tile(v: u64) -> Option<u64> {
     PERMUTE_WIDE.iter().find(|w| w.vectors == v).map(|w| w.tile)
 }
 
-/// The kernel kind (`permute`, `permute32`, `permute_packed`, `permute_packed128`,
-/// `permute_vec`, or `permute_w16`, `permute_w32`, `permute_w64`; the names are
-/// `copy_{kind}_bN` and
-/// `cast_{kind}_S_D`, and `copy_{kind}` for the wide kernels, which move bytes) that runs
-/// `args`, and its block shape (required exactly). Each thread of a packed kernel moves 8
-/// words per phase: 128 threads (1-byte elements, 64-slot tiles), 256 threads (2-byte
-/// elements) or 512 threads (1-byte elements, 128-slot tiles); each thread of the vector
-/// kernel (256 threads) moves 4 vectors of 16 bytes per phase.
-pub fn permute_kernel(args: &PermuteArgs) -> (&'static str, (u32, u32, u32)) {
+/// The kind of permute kernel that runs `args` ([`Kind::Permute`], [`Kind::Permute32`],
+/// [`Kind::PermutePacked`], [`Kind::PermutePacked128`], [`Kind::PermuteVec`] or a wide
+/// kind); [`Kernel::block`](super::Kernel::block) gives its block shape. Each thread of a
+/// packed kernel moves 8 words per phase: 128 threads (1-byte elements, 64-slot tiles), 256
+/// threads (2-byte elements) or 512 threads (1-byte elements, 128-slot tiles); each thread of
+/// the vector kernel (256 threads) moves 4 vectors of 16 bytes per phase.
+pub fn permute_kind(args: &PermuteArgs) -> Kind {
     if let Some(w) = PERMUTE_WIDE
         .iter()
         .find(|w| w.vectors == u64::from(args.wide))
     {
-        return (w.kind, w.block);
+        return w.kind;
     }
     match (args.pack, u64::from(args.tile)) {
-        (16, _) => ("permute_vec", PERMUTE_VEC_BLOCK),
-        (0, PERMUTE_SMALL_TILE) => ("permute32", PERMUTE_SMALL_BLOCK),
-        (0, _) => ("permute", PERMUTE_BLOCK),
-        (_, PERMUTE_PACKED_TILE) => ("permute_packed128", (32, 16, 1)),
-        (4, _) => ("permute_packed", (32, 4, 1)),
-        _ => ("permute_packed", PERMUTE_SMALL_BLOCK),
+        (16, _) => Kind::PermuteVec,
+        (0, PERMUTE_SMALL_TILE) => Kind::Permute32,
+        (0, _) => Kind::Permute,
+        (_, PERMUTE_PACKED_TILE) => Kind::PermutePacked128,
+        _ => Kind::PermutePacked,
     }
 }
 
@@ -394,7 +398,6 @@ impl PermuteArgs {
     /// first element and the remaining extents `len - origin` of the four tile axes. With
     /// [`PermuteArgs::origin32`], the kernels' 32-bit arithmetic is replayed as well and must
     /// agree (panics if not).
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     #[allow(clippy::needless_range_loop)] // the kernels' loop, axis by axis
     pub fn tile_origin(&self, t: u64) -> (i64, i64, [u64; 4]) {
         let (mut x, mut d, mut s) = (t as u32, 0i64, 0i64);
@@ -433,7 +436,6 @@ impl PermuteArgs {
 
     /// Local coordinates of slot `j` of side `side` (0: axes 0 and 1, 1: axes 2 and 3), or
     /// `None` for a slot past the side's `chunk[lo] * chunk[hi]`.
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn slot(&self, side: usize, j: u64) -> Option<(u64, u64)> {
         let (c0, c1) = (self.chunk[2 * side], self.chunk[2 * side + 1]);
         (j < c0 * c1).then(|| (j % c0, j / c0))
@@ -506,9 +508,29 @@ pub fn permute_grid(tiles: u64, resident: u64, per_block: u64, grid: GridOptions
     tiles.min(blocks).min(u64::from(cap)) as u32
 }
 
-// SAFETY: `#[repr(C)]` struct of plain integers with no implicit padding (offsets and size
-// checked in tests); it matches the kernels' 688-byte, 8-aligned `.param` block.
-unsafe impl DeviceRepr for PermuteArgs {}
+// SAFETY: `#[repr(C)]`, integers and integer arrays only (the fields' coverage is
+// checked in tests).
+param_block!(PermuteArgs {
+    dst,
+    src,
+    tiles,
+    rank,
+    pack,
+    len,
+    chunk,
+    nchunks,
+    div,
+    dst_strides,
+    src_strides,
+    dst_steps,
+    src_steps,
+    magic32,
+    shift32,
+    tile,
+    words,
+    origin32,
+    wide,
+});
 
 #[cfg(test)]
 mod tests {

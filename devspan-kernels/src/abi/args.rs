@@ -60,9 +60,7 @@
 //! iteration. Rows must hold at least one group for the kernels to pay off
 //! (the planner's rule), but any `row_len`, including 0, is correct.
 
-// The complete host-side API of the kernels; the crate need not use every item.
-
-use cudarc::driver::DeviceRepr;
+use super::param_block;
 
 /// Largest rank of the strided kernels.
 pub const MAX_RANK: usize = 8;
@@ -101,7 +99,6 @@ pub const MAX_ROW_OUTER: usize = MAX_RANK - 1;
 pub const ROW_MAX_GRID: (u32, u32) = (i32::MAX as u32, 65535);
 /// Scalar elements each lane of a row kernel moves per iteration (the head,
 /// the tail, and rows that cannot be vectorised).
-#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
 pub const ROW_SCALAR_UNROLL: u32 = 4;
 
 /// Elements per side of a transpose tile (the general path; see
@@ -218,7 +215,6 @@ pub fn strided_grid(n: u64) -> u32 {
 /// tiles, batch)`, each clamped to [`TRANSPOSE_MAX_GRID`]; all zero if there
 /// is nothing to do. Correct for every transpose kernel; for 1- and 2-byte
 /// element pairs [`transpose_grid_sized`] launches fewer idle blocks.
-#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
 pub fn transpose_grid(rows: u64, cols: u64, batch: u64) -> (u32, u32, u32) {
     grid_for_tile(rows, cols, batch, u64::from(TRANSPOSE_TILE))
 }
@@ -312,7 +308,6 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
 /// reaches a 16-byte boundary, if the other side is 16-byte aligned there
 /// too; otherwise `row_len` (the whole row moves one element at a time).
 /// Never more than `row_len`.
-#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
 pub fn row_head(dst: u64, dst_size: usize, src: u64, src_size: usize, row_len: u64) -> u64 {
     let (narrow, narrow_size, other, other_size) = if dst_size <= src_size {
         (dst, dst_size, src, src_size)
@@ -360,7 +355,6 @@ impl FastDiv64 {
 
     /// `n / d` computed like the kernels do (a shift of 64 or more gives 0,
     /// like PTX `shr`).
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn div(&self, n: u64) -> u64 {
         let hi = ((u128::from(n) * u128::from(self.magic)) >> 64) as u64;
         hi.wrapping_add(n).checked_shr(self.shift).unwrap_or(0)
@@ -380,7 +374,6 @@ pub fn fast_div32(d: u32) -> (u32, u32) {
 }
 
 /// `n / d` from [`fast_div32`] parameters, computed like the kernels do.
-#[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
 pub fn fast_div32_apply(n: u32, magic: u32, shift: u32) -> u32 {
     let hi = ((u64::from(n) * u64::from(magic)) >> 32) as u32;
     hi.wrapping_add(n).checked_shr(shift).unwrap_or(0)
@@ -454,7 +447,6 @@ impl StridedArgs64 {
 
     /// Element offsets `(dst, src)` of linear index `i`, computed like the
     /// kernels do.
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn offsets(&self, i: u64) -> (i64, i64) {
         let rank = self.rank.clamp(1, MAX_RANK as u32) as usize;
         let (mut x, mut d, mut s) = (i, 0i64, 0i64);
@@ -538,7 +530,6 @@ impl StridedArgs32 {
 
     /// Element offsets `(dst, src)` of linear index `i`, computed like the
     /// kernels do.
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn offsets(&self, i: u32) -> (i32, i32) {
         let rank = self.rank.clamp(1, MAX_RANK as u32) as usize;
         let (mut x, mut d, mut s) = (i, 0i32, 0i32);
@@ -675,7 +666,6 @@ impl RowArgs {
 
     /// Element offsets `(dst, src)` of the first element of row `q`,
     /// computed like the kernels do.
-    #[cfg_attr(not(test), allow(dead_code))] // the device math, replayed by the plan interpreter
     pub fn row_offsets(&self, q: u64) -> (i64, i64) {
         let rank = self.outer_rank.clamp(1, MAX_ROW_OUTER as u32) as usize;
         let (mut x, mut d, mut s) = (q, 0i64, 0i64);
@@ -692,25 +682,65 @@ impl RowArgs {
     }
 }
 
-// SAFETY: `FastDiv64` is `#[repr(C)]`, `Copy`, made only of integers with
-// explicit padding fields, so its bytes are exactly what the kernels read.
-unsafe impl DeviceRepr for FastDiv64 {}
-// SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no
-// implicit padding (offsets checked in tests); it matches the kernels'
-// 352-byte, 8-aligned `.param` block.
-unsafe impl DeviceRepr for StridedArgs64 {}
-// SAFETY: `#[repr(C)]` plain-integer struct without implicit padding
-// (offsets checked in tests); it matches the kernels' 184-byte, 8-aligned
-// `.param` block.
-unsafe impl DeviceRepr for StridedArgs32 {}
-// SAFETY: `#[repr(C)]` plain-integer struct with explicit padding and no
-// implicit padding (offsets checked in tests); it matches the kernels'
-// 304-byte, 8-aligned `.param` block.
-unsafe impl DeviceRepr for TransposeArgs {}
-// SAFETY: `#[repr(C)]` plain-integer struct without implicit padding
-// (offsets checked in tests); it matches the kernels' 320-byte, 8-aligned
-// `.param` block.
-unsafe impl DeviceRepr for RowArgs {}
+// SAFETY: `#[repr(C)]`, integers only, the padding an explicit field.
+param_block!(FastDiv64 { magic, shift, _pad });
+// SAFETY: `#[repr(C)]`, integers and integer arrays only, the padding an explicit
+// field (the fields' coverage is checked in tests).
+param_block!(StridedArgs64 {
+    dst,
+    src,
+    n,
+    rank,
+    _pad,
+    shape,
+    div,
+    dst_strides,
+    src_strides
+});
+// SAFETY: `#[repr(C)]`, integers and integer arrays only (the fields' coverage is
+// checked in tests).
+param_block!(StridedArgs32 {
+    dst,
+    src,
+    n,
+    rank,
+    shape,
+    magic,
+    shift,
+    dst_strides,
+    src_strides
+});
+// SAFETY: `#[repr(C)]`, integers and integer arrays only, the padding an explicit
+// field (the fields' coverage is checked in tests).
+param_block!(TransposeArgs {
+    dst,
+    src,
+    rows,
+    cols,
+    dst_row_stride,
+    src_col_stride,
+    batch,
+    batch_rank,
+    _pad,
+    batch_shape,
+    batch_div,
+    batch_dst_strides,
+    batch_src_strides,
+});
+// SAFETY: `#[repr(C)]`, integers and integer arrays only (the fields' coverage is
+// checked in tests).
+param_block!(RowArgs {
+    dst,
+    src,
+    row_len,
+    rows,
+    outer_rank,
+    team_shift,
+    shape,
+    div,
+    dst_strides,
+    src_strides,
+});
 
 #[cfg(test)]
 mod tests {

@@ -1,46 +1,30 @@
 //! Generator of the permute kernels (`kernels/permute.ptx`): any permutation of up to 8 axes,
 //! tiles of T x T slots through shared memory, fused with a conversion.
 //!
-//! Parameter offsets follow `PermuteArgs` in `src/kernels/permute.rs`.
+//! Parameter offsets are those of [`PermuteArgs`].
+
+use std::mem::offset_of;
 
 use super::{
     Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2, pack_word,
     pfx, store_scalar, transpose_words,
 };
+use crate::abi::{PERMUTE_AXES, PermuteArgs};
 
-const RANK: u64 = 24;
-const LEN: u64 = 32;
-const CHUNK: u64 = 96;
-const NCHUNKS: u64 = 160;
-const DST_STRIDES: u64 = 352; // low words read as 32-bit strides
-const SRC_STRIDES: u64 = 416;
-const DST_STEPS: u64 = 480;
-const SRC_STEPS: u64 = 544;
-const MAGIC32: u64 = 608;
-const SHIFT32: u64 = 640;
-const WORDS: u64 = 676;
-const ORIGIN32: u64 = 680;
-const AXES: usize = 8;
-
-/// The packed kernels: `(kind, element size, slots per side, block rows)`. Must agree with
-/// `PermuteArgs::tile` and `permute_kernel` in `src/kernels/permute.rs`. Each thread moves 8
-/// words per phase: half as many threads moving 16 words each, or twice as many moving 4, are
-/// slower, and 2-byte elements are faster in 64-slot tiles than in 128-slot ones.
-pub(super) const PACKED_VARIANTS: [(&str, u64, u64, u64); 3] = [
-    ("permute_packed", 1, 64, 4),
-    ("permute_packed", 2, 64, 8),
-    ("permute_packed128", 1, 128, 16),
-];
-
-/// The element-wise kernels' variants: `(kind, slots per side, block rows)`. Must agree with
-/// `PermuteArgs::tile`, `PERMUTE_BLOCK` and `PERMUTE_SMALL_BLOCK` in
-/// `src/kernels/permute.rs`.
-pub(super) const VARIANTS: [(&str, u64, u64); 2] = [("permute", 64, 16), ("permute32", 32, 8)];
-
-/// The wide kernels `copy_permute_wN` (`N = 16 v` bytes per slot): `(v, slots per side, block
-/// rows)`; each thread moves 4 vectors per phase. Must agree with `PERMUTE_WIDE` in
-/// `src/kernels/permute.rs`.
-pub(super) const WIDE_VARIANTS: [(u64, u64, u64); 3] = [(1, 32, 8), (2, 32, 16), (4, 16, 8)];
+const RANK: u64 = offset_of!(PermuteArgs, rank) as u64;
+const LEN: u64 = offset_of!(PermuteArgs, len) as u64;
+const CHUNK: u64 = offset_of!(PermuteArgs, chunk) as u64;
+const NCHUNKS: u64 = offset_of!(PermuteArgs, nchunks) as u64;
+/// Read as 32-bit strides: the low words of the 64-bit ones.
+const DST_STRIDES: u64 = offset_of!(PermuteArgs, dst_strides) as u64;
+const SRC_STRIDES: u64 = offset_of!(PermuteArgs, src_strides) as u64;
+const DST_STEPS: u64 = offset_of!(PermuteArgs, dst_steps) as u64;
+const SRC_STEPS: u64 = offset_of!(PermuteArgs, src_steps) as u64;
+const MAGIC32: u64 = offset_of!(PermuteArgs, magic32) as u64;
+const SHIFT32: u64 = offset_of!(PermuteArgs, shift32) as u64;
+const WORDS: u64 = offset_of!(PermuteArgs, words) as u64;
+const ORIGIN32: u64 = offset_of!(PermuteArgs, origin32) as u64;
+const AXES: usize = PERMUTE_AXES;
 
 /// Pitch of the shared tile in elements of `d`: T plus enough padding that rows start in
 /// different banks (pitch in bytes an odd multiple of 4, or of 8 for 8-byte elements).
@@ -875,7 +859,7 @@ pub(super) fn permute_packed_kernel(
     };
     let doc = format!(
         "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
-         // pack = {k}; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots, block\n\
+         // pack = {k}; see devspan-kernels/src/abi/permute.rs). Tiles of {tt} x {tt} slots, block\n\
          // (32, {by}); the block first writes tables of its A groups' source offsets and\n\
          // its B slots' destination offsets to shared memory (after the tile). A thread\n\
          // loads {k} words along the source's fastest axis per {k} x {k} block ({m} blocks),\n\
@@ -893,10 +877,6 @@ pub(super) fn permute_packed_kernel(
     );
     render(t, name, parts, Some(doc))
 }
-
-/// The vector kernels: `(kind, slots per side, block rows)`, 1-byte elements only. Must agree
-/// with `PERMUTE_VEC_TILE` and `permute_kernel` in `src/kernels/permute.rs`.
-pub(super) const VEC_VARIANTS: [(&str, u64, u64); 1] = [("permute_vec", 128, 8)];
 
 /// The vector variant of `copy_permute_b1` (`copy_permute_vec_b1`; same template and
 /// arguments): every global access moves a 16-byte vector. Requires (checked by the planner,
@@ -1084,7 +1064,7 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
     };
     let doc = format!(
         "// Any-permutation copy of 1-byte elements in 16-byte vectors (PermuteArgs with\n\
-         // pack = 16; see src/kernels/permute.rs). Tiles of {tt} x {tt} slots, block\n\
+         // pack = 16; see devspan-kernels/src/abi/permute.rs). Tiles of {tt} x {tt} slots, block\n\
          // (32, {by}); the block first writes a table of its B slots' destination offsets to\n\
          // shared memory (after the tile). Read phase: a thread loads 4 source vectors (16\n\
          // B slots of 4 A slots), transposes them in registers (prmt) and stores 16 words at\n\
@@ -1211,7 +1191,7 @@ pub(super) fn permute_wide_kernel(
     };
     let doc = format!(
         "// Any-permutation copy of runs of {v} 16-byte vectors ({} bytes; PermuteArgs with\n\
-         // wide = {v}, strides in 16-byte units; see src/kernels/permute.rs). Tiles of\n\
+         // wide = {v}, strides in 16-byte units; see devspan-kernels/src/abi/permute.rs). Tiles of\n\
          // {tt} x {tt} runs, block (32, {by}). Read phase: lane tx takes vector tx % {v} of\n\
          // B slots tx / {v} + {} i, row ty A slots ty + {by} k, so a warp reads {} whole runs\n\
          // along the source's fastest axis; vectors go to shared memory at [A][B][vector]\n\

@@ -1,0 +1,359 @@
+//! The identity of every kernel, and the name of its PTX module.
+
+use super::{
+    CONTIG_BLOCK, DType, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
+    PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
+    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK,
+    WideKernel,
+};
+
+/// What a kernel does with its operands, and so its argument list: with the element types,
+/// a [`Kernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Contiguous operands: `(dst, src, n, head)`, fills `(dst, n, head, value_bits)`.
+    Contig,
+    /// Any strides, 32-bit index math: [`StridedArgs32`](super::StridedArgs32) (fills: and
+    /// `value_bits`).
+    Strided32,
+    /// Any strides, 64-bit index math: [`StridedArgs64`](super::StridedArgs64) (fills: and
+    /// `value_bits`).
+    Strided64,
+    /// Tiled transpose of the two innermost axes: [`TransposeArgs`](super::TransposeArgs).
+    Transpose,
+    /// Rows contiguous on both sides: [`RowArgs`](super::RowArgs).
+    Rows,
+    /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
+    /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
+    Permute,
+    /// Element-wise permute in tiles of [`PERMUTE_SMALL_TILE`] slots.
+    Permute32,
+    /// Permute of 1- and 2-byte elements in 4-byte words, tiles of [`PERMUTE_TILE`] slots.
+    PermutePacked,
+    /// Permute of 1-byte elements in 4-byte words, tiles of [`PERMUTE_PACKED_TILE`] slots.
+    PermutePacked128,
+    /// Permute of 1-byte elements in 16-byte vectors, tiles of [`PERMUTE_VEC_TILE`] slots.
+    PermuteVec,
+    /// Permute of runs of 16 bytes ([`PERMUTE_WIDE`]).
+    PermuteW16,
+    /// Permute of runs of 32 bytes ([`PERMUTE_WIDE`]).
+    PermuteW32,
+    /// Permute of runs of 64 bytes ([`PERMUTE_WIDE`]).
+    PermuteW64,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 13] = [
+        Kind::Contig,
+        Kind::Strided32,
+        Kind::Strided64,
+        Kind::Transpose,
+        Kind::Rows,
+        Kind::Permute,
+        Kind::Permute32,
+        Kind::PermutePacked,
+        Kind::PermutePacked128,
+        Kind::PermuteVec,
+        Kind::PermuteW16,
+        Kind::PermuteW32,
+        Kind::PermuteW64,
+    ];
+
+    /// The kinds of the fill kernels.
+    pub const FILL: [Kind; 3] = [Kind::Contig, Kind::Strided32, Kind::Strided64];
+
+    /// The kinds that exist for every copy and cast.
+    pub const ELEMENTWISE: [Kind; 7] = [
+        Kind::Contig,
+        Kind::Strided32,
+        Kind::Strided64,
+        Kind::Transpose,
+        Kind::Rows,
+        Kind::Permute,
+        Kind::Permute32,
+    ];
+
+    /// The kind's part of the kernel names (`"contig"`, `"permute_w16"`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Contig => "contig",
+            Kind::Strided32 => "strided32",
+            Kind::Strided64 => "strided64",
+            Kind::Transpose => "transpose",
+            Kind::Rows => "rows",
+            Kind::Permute => "permute",
+            Kind::Permute32 => "permute32",
+            Kind::PermutePacked => "permute_packed",
+            Kind::PermutePacked128 => "permute_packed128",
+            Kind::PermuteVec => "permute_vec",
+            Kind::PermuteW16 => "permute_w16",
+            Kind::PermuteW32 => "permute_w32",
+            Kind::PermuteW64 => "permute_w64",
+        }
+    }
+
+    /// The wide kernel of this kind, if it is a wide kind.
+    pub fn wide(self) -> Option<&'static WideKernel> {
+        PERMUTE_WIDE.iter().find(|w| w.kind == self)
+    }
+
+    /// Slots per side of the tiles of a permute kind; `None` for the other kinds.
+    pub fn permute_tile(self) -> Option<u64> {
+        match self {
+            Kind::Permute | Kind::PermutePacked => Some(PERMUTE_TILE),
+            Kind::Permute32 => Some(PERMUTE_SMALL_TILE),
+            Kind::PermutePacked128 => Some(PERMUTE_PACKED_TILE),
+            Kind::PermuteVec => Some(PERMUTE_VEC_TILE),
+            k => k.wide().map(|w| w.tile),
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One kernel, which is also one PTX module (every module holds one kernel, named like it).
+///
+/// [`Kernel::all`] lists every kernel that exists; [`Kernel::module_name`] is the one
+/// place kernel names are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kernel {
+    /// `fill_{kind}_bN`: stores a bit pattern of `size` = N bytes.
+    Fill {
+        /// [`Kind::Contig`], [`Kind::Strided32`] or [`Kind::Strided64`].
+        kind: Kind,
+        /// Element size in bytes: 1, 2, 4 or 8.
+        size: usize,
+    },
+    /// `copy_{kind}_bN`: copies bit patterns of `size` = N bytes; the wide kinds'
+    /// `copy_permute_wN` copy runs of `size` = N bytes, whatever the element type.
+    Copy {
+        /// The kind.
+        kind: Kind,
+        /// Element size in bytes (1, 2, 4 or 8), or a wide kind's run (16, 32 or 64).
+        size: usize,
+    },
+    /// `cast_{kind}_S_D`: converts `from` = S to `to` = D (`from != to`).
+    Cast {
+        /// One of [`Kind::ELEMENTWISE`].
+        kind: Kind,
+        /// Source element type.
+        from: DType,
+        /// Destination element type.
+        to: DType,
+    },
+}
+
+impl Kernel {
+    /// The kernel `kind` that copies `from` to `to`: a copy of bit patterns when the types
+    /// are equal (the wide kinds: whatever they are), else a cast. It need not exist
+    /// ([`Kernel::exists`]).
+    pub fn copy(kind: Kind, from: DType, to: DType) -> Kernel {
+        if let Some(w) = kind.wide() {
+            Kernel::Copy {
+                kind,
+                size: 16 * w.vectors as usize,
+            }
+        } else if from == to {
+            Kernel::Copy {
+                kind,
+                size: from.size(),
+            }
+        } else {
+            Kernel::Cast { kind, from, to }
+        }
+    }
+
+    /// The fill kernel `kind` for elements of `size` bytes. It need not exist
+    /// ([`Kernel::exists`]).
+    pub fn fill(kind: Kind, size: usize) -> Kernel {
+        Kernel::Fill { kind, size }
+    }
+
+    /// Every kernel, in the order fills, copies, casts.
+    pub fn all() -> Vec<Kernel> {
+        let mut all = Vec::new();
+        for size in [1, 2, 4, 8] {
+            for kind in Kind::FILL {
+                all.push(Kernel::Fill { kind, size });
+            }
+            for kind in Kind::ELEMENTWISE {
+                all.push(Kernel::Copy { kind, size });
+            }
+            if size <= 2 {
+                all.push(Kernel::Copy {
+                    kind: Kind::PermutePacked,
+                    size,
+                });
+            }
+            if size == 1 {
+                for kind in [Kind::PermutePacked128, Kind::PermuteVec] {
+                    all.push(Kernel::Copy { kind, size });
+                }
+            }
+        }
+        for w in &PERMUTE_WIDE {
+            all.push(Kernel::copy(w.kind, DType::U8, DType::U8));
+        }
+        for from in DType::ALL {
+            for to in DType::ALL {
+                if from != to {
+                    for kind in Kind::ELEMENTWISE {
+                        all.push(Kernel::Cast { kind, from, to });
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    /// Whether the kernel is one of [`Kernel::all`].
+    pub fn exists(&self) -> bool {
+        Kernel::all().contains(self)
+    }
+
+    /// The kernel's kind.
+    pub fn kind(&self) -> Kind {
+        match *self {
+            Kernel::Fill { kind, .. } | Kernel::Copy { kind, .. } | Kernel::Cast { kind, .. } => {
+                kind
+            }
+        }
+    }
+
+    /// Source and destination element sizes in bytes (a fill's both the element size; a
+    /// wide kernel's both 16, its vectors).
+    pub fn sizes(&self) -> (usize, usize) {
+        match *self {
+            Kernel::Fill { size, .. } => (size, size),
+            Kernel::Copy { kind, .. } if kind.wide().is_some() => (16, 16),
+            Kernel::Copy { size, .. } => (size, size),
+            Kernel::Cast { from, to, .. } => (from.size(), to.size()),
+        }
+    }
+
+    /// The name of the kernel's entry point and of its PTX module: `fill_{kind}_bN`,
+    /// `copy_{kind}_bN`, `copy_{kind}` for the wide kinds, `cast_{kind}_S_D`.
+    pub fn module_name(&self) -> String {
+        match *self {
+            Kernel::Fill { kind, size } => format!("fill_{kind}_b{size}"),
+            Kernel::Copy { kind, .. } if kind.wide().is_some() => format!("copy_{kind}"),
+            Kernel::Copy { kind, size } => format!("copy_{kind}_b{size}"),
+            Kernel::Cast { kind, from, to } => format!("cast_{kind}_{from}_{to}"),
+        }
+    }
+
+    /// The kernel whose [`Kernel::module_name`] is `name`, if it exists.
+    pub fn from_module_name(name: &str) -> Option<Kernel> {
+        Kernel::all().into_iter().find(|k| k.module_name() == name)
+    }
+
+    /// The kernel's block shape, which its PTX requires exactly (`.reqntid`).
+    pub fn block(&self) -> (u32, u32, u32) {
+        let kind = self.kind();
+        match kind {
+            Kind::Contig => (CONTIG_BLOCK, 1, 1),
+            Kind::Strided32 | Kind::Strided64 => (STRIDED_BLOCK, 1, 1),
+            Kind::Rows => (ROW_BLOCK, 1, 1),
+            Kind::Transpose => TRANSPOSE_BLOCK,
+            Kind::Permute => PERMUTE_BLOCK,
+            Kind::Permute32 => PERMUTE_SMALL_BLOCK,
+            Kind::PermutePacked if self.sizes().0 == 1 => PERMUTE_PACKED_BLOCK,
+            Kind::PermutePacked => PERMUTE_SMALL_BLOCK,
+            Kind::PermutePacked128 => PERMUTE_PACKED128_BLOCK,
+            Kind::PermuteVec => PERMUTE_VEC_BLOCK,
+            Kind::PermuteW16 | Kind::PermuteW32 | Kind::PermuteW64 => {
+                kind.wide().map_or((0, 0, 0), |w| w.block)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.module_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        let all = Kernel::all();
+        let names: BTreeSet<String> = all.iter().map(Kernel::module_name).collect();
+        assert_eq!(names.len(), all.len());
+        for k in &all {
+            assert_eq!(Kernel::from_module_name(&k.module_name()), Some(*k));
+            assert!(k.exists());
+        }
+        assert_eq!(Kernel::from_module_name("cast_contig_f32_f32"), None);
+        assert_eq!(Kernel::from_module_name("copy_permute_packed_b4"), None);
+    }
+
+    #[test]
+    fn counts_per_family() {
+        let all = Kernel::all();
+        let fills = all
+            .iter()
+            .filter(|k| matches!(k, Kernel::Fill { .. }))
+            .count();
+        let copies = all
+            .iter()
+            .filter(|k| matches!(k, Kernel::Copy { .. }))
+            .count();
+        let casts = all
+            .iter()
+            .filter(|k| matches!(k, Kernel::Cast { .. }))
+            .count();
+        assert_eq!(fills, 4 * 3);
+        // Seven kinds per size; packed b1, b2, packed128 b1, vec b1; three wide.
+        assert_eq!(copies, 4 * 7 + 3 + 1 + 3);
+        assert_eq!(casts, 12 * 11 * 7);
+        assert_eq!(all.len(), 971);
+    }
+
+    #[test]
+    fn names() {
+        let k = |kind, from, to| Kernel::copy(kind, from, to).module_name();
+        assert_eq!(k(Kind::Contig, DType::F32, DType::F32), "copy_contig_b4");
+        assert_eq!(
+            k(Kind::Permute32, DType::BF16, DType::I8),
+            "cast_permute32_bf16_i8"
+        );
+        assert_eq!(
+            k(Kind::PermuteW32, DType::F16, DType::F16),
+            "copy_permute_w32"
+        );
+        assert_eq!(
+            k(Kind::PermuteW64, DType::U8, DType::U8),
+            "copy_permute_w64"
+        );
+        assert_eq!(
+            Kernel::fill(Kind::Strided32, 2).module_name(),
+            "fill_strided32_b2"
+        );
+        assert_eq!(
+            Kernel::copy(Kind::PermuteVec, DType::I8, DType::I8).block(),
+            PERMUTE_VEC_BLOCK
+        );
+        assert_eq!(
+            Kernel::copy(Kind::PermutePacked, DType::U8, DType::U8).block(),
+            (32, 4, 1)
+        );
+        assert_eq!(
+            Kernel::copy(Kind::PermutePacked, DType::F16, DType::F16).block(),
+            (32, 8, 1)
+        );
+        assert_eq!(
+            Kernel::copy(Kind::PermuteW32, DType::F16, DType::F16).sizes(),
+            (16, 16)
+        );
+    }
+}
