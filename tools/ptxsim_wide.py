@@ -21,8 +21,12 @@ tile, and runs of whole tiles followed by partial ones. Its registers that a pre
 left unwritten read as 0 and its shared memory starts as 0, while source bytes are never 0,
 so any such garbage that reaches the destination is a mismatch.
 
-Usage: ptxsim_wide.py DIR, where DIR holds copy_permute_w16.ptx, copy_permute_w32.ptx,
-copy_permute_w64.ptx and copy_permute_vec_b1.ptx. Exits non-zero on the first failure.
+Usage: ptxsim_wide.py DIR [CASE...], where DIR holds copy_permute_w16.ptx, copy_permute_w32.ptx,
+copy_permute_w64.ptx and copy_permute_vec_b1.ptx, runs the named cases (all without any) and
+exits non-zero on the first failure; `ptxsim_wide.py --list` prints every case's name. A case is
+named KERNEL/INDEX/ORIGIN: the kernel (w16, w32, w64 or vec), the index of its copy in `cases`
+or `vec_cases`, and the tile-origin form (o32 or o64). Each case seeds its random data from its
+name, so a case checks the same data whichever cases run with it.
 """
 import re, struct, sys, random, itertools
 M32=(1<<32)-1; M64=(1<<64)-1
@@ -370,25 +374,55 @@ def cases(v, tile):
     ]
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: ptxsim_wide.py DIR")
-    d = sys.argv[1]
-    random.seed(1)
-    for (v, tile, by) in VARIANTS:
-        text = open(f"{d}/copy_permute_w{16 * v}.ptx").read()
-        for ax in cases(v, tile):
+def all_cases():
+    """Every case: (name, kernel, copy index, 32-bit tile origins allowed)."""
+    out = []
+    for (v, tile, _) in VARIANTS:
+        for i in range(len(cases(v, tile))):
             for o32 in (True, False):
-                tiles, accesses = check(text, v, tile, (32, by), ax, 0x10000000,
-                                        0x90000000 + 16 * 10000 * v, 3, o32)
-                print(f"copy_permute_w{16 * v}: {len(ax)} axes, origin32 {int(o32)}: "
-                      f"{tiles} tiles, {accesses} global accesses, ok")
-    text = open(f"{d}/copy_permute_vec_b1.ptx").read()
-    for ax in vec_cases():
+                out.append((f"w{16 * v}/{i}/o{32 if o32 else 64}", f"w{16 * v}", i, o32))
+    for i in range(len(vec_cases())):
         for o32 in (True, False):
-            tiles, accesses = check_vec(text, ax, 0x10000000, 0x90000000, 3, o32)
-            print(f"copy_permute_vec_b1: {len(ax)} axes, origin32 {int(o32)}: "
-                  f"{tiles} tiles, {accesses} global accesses, ok")
+            out.append((f"vec/{i}/o{32 if o32 else 64}", "vec", i, o32))
+    return out
+
+
+def run_case(d, kernel, i, o32):
+    """Runs one case; returns the line that reports it."""
+    if kernel == "vec":
+        text = open(f"{d}/copy_permute_vec_b1.ptx").read()
+        ax = vec_cases()[i]
+        tiles, accesses = check_vec(text, ax, 0x10000000, 0x90000000, 3, o32)
+        name = "copy_permute_vec_b1"
+    else:
+        (v, tile, by), = [x for x in VARIANTS if f"w{16 * x[0]}" == kernel]
+        text = open(f"{d}/copy_permute_{kernel}.ptx").read()
+        ax = cases(v, tile)[i]
+        tiles, accesses = check(text, v, tile, (32, by), ax, 0x10000000,
+                                0x90000000 + 16 * 10000 * v, 3, o32)
+        name = f"copy_permute_{kernel}"
+    return (f"{name}: {len(ax)} axes, origin32 {int(o32)}: "
+            f"{tiles} tiles, {accesses} global accesses, ok")
+
+
+def main():
+    known = all_cases()
+    if sys.argv[1:] == ["--list"]:
+        for (name, _, _, _) in known:
+            print(name)
+        return
+    if len(sys.argv) < 2:
+        sys.exit("usage: ptxsim_wide.py DIR [CASE...] | ptxsim_wide.py --list")
+    d = sys.argv[1]
+    wanted = sys.argv[2:]
+    unknown = [w for w in wanted if w not in {c[0] for c in known}]
+    if unknown:
+        sys.exit(f"unknown cases {unknown}; `ptxsim_wide.py --list` names them")
+    for (name, kernel, i, o32) in known:
+        if wanted and name not in wanted:
+            continue
+        random.seed(name)
+        print(f"{name}: {run_case(d, kernel, i, o32)}", flush=True)
 
 
 if __name__ == "__main__":
