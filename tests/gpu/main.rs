@@ -2,10 +2,10 @@
 //! per topic). Each topic is a module, so a test's name starts with its topic:
 //! `cargo test --test gpu -- --include-ignored kernels::`.
 //!
-//! The tests are `#[ignore = "needs a CUDA GPU"]`: machines without a GPU report them as
-//! ignored. On a GPU machine, `--include-ignored` runs them; with `DEVSPAN_REQUIRE_GPU=1` a test
-//! that finds no usable GPU fails instead of skipping. The GPU runner passes
-//! `--include-ignored --test-threads=1`.
+//! The tests are `#[ignore = "needs a CUDA GPU"]`: a plain `cargo test` reports them as
+//! ignored. `--include-ignored` runs them; one that finds no usable GPU fails and says why
+//! (`devspan::testing::gpu_stream`). The GPU runner passes `--include-ignored --test-threads=1`
+//! with `DEVSPAN_REQUIRE_GPU=1`.
 
 mod common;
 
