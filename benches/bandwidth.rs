@@ -14,7 +14,7 @@
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
 
 mod common;
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/gpu/common.rs"]
 mod test_common;
 
 use std::collections::BTreeMap;

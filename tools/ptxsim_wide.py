@@ -21,13 +21,25 @@ tile, and runs of whole tiles followed by partial ones. Its registers that a pre
 left unwritten read as 0 and its shared memory starts as 0, while source bytes are never 0,
 so any such garbage that reaches the destination is a mismatch.
 
-Usage: ptxsim_wide.py DIR, where DIR holds copy_permute_w16.ptx, copy_permute_w32.ptx,
-copy_permute_w64.ptx and copy_permute_vec_b1.ptx. Exits non-zero on the first failure.
+Usage: ptxsim_wide.py DIR [CASE...], where DIR holds copy_permute_w16.ptx, copy_permute_w32.ptx,
+copy_permute_w64.ptx and copy_permute_vec_b1.ptx, runs the named cases (all without any) and
+exits non-zero on the first failure; `ptxsim_wide.py --list` prints every case's name. A case is
+named KERNEL/INDEX/ORIGIN: the kernel (w16, w32, w64 or vec), the index of its copy in `cases`
+or `vec_cases`, and the tile-origin form (o32 or o64). Each case seeds its random data from its
+name, so a case checks the same data whichever cases run with it.
 """
 import re, struct, sys, random, itertools
 M32=(1<<32)-1; M64=(1<<64)-1
 def s32(x): x&=M32; return x-(1<<32) if x>>31 else x
 def s64(x): x&=M64; return x-(1<<64) if x>>63 else x
+def sg(x,ww): x&=(1<<ww)-1; return x-(1<<ww) if x>>(ww-1) else x
+
+IMM={}
+def imm(o):
+    """The value of operand `o` if it is an integer literal, else None (cached by its text)."""
+    if o not in IMM:
+        IMM[o]=int(o,0) if re.fullmatch(r'-?(0x[0-9A-Fa-f]+|\d+)',o) else None
+    return IMM[o]
 
 def parse(text):
     body=text[text.index('{',text.index('.entry')):]
@@ -39,7 +51,8 @@ def parse(text):
         l=l.rstrip(';')
         pred=None
         if l.startswith('@'):
-            p,l=l.split(None,1); pred=p[1:]
+            # (predicate register, whether the instruction runs when it is false)
+            p,l=l.split(None,1); pred=(p[1:].lstrip('!'),p[1:].startswith('!'))
         op,_,rest=l.partition(' ')
         # split operands at top-level commas
         ops=[];depth=0;cur=''
@@ -49,7 +62,11 @@ def parse(text):
             if ch==',' and depth==0: ops.append(cur.strip()); cur=''
             else: cur+=ch
         if cur.strip(): ops.append(cur.strip())
-        ins.append((pred,op,ops))
+        # The instruction also carries its dot-separated parts and, where the last part is a
+        # type such as u32, that type's width in bits.
+        parts=op.split('.')
+        w=int(parts[-1][1:]) if parts[-1][1:].isdigit() else None
+        ins.append((pred,op,ops,parts,w))
     return ins,labels
 
 def shared_decl(text):
@@ -79,6 +96,8 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
     """
     ins,labels=parse(text)
     tile_name,shared_size=shared_decl(text)
+    # Parameter loads read the same bytes in every thread: each is read once, by instruction.
+    param_loads={}
     def thread(bx,tx,ty,shared):
         R={}
         def val(o):
@@ -88,7 +107,8 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
             if o=='%ctaid.x': return bx
             if o=='%nctaid.x': return nblocks
             if o==tile_name: return 0
-            if re.fullmatch(r'-?(0x[0-9A-Fa-f]+|\d+)',o): return int(o,0)
+            v=imm(o)
+            if v is not None: return v
             if undef is not None and re.fullmatch(r'%\w+',o): return undef
             raise Exception('reg '+o)
         def memaddr(o):
@@ -101,20 +121,19 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
             return val(o)
         pc=0
         while True:
-            pred,op,ops=ins[pc]; pc+=1
+            pred,op,ops,parts,width=ins[pc]; pc+=1
             if pred:
-                neg=pred.startswith('!'); p=R[pred.lstrip('!')]
-                if p==neg: continue
+                if R[pred[0]]==pred[1]: continue
             try:
-                parts=op.split('.')
                 o=parts[0]
                 if o=='ret': return
                 if o=='bra': pc=labels[ops[0]]; continue
                 if o=='bar': yield 'bar'; continue
                 if o=='ld' and parts[1]=='param':
-                    kind,off=memaddr(ops[1]); w=int(parts[2][1:])//8
-                    x=int.from_bytes(params[off:off+w],'little')
-                    R[ops[0]]=x; continue
+                    if pc not in param_loads:
+                        kind,off=memaddr(ops[1]); w=int(parts[2][1:])//8
+                        param_loads[pc]=int.from_bytes(params[off:off+w],'little')
+                    R[ops[0]]=param_loads[pc]; continue
                 if o in('ld','st') and parts[1] in('global','shared'):
                     # [ld|st].space[.nc][.vN].type: N registers of the type's width.
                     regs=[r.strip() for r in (ops[0] if o=='ld' else ops[1]).strip('{}').split(',')]
@@ -159,8 +178,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                     if comb=='and': r=r and R[ops[3]]
                     R[d]=bool(r); continue
                 if o=='and' and parts[1]=='pred': R[d]=R[ops[1]] and R[ops[2]]; continue
-                tp=parts[-1]; w=int(tp[1:]); m=(1<<w)-1
-                def sg(x,ww): x&=(1<<ww)-1; return x-(1<<ww) if x>>(ww-1) else x
+                tp=parts[-1]; w=width; m=(1<<w)-1
                 A=[val(x) for x in ops[1:]]
                 if o=='mad' and parts[1]=='wide':
                     R[d]=(sg(A[0],32)*sg(A[1],32)+A[2])&M64 if tp=='s32' else ((A[0]&M32)*(A[1]&M32)+A[2])&M64; continue
@@ -370,25 +388,55 @@ def cases(v, tile):
     ]
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: ptxsim_wide.py DIR")
-    d = sys.argv[1]
-    random.seed(1)
-    for (v, tile, by) in VARIANTS:
-        text = open(f"{d}/copy_permute_w{16 * v}.ptx").read()
-        for ax in cases(v, tile):
+def all_cases():
+    """Every case: (name, kernel, copy index, 32-bit tile origins allowed)."""
+    out = []
+    for (v, tile, _) in VARIANTS:
+        for i in range(len(cases(v, tile))):
             for o32 in (True, False):
-                tiles, accesses = check(text, v, tile, (32, by), ax, 0x10000000,
-                                        0x90000000 + 16 * 10000 * v, 3, o32)
-                print(f"copy_permute_w{16 * v}: {len(ax)} axes, origin32 {int(o32)}: "
-                      f"{tiles} tiles, {accesses} global accesses, ok")
-    text = open(f"{d}/copy_permute_vec_b1.ptx").read()
-    for ax in vec_cases():
+                out.append((f"w{16 * v}/{i}/o{32 if o32 else 64}", f"w{16 * v}", i, o32))
+    for i in range(len(vec_cases())):
         for o32 in (True, False):
-            tiles, accesses = check_vec(text, ax, 0x10000000, 0x90000000, 3, o32)
-            print(f"copy_permute_vec_b1: {len(ax)} axes, origin32 {int(o32)}: "
-                  f"{tiles} tiles, {accesses} global accesses, ok")
+            out.append((f"vec/{i}/o{32 if o32 else 64}", "vec", i, o32))
+    return out
+
+
+def run_case(d, kernel, i, o32):
+    """Runs one case; returns the line that reports it."""
+    if kernel == "vec":
+        text = open(f"{d}/copy_permute_vec_b1.ptx").read()
+        ax = vec_cases()[i]
+        tiles, accesses = check_vec(text, ax, 0x10000000, 0x90000000, 3, o32)
+        name = "copy_permute_vec_b1"
+    else:
+        (v, tile, by), = [x for x in VARIANTS if f"w{16 * x[0]}" == kernel]
+        text = open(f"{d}/copy_permute_{kernel}.ptx").read()
+        ax = cases(v, tile)[i]
+        tiles, accesses = check(text, v, tile, (32, by), ax, 0x10000000,
+                                0x90000000 + 16 * 10000 * v, 3, o32)
+        name = f"copy_permute_{kernel}"
+    return (f"{name}: {len(ax)} axes, origin32 {int(o32)}: "
+            f"{tiles} tiles, {accesses} global accesses, ok")
+
+
+def main():
+    known = all_cases()
+    if sys.argv[1:] == ["--list"]:
+        for (name, _, _, _) in known:
+            print(name)
+        return
+    if len(sys.argv) < 2:
+        sys.exit("usage: ptxsim_wide.py DIR [CASE...] | ptxsim_wide.py --list")
+    d = sys.argv[1]
+    wanted = sys.argv[2:]
+    unknown = [w for w in wanted if w not in {c[0] for c in known}]
+    if unknown:
+        sys.exit(f"unknown cases {unknown}; `ptxsim_wide.py --list` names them")
+    for (name, kernel, i, o32) in known:
+        if wanted and name not in wanted:
+            continue
+        random.seed(name)
+        print(f"{name}: {run_case(d, kernel, i, o32)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,5 @@
 //! GPU tests of host <-> device copies between arbitrary layouts on both sides.
 
-mod common;
-
 use devspan::internals::transfer_path;
 use devspan::testing::gpu_stream;
 use devspan::{DeviceArray, DeviceElement, ErrorKind, HostPath, PinnedBuffer, TransferOptions};
@@ -9,7 +7,7 @@ use half::{bf16, f16};
 use ndarray::{IxDyn, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use common::{bits, random};
+use crate::common::{bits, gpu_shared, random};
 
 /// A random slicing (steps, negative steps, offsets) of every axis of a base shape, and a random
 /// axis permutation.
@@ -152,6 +150,7 @@ fn round_trips<T: DeviceElement>(rng: &mut StdRng) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn transfers_between_random_layouts() {
+    let _gpu = gpu_shared();
     let mut rng = StdRng::seed_from_u64(11);
     round_trips::<u8>(&mut rng);
     round_trips::<i8>(&mut rng);
@@ -170,6 +169,7 @@ fn transfers_between_random_layouts() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn transfer_errors_write_nothing() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut dev = DeviceArray::<f32, _>::zeros(&stream, (4, 5)).unwrap();
     dev.fill_on(&stream, 1.0).unwrap();
@@ -203,6 +203,7 @@ fn transfer_errors_write_nothing() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn transfer_options_errors_write_nothing() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut dev = DeviceArray::<u32, _>::zeros(&stream, 100).unwrap();
     dev.fill_on(&stream, 5).unwrap();
@@ -255,6 +256,7 @@ fn transfer_options_errors_write_nothing() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn transfers_not_a_multiple_of_the_chunk() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(3);
     let n = 1_000_003;
@@ -360,6 +362,7 @@ fn bits_1<T: DeviceElement>(a: &ndarray::Array1<T>) -> Vec<u64> {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pinned_buffers_copy_to_and_from_strided_device_views() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(8);
     let host = random::<i32>(&mut rng, &[37, 53])
@@ -404,6 +407,7 @@ fn pinned_buffers_copy_to_and_from_strided_device_views() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn async_transfers_finish_on_wait_drop_and_survive_forget() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(9);
     let host = random::<f64>(&mut rng, &[300, 200])
@@ -481,6 +485,7 @@ const SLACK: usize = 64 << 20;
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
+    let _gpu = gpu_shared();
     use ndarray::{Array2, Ix2, s};
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(31);
@@ -582,6 +587,7 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn forgotten_uploads_complete_and_leak_no_device_memory() {
+    let _gpu = gpu_shared();
     use ndarray::{Ix2, s};
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(32);

@@ -10,16 +10,15 @@
 //! that happens late copies the fresh allocation's values.
 //!
 //! Marked `#[ignore]`: the GPU runner passes `--include-ignored --test-threads=1` with
-//! `DEVSPAN_REQUIRE_GPU=1`. The tests also take a lock of their own, so that they never run
-//! concurrently even without `--test-threads=1` (device free-memory readings and the pool's
-//! block reuse depend on it). Sizes and durations are constants below; lower them under
+//! `DEVSPAN_REQUIRE_GPU=1`. The tests also take the binary's GPU lock exclusively
+//! (`common::gpu_exclusive`), so that no other GPU test of the binary runs beside them even
+//! without `--test-threads=1` (device free-memory readings and the pool's block reuse depend
+//! on it). Sizes and durations are constants below; lower them under
 //! compute-sanitizer.
-
-mod common;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
@@ -30,7 +29,7 @@ use devspan::{
 };
 use ndarray::{Array2, ArrayView1, Axis, Ix1, Ix2, s};
 
-use common::{busy, watchdog};
+use crate::common::{busy, watchdog};
 
 /// Elements (f32) of the memory freed under queued work in the two-stream tests: large, so that
 /// the stream-ordered pool hands the freed block to the next allocation of that size.
@@ -57,11 +56,9 @@ const WRITTEN: f32 = 7.0;
 /// What a fresh allocation of the released memory is overwritten with.
 const REUSED: f32 = -1.5;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Serialises the tests of this file (a failed test poisons nothing that matters).
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+/// Keeps every other GPU test of this binary out while a test of this file runs.
+fn serial() -> RwLockWriteGuard<'static, ()> {
+    crate::common::gpu_exclusive()
 }
 
 /// `n` distinctive nonzero values, exactly representable, varying with the index.
@@ -1402,9 +1399,14 @@ fn in_child_process(name: &str, body: impl FnOnce()) {
         body();
         return;
     }
+    // The test's name as the harness knows it: its module path inside this test crate.
+    let test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    };
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            name,
+            test.as_str(),
             "--exact",
             "--include-ignored",
             "--test-threads=1",

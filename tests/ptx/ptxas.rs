@@ -1,11 +1,18 @@
-//! Assembles every embedded PTX module with NVIDIA's `ptxas` and fails on any
-//! error; for sm_80 and sm_90 also on any register spill or stack frame
-//! (sm_52, the modules' `.target`, is assembled for compatibility only, and only by a `ptxas`
-//! that still knows it: CUDA 13's dropped it).
+//! Assembles the embedded PTX modules with NVIDIA's `ptxas` and fails on any error; for sm_80
+//! and sm_90 also on any register spill or stack frame (sm_52, the modules' `.target`, is
+//! assembled for compatibility only, and only by a `ptxas` that still knows it: CUDA 13's
+//! dropped it).
 //!
-//! `ptxas` is taken from `DEVSPAN_PTXAS` (a path), else from `PATH`; without
-//! it the test is skipped, unless `DEVSPAN_REQUIRE_PTXAS` is set.
+//! The sample assembles one module of every copy and fill kernel family, the element sizes
+//! rotating through the families so that each size is present, and one cast pair per element
+//! type, spread over the cast families so that every type is once a source and once a
+//! destination and every cast family is present (see `sample`); the full check assembles every
+//! module.
+//!
+//! `ptxas` is taken from `DEVSPAN_PTXAS` (a path), else from `PATH`; without it the checks are
+//! reported as ignored, and fail when `DEVSPAN_REQUIRE_PTXAS` is set.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,6 +20,31 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
+
+use crate::{Availability, Check, Out};
+
+pub fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            name: "ptxas::sample_of_modules_assembles",
+            full: false,
+            available,
+            require_var: "DEVSPAN_REQUIRE_PTXAS",
+            run: |out| run(out, true),
+        },
+        Check {
+            name: "ptxas::every_module_assembles",
+            full: true,
+            available,
+            require_var: "DEVSPAN_REQUIRE_PTXAS",
+            run: |out| run(out, false),
+        },
+    ]
+}
+
+fn available() -> Availability {
+    find_ptxas().map(|_| ())
+}
 
 const ARCHS: [&str; 3] = ["sm_52", "sm_80", "sm_90"];
 
@@ -33,7 +65,9 @@ fn find_ptxas() -> Result<PathBuf, String> {
     env::split_paths(&path)
         .map(|d| d.join(exe))
         .find(|p| p.is_file())
-        .ok_or_else(|| "ptxas is neither in DEVSPAN_PTXAS nor on PATH".to_string())
+        .ok_or_else(|| {
+            "ptxas not found: set DEVSPAN_PTXAS to its path or put it on PATH".to_string()
+        })
 }
 
 /// Per-kernel resource usage parsed from `ptxas -v`.
@@ -137,24 +171,76 @@ fn assemble(ptxas: &Path, dir: &Path, name: &str, arch: &str) -> Result<Vec<Kern
     }
 }
 
-#[test]
-fn ptxas_accepts_every_module() {
-    let ptxas = match find_ptxas() {
-        Ok(p) => p,
-        Err(why) => {
-            if env::var_os("DEVSPAN_REQUIRE_PTXAS").is_some() {
-                panic!("DEVSPAN_REQUIRE_PTXAS is set but {why}");
-            }
-            eprintln!("skipping the ptxas check: {why}");
-            return;
+/// The sample's modules. Modules that are not casts fall into families by their name without
+/// the size's digits (`copy_rows_b4` is `copy_rows_b` at 4 bytes, `copy_permute_w32` is
+/// `copy_permute_w` at 32); the `j`-th family in name order takes its `j mod len`-th size, so
+/// that every family is present and the sizes rotate through them. Casts take one pair per
+/// element type: pair `k` goes from type `k` to type `(5k + 3) mod n` (for the 12 types a
+/// bijection without a fixed point; a fixed point takes the next type), on cast family
+/// `k mod families`.
+fn sample<'a>(modules: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut families: BTreeMap<&str, Vec<(u32, &str)>> = BTreeMap::new();
+    for (name, _) in modules.iter().filter(|(n, _)| !n.starts_with("cast_")) {
+        let family = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        let size = name[family.len()..].parse().unwrap_or(0);
+        families.entry(family).or_default().push((size, name));
+    }
+    let mut wanted: BTreeSet<String> = families
+        .values_mut()
+        .enumerate()
+        .map(|(j, sizes)| {
+            sizes.sort_unstable();
+            sizes[j % sizes.len()].1.to_string()
+        })
+        .collect();
+
+    let casts: Vec<(&str, &str, &str)> = modules
+        .iter()
+        .filter_map(|(name, _)| {
+            let rest = name.strip_prefix("cast_")?;
+            let mut parts = rest.rsplitn(3, '_');
+            let to = parts.next()?;
+            let from = parts.next()?;
+            Some((parts.next()?, from, to))
+        })
+        .collect();
+    let cast_families: Vec<&str> = casts
+        .iter()
+        .map(|c| c.0)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let types: Vec<&str> = casts
+        .iter()
+        .map(|c| c.1)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let n = types.len();
+    for k in 0..n {
+        let mut d = (5 * k + 3) % n;
+        if d == k {
+            d = (d + 1) % n;
         }
-    };
-    let modules: &[(&str, &str)] = devspan::internals::ptx_modules();
-    assert!(!modules.is_empty());
+        let family = cast_families[k % cast_families.len()];
+        wanted.insert(format!("cast_{family}_{}_{}", types[k], types[d]));
+    }
+    modules
+        .iter()
+        .filter(|(name, _)| wanted.contains(*name))
+        .copied()
+        .collect()
+}
+
+fn run(out: &Out, sampled: bool) -> Result<(), String> {
+    let ptxas = find_ptxas()?;
+    let all: &[(&str, &str)] = devspan::internals::ptx_modules();
+    assert!(!all.is_empty());
+    let modules = if sampled { sample(all) } else { all.to_vec() };
 
     let dir = env::temp_dir().join(format!("devspan-ptxas-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
-    for (name, text) in modules {
+    for (name, text) in &modules {
         fs::write(dir.join(format!("{name}.ptx")), text).unwrap();
     }
 
@@ -165,7 +251,9 @@ fn ptxas_accepts_every_module() {
             let known = knows_arch(&ptxas, &dir, a);
             if !known {
                 assert!(!STRICT_ARCHS.contains(a), "this ptxas does not know {a}");
-                println!("this ptxas does not know {a}: skipping that compatibility check");
+                out.summary(&format!(
+                    "this ptxas does not know {a}: skipping that compatibility check"
+                ));
             }
             known
         })
@@ -205,10 +293,10 @@ fn ptxas_accepts_every_module() {
         match r {
             Ok(kernels) => {
                 for k in kernels {
-                    println!(
+                    out.detail(&format!(
                         "{arch} {name} {}: {} registers, {} bytes smem, {} bytes stack, {}+{} bytes spilled",
                         k.name, k.registers, k.smem, k.stack, k.spill_stores, k.spill_loads
-                    );
+                    ));
                 }
             }
             Err(e) => failures.push(e.clone()),
@@ -223,14 +311,30 @@ fn ptxas_accepts_every_module() {
             .map(|k| k.registers)
             .collect();
         if let (Some(lo), Some(hi)) = (regs.iter().min(), regs.iter().max()) {
-            println!("{arch}: {} kernels, {lo}..={hi} registers", regs.len());
+            out.summary(&format!(
+                "{arch}: {} kernels, {lo}..={hi} registers",
+                regs.len()
+            ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} ptxas runs failed:\n{}",
-        failures.len(),
-        jobs.len(),
-        failures.join("\n")
-    );
+    if sampled {
+        let names: Vec<&str> = modules.iter().map(|m| m.0).collect();
+        out.detail(&format!("sample: {}", names.join(", ")));
+    }
+    out.summary(&format!(
+        "ptxas: {} of {} modules, {} runs",
+        modules.len(),
+        all.len(),
+        jobs.len()
+    ));
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} ptxas runs failed:\n{}",
+            failures.len(),
+            jobs.len(),
+            failures.join("\n")
+        ))
+    }
 }

@@ -3,8 +3,6 @@
 //! operands on either side, against ndarray on fresh random data with the destination
 //! poisoned first. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -16,7 +14,7 @@ use half::{bf16, f16};
 use ndarray::{IxDyn, SliceInfoElem};
 use rand::{SeedableRng, rngs::StdRng};
 
-use common::{assert_same, permutations, random};
+use crate::common::{assert_same, gpu_shared, permutations, random};
 
 fn slice_info(elems: &[SliceInfoElem]) -> ndarray::SliceInfo<Vec<SliceInfoElem>, IxDyn, IxDyn> {
     ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(elems.to_vec()).unwrap()
@@ -128,6 +126,7 @@ fn check_permute_taken(paths: &Paths, what: &str) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_permutation_of_ranks_2_to_6_every_element_size() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(41);
     let mut paths = Paths::new();
@@ -151,6 +150,7 @@ fn every_permutation_of_ranks_2_to_6_every_element_size() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn permutations_fused_with_all_144_casts() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(42);
     let mut paths = Paths::new();
@@ -205,6 +205,7 @@ fn permutations_fused_with_all_144_casts() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sliced_and_negative_stride_sources() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(43);
     let mut paths = Paths::new();
@@ -244,6 +245,7 @@ fn sliced_and_negative_stride_sources() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sliced_and_negative_stride_destinations() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(44);
     let mut paths = Paths::new();
@@ -323,6 +325,7 @@ fn sliced_and_negative_stride_destinations() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bench_like_shapes() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(45);
     let mut paths = Paths::new();
@@ -365,6 +368,7 @@ fn bench_like_shapes() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn packed_and_split_permutations() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(47);
     let mut paths = Paths::new();
@@ -432,6 +436,7 @@ fn packed_and_split_permutations() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn vector_kernel_permutations() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(48);
     let mut paths = Paths::new();
@@ -540,6 +545,7 @@ fn outer_permutations(rank: usize) -> Vec<Vec<usize>> {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn wide_runs() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(48);
     let mut paths = Paths::new();
@@ -613,6 +619,7 @@ fn wide_runs() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn few_blocks_loop_over_whole_and_partial_tiles() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(49);
     let mut paths = Paths::new();
@@ -679,6 +686,7 @@ fn few_blocks_loop_over_whole_and_partial_tiles() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sanitize_subset() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(46);
     let mut paths = Paths::new();

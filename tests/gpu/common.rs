@@ -1,10 +1,11 @@
-//! Helpers shared by the GPU test binaries: random host data, bitwise comparisons that treat
-//! NaNs of one type as equal, axis permutations, a kernel that keeps a stream busy, and a
-//! deadlock watchdog. Each test binary uses a subset.
+//! Helpers shared by the GPU tests (and the bandwidth bench): random host data, bitwise
+//! comparisons that treat NaNs of one type as equal, axis permutations, a kernel that keeps a
+//! stream busy, a deadlock watchdog, and the lock that keeps the lifetime tests alone on the GPU.
+//! Each user takes a subset.
 #![allow(dead_code)]
 
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -91,6 +92,23 @@ pub fn permutations(rank: usize) -> Vec<Vec<usize>> {
             .collect();
     }
     out
+}
+
+/// Every GPU test of this binary holds this lock while it runs: the lifetime tests exclusively,
+/// every other test shared. The lifetime tests read the device's free memory and rely on the
+/// stream-ordered pool handing a freed block to the next allocation, so no other GPU work of the
+/// process may run beside them, with or without `--test-threads=1`.
+static GPU: RwLock<()> = RwLock::new(());
+
+/// Shares the GPU with the other tests that take this guard (not with a lifetime test). A test
+/// that panicked while holding the lock poisons nothing that matters.
+pub fn gpu_shared() -> RwLockReadGuard<'static, ()> {
+    GPU.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Holds the GPU alone: waits until no other test holds the lock, then keeps them all out.
+pub fn gpu_exclusive() -> RwLockWriteGuard<'static, ()> {
+    GPU.write().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A one-thread kernel that spins until `%globaltimer` (nanoseconds) has advanced by its

@@ -3,6 +3,7 @@
 //! checks its values against ndarray. What must stay refused is in the crate's `compile_fail`
 //! doc tests (`src/compile_fail.rs`).
 //!
+//! A module of the `gpu` test binary (`tests/gpu/main.rs`): `cargo test --test gpu ergonomics`.
 //! Marked `#[ignore]` so that machines without a GPU report it as ignored; the GPU runner passes
 //! `--include-ignored` with `DEVSPAN_REQUIRE_GPU=1`.
 

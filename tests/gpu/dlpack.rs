@@ -2,8 +2,6 @@
 //! (versioned and legacy managed tensors), imported again, written through, and released
 //! exactly once. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,7 +13,7 @@ use half::{bf16, f16};
 use ndarray::{Array, ArrayD, IxDyn, s};
 use rand::{SeedableRng, rngs::StdRng};
 
-use common::{bits, random};
+use crate::common::{bits, gpu_shared, random};
 
 /// Device memory whose release is counted.
 struct Counted<T> {
@@ -157,6 +155,7 @@ fn round_trip_and_write<T: DeviceElement>(rng: &mut StdRng, legacy: bool) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn versioned_round_trip_every_dtype() {
+    let _gpu = gpu_shared();
     let mut rng = StdRng::seed_from_u64(0xd1_9ac4);
     round_trip_and_write::<u8>(&mut rng, false);
     round_trip_and_write::<i8>(&mut rng, false);
@@ -175,6 +174,7 @@ fn versioned_round_trip_every_dtype() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn legacy_round_trip() {
+    let _gpu = gpu_shared();
     let mut rng = StdRng::seed_from_u64(0x1e_9ac4);
     round_trip_and_write::<f32>(&mut rng, true);
     round_trip_and_write::<u8>(&mut rng, true);
@@ -185,6 +185,7 @@ fn legacy_round_trip() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn read_only_export_imports_read_only() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(7);
     let host = random::<f32>(&mut rng, &[64, 48]);
@@ -208,6 +209,7 @@ fn read_only_export_imports_read_only() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn exported_array_is_freed_by_the_import() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(11);
     for legacy in [false, true] {

@@ -2,8 +2,6 @@
 //! so that machines without a GPU report them as ignored; the GPU runner passes
 //! `--include-ignored` with `DEVSPAN_REQUIRE_GPU=1`.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -14,7 +12,7 @@ use half::{bf16, f16};
 use ndarray::{Array, ArrayD, IxDyn, s};
 use rand::{SeedableRng, rngs::StdRng};
 
-use common::random;
+use crate::common::{gpu_shared, random};
 
 fn bits_equal<T: DeviceElement>(a: &ArrayD<T>, b: &ArrayD<T>) -> bool {
     a.shape() == b.shape()
@@ -54,6 +52,7 @@ fn round_trip<T: DeviceElement>(rng: &mut StdRng) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn round_trips_every_element_type() {
+    let _gpu = gpu_shared();
     let mut rng = StdRng::seed_from_u64(0xD5);
     round_trip::<u8>(&mut rng);
     round_trip::<i8>(&mut rng);
@@ -74,6 +73,7 @@ fn round_trips_every_element_type() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn buffer_outlives_every_user_handle_to_context_and_stream() {
+    let _gpu = gpu_shared();
     let mut rng = StdRng::seed_from_u64(7);
     let host = random::<f32>(&mut rng, &[256, 256]);
     let dev = {
@@ -113,6 +113,7 @@ impl Drop for CountedSlice {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn custom_owner_freed_once_after_last_view() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let data: Vec<u32> = (0..1000).collect();
     let slice = stream.clone_htod(&data).unwrap();
@@ -146,6 +147,7 @@ fn custom_owner_freed_once_after_last_view() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cudarc_interop_views() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let data: Vec<i16> = (0..120).map(|x| x as i16 - 60).collect();
     let slice = stream.clone_htod(&data).unwrap();
@@ -180,6 +182,7 @@ fn cudarc_interop_views() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn multi_stream_ordering_through_cudarc_events() {
+    let _gpu = gpu_shared();
     let ctx = devspan::context(0).unwrap();
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
@@ -207,6 +210,7 @@ fn multi_stream_ordering_through_cudarc_events() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn borrowed_views_end_their_borrow_at_last_use() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut dev = DeviceArray::<f32, _>::zeros(&stream, (6, 4)).unwrap();
     let mut v = dev.view_mut();
@@ -232,6 +236,7 @@ fn borrowed_views_end_their_borrow_at_last_use() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn host_arguments_of_any_kind() {
+    let _gpu = gpu_shared();
     use devspan::testing::{Tolerance, assert_close};
     let stream = gpu_stream();
     let host = Array::from_shape_fn((5, 7), |(i, j)| (i * 7 + j) as f32 + 0.5);

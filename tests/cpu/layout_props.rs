@@ -3,7 +3,8 @@
 //! element offset), contiguity queries against brute force, and "never panics" properties for
 //! raw parts and bad arguments.
 //!
-//! Every property runs `CASES` (10^4) cases.
+//! Every property runs `CASES` (2,000) random cases, or `LAYOUT_PROPS_CASES` of them (CI runs
+//! 10^4).
 //!
 //! Comparison rules (see `check_same`):
 //! - shapes must be equal;
@@ -27,14 +28,14 @@ use ndarray::{ArrayView, Axis, IxDyn, ShapeBuilder, Slice, SliceInfoElem};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-const CASES: u32 = 10_000;
+const CASES: u32 = 2_000;
 /// Upper bound on the number of elements (product of the nonzero axis lengths) of the layouts
 /// compared element by element.
 const MAX_ELEMS: usize = 4096;
 
 fn config() -> ProptestConfig {
     ProptestConfig {
-        // LAYOUT_PROPS_CASES overrides the count for local debugging only.
+        // LAYOUT_PROPS_CASES sets the count: CI's 10^4, or fewer for local debugging.
         cases: std::env::var("LAYOUT_PROPS_CASES")
             .ok()
             .and_then(|v| v.parse().ok())

@@ -1,8 +1,6 @@
 //! GPU tests of fill, copy and cast against ndarray references on fresh random data, with the
 //! destination poisoned first. Marked `#[ignore]`: run with `--include-ignored` on a GPU machine.
 
-mod common;
-
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
@@ -12,7 +10,7 @@ use half::{bf16, f16};
 use ndarray::{Array, ArrayD, ArrayViewD, IxDyn, SliceInfoElem, s};
 use rand::{SeedableRng, rngs::StdRng};
 
-use common::{assert_same, permutations, random};
+use crate::common::{assert_same, gpu_shared, permutations, random};
 
 /// The slicings the tests apply to a source array of rank 3, as ndarray slice elements.
 fn slicings() -> Vec<(&'static str, Vec<SliceInfoElem>)> {
@@ -190,6 +188,7 @@ macro_rules! for_each_type {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn copy_every_type_every_path() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(1);
     macro_rules! run {
@@ -209,6 +208,7 @@ fn copy_every_type_every_path() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cast_all_144_pairs() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(2);
     macro_rules! inner {
@@ -228,6 +228,7 @@ fn cast_all_144_pairs() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cast_transposed_and_broadcast_sources() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(3);
     copy_cast_cases::<f32, f16>(&stream, &mut rng, &[6, 64, 48], true);
@@ -388,6 +389,7 @@ where
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cast_edge_values_all_pairs() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(4);
     macro_rules! inner {
@@ -514,6 +516,7 @@ fn fill_cases<T: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fill_every_type_every_layout() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(5);
     macro_rules! run {
@@ -527,6 +530,7 @@ fn fill_every_type_every_layout() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn overlapping_operands_are_refused_or_correct() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut a = DeviceArray::<f32, _>::zeros(&stream, (64, 64)).unwrap();
     a.fill_on(&stream, 2.0).unwrap();
@@ -567,6 +571,7 @@ fn overlapping_operands_are_refused_or_correct() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn more_than_2_pow_32_elements() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let n: usize = (1 << 32) + (1 << 29) + 77;
     let mut a = DeviceArray::<u8, _>::zeros(&stream, n).unwrap();
@@ -685,6 +690,7 @@ fn widening_large<From: DeviceElement, To: DeviceElement>(
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn widening_casts_of_many_elements_from_an_unaligned_start() {
+    let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(11);
     let n = (1 << 25) + 12345;
