@@ -1368,13 +1368,12 @@ fn fixed_dim_slice_matches_ndarray() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Minimal failing cases found by the properties above (devspan bugs, reported, not fixed here).
-// They assert the correct behaviour and fail until src/layout is fixed.
+// Minimal cases of the properties above, kept as fixed regression tests.
 // ---------------------------------------------------------------------------------------------
 
-/// Found by `p5_ops_keep_invariants`: on an empty layout, `invert_axis` moves the offset by
-/// `(len - 1) * stride` of a non-empty axis, past the end of the span (invariant 3: an empty
-/// layout needs `offset <= span_len`); with a negative stride the offset wraps around `usize`.
+/// A minimal case of `p5_ops_keep_invariants`: `invert_axis` of an empty layout keeps the offset
+/// within the span (invariant 3: an empty layout needs `offset <= span_len`), for positive and
+/// negative strides of its non-empty axes.
 #[test]
 fn pinned_p5_invert_axis_of_empty_layout_stays_in_span() {
     use ndarray::Ix2;
@@ -1392,8 +1391,8 @@ fn pinned_p5_invert_axis_of_empty_layout_stays_in_span() {
     );
 }
 
-/// Found by `p5_ops_keep_invariants`: `index_axis` on an empty layout adds `index * stride`
-/// to the offset, past the end of the span (or wrapping, with a negative stride).
+/// A minimal case of `p5_ops_keep_invariants`: `index_axis` of an empty layout keeps the offset
+/// within the span, for positive and negative strides.
 #[test]
 fn pinned_p5_index_axis_of_empty_layout_stays_in_span() {
     use ndarray::Ix2;
@@ -1411,9 +1410,9 @@ fn pinned_p5_index_axis_of_empty_layout_stays_in_span() {
     );
 }
 
-/// Found by `p4_ops_never_panic_on_bad_arguments`: an empty layout accepts any strides
-/// (nothing is reachable), but slicing, indexing and inverting it still multiply index by
-/// stride in plain `isize` arithmetic: "attempt to multiply with overflow" (debug builds).
+/// A minimal case of `p4_ops_never_panic_on_bad_arguments`: an empty layout accepts any strides
+/// (nothing is reachable), and slicing, indexing and inverting it with huge strides neither
+/// overflow nor panic (debug builds check every multiplication).
 #[test]
 fn pinned_p4_ops_on_empty_layout_with_huge_stride_do_not_panic() {
     use ndarray::{Ix2, s};
@@ -1436,11 +1435,9 @@ fn pinned_p4_ops_on_empty_layout_with_huge_stride_do_not_panic() {
     assert!(panics.is_empty(), "{l:?}:\n  {}", panics.join("\n  "));
 }
 
-/// Found by `p4_ops_never_panic_on_bad_arguments`: `reshape` computes `stride * len` of the
-/// first axis of a merged block (and `len * stride` in the contiguity check) in `isize`, which
-/// overflows although the layout is valid (only `stride * (len - 1)` must fit). Debug builds
-/// panic; with overflow checks off the first case returns `Ok` with wrong, negative strides
-/// `[-3074457345618258604, -1537228672809129302]`, which reach negative offsets.
+/// A minimal case of `p4_ops_never_panic_on_bad_arguments`: `reshape` of a valid layout whose
+/// `stride * len` of a merged block's first axis overflows `isize` (only `stride * (len - 1)`
+/// must fit) neither panics nor returns strides that reach negative offsets.
 #[test]
 fn pinned_p4_reshape_with_huge_strides() {
     use ndarray::{Ix1, Ix2};
@@ -1461,9 +1458,9 @@ fn pinned_p4_reshape_with_huge_strides() {
     );
 }
 
-/// Found by `p4_ops_never_panic_on_bad_arguments`: the stride of an axis of length 1 is
-/// unconstrained, but `invert_axis` negates it in plain `isize` arithmetic: "attempt to negate
-/// with overflow" for `isize::MIN` (debug builds). Same for any axis of an empty layout.
+/// A minimal case of `p4_ops_never_panic_on_bad_arguments`: the stride of an axis of length 1 is
+/// unconstrained, and `invert_axis` of a stride of `isize::MIN` (on such an axis, or on any axis
+/// of an empty layout) does not overflow.
 #[test]
 fn pinned_p4_invert_axis_with_stride_isize_min_does_not_panic() {
     use ndarray::{Ix1, Ix2};
