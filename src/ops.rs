@@ -12,7 +12,9 @@ use crate::element::DeviceElement;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::span::{DeviceSpan, DeviceSpanMut};
-use crate::view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, reshape_layout};
+use crate::view::{
+    DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, no_stream, reshape_layout,
+};
 use devspan_kernels::abi::GridOptions;
 
 /// Byte range `[lo, hi)` reached by a view, or `None` when empty.
@@ -389,20 +391,15 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
             Some(s) => s.clone(),
             None => self.own_stream("to_shape")?,
         };
-        // A copy in the order the elements are read: row-major of the array itself, or of its
-        // transpose for column-major (reshaped in reverse, then transposed back).
+        // A copy contiguous in the order the elements are read (column-major: the transpose's
+        // standard copy, transposed back), which reshapes in that order without a copy.
         let copy = match order {
-            Order::ColumnMajor => {
-                let mut rev = dim;
-                rev.slice_mut().reverse();
-                self.t()
-                    .to_contiguous_on(&stream)?
-                    .into_shape_with_order(rev)?
-                    .reversed_axes()
-            }
-            _ => self.to_contiguous_on(&stream)?.into_shape_with_order(dim)?,
+            Order::ColumnMajor => self.t().to_contiguous_on(&stream)?.reversed_axes(),
+            _ => self.to_contiguous_on(&stream)?,
         };
-        Ok(DeviceCowArray::owned(copy))
+        Ok(DeviceCowArray::owned(
+            copy.into_shape_with_order((dim, order))?,
+        ))
     }
 }
 
@@ -449,12 +446,11 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn copy_from<U: DeviceElement>(&mut self, src: &DeviceSpan<'_, U>) -> Result<()> {
-        let stream = self.raw.keep.stream().ok_or_else(|| {
-            Error::invalid(
-                "this span (over foreign or raw memory) has no stream of its own; call \
-                 `copy_from_on` with the stream to use",
-            )
-        })?;
+        let stream = self
+            .raw
+            .keep
+            .stream()
+            .ok_or_else(|| no_stream("span", "copy_from"))?;
         self.copy_from_on(&stream, src)
     }
 

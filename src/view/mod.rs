@@ -491,12 +491,7 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
 
     /// [`stream`](Self::stream), or an error naming the `_on` form to use instead.
     pub(crate) fn own_stream(&self, op: &str) -> Result<Arc<CudaStream>> {
-        self.stream().ok_or_else(|| {
-            Error::invalid(format!(
-                "this view (over foreign or raw memory) has no stream of its own; call \
-                 `{op}_on` with the stream to use"
-            ))
-        })
+        self.stream().ok_or_else(|| no_stream("view", op))
     }
 }
 
@@ -787,6 +782,14 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
         let l = reshape_layout(&self.layout, shape, std::mem::size_of::<S::Elem>())?;
         Ok(self.with_layout(l))
     }
+}
+
+/// The error of a plain method `op` on memory with no stream of its own (`what`: view, span).
+pub(crate) fn no_stream(what: &str, op: &str) -> Error {
+    Error::invalid(format!(
+        "this {what} (over foreign or raw memory) has no stream of its own; call `{op}_on` with \
+         the stream to use"
+    ))
 }
 
 /// `layout` reshaped without a copy, reading elements in the order `shape` asks for.
