@@ -11,6 +11,18 @@ use devspan_kernels::abi::{RowArgs, contig_group_elems, row_grid, row_head};
 
 const POISON: u8 = 0xA5;
 
+/// Set to `1` (CI does), the exhaustive tests below run every case through the interpreter;
+/// otherwise every case is planned and its path counted, and one in [`SAMPLE`] is interpreted.
+const FULL_VAR: &str = "DEVSPAN_FULL_PLAN_CHECKS";
+const SAMPLE: usize = 7;
+
+/// Whether the `k`-th case of an exhaustive test is run through the interpreter. The sample's
+/// stride is prime to the loops' inner counts, so it rotates through variants and types.
+fn interpret(k: usize) -> bool {
+    static FULL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FULL.get_or_init(|| std::env::var(FULL_VAR).is_ok_and(|v| v == "1")) || k % SAMPLE == 0
+}
+
 /// One operand's construction: a contiguous base, permuted, then sliced with steps.
 #[derive(Clone, Debug)]
 struct OperandSpec {
@@ -410,7 +422,11 @@ fn permute_case_strategy() -> impl Strategy<Value = Case> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    // 400 cases with the full checks, 100 otherwise.
+    #![proptest_config(ProptestConfig {
+        cases: if std::env::var(FULL_VAR).is_ok_and(|v| v == "1") { 400 } else { 100 },
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn permutations_match_reference(c in permute_case_strategy()) {
@@ -1245,8 +1261,9 @@ fn permute_tiles_follow_the_fill() {
 /// Copies of 1- and 2-byte elements whose fastest axes hold whole words take the packed
 /// permute kernels (64- and 128-slot tiles), and two-axis permutations with one short axis
 /// split the long one so that tiles are full; every permutation (sources contiguous, sliced
-/// with even and odd offsets or steps, reversed) through the planner and the interpreter,
-/// which checks each word's alignment and grouping.
+/// with even and odd offsets or steps, reversed) through the planner and the interpreter
+/// (sampled unless `DEVSPAN_FULL_PLAN_CHECKS=1`), which checks each word's alignment and
+/// grouping.
 #[test]
 fn packed_and_split_permutations_match_reference() {
     let shapes: &[&[usize]] = &[
@@ -1261,7 +1278,7 @@ fn packed_and_split_permutations_match_reference() {
         &[4, 32, 8, 36],
         &[3, 128, 136],
     ];
-    let (mut packed, mut packed128, mut split, mut total) = (0, 0, 0, 0);
+    let (mut packed, mut packed128, mut split, mut total, mut k) = (0, 0, 0, 0, 0);
     for (n, shape) in shapes.iter().enumerate() {
         let r = shape.len();
         let perms = permutations(r);
@@ -1313,9 +1330,12 @@ fn packed_and_split_permutations_match_reference() {
                         packed128 += usize::from(args.pack != 0 && args.tile == 128);
                         split += usize::from(r == 2 && args.chunk[1] * args.chunk[3] > 1);
                     }
-                    check_copy(&c).unwrap_or_else(|e| {
-                        panic!("{shape:?} perm {p:?} variant {variant} {from:?}: {e}")
-                    });
+                    k += 1;
+                    if interpret(k) {
+                        check_copy(&c).unwrap_or_else(|e| {
+                            panic!("{shape:?} perm {p:?} variant {variant} {from:?}: {e}")
+                        });
+                    }
                 }
             }
         }
@@ -1333,12 +1353,12 @@ fn packed_and_split_permutations_match_reference() {
 /// 1-byte copies whose fastest axes hold whole 16-byte vectors take the vector kernel: every
 /// permutation (sources contiguous, reversed on one axis, padded by 16 and started 16 bytes
 /// in, or padded by 4 and started 4 bytes in, where vectors no longer line up) through the
-/// planner and the interpreter, which checks every vector's alignment and that the write phase
-/// reads only what the read phase stored.
+/// planner and the interpreter (sampled unless `DEVSPAN_FULL_PLAN_CHECKS=1`), which checks
+/// every vector's alignment and that the write phase reads only what the read phase stored.
 #[test]
 fn vector_permutations_match_reference() {
     let shapes: &[&[usize]] = &[&[160, 144], &[48, 20, 144], &[16, 24, 16, 32]];
-    let (mut vec, mut total) = ([0; 4], 0);
+    let (mut vec, mut total, mut k) = ([0; 4], 0, 0);
     for (n, shape) in shapes.iter().enumerate() {
         let r = shape.len();
         let perms = permutations(r);
@@ -1380,8 +1400,11 @@ fn vector_permutations_match_reference() {
                         "{shape:?} perm {p:?}: misaligned vectors in the vector kernel"
                     );
                 }
-                check_copy(&c)
-                    .unwrap_or_else(|e| panic!("{shape:?} perm {p:?} variant {variant}: {e}"));
+                k += 1;
+                if interpret(k) {
+                    check_copy(&c)
+                        .unwrap_or_else(|e| panic!("{shape:?} perm {p:?} variant {variant}: {e}"));
+                }
             }
         }
     }
@@ -1428,7 +1451,8 @@ fn huge_permutations_keep_64_bit_origins() {
 
 /// Copies whose innermost axis is a contiguous run of 16, 32 or 64 bytes on both sides, and
 /// whose other axes are permuted (sliced, reversed or broadcast), take the wide kernels when
-/// every run is 16-byte aligned, and match the reference on every path.
+/// every run is 16-byte aligned, and match the reference on every path (every case is planned;
+/// the interpreter runs a sample of them unless `DEVSPAN_FULL_PLAN_CHECKS=1`).
 #[test]
 fn wide_permutations_match_reference() {
     use DType::*;
@@ -1447,7 +1471,7 @@ fn wide_permutations_match_reference() {
         (F64, 1),
     ];
     let mut wide = [0usize; 5];
-    let (mut total, mut broadcast) = (0, 0);
+    let (mut total, mut broadcast, mut k) = (0, 0, 0);
     for (from, run) in runs {
         for (n, outer) in outers.iter().enumerate() {
             let mut shape = outer.to_vec();
@@ -1510,9 +1534,12 @@ fn wide_permutations_match_reference() {
                         broadcast += usize::from(variant == 5);
                     }
                     total += 1;
-                    check_copy(&c).unwrap_or_else(|e| {
-                        panic!("{shape:?} perm {p:?} variant {variant} {from:?}: {e}")
-                    });
+                    k += 1;
+                    if interpret(k) {
+                        check_copy(&c).unwrap_or_else(|e| {
+                            panic!("{shape:?} perm {p:?} variant {variant} {from:?}: {e}")
+                        });
+                    }
                 }
             }
         }
