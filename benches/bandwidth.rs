@@ -14,7 +14,7 @@
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
 
 mod common;
-#[path = "../tests/gpu/common.rs"]
+#[path = "../tests/common/gpu.rs"]
 mod test_common;
 
 use std::collections::BTreeMap;
