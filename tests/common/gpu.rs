@@ -197,3 +197,29 @@ pub fn watchdog(what: &str, limit: Duration, f: impl FnOnce() + Send + 'static) 
         }
     }
 }
+
+/// The compute-sanitizer tool the tests run under: `DEVSPAN_SANITIZER`, which
+/// `tools/sanitize` sets for each tool it runs the tests under.
+pub fn sanitizer() -> Option<String> {
+    std::env::var("DEVSPAN_SANITIZER")
+        .ok()
+        .filter(|t| !t.is_empty())
+}
+
+/// `full`, or `small` under a sanitizer (which slows every device access many times over);
+/// both sizes take the same paths.
+pub fn scaled(full: usize, small: usize) -> usize {
+    if sanitizer().is_some() { small } else { full }
+}
+
+/// Whether a check that a sanitizer invalidates runs; prints why it does not. Checks of free
+/// device memory are such: the tools allocate device memory of their own while the test runs.
+pub fn unless_sanitized(what: &str) -> bool {
+    match sanitizer() {
+        Some(tool) => {
+            eprintln!("{what}: skipped under compute-sanitizer {tool}");
+            false
+        }
+        None => true,
+    }
+}

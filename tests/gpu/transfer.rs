@@ -529,7 +529,7 @@ fn forgotten_gathering_downloads_leak_no_device_memory_and_write_nothing() {
     }
     let after = device_memory_used(&stream);
     assert!(
-        after <= before + SLACK,
+        !crate::common::unless_sanitized("free device memory check") || after <= before + SLACK,
         "device memory in use grew from {before} to {after} bytes over 200 forgotten downloads"
     );
     assert!(
@@ -630,7 +630,7 @@ fn forgotten_uploads_complete_and_leak_no_device_memory() {
     }
     let after = device_memory_used(&stream);
     assert!(
-        after <= before + SLACK,
+        !crate::common::unless_sanitized("free device memory check") || after <= before + SLACK,
         "device memory in use grew from {before} to {after} bytes over 200 forgotten uploads"
     );
     // The last two uploads: all of `a.t()`, then `b` over every other row.
