@@ -42,7 +42,7 @@ const ORDER_ELEMS: usize = 4 << 20;
 const BUSY_MS: u64 = 300;
 /// Bytes allocated (and released from a foreign thread) by the foreign-thread tests.
 const FOREIGN_BYTES: usize = 1 << 30;
-/// Iterations of each thread of the opposite-direction test.
+/// Iterations of each thread of the opposite-direction test (a tenth under a sanitizer).
 const ITERS: usize = 2000;
 /// Row length of the arrays of the opposite-direction test.
 const ROW: usize = 4096;
@@ -1140,14 +1140,14 @@ fn opposite_directions(base: Base) {
                     let ((p1, q1), (q2, p2)) = std::thread::scope(|sc| {
                         let t1 = sc.spawn(|| {
                             let mut p1 = p1;
-                            for _ in 0..ITERS {
+                            for _ in 0..crate::common::scaled(ITERS, ITERS / 10) {
                                 p1.assign_on(&sa, &q1.view()).unwrap();
                             }
                             (p1, q1)
                         });
                         let t2 = sc.spawn(|| {
                             let mut q2 = q2;
-                            for _ in 0..ITERS {
+                            for _ in 0..crate::common::scaled(ITERS, ITERS / 10) {
                                 q2.assign_on(&sb, &p2.view()).unwrap();
                             }
                             (q2, p2)
