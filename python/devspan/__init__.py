@@ -1,12 +1,17 @@
-"""devspan: strided views over CUDA tensors of any DLPack framework (PyTorch, CuPy, JAX, ...),
-with fill, copy, cast and to_contiguous kernels that run on the caller's stream.
+"""devspan: strided views over CUDA tensors of any DLPack or CUDA Array Interface framework
+(PyTorch, CuPy, JAX, Numba, ...), with fill, copy, cast and to_contiguous kernels that run on
+the caller's stream.
 
     import torch, devspan
-    s = torch.cuda.current_stream().cuda_stream
     t = torch.randn(64, 48, device="cuda")
-    v = devspan.from_dlpack(t[::2, 5:].T, stream=s)  # a view; keeps t's memory alive
-    h = torch.from_dlpack(devspan.cast(v, "bf16", stream=s))
-    devspan.fill(v, 0.5, stream=s)                    # writes land in t
+    v = devspan.from_dlpack(t[::2, 5:].T)  # a view; keeps t's memory alive
+    h = torch.from_dlpack(devspan.cast(v, "bf16"))
+    devspan.fill(v, 0.5)                    # writes land in t
+
+With no stream argument a call runs on the current stream of the framework that made its
+tensors (torch.cuda.current_stream(), cupy.cuda.get_current_stream()), else on the legacy
+default stream; stream=... names one (a torch.cuda.Stream's cuda_stream, a cupy.cuda.Stream's
+ptr, 1 for the legacy and 2 for the per-thread default stream).
 
 Errors devspan reports are instances of a subclass of devspan.Error, one per kind of error.
 """
@@ -32,6 +37,7 @@ from ._devspan import (
     cast,
     copy,
     fill,
+    from_cuda_array_interface,
     from_dlpack,
     to_contiguous,
 )
@@ -57,6 +63,7 @@ __all__ = [
     "cast",
     "copy",
     "fill",
+    "from_cuda_array_interface",
     "from_dlpack",
     "to_contiguous",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "InvalidArgumentError",
     "DTYPES",
     "from_dlpack",
+    "from_cuda_array_interface",
     "fill",
     "copy",
     "cast",
@@ -38,9 +39,13 @@ DTYPES: list[str]
 class _SupportsDLPack(Protocol):
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
 
-_TensorLike: TypeAlias = Tensor | _SupportsDLPack | CapsuleType
-"""A devspan.Tensor, an object with __dlpack__ (torch.Tensor, cupy.ndarray, ...) or a
-DLPack capsule."""
+class _SupportsCudaArrayInterface(Protocol):
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]: ...
+
+_TensorLike: TypeAlias = Tensor | _SupportsDLPack | _SupportsCudaArrayInterface | CapsuleType
+"""A devspan.Tensor, an object with __dlpack__ (torch.Tensor, cupy.ndarray, ...) or
+__cuda_array_interface__ (a Numba device array, ...), or a DLPack capsule."""
 
 _Scalar: TypeAlias = SupportsIndex | SupportsFloat
 
@@ -66,6 +71,10 @@ class Tensor:
     @property
     def data_ptr(self) -> int:
         """Device address of the element at index zero."""
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The tensor as a CUDA Array Interface (version 3) dict; its stream is one that
+        devspan keeps for the tensor's consumers. AttributeError for bf16 tensors."""
     def __dlpack_device__(self) -> tuple[int, int]: ...
     def __dlpack__(
         self,
@@ -77,10 +86,19 @@ class Tensor:
     ) -> CapsuleType: ...
 
 def from_dlpack(obj: _TensorLike, stream: int | None = None) -> Tensor:
-    """A view over the tensor of any DLPack producer, without copying."""
+    """A view over the tensor of any DLPack or CUDA Array Interface producer, without copying.
+    With no stream, the producer's work is ordered before the current stream of the framework
+    that made obj (PyTorch, CuPy), else before the legacy default stream."""
+
+def from_cuda_array_interface(
+    obj: Tensor | _SupportsCudaArrayInterface, stream: int | None = None
+) -> Tensor:
+    """A view over the memory that obj.__cuda_array_interface__ describes, without copying;
+    it keeps obj alive and follows the interface's stream."""
 
 def fill(dst: _TensorLike, value: _Scalar, stream: int | None = None) -> None:
-    """Sets every element of dst to value, on stream."""
+    """Sets every element of dst to value, on stream (None: the current stream of the
+    framework that made dst, else the legacy default stream)."""
 
 def copy(dst: _TensorLike, src: _TensorLike, stream: int | None = None) -> None:
     """Copies src into dst on stream, converting the element type and broadcasting src."""

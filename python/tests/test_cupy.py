@@ -170,3 +170,136 @@ def test_torch_and_cupy_share_through_devspan(stream):
     cp.cuda.get_current_stream().synchronize()
     assert t[1].tolist() == [-1.0] * 3
     assert t[0].tolist() == [0.0, 2.0, 4.0]
+
+
+def busy(stream, n=8192, rounds=4):
+    """Queues tens of milliseconds of matrix products on `stream`, so that work on other
+    streams that is not ordered after it runs first."""
+    with stream:
+        a = cp.ones((n, n), dtype=cp.float32)
+        for _ in range(rounds):
+            a = a @ a
+            a *= 1.0 / n
+    return a
+
+
+class OnlyInterface:
+    """Exports an array through __cuda_array_interface__ alone (as Numba's device arrays do)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.a.__cuda_array_interface__
+
+
+def test_calls_without_a_stream_follow_cupys_current_stream():
+    """Work queued on a non-blocking stream, then devspan's calls with no stream, then CuPy's
+    next work on that stream: nothing synchronises, and the values are right only if devspan's
+    calls run on that stream, in order (`float()` waits for that stream alone)."""
+    s = cp.cuda.Stream(non_blocking=True)
+    n = 1 << 24
+    with s:
+        x = cp.zeros(n, dtype=cp.float32)
+        v = devspan.from_dlpack(x[1::2])  # a devspan tensor of CuPy's
+        busy(s)
+        x += 1
+        devspan.fill(v, 7.0)  # on s, after the addition
+        h = devspan.cast(v, "f64")  # a devspan result, which follows CuPy as well
+        got = (float(x.astype(cp.float64).sum()), float(cp.from_dlpack(h).sum()))
+        # A CuPy array imported for the call (devspan waits for such a call's work).
+        devspan.fill(x[::2], 5.0)
+        total = float(x.astype(cp.float64).sum())
+    assert got == (8.0 * (n // 2), 7.0 * (n // 2))
+    assert total == 12.0 * (n // 2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_cuda_array_interface_round_trip(name, layout):
+    """Both ways, negative strides included (the interface counts strides in bytes)."""
+    x = random(DTYPES[name], (6, 9, 10))
+    src = layouts(x)[layout]
+    v = devspan.from_cuda_array_interface(src)
+    assert devspan.from_cuda_array_interface(v) is v
+    item = src.itemsize
+    assert v.dtype == name and v.shape == src.shape and not v.readonly
+    if src.size > 1:
+        assert tuple(s * item for s in v.strides) == src.strides
+        assert v.data_ptr == src.data.ptr
+    cai = v.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["typestr"] == src.dtype.str and cai["shape"] == src.shape
+    assert cai["descr"] == [("", src.dtype.str)] and cai["data"][1] is False
+    assert isinstance(cai["stream"], int) and cai["stream"] > 2
+    back = cp.asarray(v)  # reads v's interface, and synchronises on its stream
+    same(back, src)
+    if src.size > 1:
+        assert back.data.ptr == src.data.ptr and back.strides == src.strides
+        assert (cai["strides"] is None) == src.flags.c_contiguous
+    # Through from_dlpack, from an object with the interface alone.
+    same(cp.from_dlpack(devspan.to_contiguous(devspan.from_dlpack(OnlyInterface(src)))), cp.ascontiguousarray(src))
+
+
+def test_interface_producer_is_kept_alive():
+    x = cp.random.standard_normal((512, 300), dtype=cp.float32)
+    expect = x[1::2, ::3].copy()
+    v = devspan.from_dlpack(OnlyInterface(x[1::2, ::3]))
+    del x
+    gc.collect()
+    cp.get_default_memory_pool().free_all_blocks()
+    junk = [cp.full((512, 300), -7.0, dtype=cp.float32) for _ in range(8)]
+    same(cp.from_dlpack(devspan.to_contiguous(v)), expect)
+    devspan.fill(v, 4.0)
+    same(cp.asarray(v), cp.full(expect.shape, 4.0, dtype=cp.float32))
+    for j in junk:
+        assert bool((j == -7.0).all())
+
+
+def test_interface_stream_orders_devspan_and_the_producer():
+    """An imported interface names the producer's stream `s`; devspan works on `other`. devspan
+    waits for the work queued on `s`, and `s` waits for devspan's later work on the view."""
+    s, other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    n = 1 << 24
+    with s:
+        x = cp.zeros(n, dtype=cp.float32)
+        busy(s)
+        x += 2
+        # CuPy's interface names its current stream, s.
+        assert x.__cuda_array_interface__["stream"] == s.ptr
+        v = devspan.from_cuda_array_interface(x, stream=other.ptr)
+        h = devspan.to_contiguous(v, stream=other.ptr)
+    with other:
+        first = float(cp.from_dlpack(h).sum())
+    assert first == 2.0 * n
+    busy(other)
+    devspan.fill(v, 9.0, stream=other.ptr)
+    with s:
+        second = float(x.sum())
+    assert second == 9.0 * n
+
+
+def test_interface_consumers_are_ordered_with_devspan():
+    """v's interface names a stream that waits for devspan's work. A consumer that synchronises
+    on it (CuPy) sees devspan's writes; one that queues its work there (as Numba does) is
+    ordered before devspan's later work and after it."""
+    s, other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    n = 1 << 24
+    x = cp.zeros(n, dtype=cp.float32)
+    v = devspan.from_dlpack(x)
+    busy(s)
+    devspan.fill(v, 4.0, stream=s.ptr)
+    y = cp.asarray(v)  # CuPy synchronises on the interface's stream
+    with other:
+        assert float(y.sum()) == 4.0 * n
+    ext = cp.cuda.ExternalStream(v.__cuda_array_interface__["stream"])
+    busy(ext)
+    with ext:
+        y.fill(6.0)  # queued on the interface's stream
+    h = devspan.to_contiguous(v, stream=other.ptr)  # waits for the work queued there
+    with other:
+        assert float(cp.from_dlpack(h).sum()) == 6.0 * n
+    busy(other)
+    devspan.fill(v, 8.0, stream=other.ptr)  # the interface's stream waits for it
+    with ext:
+        assert float(y.sum()) == 8.0 * n

@@ -1,7 +1,12 @@
 """Host-side tests of the devspan extension: they need no GPU and run in CI."""
 
 import gc
+import pathlib
 import re
+import subprocess
+import sys
+import textwrap
+import types
 
 import pytest
 
@@ -18,7 +23,7 @@ KINDS = [
 
 def test_module_surface():
     assert devspan.DTYPES == ["u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f16", "bf16", "f32", "f64"]
-    for f in ("from_dlpack", "fill", "copy", "cast", "to_contiguous"):
+    for f in ("from_dlpack", "from_cuda_array_interface", "fill", "copy", "cast", "to_contiguous"):
         assert callable(getattr(devspan, f))
     with pytest.raises(TypeError):
         devspan.Tensor()
@@ -185,3 +190,125 @@ def test_cuda_tensors_without_a_device_or_with_one(versioned):
         # copy(dst, src) imports dst first: src is never taken and stays its producer's.
         assert other.deleted == 0, name
         assert capsule_name(second) == (b"dltensor_versioned" if versioned else b"dltensor"), name
+
+
+class Refused(Exception):
+    """Raised by Producer.__dlpack__ once it has recorded the stream it was asked for."""
+
+
+class Producer:
+    """A DLPack producer of CUDA device `device` that records each stream it is asked to order
+    its work before, and then refuses to export."""
+
+    def __init__(self, device=0):
+        self.device = device
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (KDLCUDA, self.device)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        self.streams.append(stream)
+        raise Refused()
+
+
+# Stand-ins for the tensor classes of PyTorch and CuPy: devspan knows a framework by the module
+# of an object's class (or of a base class).
+TorchTensor = type("Tensor", (Producer,), {"__module__": "torch"})
+CupyArray = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+
+
+class TorchSubclass(TorchTensor):
+    pass
+
+
+@pytest.fixture
+def frameworks(monkeypatch):
+    """Fake `torch` and `cupy` modules whose current stream on device d is `streams[d]`;
+    `queried` lists the (framework, device) pairs asked for."""
+    state = types.SimpleNamespace(torch={0: 0, 1: 0x7000}, cupy={0: 0x9000, 1: 2}, queried=[])
+
+    def torch_current_stream(device=None):
+        state.queried.append(("torch", device))
+        return types.SimpleNamespace(cuda_stream=state.torch[device])
+
+    def cupy_current_stream(device_id=-1):
+        state.queried.append(("cupy", device_id))
+        return types.SimpleNamespace(ptr=state.cupy[device_id])
+
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(current_stream=torch_current_stream)
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(get_current_stream=cupy_current_stream)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return state
+
+
+def test_calls_without_a_stream_use_the_frameworks_current_stream(frameworks):
+    """The stream a call runs on is the one it asks the producer to order its work before."""
+    for make, device, expect in [
+        (TorchTensor, 1, 0x7000),
+        (TorchTensor, 0, 1),  # PyTorch's default stream (0) is the legacy default stream
+        (TorchSubclass, 1, 0x7000),
+        (CupyArray, 0, 0x9000),
+        (CupyArray, 1, 2),
+        (Producer, 1, 1),  # no framework: the legacy default stream
+    ]:
+        for call in (devspan.from_dlpack, lambda x: devspan.fill(x, 1), lambda x: devspan.cast(x, "f16"),
+                     devspan.to_contiguous):
+            p = make(device)
+            with pytest.raises(Refused):
+                call(p)
+            assert p.streams == [expect], (make, device)
+    assert ("torch", 1) in frameworks.queried and ("cupy", 1) in frameworks.queried
+
+
+def test_explicit_streams_win(frameworks):
+    for s in (1, 2, 0x5000):
+        p = TorchTensor(1)
+        with pytest.raises(Refused):
+            devspan.from_dlpack(p, stream=s)
+        assert p.streams == [s]
+    assert frameworks.queried == []
+
+
+def test_copy_runs_on_the_first_argument_that_asks_for_a_stream(frameworks):
+    dst, src = Producer(0), CupyArray(0)
+    with pytest.raises(Refused):
+        devspan.copy(dst, src)
+    assert dst.streams == [0x9000] and src.streams == []  # dst is imported first
+    dst, src = TorchTensor(1), CupyArray(1)
+    with pytest.raises(Refused):
+        devspan.copy(dst, src)
+    assert dst.streams == [0x7000]
+
+
+NO_IMPORT_SCRIPT = """
+import sys
+sys.path.insert(0, {path!r})
+import numpy as np
+import devspan
+
+
+class Cai:
+    __cuda_array_interface__ = {{"shape": (2,), "typestr": "<f4", "data": (4096, False), "version": 3}}
+
+
+a = np.zeros(3, dtype=np.float32)
+for obj in (a, a.__dlpack__(), Cai(), object()):
+    for call in (devspan.from_dlpack, lambda x: devspan.fill(x, 1), devspan.to_contiguous):
+        try:
+            call(obj)
+        except Exception:
+            pass
+print(sorted(m for m in ("torch", "cupy") if m in sys.modules))
+"""
+
+
+def test_no_framework_is_imported_for_other_objects():
+    path = str(pathlib.Path(devspan.__file__).resolve().parents[1])
+    script = textwrap.dedent(NO_IMPORT_SCRIPT).format(path=path)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -351,3 +351,73 @@ def test_producer_memory_is_released_after_queued_work():
         assert int((u != 0).sum().item()) == 0
         del u
     print(f"block reused in {reused} of 3 rounds")
+
+
+def test_calls_without_a_stream_follow_torchs_current_stream():
+    """Work queued on a side stream, then devspan's calls with no stream, then PyTorch's next
+    work on that stream: nothing synchronises, and the values are right only if devspan's calls
+    run on the side stream, in order (`.item()` waits for that stream alone)."""
+    s = torch.cuda.Stream()
+    n = 1 << 24
+    with torch.cuda.stream(s):
+        x = torch.zeros(n, device="cuda")
+        v = devspan.from_dlpack(x[1::2])  # a devspan tensor of PyTorch's
+        torch.cuda._sleep(200_000_000)  # holds s back, so work on any other stream runs first
+        x.fill_(1.0)
+        devspan.fill(v, 7.0)  # on s, after fill_
+        h = devspan.cast(v, "f64")  # a devspan result, which follows PyTorch as well
+        got = (x.double().sum().item(), torch.from_dlpack(h).sum().item())
+        # A torch tensor imported for the call (devspan waits for such a call's work).
+        devspan.fill(x[::2], 5.0)
+        total = x.double().sum().item()
+    assert got == (8.0 * (n // 2), 7.0 * (n // 2))
+    assert total == 12.0 * (n // 2)
+
+
+def test_devspan_tensors_follow_torchs_current_stream_where_they_are_used():
+    s = torch.cuda.Stream()
+    n = 1 << 24
+    x = torch.zeros(n, device="cuda")
+    v = devspan.from_dlpack(x)  # on PyTorch's default stream
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)
+        x.fill_(2.0)
+        devspan.fill(v, 6.0)  # on s, after fill_
+        got = x.double().sum().item()
+    assert got == 6.0 * n
+
+
+def test_torch_consumers_wait_for_devspans_work():
+    """devspan writes on a busy side stream; PyTorch takes the results on another side stream
+    through torch.from_dlpack, which passes that stream to __dlpack__."""
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    n = 1 << 24
+    x = torch.zeros(n, device="cuda")
+    v = devspan.from_dlpack(x)
+    with torch.cuda.stream(s1):
+        torch.cuda._sleep(200_000_000)
+        devspan.fill(v, 3.0)  # on s1
+        h = devspan.cast(v, "f64")  # on s1
+    with torch.cuda.stream(s2):
+        t = torch.from_dlpack(v)  # s2 waits for the fill
+        u = torch.from_dlpack(h)  # and for the cast
+        got = (t.double().sum().item(), u.sum().item())
+    assert got == (3.0 * n, 3.0 * n)
+
+
+def test_cuda_array_interface_of_torch_tensors():
+    x = random(torch.float32, (6, 9, 10))
+    src = x[1:, ::2, 3:]
+    v = devspan.from_cuda_array_interface(src)
+    assert v.shape == tuple(src.shape) and v.strides == src.stride() and v.data_ptr == src.data_ptr()
+    same(torch.from_dlpack(devspan.to_contiguous(v)), src.contiguous())
+    cai = v.__cuda_array_interface__
+    assert cai["typestr"] == "<f4" and cai["data"] == (src.data_ptr(), False)
+    assert cai["strides"] == tuple(4 * s for s in src.stride())
+
+
+def test_bf16_tensors_have_no_cuda_array_interface():
+    v = devspan.from_dlpack(torch.zeros(3, dtype=torch.bfloat16, device="cuda"))
+    assert not hasattr(v, "__cuda_array_interface__")
+    with pytest.raises(AttributeError, match="bf16"):
+        v.__cuda_array_interface__

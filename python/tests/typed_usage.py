@@ -1,6 +1,8 @@
 """Uses devspan's public API with the types its stubs give; `mypy --strict` checks this file
 (.ci/run). It is never run: it needs a GPU, and pytest does not collect it."""
 
+from typing import Any
+
 import numpy as np
 from typing_extensions import assert_type
 
@@ -20,6 +22,11 @@ def usage(a: np.ndarray, stream: int) -> None:
     assert_type(v.data_ptr, int)
     assert_type(v.__dlpack_device__(), tuple[int, int])
     devspan.from_dlpack(v.__dlpack__(max_version=(1, 0), stream=stream))
+    assert_type(v.__cuda_array_interface__, dict[str, Any])
+    assert_type(devspan.from_cuda_array_interface(v), devspan.Tensor)
+    devspan.from_cuda_array_interface(v, stream=stream)
+    devspan.from_dlpack(v)
+    devspan.fill(v, 1)
     devspan.fill(v, 0.5, stream=stream)
     devspan.fill(a, 1)
     devspan.fill(v, np.float32(2))
@@ -35,6 +42,19 @@ def usage(a: np.ndarray, stream: int) -> None:
         pass
     except devspan.DevspanError as e:
         assert_type(e, devspan.Error)
+
+
+class Interface:
+    """Exports memory through the CUDA Array Interface alone."""
+
+    def __init__(self, interface: dict[str, Any]) -> None:
+        self.__cuda_array_interface__ = interface
+
+
+def interface_usage(interface: dict[str, Any]) -> None:
+    v = devspan.from_cuda_array_interface(Interface(interface))
+    devspan.copy(v, Interface(interface))
+    devspan.to_contiguous(Interface(interface))
 
 
 def errors() -> list[type[devspan.Error]]:

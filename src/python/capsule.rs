@@ -24,7 +24,7 @@ pub(crate) fn take(capsule: &Bound<'_, PyAny>) -> PyResult<DlpackTensor> {
     // SAFETY: `obj` is a live object (borrowed from `capsule`) and the GIL is held.
     if unsafe { ffi::PyCapsule_CheckExact(obj) } == 0 {
         return Err(PyTypeError::new_err(format!(
-            "expected a DLPack capsule or an object with __dlpack__, got {}",
+            "expected a DLPack capsule or an object with __dlpack__ or __cuda_array_interface__, got {}",
             capsule.get_type().name()?
         )));
     }

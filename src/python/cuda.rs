@@ -37,21 +37,39 @@ fn create_context(device: usize) -> PyResult<Arc<CudaContext>> {
 
 /// The stream that a Python stream value names on `ctx`'s device.
 ///
-/// `None`, `0` and `1` are the legacy default stream, `2` the per-thread default stream, and
-/// anything larger a `CUstream` handle (`torch.cuda.Stream.cuda_stream`, `cupy.cuda.Stream.ptr`),
-/// which must belong to the same context. Negative values, and values that cannot be the
-/// address of a stream (below 4096 or not 8-byte aligned), are refused. Any other value is
-/// trusted to be a live stream: the driver dereferences the handle, so a dangling or made-up
-/// one is undefined behaviour, as it is for the frameworks' own external-stream wrappers.
-pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Arc<CudaStream>> {
-    match handle.unwrap_or(1) {
-        0 | 1 => Ok(ctx.default_stream()),
-        2 => Ok(ctx.per_thread_stream()),
-        h if h > 2 && (h < 4096 || h % 8 != 0) => Err(PyValueError::new_err(format!(
+/// `0` and `1` are the legacy default stream, `2` the per-thread default stream, and anything
+/// larger a `CUstream` handle (`torch.cuda.Stream.cuda_stream`, `cupy.cuda.Stream.ptr`), which
+/// must belong to the same context. Negative values, and values that cannot be the address of
+/// a stream (below 4096 or not 8-byte aligned), are refused (`ValueError`). Any other value is
+/// trusted to be a live stream: the driver dereferences the handle, so a dangling or made-up one
+/// is undefined behaviour, as it is for the frameworks' own external-stream wrappers.
+pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: i64) -> PyResult<Arc<CudaStream>> {
+    stream_of(ctx, handle).map_err(PyValueError::new_err)
+}
+
+/// Whether `handle` can name a stream at all: `0`, `1`, `2`, or a positive 8-byte aligned
+/// value of at least 4096. `Err` holds the reason.
+pub(crate) fn check_stream_value(handle: i64) -> Result<(), String> {
+    match handle {
+        0..=2 => Ok(()),
+        h if h > 2 && (h < 4096 || h % 8 != 0) => Err(format!(
             "stream {h} (0x{h:x}) cannot be a CUstream handle: use None, 1 (legacy default), 2 \
              (per-thread default) or a live stream's handle"
-        ))),
-        h if h > 2 => {
+        )),
+        h if h > 2 => Ok(()),
+        h => Err(format!(
+            "stream {h} is not a CUDA stream: use None, 1 (legacy default), 2 (per-thread default) or a CUstream handle"
+        )),
+    }
+}
+
+/// [`stream`] with the reason for a refusal as a message.
+pub(crate) fn stream_of(ctx: &Arc<CudaContext>, handle: i64) -> Result<Arc<CudaStream>, String> {
+    check_stream_value(handle)?;
+    match handle {
+        0 | 1 => Ok(ctx.default_stream()),
+        2 => Ok(ctx.per_thread_stream()),
+        h => {
             let cu_stream = h as usize as sys::CUstream;
             let mut owner: sys::CUcontext = std::ptr::null_mut();
             // SAFETY: the handle is trusted to be a live `CUstream` (the documented contract of
@@ -59,42 +77,138 @@ pub(crate) fn stream(ctx: &Arc<CudaContext>, handle: Option<i64>) -> PyResult<Ar
             // handle to the valid pointer it is given.
             let r = unsafe { sys::cuStreamGetCtx(cu_stream, &mut owner) };
             if r != sys::CUresult::CUDA_SUCCESS {
-                return Err(PyValueError::new_err(format!(
+                return Err(format!(
                     "stream 0x{h:x} is not a CUDA stream the driver knows ({r:?})"
-                )));
+                ));
             }
             if owner != ctx.cu_ctx() {
-                return Err(PyValueError::new_err(format!(
+                return Err(format!(
                     "stream 0x{h:x} belongs to another CUDA context than the primary context of device {}",
                     ctx.ordinal()
-                )));
+                ));
             }
             // SAFETY: 1. the handle is a live stream (trusted, above) of this context (checked
-            // above); 2. the
-            // wrapper is used only during the call that made it (events recorded on it outlive
-            // it harmlessly); 3. ordering with the stream owner's work is what the caller asked
-            // for by naming the stream.
+            // above); 2. the wrapper is used during the call that made it, or kept in a
+            // [`Link`] only while the object that keeps the stream alive is held (a CUDA Array
+            // Interface producer keeps its exported stream alive as long as itself); events
+            // recorded on it outlive it harmlessly; 3. ordering with the stream owner's work is
+            // what the caller asked for by naming the stream.
             Ok(unsafe { ctx.wrap_borrowed_stream(cu_stream) })
         }
-        h => Err(PyValueError::new_err(format!(
-            "stream {h} is not a CUDA stream: use None, 1 (legacy default), 2 (per-thread default) or a CUstream handle"
-        ))),
     }
 }
 
+/// A new non-blocking stream of `ctx`, owned by the returned [`Link`] (destroyed when the link
+/// is dropped). The caller holds a [`CurrentContext`].
+fn create_stream(ctx: &Arc<CudaContext>) -> PyResult<Link> {
+    crate::device::bind(ctx).map_err(to_py)?;
+    // The stream is created here rather than with `CudaContext::new_stream`, which synchronises
+    // the whole context when it makes its first stream.
+    let raw = cudarc::driver::result::stream::create(
+        cudarc::driver::result::stream::StreamKind::NonBlocking,
+    )
+    .map_err(|e| to_py(e.into()))?;
+    // SAFETY: `raw` is a stream just created in `ctx` (current, bound above); the `Link` made
+    // here is its only holder and destroys it when dropped, after every use of the wrapper.
+    let stream = unsafe { ctx.wrap_borrowed_stream(raw) };
+    Ok(Link {
+        stream,
+        created: true,
+    })
+}
+
+/// The CUDA device whose memory `ptr` addresses (`CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`). A null
+/// pointer (an empty array's) addresses nothing: it gets the device of the thread's current
+/// context, or device 0. `Err(NoDevice)` without a usable driver, `Err(DeviceMismatch)` for an
+/// address the driver does not know as CUDA-accessible memory.
+pub(crate) fn pointer_device(ptr: u64) -> PyResult<usize> {
+    crate::device::device_count().map_err(to_py)?;
+    if ptr == 0 {
+        let mut device: sys::CUdevice = 0;
+        // SAFETY: `cuCtxGetDevice` writes one device ordinal to the valid pointer it is given;
+        // the driver is loaded and initialised (`device_count` succeeded).
+        let r = unsafe { sys::cuCtxGetDevice(&mut device) };
+        let ok = r == sys::CUresult::CUDA_SUCCESS;
+        return Ok(if ok {
+            usize::try_from(device).unwrap_or(0)
+        } else {
+            0
+        });
+    }
+    let mut ordinal: std::ffi::c_int = -1;
+    // SAFETY: the driver is loaded and initialised (`device_count` succeeded); the attribute
+    // `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` writes one `int` to the valid pointer it is given,
+    // and the driver answers with an error for addresses it does not know.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut ordinal as *mut std::ffi::c_int).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(to_py(crate::Error::device_mismatch(format!(
+            "address 0x{ptr:x} is not memory that the CUDA driver knows ({r:?}): a CUDA Array \
+             Interface must describe device-accessible memory"
+        ))));
+    }
+    usize::try_from(ordinal).map_err(|_| {
+        to_py(crate::Error::device_mismatch(format!(
+            "the CUDA driver reports device {ordinal} for address 0x{ptr:x}"
+        )))
+    })
+}
+
 /// Work queued on a tensor's memory by devspan that later work on other streams must wait
-/// for: the last write and the reads since then.
+/// for: the last write and the reads since then; and the streams of other libraries that work
+/// on the memory too ([`Link`]).
 ///
-/// Dropping it drops CUDA events, which makes their context current: callers hold a
-/// [`CurrentContext`] while they do.
+/// Dropping it drops CUDA events and streams, which makes their context current: callers hold
+/// a [`CurrentContext`] while they do.
 #[derive(Default)]
 pub(crate) struct Pending {
     write: Option<CudaEvent>,
     reads: Vec<CudaEvent>,
+    links: Vec<Link>,
+}
+
+/// A stream on which another library works on a tensor's memory, kept in step with devspan:
+/// each devspan operation on the memory first waits for the work queued on the stream so far,
+/// and the stream then waits for the operation.
+///
+/// Two kinds: the stream named by an imported `__cuda_array_interface__` (the producer's, kept
+/// alive by the producer, which the tensor holds), and the stream devspan creates for a
+/// tensor's own `__cuda_array_interface__` (its consumers synchronise on it or queue their work
+/// there; `created`). A created stream is destroyed with the link, and the tensor's memory is
+/// released only after the work queued on it.
+pub(crate) struct Link {
+    stream: Arc<CudaStream>,
+    created: bool,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if !self.created {
+            return;
+        }
+        let _current = CurrentContext::save();
+        if crate::device::bind(self.stream.context()).is_ok() {
+            // SAFETY: the stream was created by `create_stream` and this link is its only
+            // holder; the driver releases its resources once the work queued on it completes.
+            unsafe {
+                let _ = cudarc::driver::result::stream::destroy(self.stream.cu_stream());
+            }
+        }
+    }
+}
+
+fn same(a: &CudaStream, b: &CudaStream) -> bool {
+    a.cu_stream() == b.cu_stream()
 }
 
 impl Pending {
-    /// Makes `stream` wait for the last write (and, before a write, for the reads as well).
+    /// Makes `stream` wait for the last write (and, before a write, for the reads as well), and
+    /// for the work queued so far on every linked stream.
     pub(crate) fn order_before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
         if let Some(w) = &self.write {
             stream.wait(w).map_err(|e| to_py(e.into()))?;
@@ -104,12 +218,16 @@ impl Pending {
                 stream.wait(r).map_err(|e| to_py(e.into()))?;
             }
         }
+        for l in self.links.iter().filter(|l| !same(&l.stream, stream)) {
+            stream.join(&l.stream).map_err(|e| to_py(e.into()))?;
+        }
         Ok(())
     }
 
     /// Records that `stream` has just queued a write.
     pub(crate) fn wrote(&mut self, stream: &CudaStream) -> PyResult<()> {
         let e = stream.record_event(None).map_err(|e| to_py(e.into()))?;
+        self.hold_links(stream, &e)?;
         self.write = Some(e);
         self.reads.clear();
         Ok(())
@@ -119,18 +237,54 @@ impl Pending {
     pub(crate) fn read(&mut self, stream: &CudaStream) -> PyResult<()> {
         self.reads.retain(|r| !r.is_complete());
         let e = stream.record_event(None).map_err(|e| to_py(e.into()))?;
+        self.hold_links(stream, &e)?;
         self.reads.push(e);
         Ok(())
     }
 
-    /// Whether no work is recorded.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.write.is_none() && self.reads.is_empty()
+    /// Whether streams are linked.
+    pub(crate) fn has_links(&self) -> bool {
+        !self.links.is_empty()
     }
 
-    /// Blocks the calling thread until all recorded work is complete. A wait that fails is
-    /// tried once more: cudarc reports an error stored in the context before waiting, and the
-    /// first call clears it.
+    /// Makes every linked stream other than `stream` wait for `done`, recorded on `stream`.
+    pub(crate) fn hold_links(&self, stream: &CudaStream, done: &CudaEvent) -> PyResult<()> {
+        for l in self.links.iter().filter(|l| !same(&l.stream, stream)) {
+            l.stream.wait(done).map_err(|e| to_py(e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// Links a producer's stream (see [`Link`]); linking a stream twice links it once.
+    pub(crate) fn link(&mut self, stream: Arc<CudaStream>) {
+        if !self.links.iter().any(|l| same(&l.stream, &stream)) {
+            self.links.push(Link {
+                stream,
+                created: false,
+            });
+        }
+    }
+
+    /// The stream that consumers of the tensor's `__cuda_array_interface__` synchronise on,
+    /// created (and linked) on first use. The caller holds a [`CurrentContext`].
+    pub(crate) fn consumer_stream(&mut self, ctx: &Arc<CudaContext>) -> PyResult<Arc<CudaStream>> {
+        if let Some(l) = self.links.iter().find(|l| l.created) {
+            return Ok(l.stream.clone());
+        }
+        let link = create_stream(ctx)?;
+        let stream = link.stream.clone();
+        self.links.push(link);
+        Ok(stream)
+    }
+
+    /// Whether nothing is recorded.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.write.is_none() && self.reads.is_empty() && self.links.is_empty()
+    }
+
+    /// Blocks the calling thread until all recorded work is complete, and the work queued on
+    /// the streams devspan created for consumers. A wait that fails is tried once more: cudarc
+    /// reports an error stored in the context before waiting, and the first call clears it.
     pub(crate) fn wait_host(&mut self) {
         let wait = |e: &CudaEvent| {
             if e.synchronize().is_err() {
@@ -142,6 +296,9 @@ impl Pending {
         }
         for r in self.reads.drain(..) {
             wait(&r);
+        }
+        for l in self.links.iter().filter(|l| l.created) {
+            let _ = synchronize(&l.stream);
         }
     }
 }

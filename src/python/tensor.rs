@@ -4,12 +4,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaContext, CudaStream};
 use ndarray::IxDyn;
-use pyo3::exceptions::PyBufferError;
+use pyo3::exceptions::{PyAttributeError, PyBufferError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use super::cuda::{self, CurrentContext, Pending, Region};
-use super::{capsule, to_py, with_dtype};
+use super::framework::Framework;
+use super::{cai, capsule, to_py, with_dtype};
 use crate::dlpack::{DLDeviceType, DlpackTensor};
 use crate::element::{DType, DeviceElement};
 use crate::owner::{DeviceOwner, KeepAlive};
@@ -21,7 +22,7 @@ struct Held<V: Send + Sync + 'static>(#[allow(dead_code)] V);
 
 impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
     fn describe(&self) -> String {
-        "DLPack producer".into()
+        "DLPack or CUDA Array Interface producer".into()
     }
 }
 
@@ -95,6 +96,23 @@ struct Placement {
     device: usize,
 }
 
+/// Whether `strides` (in elements) are the row-major strides of `shape` on every axis longer
+/// than 1, or the layout is empty: the layouts that the CUDA Array Interface writes as
+/// `strides: None`.
+fn c_contiguous(shape: &[usize], strides: &[isize]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut expect: isize = 1;
+    for (&n, &s) in shape.iter().zip(strides).rev() {
+        if n > 1 && s != expect {
+            return false;
+        }
+        expect = expect.saturating_mul(n as isize);
+    }
+    true
+}
+
 impl Placement {
     /// The bytes of the span that the layout is checked against.
     fn region(&self) -> Region {
@@ -121,13 +139,16 @@ impl Placement {
     }
 }
 
-/// A strided view over CUDA memory owned by a DLPack producer (PyTorch, CuPy, JAX, ...) or by
-/// devspan itself (the results of `cast` and `to_contiguous`).
+/// A strided view over CUDA memory owned by a DLPack or CUDA Array Interface producer
+/// (PyTorch, CuPy, JAX, Numba, ...) or by devspan itself (the results of `cast` and
+/// `to_contiguous`).
 ///
-/// Made by `devspan.from_dlpack`, `devspan.cast` and `devspan.to_contiguous`; handed to any
-/// DLPack consumer through `__dlpack__` / `__dlpack_device__` (`torch.from_dlpack(t)`,
-/// `cupy.from_dlpack(t)`). The memory stays alive while the tensor or anything exported from it
-/// lives, whatever happens to the producer's own Python objects.
+/// Made by `devspan.from_dlpack`, `devspan.from_cuda_array_interface`, `devspan.cast` and
+/// `devspan.to_contiguous`; handed to any DLPack consumer through `__dlpack__` /
+/// `__dlpack_device__` (`torch.from_dlpack(t)`, `cupy.from_dlpack(t)`) and to any CUDA Array
+/// Interface consumer through `__cuda_array_interface__` (`cupy.asarray(t)`,
+/// `numba.cuda.as_cuda_array(t)`). The memory stays alive while the tensor or anything exported
+/// from it lives, whatever happens to the producer's own Python objects.
 ///
 /// devspan orders its own work across streams with CUDA events: an operation waits for
 /// devspan's earlier work on this tensor and on every other live devspan tensor whose memory
@@ -136,7 +157,9 @@ impl Placement {
 /// tensor goes away, devspan waits (on the host) for its work on it before releasing the memory
 /// to the producer; devspan's own allocations are freed stream-ordered after that work. Work
 /// that frameworks queue on the memory themselves is not known to devspan: its ordering with
-/// devspan's calls is the user's, as in every DLPack exchange.
+/// devspan's calls is the user's, as in every DLPack exchange; the streams of the CUDA Array
+/// Interface are the exception (see `__cuda_array_interface__` and
+/// `from_cuda_array_interface`).
 #[pyclass(frozen, name = "Tensor", module = "devspan")]
 pub struct Tensor {
     place: Placement,
@@ -150,6 +173,9 @@ pub struct Tensor {
     pending: Arc<Mutex<Pending>>,
     /// Whether the owner is an [`Allocation`], which orders its own release after `pending`.
     self_releasing: bool,
+    /// The framework whose current stream the tensor's operations use when a call names no
+    /// stream: the producer's, or for devspan's own results their source's.
+    framework: Option<Framework>,
 }
 
 impl Drop for Tensor {
@@ -185,6 +211,7 @@ impl Tensor {
             ctx,
             pending,
             self_releasing,
+            framework: None,
         }
     }
 
@@ -202,6 +229,16 @@ impl Tensor {
 
     pub(crate) fn ctx(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    pub(crate) fn framework(&self) -> Option<Framework> {
+        self.framework
+    }
+
+    /// The tensor with `framework` as the framework whose current stream it follows.
+    pub(crate) fn following(mut self, framework: Option<Framework>) -> Tensor {
+        self.framework = framework;
+        self
     }
 
     /// A read-only view of the elements as `T` (which must be the tensor's element type).
@@ -273,19 +310,36 @@ impl Tensor {
         Ok(())
     }
 
-    /// Records that `stream` has queued a write (or a read) of this tensor.
+    /// Records that `stream` has queued a write (or a read) of this tensor, and makes the
+    /// streams linked to it, or to any live devspan tensor over overlapping memory, wait for it.
     pub(crate) fn after(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        let mut p = self.pending();
-        if writing {
-            p.wrote(stream)
-        } else {
-            p.read(stream)
+        {
+            let mut p = self.pending();
+            if writing {
+                p.wrote(stream)?;
+            } else {
+                p.read(stream)?;
+            }
         }
+        let linked: Vec<_> = cuda::TENSORS
+            .overlapping(self.place.region())
+            .into_iter()
+            .filter(|o| !Arc::ptr_eq(o, &self.pending) && cuda::lock(o).has_links())
+            .collect();
+        if !linked.is_empty() {
+            let done = stream.record_event(None).map_err(|e| to_py(e.into()))?;
+            for o in linked {
+                cuda::lock(&o).hold_links(stream, &done)?;
+            }
+        }
+        Ok(())
     }
 
-    /// A tensor over a producer's managed tensor; `stream` is where the producer's data is
-    /// ready (None: the producer gave no stream promise, use the legacy default stream).
-    pub(crate) fn import(t: DlpackTensor, stream: Option<i64>) -> PyResult<Tensor> {
+    /// A tensor over a producer's managed tensor; `stream` (a stream value) is where the
+    /// producer's data is ready. `link`, a CUDA Array Interface's `stream`, is a stream on which
+    /// the producer may still have work queued on the data: `stream` waits for it, and it is
+    /// linked to the tensor ([`cuda::Link`]).
+    pub(crate) fn import(t: DlpackTensor, stream: i64, link: Option<i64>) -> PyResult<Tensor> {
         let _current = CurrentContext::save();
         let read_only = t.is_read_only();
         let dtype = t.dtype().map_err(to_py)?;
@@ -304,6 +358,17 @@ impl Tensor {
             tensor.writable = with_dtype!(dtype, T => tensor.view_mut::<T>().is_ok());
         }
         let s = cuda::stream(&tensor.ctx, stream)?;
+        if let Some(h) = link {
+            let producer = cuda::stream_of(&tensor.ctx, h).map_err(|m| {
+                to_py(Error::invalid(format!(
+                    "the stream of __cuda_array_interface__: {m}"
+                )))
+            })?;
+            let mut pending = tensor.pending();
+            pending.link(producer);
+            // `s` waits for the work queued on the producer's stream.
+            pending.order_before(&s, true)?;
+        }
         tensor.after(&s, true)?;
         Ok(tensor)
     }
@@ -382,6 +447,50 @@ impl Tensor {
         self.place.base + (self.place.offset * self.place.dtype.size()) as u64
     }
 
+    /// The tensor as a CUDA Array Interface (version 3) dict: `shape`, `typestr`, `descr`,
+    /// `data` (address of index zero, 0 when empty; read-only flag), `strides` (in bytes; None
+    /// when C-contiguous), `version` 3, and `stream`.
+    ///
+    /// `stream` is a stream devspan keeps for this tensor's consumers, made to wait for
+    /// devspan's work on the tensor when the dict is made: a consumer synchronises on it or
+    /// queues its work there, as the interface asks. devspan's later operations on the tensor
+    /// wait for the work queued on that stream, and the stream waits for them. Absent (an
+    /// AttributeError, so `hasattr` is False) for bf16 tensors, which the interface has no type
+    /// string for.
+    #[getter(__cuda_array_interface__)]
+    fn cuda_array_interface<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = &self.place;
+        let typestr = cai::typestr(p.dtype).ok_or_else(|| {
+            PyAttributeError::new_err(format!(
+                "a {} tensor has no __cuda_array_interface__ (the interface has no type string for it); use __dlpack__",
+                p.dtype
+            ))
+        })?;
+        let _current = CurrentContext::save();
+        let export = self.pending().consumer_stream(&self.ctx)?;
+        // The consumer may write: its stream waits for devspan's reads as well.
+        self.before(&export, true)?;
+        let size = p.dtype.size() as isize;
+        let empty = p.shape.contains(&0);
+        let d = PyDict::new(py);
+        d.set_item("shape", PyTuple::new(py, &p.shape)?)?;
+        d.set_item("typestr", typestr)?;
+        d.set_item("descr", vec![("", typestr)])?;
+        d.set_item(
+            "data",
+            (if empty { 0 } else { self.data_ptr() }, !self.writable),
+        )?;
+        if c_contiguous(&p.shape, &p.strides) {
+            d.set_item("strides", py.None())?;
+        } else {
+            let bytes: Vec<isize> = p.strides.iter().map(|&s| s * size).collect();
+            d.set_item("strides", PyTuple::new(py, bytes)?)?;
+        }
+        d.set_item("version", cai::VERSION)?;
+        d.set_item("stream", export.cu_stream() as usize)?;
+        Ok(d)
+    }
+
     /// `(kDLCUDA, device)`.
     fn __dlpack_device__(&self) -> (i32, usize) {
         (DLDeviceType::CUDA.0, self.place.device)
@@ -422,7 +531,7 @@ impl Tensor {
         }
         let _current = CurrentContext::save();
         if stream != Some(-1) {
-            let s = cuda::stream(&self.ctx, stream)?;
+            let s = cuda::stream(&self.ctx, stream.unwrap_or(1))?;
             // The consumer may write: it waits for devspan's reads as well.
             self.before(&s, true)?;
         }
