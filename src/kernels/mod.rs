@@ -61,8 +61,13 @@ fn blocks_per_sm(ctx: &Arc<CudaContext>, k: Kernel, f: &CudaFunction) -> Result<
 
 /// Module `name` in `ctx`: its machine code for the device when that was compiled at build
 /// time and the driver takes it, otherwise its PTX, JIT-compiled by the driver.
+/// `DEVSPAN_PTX_ONLY=1` in the environment (read once) skips the machine code.
 fn load(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
-    if let Ok((major, minor)) = ctx.compute_capability()
+    static PTX_ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ptx_only =
+        *PTX_ONLY.get_or_init(|| std::env::var("DEVSPAN_PTX_ONLY").is_ok_and(|v| v == "1"));
+    if !ptx_only
+        && let Ok((major, minor)) = ctx.compute_capability()
         && let Some(bin) = ptx::module_cubin(name, major, minor)
         && let Ok(m) = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin.to_vec()))
     {
