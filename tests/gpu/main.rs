@@ -9,6 +9,7 @@
 
 mod common;
 
+mod capture;
 mod dlpack;
 mod ergonomics;
 mod foundation;
