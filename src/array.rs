@@ -159,7 +159,9 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         Ok((Layout::contiguous(dim), n))
     }
 
-    /// A zero-filled array of `shape` allocated on `stream` (stream-ordered).
+    /// A zero-filled array of `shape` allocated on `stream` (stream-ordered);
+    /// `Err(StreamCapture)` while `stream` is capturing a graph (see the crate docs, "Graph
+    /// capture").
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {

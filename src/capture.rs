@@ -347,13 +347,22 @@ pub(crate) fn address_of<T, S: DevicePtr<T>>(s: &S) -> u64 {
     let stream = s.stream();
     if stream.context().is_managing_stream_synchronization()
         && !matches!(is_capturing(stream), Ok(false))
-        && let Ok((ptr, _)) = on_probe(stream, |probe| {
-            let (ptr, record) = s.device_ptr(probe);
-            std::mem::forget(record);
-            Ok(ptr)
-        })
     {
-        return ptr;
+        // The address is known once cudarc's wait went to the probe, whatever the probe then
+        // finds. A failure before that (an error cudarc kept in the context, reported and
+        // cleared by the first try) is tried once more.
+        for _ in 0..2 {
+            let mut ptr = None;
+            let _ = on_probe(stream, |probe| {
+                let (p, record) = s.device_ptr(probe);
+                std::mem::forget(record);
+                ptr = Some(p);
+                Ok(())
+            });
+            if let Some(p) = ptr {
+                return p;
+            }
+        }
     }
     let (ptr, record) = s.device_ptr(stream);
     std::mem::forget(record);

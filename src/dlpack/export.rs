@@ -302,7 +302,9 @@ impl<T: DeviceElement, D: Dimension + 'static> DeviceArray<T, D> {
     /// tensor; the consumer's deleter call frees it (stream-ordered on the array's stream).
     ///
     /// Synchronises the array's stream first, so that the consumer finds the data complete
-    /// whatever stream it uses. `Err` if that synchronisation fails.
+    /// whatever stream it uses. `Err` if that synchronisation fails, and
+    /// `Err(StreamCapture)` while the stream is capturing a graph (the array is then dropped,
+    /// and its memory freed once the capture has ended).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
