@@ -30,6 +30,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError, result, sys,
@@ -262,6 +263,9 @@ fn give_back(probe: Probe, state: Option<&ProbeState>) {
     }
 }
 
+/// How long a probe's waits may take to retire before their accesses count as still running.
+const SETTLE: Duration = Duration::from_millis(5);
+
 /// What the waits issued on a probe found.
 enum Probed {
     /// Every access waited for has completed.
@@ -293,7 +297,15 @@ fn on_probe<R>(
         // cudarc keeps the error of a failed wait in the context instead of returning it; a
         // wait that failed was not issued.
         ctx.check_err()?;
-        let probed = match state.insert(probe_state(&probe.stream)?) {
+        // A wait on an event that has completed can sit in the probe's queue for a moment
+        // before the device retires it.
+        let deadline = Instant::now() + SETTLE;
+        let mut found = probe_state(&probe.stream)?;
+        while matches!(found, ProbeState::Waiting) && Instant::now() < deadline {
+            std::thread::yield_now();
+            found = probe_state(&probe.stream)?;
+        }
+        let probed = match state.insert(found) {
             ProbeState::Idle => Probed::Completed,
             ProbeState::Waiting => Probed::Running,
             ProbeState::Captured => {
