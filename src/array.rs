@@ -79,14 +79,13 @@ impl<T> OwnedSpan<T> {
 
 impl<T> Drop for OwnedSpan<T> {
     fn drop(&mut self) {
-        // SAFETY: the box is taken back once, here; `into_slice` never lets this drop run.
-        let data = unsafe { Box::from_raw(self.slice.as_ptr()) };
         // cudarc frees through the slice's stream, which needs its context current on this
         // thread (a thread may have another context current, or none); the thread's own is
         // restored afterwards.
         let _current = crate::device::CurrentContext::save();
-        let _ = crate::device::bind(data.context());
-        drop(data);
+        // SAFETY: the box is given back once, here; `into_slice` never lets this drop run.
+        // (While the slice's stream captures a graph, it is freed after the capture.)
+        unsafe { crate::capture::drop_slice(self.slice.as_ptr()) };
     }
 }
 
@@ -134,6 +133,18 @@ impl<T: DeviceElement, D: Dimension> Clone for DeviceArray<T, D> {
     }
 }
 
+/// `Err(StreamCapture)` when `stream` is capturing a graph: an allocation made there would be
+/// the graph's, its memory existing only while the graph runs.
+fn refuse_in_capture(stream: &CudaStream) -> Result<()> {
+    crate::capture::free_deferred();
+    crate::capture::refuse(
+        stream,
+        "allocating a device array (zeros, uninit, from_host, cast, to_contiguous, try_clone, a \
+         copying to_shape)",
+        crate::capture::ALLOCATION,
+    )
+}
+
 impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     fn from_parts_owned(data: CudaSlice<T>, layout: Layout<D>) -> Self {
         DeviceBase {
@@ -148,7 +159,9 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         Ok((Layout::contiguous(dim), n))
     }
 
-    /// A zero-filled array of `shape` allocated on `stream` (stream-ordered).
+    /// A zero-filled array of `shape` allocated on `stream` (stream-ordered);
+    /// `Err(StreamCapture)` while `stream` is capturing a graph (see the crate docs, "Graph
+    /// capture").
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -159,6 +172,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     /// ```
     pub fn zeros<Sh: IntoDimension<Dim = D>>(stream: &Arc<CudaStream>, shape: Sh) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
+        refuse_in_capture(stream)?;
         let data = stream.alloc_zeros::<T>(n)?;
         Ok(Self::from_parts_owned(data, layout))
     }
@@ -184,6 +198,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         shape: Sh,
     ) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
+        refuse_in_capture(stream)?;
         // SAFETY: the caller promises to write every element before reading it.
         let data = unsafe { stream.alloc::<T>(n)? };
         Ok(Self::from_parts_owned(data, layout))

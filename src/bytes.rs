@@ -3,7 +3,7 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DeviceSlice};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceSlice};
 
 use crate::error::{Error, Result};
 use crate::owner::{DeviceOwner, KeepAlive};
@@ -20,13 +20,9 @@ pub struct RawBytes<'a> {
     pub(crate) shared: bool,
 }
 
-/// The device address of cudarc memory. Taking it enqueues nothing, so the read event that
-/// cudarc would record when the guard drops is skipped (no read happened).
-pub(crate) fn address_of<T, S: DevicePtr<T>>(s: &S) -> u64 {
-    let (ptr, record) = s.device_ptr(s.stream());
-    std::mem::forget(record);
-    ptr
-}
+// The device address of cudarc memory. Taking it enqueues no access: the read event that
+// cudarc would record when its guard drops is skipped (no read happened).
+pub(crate) use crate::capture::address_of;
 
 pub(crate) fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
     let start = match range.start_bound() {

@@ -35,6 +35,11 @@ pub enum ErrorKind {
     Driver(DriverError),
     /// Any other invalid argument (a zero step, an empty chunk size, ...).
     InvalidArgument,
+    /// The stream is capturing a CUDA graph and the operation cannot be captured: it waits on
+    /// the host (host transfers), allocates memory, or must follow earlier work on its memory
+    /// that has not completed (see the crate docs, "Graph capture"). Nothing was enqueued and
+    /// the capture is still usable.
+    StreamCapture,
 }
 
 /// The error type of every fallible devspan operation.
@@ -57,8 +62,11 @@ pub enum ErrorKind {
 ///   `None` for every other kind. Reporters that walk the chain (`anyhow`'s `{:#}` and
 ///   `{:?}`, a loop over `source()`) print the driver's error after devspan's message.
 /// - The alternate form `{err:#}` is the whole chain on one line, `message: driver error`, like
-///   `anyhow`'s `{:#}`: use it where only one string is kept (a log line, an exception).
-/// - `Debug` shows the kind, the driver's error included, and the message.
+///   `anyhow`'s `{:#}`: use it where only one string is kept (a log line, an exception). The
+///   driver's error is written as its name and the driver's description of it,
+///   `CUDA_ERROR_OUT_OF_MEMORY (out of memory)`.
+/// - `Debug` shows the kind and the alternate form: `Error(Driver: allocating 4096 bytes:
+///   CUDA_ERROR_OUT_OF_MEMORY (out of memory))`, `Error(ShapeMismatch: ...)`.
 ///
 /// Errors without a source, [`ErrorKind::NoDevice`] among them, carry everything in the
 /// message.
@@ -71,8 +79,10 @@ pub enum ErrorKind {
 /// let err = devspan::Error::new(devspan::ErrorKind::Driver(driver), "allocating 4096 bytes");
 /// assert_eq!(err.to_string(), "allocating 4096 bytes");
 /// assert_eq!(err.source().unwrap().downcast_ref::<DriverError>(), Some(&driver));
-/// // `{err:#}` is "allocating 4096 bytes: " followed by the driver's error.
-/// assert!(format!("{err:#}").starts_with("allocating 4096 bytes: "));
+/// // `{err:#}` is "allocating 4096 bytes: " followed by the driver's error, named once.
+/// let line = format!("{err:#}");
+/// assert!(line.starts_with("allocating 4096 bytes: CUDA_ERROR_OUT_OF_MEMORY"));
+/// assert_eq!(line.matches("CUDA_ERROR_OUT_OF_MEMORY").count(), 1);
 /// ```
 ///
 /// `?` converts it into `Box<dyn std::error::Error + Send + Sync>` (and so into `anyhow` and
@@ -153,6 +163,9 @@ impl Error {
     pub(crate) fn device_mismatch(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::DeviceMismatch, message)
     }
+    pub(crate) fn capture(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::StreamCapture, message)
+    }
 }
 
 impl fmt::Display for Error {
@@ -168,7 +181,7 @@ impl fmt::Display for Error {
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            ErrorKind::Driver(e) => write!(f, "Error(Driver({}): {})", DriverText(e), self.message),
+            ErrorKind::Driver(e) => write!(f, "Error(Driver: {}: {})", self.message, DriverText(e)),
             kind => write!(f, "Error({kind:?}: {})", self.message),
         }
     }
@@ -192,23 +205,24 @@ impl From<DriverError> for Error {
     }
 }
 
-/// A [`DriverError`] formatted as cudarc's `Display` does when the driver library can be
-/// loaded, and as its error name otherwise: cudarc asks the driver for the description and
-/// panics when libcuda is missing, which only a `DriverError` built by hand can meet.
+/// A [`DriverError`] as its name followed by the driver's description of it,
+/// `CUDA_ERROR_OUT_OF_MEMORY (out of memory)`, each once; the name alone when the driver library
+/// cannot be loaded (only a `DriverError` built by hand meets that: the description comes from
+/// the driver).
 struct DriverText<'a>(&'a DriverError);
 
 impl fmt::Display for DriverText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         static DRIVER_PRESENT: OnceLock<bool> = OnceLock::new();
+        write!(f, "{:?}", self.0.0)?;
         // SAFETY: `is_culib_present` only tries to dlopen the driver library by its known names
         // and drops the handle; it has no preconditions.
         let present =
             *DRIVER_PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() });
-        if present {
-            write!(f, "{}", self.0)
-        } else {
-            write!(f, "DriverError({:?})", self.0.0)
+        if present && let Ok(text) = self.0.error_string() {
+            write!(f, " ({})", text.to_string_lossy())?;
         }
+        Ok(())
     }
 }
 
@@ -268,24 +282,37 @@ mod tests {
         let e = Error::new(ErrorKind::Driver(out_of_memory()), "allocating 4096 bytes");
         let name = "CUDA_ERROR_OUT_OF_MEMORY";
         let alternate = format!("{e:#}");
+        let debug = format!("{e:?}");
         assert!(
-            alternate.starts_with("allocating 4096 bytes: "),
+            alternate.starts_with("allocating 4096 bytes: CUDA_ERROR_OUT_OF_MEMORY"),
             "{alternate}"
         );
         assert_eq!(alternate.matches(name).count(), 1, "{alternate}");
-        assert_eq!(format!("{e:?}").matches(name).count(), 1, "{e:?}");
-        // Without libcuda cudarc cannot format the driver error; the chain is then checked
-        // through its links: devspan's link names no driver error and the next is the error.
+        assert_eq!(debug, format!("Error(Driver: {alternate})"));
+        assert_eq!(debug.matches(name).count(), 1, "{debug}");
+        // The driver's description comes from libcuda; without it only the name is printed,
+        // and the chain is checked through its links: devspan's link names no driver error
+        // and the next is the error.
         if driver_present() {
+            let description = out_of_memory()
+                .error_string()
+                .expect("the driver describes its errors")
+                .to_string_lossy()
+                .into_owned();
+            assert_eq!(
+                alternate,
+                format!("allocating 4096 bytes: {name} ({description})")
+            );
+            assert_eq!(debug.matches(&description).count(), 1, "{debug}");
             let driver = out_of_memory().to_string();
-            assert!(alternate.ends_with(&driver), "{alternate}");
             let report = chain(&e);
             assert_eq!(report.matches(&driver).count(), 1, "{report}");
             assert_eq!(report.matches(name).count(), 1, "{report}");
             let boxed: Box<dyn StdError + Send + Sync> = e.clone().into();
             assert_eq!(chain(boxed.as_ref()), report);
         } else {
-            println!("no libcuda: cudarc cannot format a DriverError, checking the links only");
+            assert_eq!(alternate, format!("allocating 4096 bytes: {name}"));
+            println!("no libcuda: the driver cannot describe its errors, checking the links only");
         }
         let boxed: Box<dyn StdError + Send + Sync> = e.into();
         assert_eq!(boxed.to_string(), "allocating 4096 bytes");

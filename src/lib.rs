@@ -52,6 +52,9 @@
 //! No lock is held while an operation or a user closure runs, so any view of the same memory
 //! may be used inside [`with_kernel_view`](DeviceBase::with_kernel_view), from any thread.
 //!
+//! Operations captured into a CUDA graph are the exception: the graph's launches are not
+//! devspan's, and keeping the memory alive for them is yours (see [Graph capture](#graph-capture)).
+//!
 //! ## Streams: the memory's own by default
 //!
 //! Device memory knows the stream it was made on ([`DeviceBase::stream`]): an array's stream
@@ -113,6 +116,85 @@
 //! Without a GPU, [`device_count`] and every device entry point return `Err` with
 //! [`ErrorKind::NoDevice`]; layout code ([`Layout`]) works everywhere.
 //!
+//! ## Graph capture
+//!
+//! Operations can be recorded into a CUDA graph by stream capture (cudarc's
+//! `stream.begin_capture(mode)`, `stream.end_capture(flags)`, `graph.launch()`): an operation on a
+//! capturing stream is recorded, not run, and every launch of the graph runs it on the memory's
+//! contents at that time. What cannot be captured returns `Err` of kind
+//! [`ErrorKind::StreamCapture`] before touching the stream: nothing is enqueued, and the capture
+//! and the stream remain usable.
+//!
+//! | captured | refused with `Err(StreamCapture)` |
+//! |---|---|
+//! | [`fill`](DeviceBase::fill), [`assign`](DeviceBase::assign), [`assign_cast`](DeviceBase::assign_cast) and their `_on` forms, any layouts, broadcasting | host transfers: `copy_from_host*`, `copy_to_host*`, `to_host*`, `from_host*`, `Display`, [`PinnedBuffer`] copies (they wait on the host) |
+//! | [`DeviceSpanMut::fill`], [`DeviceSpanMut::copy_from`] and their `_on` forms | allocations: [`DeviceArray::zeros`], [`uninit`](DeviceArray::uninit), [`cast`](DeviceBase::cast), [`to_contiguous`](DeviceBase::to_contiguous), [`try_clone`](DeviceBase::try_clone) (`Clone` panics), [`to_shape`](DeviceBase::to_shape) when it copies (a graph's allocation exists only while the graph runs: allocate before the capture and use `assign` / `assign_cast`) |
+//! | [`with_kernel_view`](DeviceBase::with_kernel_view) / `_mut` (your own launches inside them) | [`into_dlpack`](DeviceArray::into_dlpack) (it waits for the array's stream) |
+//!
+//! Layout operations (slicing, transposing, `to_shape` as a view) do no device work and work
+//! anywhere.
+//!
+//! **Earlier work.** Outside a capture an operation makes its stream wait for the earlier
+//! accesses of its memory that it conflicts with. A capture cannot wait for work outside it, so
+//! inside one devspan requires those accesses to have **completed**: for cudarc memory, every
+//! access recorded in the allocation's cudarc events (on any stream, the capturing one
+//! included); for owner-backed memory, devspan's accesses on other streams. When one is still
+//! running the operation is refused. Wait for that work (synchronise the streams that used the
+//! memory) before beginning the capture. Accesses that cudarc recorded inside the same capture
+//! are ordered inside the graph. Memory devspan does not track (raw borrows, contexts with
+//! cudarc's event tracking off) is ordered by the capture's streams alone.
+//!
+//! **Later work.** Nothing is recorded for a captured operation: the graph's launches are
+//! ordered like any work on the stream they are launched on, and against other streams by you.
+//!
+//! **Memory must outlive the graph.** A graph refers to memory by address and holds none of
+//! devspan's keep-alives: keep every array, borrowed slice and owner that a captured operation
+//! used alive for as long as the graph may be launched, and until its last launch has
+//! completed. Launching a graph after such memory was freed makes the device access freed
+//! memory, as a graph of cudarc's own operations does; neither crate can check it (a graph is
+//! `'static`, while most views borrow), so this part is yours.
+//!
+//! **Dropping memory during a capture.** A [`DeviceArray`] dropped while its stream captures is
+//! freed once that capture has ended, at a later drop or allocation of a device array: freeing
+//! it through the capturing stream would invalidate the capture. Other memory (a cudarc
+//! `CudaSlice`, a [`DeviceOwner`]) is freed by its owner, which cudarc does through the
+//! capturing stream: keep it alive until the capture ends.
+//!
+//! **Capture modes.** devspan's checks query events and streams, and the first use of a kernel
+//! loads its module; the global and thread-local capture modes forbid such calls during a
+//! capture, so devspan makes them with the calling thread switched to the relaxed mode
+//! (`cuThreadExchangeStreamCaptureMode`). Host transfers on *other* threads wait on the host,
+//! which a capture begun in the global mode forbids to every thread (CUDA then invalidates the
+//! capture): capture in the thread-local or relaxed mode while other threads use the GPU.
+//!
+//! **cudarc's own operations** on slices it tracks (its copies, launches with slice arguments)
+//! make the capturing stream wait on the slices' events, which CUDA refuses for events recorded
+//! before the capture (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`, kept in the context by cudarc).
+//! Graphs that mix them with devspan's operations need cudarc's event tracking off, as cudarc's
+//! own graph tests turn it off.
+//!
+//! ```no_run
+//! # fn main() -> devspan::Result<()> {
+//! use devspan::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+//! use devspan::{DeviceArray, ErrorKind};
+//!
+//! let stream = devspan::new_stream(0)?;
+//! let host = ndarray::Array2::from_shape_fn((48, 64), |(i, j)| (i * 64 + j) as f32);
+//! let src = DeviceArray::from_host(&stream, &host)?;
+//! let mut dst = DeviceArray::<half::f16, _>::zeros(&stream, (64, 48))?;
+//! stream.synchronize()?; // the capture cannot wait for the upload and the zeroing
+//!
+//! stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+//! dst.assign_cast(&src.t())?; // recorded, not run
+//! let refused = src.to_host().unwrap_err(); // a host transfer: refused, the capture intact
+//! assert_eq!(refused.kind(), &ErrorKind::StreamCapture);
+//! let graph = stream.end_capture(CUgraphInstantiate_flags(0))?.expect("a graph");
+//!
+//! graph.launch()?;
+//! assert_eq!(dst.to_host()?, host.t().mapv(half::f16::from_f32));
+//! # Ok(()) }
+//! ```
+//!
 //! ## Features
 //!
 //! - `cuda-11080` ... `cuda-13000` (default `cuda-12080`): the CUDA driver API version that
@@ -128,6 +210,7 @@
 
 mod array;
 mod bytes;
+mod capture;
 mod convert;
 mod device;
 pub mod dlpack;

@@ -18,6 +18,9 @@
 //! one keep-alive at a time, so user code run in between (the closures of
 //! [`with_kernel_view`](crate::DeviceView::with_kernel_view)) may use any view of the same
 //! memory.
+//!
+//! On a stream that is capturing a graph, tracked memory is neither waited for nor recorded:
+//! [`crate::capture`] checks instead that the earlier accesses have completed.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -30,6 +33,7 @@ use cudarc::driver::{
     SyncOnDrop, result, sys,
 };
 
+use crate::capture::{CaptureCheck, RelaxedMode};
 use crate::error::{Error, Result};
 
 /// Something that owns device memory and releases it when dropped.
@@ -168,6 +172,9 @@ pub(crate) trait CudaTrack: Send {
     fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
     /// The stream the memory was allocated on (cudarc's `DeviceSlice::stream`).
     fn stream(&self) -> Arc<CudaStream>;
+    /// Whether cudarc waits on the memory's events in [`prepare`](Self::prepare) (its context
+    /// manages stream synchronisation).
+    fn waits(&self) -> bool;
 }
 
 fn read_only() -> Error {
@@ -200,6 +207,11 @@ impl<T: Send + Sync, const WRITE: bool> CudaTrack for SliceBorrow<T, WRITE> {
         // SAFETY: as in `prepare`; a shared access under the tracker's lock.
         unsafe { self.0.as_ref() }.stream().clone()
     }
+    fn waits(&self) -> bool {
+        // SAFETY: as in `prepare`; a shared access under the tracker's lock.
+        let slice = unsafe { self.0.as_ref() };
+        slice.context().is_managing_stream_synchronization()
+    }
 }
 
 impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
@@ -212,6 +224,11 @@ impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
     }
     fn stream(&self) -> Arc<CudaStream> {
         DeviceSlice::stream(self).clone()
+    }
+    fn waits(&self) -> bool {
+        DeviceSlice::stream(self)
+            .context()
+            .is_managing_stream_synchronization()
     }
 }
 
@@ -227,6 +244,11 @@ impl<T: Send + Sync> CudaTrack for CudaViewMut<'static, T> {
     fn stream(&self) -> Arc<CudaStream> {
         DeviceSlice::stream(self).clone()
     }
+    fn waits(&self) -> bool {
+        DeviceSlice::stream(self)
+            .context()
+            .is_managing_stream_synchronization()
+    }
 }
 
 /// The shared form of a [`CudaTrack`] that views hold (clones, slices and split halves of one
@@ -237,7 +259,15 @@ pub(crate) struct Tracked<X> {
 
 /// Type-erased [`Tracked`].
 pub(crate) trait SharedTrack: Send + Sync {
-    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
+    /// Orders `stream` after the earlier accesses this one conflicts with and returns the event
+    /// to record it in; inside a capture (`cap`), checks them instead (see [`crate::capture`])
+    /// and returns `None`: nothing is recorded.
+    fn prepare(
+        &self,
+        stream: &CudaStream,
+        write: bool,
+        cap: &mut CaptureCheck<'_>,
+    ) -> Result<Option<RawEvent>>;
     fn finish(&self, stream: &Arc<CudaStream>, event: RawEvent) -> Result<()>;
     fn stream(&self) -> Arc<CudaStream>;
 }
@@ -258,8 +288,22 @@ static RECORDS: [Mutex<Option<LastRecord>>; RECORD_SLOTS] =
     [const { Mutex::new(None) }; RECORD_SLOTS];
 
 impl<X: CudaTrack> SharedTrack for Tracked<X> {
-    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
-        lock(&self.track).prepare(stream, write)
+    fn prepare(
+        &self,
+        stream: &CudaStream,
+        write: bool,
+        cap: &mut CaptureCheck<'_>,
+    ) -> Result<Option<RawEvent>> {
+        let mut track = lock(&self.track);
+        let tracked = track.waits() || stream.context().is_managing_stream_synchronization();
+        if tracked && cap.capturing()? {
+            // cudarc's waits go to a probe stream; the access is not recorded.
+            crate::capture::follow_in_capture(stream, write, |probe| {
+                track.prepare(probe, write).map(drop)
+            })?;
+            return Ok(None);
+        }
+        track.prepare(stream, write)
     }
 
     fn stream(&self) -> Arc<CudaStream> {
@@ -330,15 +374,35 @@ impl OwnerCell {
     }
 
     /// Makes `stream` wait for devspan's work on other streams that conflicts with this access
-    /// (writes, and for a write every earlier access).
-    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<()> {
+    /// (writes, and for a write every earlier access); `Ok(true)`: the access is to be recorded.
+    /// Inside a capture (`cap`) the stream waits for nothing: that work must have completed
+    /// (`Err(StreamCapture)` otherwise), and `Ok(false)`: nothing is recorded.
+    fn prepare(
+        &self,
+        stream: &CudaStream,
+        write: bool,
+        cap: &mut CaptureCheck<'_>,
+    ) -> Result<bool> {
+        let capturing = cap.capturing()?;
         let log = lock(&self.log);
-        for u in log.iter() {
-            if *u.stream != *stream && (write || u.wrote) {
-                stream.wait(&u.event)?;
+        let earlier = log
+            .iter()
+            .filter(|u| *u.stream != *stream && (write || u.wrote));
+        if capturing {
+            // The log's events are recorded outside any capture (nothing is recorded inside
+            // one), so querying them is allowed, in the relaxed mode.
+            let _relaxed = RelaxedMode::enter()?;
+            for u in earlier {
+                if !crate::capture::completed(&u.event)? {
+                    return Err(crate::capture::pending(write));
+                }
             }
+            return Ok(false);
         }
-        Ok(())
+        for u in earlier {
+            stream.wait(&u.event)?;
+        }
+        Ok(true)
     }
 
     /// Records an access enqueued on `stream`.
@@ -368,12 +432,22 @@ impl Drop for OwnerCell {
         // the thread's own is restored afterwards.
         let _current = crate::device::CurrentContext::save();
         let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
+        // The host waits below are allowed while a stream captures a graph in the relaxed
+        // capture mode only. (A log with entries means the driver is loaded.)
+        let _relaxed = if log.is_empty() {
+            None
+        } else {
+            RelaxedMode::enter().ok()
+        };
         let release = owner.release_stream();
-        // Stream-ordered release: the release stream waits for the work of every other stream;
-        // otherwise the host waits for all of it.
+        // Stream-ordered release: the release stream waits for the work of every other stream
+        // (unless it is capturing a graph, which cannot wait on work outside it); otherwise the
+        // host waits for all of it.
         let ordered = release.as_ref().is_some_and(|rs| {
-            log.iter()
-                .all(|u| *u.stream == **rs || rs.wait(&u.event).is_ok())
+            let mut others = log.iter().filter(|u| *u.stream != **rs).peekable();
+            others.peek().is_none()
+                || (matches!(crate::capture::is_capturing(rs), Ok(false))
+                    && others.all(|u| rs.wait(&u.event).is_ok()))
         });
         if !ordered && !log.iter().all(|u| u.event.synchronize().is_ok()) {
             // The driver could neither order nor wait for the work, which may still use the
@@ -505,30 +579,36 @@ impl<'a> KeepAlive<'a> {
         }
     }
 
-    fn prepare(&self, stream: &CudaStream, write: bool) -> Result<Ticket<'_>> {
+    fn prepare(
+        &self,
+        stream: &CudaStream,
+        write: bool,
+        cap: &mut CaptureCheck<'_>,
+    ) -> Result<Ticket<'_>> {
         Ok(match self {
             KeepAlive::Borrow(_) => Ticket::None,
-            KeepAlive::Cuda(t, _) => match t.prepare(stream, write)? {
+            KeepAlive::Cuda(t, _) => match t.prepare(stream, write, cap)? {
                 Some(e) => Ticket::Cuda(&**t, e),
                 None => Ticket::None,
             },
-            KeepAlive::Owner(o) => {
-                o.prepare(stream, write)?;
-                Ticket::Owner(o, write)
-            }
+            KeepAlive::Owner(o) => match o.prepare(stream, write, cap)? {
+                true => Ticket::Owner(o, write),
+                false => Ticket::None,
+            },
         })
     }
 
     /// Runs `f`, which enqueues work on `stream` that reads (or, with `write`, writes) this
     /// memory: the stream first waits for earlier conflicting work, and the access is recorded
-    /// after `f` (whatever it returns, since it may have enqueued part of its work).
+    /// after `f` (whatever it returns, since it may have enqueued part of its work). On a
+    /// stream capturing a graph, tracked memory follows [`crate::capture`]'s rules instead.
     fn access<R>(
         &self,
         stream: &Arc<CudaStream>,
         write: bool,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let t = self.prepare(stream, write)?;
+        let t = self.prepare(stream, write, &mut CaptureCheck::new(stream))?;
         let r = f();
         let recorded = t.finish(stream);
         let r = r?;
@@ -565,8 +645,9 @@ impl<'a> KeepAlive<'a> {
         if self.same_tracker(src) {
             return self.writing(stream, f);
         }
-        let tw = self.prepare(stream, true)?;
-        let tr = src.prepare(stream, false)?;
+        let mut cap = CaptureCheck::new(stream);
+        let tw = self.prepare(stream, true, &mut cap)?;
+        let tr = src.prepare(stream, false, &mut cap)?;
         let r = f();
         let recorded_w = tw.finish(stream);
         let recorded_r = tr.finish(stream);

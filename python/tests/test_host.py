@@ -18,6 +18,7 @@ from dlpack_ctypes import BOOL, FLOAT, KDLCPU, KDLCUDA, Managed, capsule_name
 KINDS = [
     "OutOfBounds", "Misaligned", "ShapeMismatch", "Overflow", "Aliasing", "IncompatibleLayout", "InvalidAxis",
     "UnsupportedDtype", "DeviceMismatch", "NoDevice", "Driver", "InvalidArgument",
+    "StreamCapture",
 ]
 
 

@@ -62,5 +62,5 @@ def errors() -> list[type[devspan.Error]]:
         devspan.OutOfBoundsError, devspan.MisalignedError, devspan.ShapeMismatchError, devspan.OverflowError,
         devspan.AliasingError, devspan.IncompatibleLayoutError, devspan.InvalidAxisError,
         devspan.UnsupportedDtypeError, devspan.DeviceMismatchError, devspan.NoDeviceError, devspan.DriverError,
-        devspan.InvalidArgumentError,
+        devspan.InvalidArgumentError, devspan.StreamCaptureError,
     ]

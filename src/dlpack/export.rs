@@ -278,7 +278,13 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'static, T, D> {
 fn owning_view<T: DeviceElement, D: Dimension + 'static>(
     array: DeviceArray<T, D>,
 ) -> Result<DeviceViewMut<'static, T, D>> {
-    array.as_cuda_slice().stream().synchronize()?;
+    let stream = array.as_cuda_slice().stream();
+    crate::capture::refuse(
+        stream,
+        "exporting a device array to DLPack",
+        "the export waits on the host for the array's stream",
+    )?;
+    stream.synchronize()?;
     let dim = array.dim();
     let ptr = crate::bytes::address_of(array.as_cuda_slice());
     let (len, device) = (array.len(), array.device());
@@ -296,7 +302,9 @@ impl<T: DeviceElement, D: Dimension + 'static> DeviceArray<T, D> {
     /// tensor; the consumer's deleter call frees it (stream-ordered on the array's stream).
     ///
     /// Synchronises the array's stream first, so that the consumer finds the data complete
-    /// whatever stream it uses. `Err` if that synchronisation fails.
+    /// whatever stream it uses. `Err` if that synchronisation fails, and
+    /// `Err(StreamCapture)` while the stream is capturing a graph (the array is then dropped,
+    /// and its memory freed once the capture has ended).
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {

@@ -91,8 +91,12 @@ pub(crate) fn kernel(ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> 
         return Ok(f.clone());
     }
     let name = k.module_name();
-    let m = load(ctx, &name)?;
-    let f = m.load_function(&name)?;
+    // Loading a module is among the calls that the global and thread-local capture modes forbid
+    // while a stream captures a graph; the first use of a kernel may happen inside a capture.
+    let f = {
+        let _relaxed = crate::capture::RelaxedMode::enter()?;
+        load(ctx, &name)?.load_function(&name)?
+    };
     c.functions.insert(key, f.clone());
     Ok(f)
 }

@@ -43,6 +43,8 @@ kind_exceptions! {
     NoDeviceError: "No CUDA driver could be loaded or no CUDA device exists.";
     DriverError: "A call into the CUDA driver failed; the message ends with the driver's error.";
     InvalidArgumentError: "Any other invalid argument (a write to a read-only tensor, for example).";
+    StreamCaptureError: "The stream is capturing a CUDA graph and the operation cannot be captured; \
+        nothing was enqueued and the capture is still usable.";
 }
 
 /// Adds `Error`, its subclasses and `DevspanError` (another name of `Error`) to `m`.
@@ -70,11 +72,12 @@ pub(crate) fn to_py(e: crate::Error) -> PyErr {
         ErrorKind::NoDevice => NoDeviceError::new_err(message),
         ErrorKind::Driver(_) => DriverError::new_err(message),
         ErrorKind::InvalidArgument => InvalidArgumentError::new_err(message),
+        ErrorKind::StreamCapture => StreamCaptureError::new_err(message),
     }
 }
 
 /// The exception's message: devspan's message, then the driver's error if there is one
-/// (`CUDA driver call failed: CUDA_ERROR_OUT_OF_MEMORY, ...`).
+/// (`CUDA driver call failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)`).
 pub(crate) fn py_message(e: &crate::Error) -> String {
     format!("{e:#}")
 }
@@ -99,6 +102,7 @@ mod tests {
             ErrorKind::NoDevice,
             ErrorKind::Driver(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY)),
             ErrorKind::InvalidArgument,
+            ErrorKind::StreamCapture,
         ]
     }
 

@@ -184,6 +184,7 @@ fn prepare_download<T: DeviceElement, D: Dimension>(
 ) -> Result<(TransferPlan, Option<DeviceArray<T, Ix1>>)> {
     check_same_shape(host_shape, src.shape())?;
     check_stream(stream, src.device(), "the source view")?;
+    crate::capture::refuse(stream, "copying to the host", crate::capture::HOST_TRANSFER)?;
     let plan = plan_transfer(
         src.shape(),
         host_strides,
@@ -428,6 +429,11 @@ impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
         opt: &TransferOptions,
     ) -> Result<()> {
         opt.check()?;
+        crate::capture::refuse(
+            stream,
+            "copying from the host",
+            crate::capture::HOST_TRANSFER,
+        )?;
         let r = upload(
             &mut self.view_mut(),
             stream,
@@ -481,6 +487,11 @@ impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
         host: &'s ArrayBase<S, D>,
     ) -> Result<Transfer<'s>> {
         let opt = TransferOptions::default();
+        crate::capture::refuse(
+            stream,
+            "copying from the host",
+            crate::capture::HOST_TRANSFER,
+        )?;
         upload(&mut self.view_mut(), stream, &host.view(), &opt, false)?;
         let done = stream.context().new_event(None)?;
         done.record(stream)?;

@@ -235,6 +235,12 @@ impl<T: DeviceElement> PinnedBuffer<T> {
         stream: &Arc<CudaStream>,
         enqueue: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        crate::capture::refuse(
+            stream,
+            "a copy between a pinned buffer and device memory",
+            "the buffer's host access waits for its device copies, and graph replays are not \
+             among them",
+        )?;
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         for e in pending.iter() {
             if e.context() == stream.context() {

@@ -13,6 +13,7 @@
 #[path = "../common/gpu.rs"]
 mod common;
 
+mod capture;
 mod dlpack;
 mod ergonomics;
 mod foundation;
