@@ -1,6 +1,6 @@
 //! Finding a CUDA device without panicking when there is none.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use cudarc::driver::{CudaContext, CudaStream};
 
@@ -53,6 +53,11 @@ pub fn gpu_available() -> bool {
 /// The primary context of device `ordinal`, or `Err(NoDevice)` / `Err(Driver)` instead of the
 /// panic cudarc raises when libcuda is missing.
 ///
+/// While anything (a stream, an array, a returned handle) holds the context, every call returns
+/// that same handle: cudarc synchronises the device when a handle makes its first stream, which
+/// would stall, and invalidate stream captures of, work already running on the device.
+/// Settings of the handle (cudarc's event tracking) apply to all its users.
+///
 /// ```no_run
 /// # fn main() -> devspan::Result<()> {
 /// let ctx = devspan::context(0)?;
@@ -67,7 +72,17 @@ pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
             format!("device {ordinal} requested but only {n} CUDA device(s) exist"),
         ));
     }
-    Ok(CudaContext::new(ordinal)?)
+    static CONTEXTS: Mutex<Vec<Weak<CudaContext>>> = Mutex::new(Vec::new());
+    let mut held = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
+    if held.len() <= ordinal {
+        held.resize_with(ordinal + 1, Weak::new);
+    }
+    if let Some(ctx) = held[ordinal].upgrade() {
+        return Ok(ctx);
+    }
+    let ctx = CudaContext::new(ordinal)?;
+    held[ordinal] = Arc::downgrade(&ctx);
+    Ok(ctx)
 }
 
 /// A new stream on device `ordinal`'s primary context.
