@@ -50,6 +50,31 @@ fn status(stream: &CudaStream) -> CUstreamCaptureStatus {
     stream.capture_status().expect("cuStreamIsCapturing")
 }
 
+/// Ends a capture still under way on its stream when dropped (a failed assertion inside a
+/// capture then leaves no capture behind to fail every later test of the process).
+struct EndOnDrop<'a>(&'a Arc<CudaStream>);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        if self
+            .0
+            .capture_status()
+            .is_ok_and(|s| s != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+        {
+            let _ = self.0.end_capture(CUgraphInstantiate_flags(0));
+        }
+    }
+}
+
+/// Begins a capture on `stream`, to be ended by the test or, failing that, by the guard.
+#[track_caller]
+fn begin(stream: &Arc<CudaStream>, mode: CUstreamCaptureMode) -> EndOnDrop<'_> {
+    stream
+        .begin_capture(mode)
+        .unwrap_or_else(|e| panic!("begin_capture: {e}"));
+    EndOnDrop(stream)
+}
+
 #[track_caller]
 fn assert_capturing(stream: &CudaStream, what: &str) {
     assert_eq!(
@@ -80,9 +105,7 @@ fn capture(
     what: &str,
     f: impl FnOnce() -> devspan::Result<()>,
 ) -> CudaGraph {
-    stream
-        .begin_capture(mode)
-        .unwrap_or_else(|e| panic!("{what}: begin_capture: {e}"));
+    let _end = begin(stream, mode);
     if let Err(e) = f() {
         let st = status(stream);
         let ended = stream.end_capture(CUgraphInstantiate_flags(0)).err();
@@ -196,16 +219,18 @@ fn copy_case<From: DeviceElement, To: DeviceElement>(
     let poison = random::<To>(rng, &out_shape);
     let mut dst = DeviceArray::from_host(stream, &poison.view()).unwrap();
     let source = |src| sliced_view(src, sl, perm);
-    let path = copy_path(&mut dst.view_mut(), &source(&src));
+    let planned = copy_path(&mut dst.view_mut(), &source(&src));
     let what = format!(
-        "{} -> {} {shape:?} {sl:?} perm {perm:?} ({path}, {} mode)",
+        "{} -> {} {shape:?} {sl:?} perm {perm:?} ({planned} by default, steered {steer:?}, {} mode)",
         From::DTYPE,
         To::DTYPE,
         mode.1
     );
     stream.synchronize().unwrap();
+    let mut path = String::new();
     let graph = capture(stream, mode.0, &what, || {
-        assign_cast_steered(&mut dst.view_mut(), stream, &source(&src), steer).map(drop)
+        path = assign_cast_steered(&mut dst.view_mut(), stream, &source(&src), steer)?;
+        Ok(())
     });
     assert_same(
         &dst.to_host().unwrap().view(),
@@ -600,7 +625,7 @@ fn work_still_running_is_refused_and_the_capture_survives() {
             busy(&other, BUSY_MS);
             view!().fill_on(&other, 1.0).unwrap();
 
-            cap.begin_capture(mode.0).unwrap();
+            let _end = begin(&cap, mode.0);
             let e = view!().fill_on(&cap, 2.0).unwrap_err();
             assert_eq!(e.kind(), &ErrorKind::StreamCapture, "{what}: {e:#}");
             assert!(e.to_string().contains("has not completed"), "{what}: {e}");
@@ -669,15 +694,26 @@ fn a_running_read_refuses_writes_only() {
         let mut b = DeviceArray::<f32, _>::zeros(&other, n).unwrap();
         let mut c = DeviceArray::<f32, _>::zeros(&cap, n).unwrap();
         a.fill_on(&other, 4.0).unwrap();
+        // The same operations once outside the capture, so that no module load delays it.
+        c.assign_on(&cap, &a).unwrap();
+        c.fill_on(&cap, 0.0).unwrap();
         other.synchronize().unwrap();
         cap.synchronize().unwrap();
         busy(&other, BUSY_MS);
         b.assign_on(&other, &a).unwrap();
 
-        cap.begin_capture(mode.0).unwrap();
+        let _end = begin(&cap, mode.0);
         c.assign_on(&cap, &a)
             .unwrap_or_else(|e| panic!("{what}: a read is captured: {e:#}"));
-        let e = a.fill_on(&cap, 1.0).unwrap_err();
+        let filled = a.fill_on(&cap, 1.0);
+        // SAFETY: `other` is a live stream of the current context.
+        let other_busy = unsafe { cudarc::driver::sys::cuStreamQuery(other.cu_stream()) }
+            == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY;
+        assert!(
+            other_busy,
+            "{what}: the read on the other stream ended too soon"
+        );
+        let e = filled.expect_err("a write captured while a read of the memory still runs");
         assert_eq!(e.kind(), &ErrorKind::StreamCapture, "{what}: {e:#}");
         let graph = end(&cap, &what);
         graph.launch().unwrap();
@@ -709,7 +745,7 @@ fn what_cannot_be_captured_is_refused() {
         let mut pinned_out = PinnedBuffer::<f32>::zeros(cap.context(), 1200).unwrap();
         cap.synchronize().unwrap();
 
-        cap.begin_capture(mode.0).unwrap();
+        let _end = begin(&cap, mode.0);
         let mut back = ndarray::Array2::<f32>::zeros((30, 40));
         let mut refused: Vec<(&str, devspan::Result<()>)> = vec![
             ("to_host", a.to_host().map(drop)),
@@ -827,7 +863,7 @@ fn cudarc_work_in_the_same_capture_is_ordered_in_the_graph() {
         // The address, taken while the slice's events have never been recorded.
         let xp = DeviceSpan::from_cuda(&x).device_ptr();
         cap.synchronize().unwrap();
-        cap.begin_capture(mode.0).unwrap();
+        let _end = begin(&cap, mode.0);
         cap.memset_zeros(&mut x).unwrap();
         let after_cudarc = status(&cap);
         if after_cudarc != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
@@ -916,7 +952,7 @@ fn errors_print_the_driver_error_once() {
     graph.launch().unwrap();
 
     // A refusal: devspan's own message, no source.
-    cap.begin_capture(relaxed).unwrap();
+    let _end = begin(&cap, relaxed);
     let refusal = a.to_host().unwrap_err();
     let _ = end(&cap, "refusal");
     assert_eq!(refusal.kind(), &ErrorKind::StreamCapture);

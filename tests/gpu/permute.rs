@@ -423,7 +423,8 @@ fn packed_and_split_permutations() {
         "too few cases took the packed kernel: {paths:?}"
     );
     assert!(
-        paths.get("permute_packed128").copied().unwrap_or(0) >= 8,
+        // Every fifth permutation of rank 4 under a sanitizer: 5 of the 128-slot cases.
+        paths.get("permute_packed128").copied().unwrap_or(0) >= crate::common::scaled(8, 4),
         "too few cases took the 128-slot packed kernel: {paths:?}"
     );
     check_permute_taken(&paths, "packed and split");
