@@ -706,6 +706,9 @@ fn a_running_read_refuses_writes_only() {
         c.assign_on(&cap, &a)
             .unwrap_or_else(|e| panic!("{what}: a read is captured: {e:#}"));
         let filled = a.fill_on(&cap, 1.0);
+        let graph = end(&cap, &what);
+        // Queried once the capture has ended (a global-mode capture refuses stream queries):
+        // still running then, the read was running when the write was refused.
         // SAFETY: `other` is a live stream of the current context.
         let other_busy = unsafe { cudarc::driver::sys::cuStreamQuery(other.cu_stream()) }
             == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY;
@@ -715,7 +718,6 @@ fn a_running_read_refuses_writes_only() {
         );
         let e = filled.expect_err("a write captured while a read of the memory still runs");
         assert_eq!(e.kind(), &ErrorKind::StreamCapture, "{what}: {e:#}");
-        let graph = end(&cap, &what);
         graph.launch().unwrap();
         assert!(c.to_host().unwrap().iter().all(|&x| x == 4.0), "{what}");
         other.synchronize().unwrap();
