@@ -217,6 +217,8 @@ pub mod dlpack;
 mod element;
 mod error;
 #[cfg(feature = "internals")]
+mod fault;
+#[cfg(feature = "internals")]
 pub mod internals;
 pub mod interop;
 mod kernels;
