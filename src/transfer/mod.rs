@@ -379,7 +379,9 @@ impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
     /// layout) and waits for it. Pageable host memory goes through pinned staging chunks
     /// (packed by several threads while the copy engine moves the previous ones); page-locked
     /// memory is copied directly. `Err` with nothing written when the shapes differ, the
-    /// stream belongs to another device or the host view's extent overflows.
+    /// stream belongs to another device, the host view's extent overflows or memory for the
+    /// staging runs out; a driver error during the copy leaves each element either old or new
+    /// (see [Failures](crate#failures)).
     /// [`copy_from_host_with`](Self::copy_from_host_with) takes [`TransferOptions`].
     ///
     /// ```no_run
@@ -521,7 +523,9 @@ impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
 impl<X: SpanData, D: Dimension> DeviceBase<X, D> {
     /// Copies these elements (any layout) into a host array or view of any layout (same
     /// shape) and waits for it. `Err` with nothing written when the shapes differ, the
-    /// stream belongs to another device or the host view's extent overflows.
+    /// stream belongs to another device, the host view's extent overflows or memory for the
+    /// staging runs out; a driver error during the copy leaves each element either old or new
+    /// (see [Failures](crate#failures)).
     /// [`copy_to_host_with`](Self::copy_to_host_with) takes [`TransferOptions`].
     ///
     /// ```no_run
