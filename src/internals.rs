@@ -6,7 +6,8 @@
 //! [`assign_cast_steered`]), name the path that a copy, fill or transfer takes
 //! ([`copy_path`], [`fill_path`], [`transfer_path`]) and list the embedded PTX
 //! ([`ptx_modules`]). None of them changes what an operation writes, only which kernel writes
-//! it and with how many blocks.
+//! it and with how many blocks. [`inject`] arms a one-shot [`Fault`] in the transfer code: the
+//! chosen allocation or chunk copy returns the driver's error without calling the driver.
 //!
 //! devspan's tests and benches turn the feature on through a dev-dependency of the crate on
 //! itself, so that a plain `cargo test` builds them:
@@ -62,6 +63,7 @@ use crate::error::Result;
 use crate::plan::{self, PlanOptions};
 use crate::view::{DeviceView, DeviceViewMut};
 
+pub use crate::fault::{Fault, FaultGuard, inject};
 /// The architectures machine code was embedded for at build time (empty without `ptxas`), with
 /// the number of modules of each.
 pub use crate::kernels::ptx::cubin_archs;

@@ -195,6 +195,20 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Failures
+//!
+//! An operation that fails returns `Err` and leaks no device memory (its page-locked staging
+//! chunks go back to devspan's staging pool, or are freed). Out-of-memory (device memory for a result or a transfer's device temporary,
+//! page-locked memory for staging chunks) is
+//! [`ErrorKind::Driver`]`(CUDA_ERROR_OUT_OF_MEMORY)`, reported before anything is written: the
+//! destination is untouched. A driver error in the middle of a host transfer stops every
+//! staging thread at its next chunk and returns `Err` once the copies in flight have
+//! completed; what the destination holds then is unspecified element by element (each element
+//! holds its old value or the transferred one), except for uploads through a device temporary
+//! (a device view whose layout differs from the host's), which write the destination only after
+//! the whole transfer succeeded. A panic in a [`DeviceOwner`]'s drop propagates from the drop of
+//! the last view (see [`DeviceOwner`]); it leaves devspan's caches and pools usable.
+//!
 //! ## Features
 //!
 //! - `cuda-11080` ... `cuda-13000` (default `cuda-12080`): the CUDA driver API version that
@@ -216,6 +230,8 @@ mod device;
 pub mod dlpack;
 mod element;
 mod error;
+#[cfg(feature = "internals")]
+mod fault;
 #[cfg(feature = "internals")]
 pub mod internals;
 pub mod interop;

@@ -60,6 +60,11 @@ use crate::error::{Error, Result};
 /// `from_raw_parts` again for each operation: dropping the last view of a log releases its
 /// handle on the owner as above, waiting on the host when the owner names no release stream.
 ///
+/// **A drop that panics.** The panic propagates from the drop of the last view, on that
+/// thread, as a panic in any value's drop does (the owner's fields are still dropped while it
+/// unwinds). devspan holds none of its locks while it drops an owner, so its caches, its
+/// staging pool and other views are unaffected.
+///
 /// ```
 /// use std::sync::Arc;
 /// use devspan::DeviceOwner;

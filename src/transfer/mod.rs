@@ -57,6 +57,21 @@ pub fn transfer_path(
     }
 }
 
+/// An uninitialised device temporary of `m` elements on `stream`, for the bus buffer of a
+/// transfer whose device path is [`DevicePath::Staged`].
+///
+/// # Safety
+/// As [`DeviceArray::uninit`]: every element is written before it is read.
+unsafe fn device_temporary<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    m: usize,
+) -> Result<DeviceArray<T, Ix1>> {
+    #[cfg(feature = "internals")]
+    crate::fault::check(crate::fault::Fault::DeviceAlloc)?;
+    // SAFETY: the caller's contract.
+    unsafe { DeviceArray::<T, Ix1>::uninit(stream, m) }
+}
+
 /// Moves the bus buffer up into the `m` device elements at `dev`. With `pinned_direct`, the
 /// copy reads host memory directly and the caller must synchronise before the host borrow
 /// ends; otherwise the host has been read when this returns.
@@ -153,7 +168,7 @@ fn upload<T: DeviceElement, D: Dimension>(
         }
         DevicePath::Staged => {
             // SAFETY: every element is written by `send` before the kernel below reads it.
-            let mut tmp = unsafe { DeviceArray::<T, Ix1>::uninit(stream, plan.m)? };
+            let mut tmp = unsafe { device_temporary::<T>(stream, plan.m)? };
             {
                 let tv = tmp.view_mut();
                 let dev = tv.device_ptr();
@@ -198,7 +213,7 @@ fn prepare_download<T: DeviceElement, D: Dimension>(
     }
     // SAFETY: the gather below writes every element (the bus layout is a bijection onto the
     // `m` elements) before the download reads them.
-    let mut tmp = unsafe { DeviceArray::<T, Ix1>::uninit(stream, plan.m)? };
+    let mut tmp = unsafe { device_temporary::<T>(stream, plan.m)? };
     {
         let mut tv = DeviceViewMut::from_span_mut(
             tmp.whole_span_mut(),
@@ -364,7 +379,9 @@ impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
     /// layout) and waits for it. Pageable host memory goes through pinned staging chunks
     /// (packed by several threads while the copy engine moves the previous ones); page-locked
     /// memory is copied directly. `Err` with nothing written when the shapes differ, the
-    /// stream belongs to another device or the host view's extent overflows.
+    /// stream belongs to another device, the host view's extent overflows or memory for the
+    /// staging runs out; a driver error during the copy leaves each element either old or new
+    /// (see [Failures](crate#failures)).
     /// [`copy_from_host_with`](Self::copy_from_host_with) takes [`TransferOptions`].
     ///
     /// ```no_run
@@ -506,7 +523,9 @@ impl<X: SpanDataMut, D: Dimension> DeviceBase<X, D> {
 impl<X: SpanData, D: Dimension> DeviceBase<X, D> {
     /// Copies these elements (any layout) into a host array or view of any layout (same
     /// shape) and waits for it. `Err` with nothing written when the shapes differ, the
-    /// stream belongs to another device or the host view's extent overflows.
+    /// stream belongs to another device, the host view's extent overflows or memory for the
+    /// staging runs out; a driver error during the copy leaves each element either old or new
+    /// (see [Failures](crate#failures)).
     /// [`copy_to_host_with`](Self::copy_to_host_with) takes [`TransferOptions`].
     ///
     /// ```no_run

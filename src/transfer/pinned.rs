@@ -115,6 +115,8 @@ impl<T: DeviceElement> PinnedBuffer<T> {
         let ptr = if bytes == 0 {
             NonNull::dangling()
         } else {
+            #[cfg(feature = "internals")]
+            crate::fault::check(crate::fault::Fault::PinnedAlloc)?;
             ctx.bind_to_thread()?;
             // SAFETY: a plain allocation call; the memory is initialised by the callers.
             let p = unsafe { result::malloc_host(bytes, FLAGS)? };

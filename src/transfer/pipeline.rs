@@ -349,6 +349,8 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
                 // (page-aligned) and its previous copy has completed (event waited above).
                 unsafe { pack(host.get().cast_const(), runs, start, buf, len) };
                 inf.used[s] = true;
+                #[cfg(feature = "internals")]
+                crate::fault::check(crate::fault::Fault::ChunkCopy)?;
                 // SAFETY: the chunk stays alive and unwritten until `ev[s]` completes (waited
                 // before reuse, at the end, and by `Inflight`'s drop when unwinding); the
                 // destination range lies inside `dev`.
@@ -397,6 +399,8 @@ pub(crate) unsafe fn download<T: Copy + Send>(
                 let s = j % 2;
                 let start = mine[j] * g.chunk;
                 let len = g.chunk.min(m - start);
+                #[cfg(feature = "internals")]
+                crate::fault::check(crate::fault::Fault::ChunkCopy)?;
                 used[s] = true;
                 // SAFETY: the staging chunk holds `len` elements, is not read by the host
                 // until `ev[s]` completes, and its previous contents were unpacked already;
@@ -477,6 +481,8 @@ impl<T: Copy + Send> StagedDownload<T> {
         for (k, c) in staged.chunks.iter_mut().enumerate() {
             let start = k * g.chunk;
             let len = g.chunk.min(m - start);
+            #[cfg(feature = "internals")]
+            crate::fault::check(crate::fault::Fault::ChunkCopy)?;
             // SAFETY: the chunk holds at least `chunk * size >= len * size` bytes, and the
             // `len` elements from `start` lie inside `dev` (caller's contract). On an error,
             // dropping `staged` waits for the copies enqueued so far.

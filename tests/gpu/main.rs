@@ -16,6 +16,7 @@ mod common;
 mod capture;
 mod dlpack;
 mod ergonomics;
+mod faults;
 mod foundation;
 mod kernels;
 mod lifetimes;
