@@ -256,7 +256,7 @@ fn seed() -> u64 {
 /// Cases for a target whose default is `default`.
 fn cases(default: usize) -> usize {
     if cfg!(miri) {
-        return default.min(6);
+        return default.min(24);
     }
     match std::env::var("DEVSPAN_FUZZ_CASES") {
         Ok(s) => s
