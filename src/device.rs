@@ -9,6 +9,11 @@ use crate::error::{Error, ErrorKind, Result};
 fn driver_status() -> &'static std::result::Result<usize, String> {
     static STATUS: OnceLock<std::result::Result<usize, String>> = OnceLock::new();
     STATUS.get_or_init(|| {
+        // Miri cannot load a shared library: under it devspan behaves as on a machine without
+        // a driver (every device entry point answers `Err(NoDevice)`).
+        if cfg!(miri) {
+            return Err("the CUDA driver cannot be loaded under Miri".into());
+        }
         // SAFETY: `is_culib_present` only tries to dlopen the driver library by its known names
         // and drops the handle; it has no preconditions.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {

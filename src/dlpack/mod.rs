@@ -204,7 +204,8 @@ mod tests {
     #[test]
     fn only_the_twelve_dtypes_decode() {
         let mut ok = 0;
-        for code in 0..=u8::MAX {
+        // Under Miri (`.ci/miri`) the codes past the defined ones are sampled.
+        for code in (0..=u8::MAX).filter(|&c| !cfg!(miri) || c < 8 || c == u8::MAX) {
             for bits in [0u8, 1, 4, 6, 8, 16, 32, 64, 128, 255] {
                 for lanes in [0u16, 1, 2, 4, u16::MAX] {
                     let t = DLDataType {

@@ -9,8 +9,8 @@
 //! 2. **Strides fit.** For every axis of length `n > 1`, `stride * (n - 1)` and the sum of those
 //!    terms over all axes fit in `isize`.
 //! 3. **In bounds.** If the layout has at least one element, every reachable element offset
-//!    `offset + sum(i_k * stride_k)` lies in `0..span_len`. An empty layout reaches nothing and
-//!    only needs `offset <= span_len`.
+//!    `offset + sum(i_k * stride_k)` lies in `0..span_len` and fits in `isize`. An empty layout
+//!    reaches nothing and only needs `offset <= span_len`.
 //! 4. **No self-overlap when writable.** A layout used by a mutable view reaches each element
 //!    through exactly one index: every axis of length > 1 has a nonzero stride, and sorted by
 //!    `|stride|`, each stride exceeds the span covered by the axes before it. (This test is
@@ -263,20 +263,24 @@ impl<D: Dimension> Layout<D> {
                 }
             }
             Some((lo, hi)) => {
-                let first = off.checked_add(lo);
-                let last = off.checked_add(hi);
-                match (first, last) {
-                    (Some(f), Some(l)) if f >= 0 && (l as usize) < span_len => {}
-                    _ => {
-                        return Err(Error::out_of_bounds(format!(
-                            "shape {:?} with strides {:?} at offset {} reaches elements {}..={} of a span of {span_len} elements",
-                            self.shape(),
-                            self.strides(),
-                            self.offset,
-                            off as i128 + lo as i128,
-                            off as i128 + hi as i128
-                        )));
-                    }
+                // `off >= 0` and `lo <= 0`, so only the highest offset can leave `isize`.
+                let first = off + lo;
+                let last = off.checked_add(hi).ok_or_else(|| {
+                    Error::overflow(format!(
+                        "shape {:?} with strides {:?} at offset {} reaches element {}, past isize::MAX",
+                        self.shape(),
+                        self.strides(),
+                        self.offset,
+                        off as i128 + hi as i128
+                    ))
+                })?;
+                if first < 0 || last as usize >= span_len {
+                    return Err(Error::out_of_bounds(format!(
+                        "shape {:?} with strides {:?} at offset {} reaches elements {first}..={last} of a span of {span_len} elements",
+                        self.shape(),
+                        self.strides(),
+                        self.offset,
+                    )));
                 }
             }
         }

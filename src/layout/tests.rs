@@ -47,3 +47,19 @@ fn reshape_checks_the_element_size() {
             .is_ok()
     );
 }
+
+#[test]
+fn reachable_offsets_past_isize_max_are_an_overflow() {
+    // A span longer than isize::MAX elements: the last element, at offset 3 + 2 * (2^62 - 1) =
+    // 2^63 + 1, lies in the span but past isize::MAX.
+    let span = (1usize << 63) + 2;
+    let e = Layout::new_strided(Ix1(1 << 62), &[2], 3, span).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Overflow, "{e}");
+    assert!(e.to_string().contains("isize"), "{e}");
+    // One element less reaches isize::MAX at most.
+    let l = Layout::new_strided(Ix1(1 << 62), &[2], 1, span).unwrap();
+    assert_eq!(l.reach(), Some((1, isize::MAX as usize)));
+    // Past the span's end it stays out of bounds.
+    let e = Layout::new_strided(Ix1(3), &[2], 1, 5).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::OutOfBounds, "{e}");
+}

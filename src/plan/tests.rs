@@ -358,7 +358,8 @@ fn check_fill(c: &Case) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+    // A handful under Miri (`.ci/miri`), which interprets every step.
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 10_000 }, ..ProptestConfig::default() })]
 
     #[test]
     fn copy_and_cast_plans_match_reference(c in case_strategy()) {
@@ -429,12 +430,17 @@ proptest! {
     })]
 
     #[test]
+    #[cfg_attr(miri, ignore = "tensors of up to 40,000 elements through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri")]
     fn permutations_match_reference(c in permute_case_strategy()) {
         check_copy(&c)?;
     }
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "path statistics over 400 plans; the property tests cover the planner under Miri"
+)]
 fn permutation_cases_take_the_permute_path() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
@@ -509,6 +515,10 @@ fn contiguous_plan(
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn paths_are_chosen_as_documented() {
     use DType::*;
     // Contiguous, aligned: the vector kernel.
@@ -812,6 +822,10 @@ fn run_case(
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn central_block_and_sliced_batches_take_the_row_path() {
     use DType::*;
     // `a.slice(s![1000..9000, 1000..9000])` of a 16384^2 f32 matrix into a contiguous array.
@@ -888,6 +902,10 @@ fn central_block_and_sliced_batches_take_the_row_path() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
     use DType::*;
     // Source pitch 1001 f32 (4 mod 16 bytes), contiguous destination: only every fourth row
@@ -945,6 +963,10 @@ type RowCase<'a> = (
 );
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn row_kernel_covers_every_element_once_with_any_grid() {
     use DType::*;
     let cases: &[RowCase] = &[
@@ -995,6 +1017,10 @@ fn row_kernel_covers_every_element_once_with_any_grid() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "path statistics over 4,000 plans; the property tests cover the planner under Miri"
+)]
 fn random_cases_reach_every_copy_path() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
@@ -1038,6 +1064,10 @@ fn random_cases_reach_every_copy_path() {
 /// destination plans to a tiled path, a row path or a contiguous copy, never to the general
 /// strided kernels.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn sweep_permutations_never_take_the_strided_kernels() {
     use std::collections::BTreeMap;
     let shapes: &[&[usize]] = &[
@@ -1085,6 +1115,10 @@ fn sweep_permutations_never_take_the_strided_kernels() {
 /// Every permutation of ranks 2-6 of small awkward shapes, sources contiguous, sliced or
 /// reversed, through the planner and the interpreter (the GPU tests' cases at host size).
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn every_permutation_of_ranks_2_to_6_matches_reference() {
     let shapes: &[&[usize]] = &[
         &[33, 17],
@@ -1153,6 +1187,10 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
 /// fill them, 32 x 32 where a side of the large tile would stay half empty and the small one
 /// fills; every case is checked through the interpreter at a reduced size.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn permute_tiles_follow_the_fill() {
     use DType::*;
     // (shape, permutation, expected kernel path) for f32 copies of a contiguous source.
@@ -1265,6 +1303,10 @@ fn permute_tiles_follow_the_fill() {
 /// (sampled unless `DEVSPAN_FULL_PLAN_CHECKS=1`), which checks each word's alignment and
 /// grouping.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn packed_and_split_permutations_match_reference() {
     let shapes: &[&[usize]] = &[
         &[16, 256],
@@ -1356,6 +1398,10 @@ fn packed_and_split_permutations_match_reference() {
 /// planner and the interpreter (sampled unless `DEVSPAN_FULL_PLAN_CHECKS=1`), which checks
 /// every vector's alignment and that the write phase reads only what the read phase stored.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn vector_permutations_match_reference() {
     let shapes: &[&[usize]] = &[&[160, 144], &[48, 20, 144], &[16, 24, 16, 32]];
     let (mut vec, mut total, mut k) = ([0; 4], 0, 0);
@@ -1419,6 +1465,10 @@ fn vector_permutations_match_reference() {
 /// tile origins reach past 2^31 elements, so the permute kernel takes the 64-bit origin form
 /// there (the u8 copy of the same view takes the transpose kernel).
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn huge_permutations_keep_64_bit_origins() {
     let (d0, d1, d2) = (2048isize, 1024isize, 2304isize);
     // cube.permuted_axes([2, 1, 0]).slice(s![..;-1, 3.., ..;2]).
@@ -1454,6 +1504,10 @@ fn huge_permutations_keep_64_bit_origins() {
 /// every run is 16-byte aligned, and match the reference on every path (every case is planned;
 /// the interpreter runs a sample of them unless `DEVSPAN_FULL_PLAN_CHECKS=1`).
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn wide_permutations_match_reference() {
     use DType::*;
     let outers: &[&[usize]] = &[&[40, 36], &[9, 33, 5], &[3, 20, 17], &[70, 12]];
@@ -1562,6 +1616,10 @@ fn wide_permutations_match_reference() {
 /// both sides 3 pieces (a multiple of 9), 27 x 18 with 6 matrices, 27 x 9 when it cannot be
 /// split; the last two go to the row kernel.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn wide_kernels_need_half_filled_tiles() {
     use DType::*;
     for (batch, want) in [
@@ -1699,8 +1757,9 @@ fn planning_layouts_with_huge_strides_never_panics() {
         }
         _ => false,
     };
+    let rounds = if cfg!(miri) { 300 } else { 50_000 };
     let mut planned = 0;
-    for _ in 0..50_000 {
+    for _ in 0..rounds {
         let r = 1 + (rnd() % 5) as usize;
         let shape: Vec<usize> = (0..r)
             .map(|_| lens[(rnd() % lens.len() as u64) as usize])
@@ -1758,5 +1817,5 @@ fn planning_layouts_with_huge_strides_never_panics() {
         let fill = std::panic::catch_unwind(|| plan_fill(base, &shape, &dst, to.size(), 0, opt));
         assert!(fill.is_ok(), "plan_fill panicked: {case}");
     }
-    assert!(planned > 10_000, "only {planned} valid cases");
+    assert!(planned * 5 > rounds, "only {planned} valid cases");
 }

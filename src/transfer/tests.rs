@@ -10,6 +10,11 @@ use super::plan::{DevicePath, Direction, HostAxis, HostPath, TransferPlan, plan_
 use crate::error::ErrorKind;
 use crate::layout::Layout;
 
+/// `n` rounds natively, `miri` under Miri (which interprets every step; `.ci/miri`).
+fn rounds(n: usize, miri: usize) -> usize {
+    if cfg!(miri) { miri } else { n }
+}
+
 fn offset(idx: &[usize], strides: &[isize]) -> isize {
     idx.iter().zip(strides).map(|(&i, &s)| i as isize * s).sum()
 }
@@ -155,7 +160,7 @@ fn planner_refuses_overflowing_host_views() {
 #[test]
 fn runs_cover_every_index_once() {
     let mut rng = StdRng::seed_from_u64(5);
-    for _ in 0..200 {
+    for _ in 0..rounds(200, 20) {
         let r = rng.random_range(1..5);
         let runs: Vec<HostAxis> = (0..r)
             .map(|_| HostAxis {
@@ -250,7 +255,7 @@ fn random_dev_strides(rng: &mut StdRng, shape: &[usize]) -> Vec<isize> {
 fn plans_and_packing_agree_with_ndarray() {
     let mut rng = StdRng::seed_from_u64(42);
     let mut paths = std::collections::BTreeSet::new();
-    for case in 0..3000 {
+    for case in 0..rounds(3000, 40) {
         let rank = 1 + case % 6;
         let (base, sl, perm) = random_view(&mut rng, rank);
         let n0: usize = base.iter().product();
@@ -331,7 +336,10 @@ fn plans_and_packing_agree_with_ndarray() {
         (false, HostPath::Pack, DevicePath::Direct),
         (false, HostPath::Pack, DevicePath::Staged),
     ] {
-        assert!(paths.contains(&want), "{want:?} never planned: {paths:?}");
+        assert!(
+            cfg!(miri) || paths.contains(&want),
+            "{want:?} never planned: {paths:?}"
+        );
     }
 }
 
@@ -359,7 +367,7 @@ fn block_paths_read_nothing_outside_the_view() {
     // so no host memory outside the view is read. Forcing Superset never makes it otherwise.
     let mut rng = StdRng::seed_from_u64(77);
     let mut blocks = 0;
-    for _ in 0..5000 {
+    for _ in 0..rounds(5000, 60) {
         let rank = rng.random_range(1..5);
         let shape: Vec<usize> = (0..rank).map(|_| rng.random_range(1..5)).collect();
         let strides: Vec<isize> = (0..rank)
@@ -393,7 +401,7 @@ fn block_paths_read_nothing_outside_the_view() {
             }
         }
     }
-    assert!(blocks > 100, "only {blocks} block plans");
+    assert!(cfg!(miri) || blocks > 100, "only {blocks} block plans");
     // Overlapping host axes, and a broadcast over every other element.
     let p = plan_transfer(&[2, 2, 2], &[0, 3, 4], &[4, 2, 1], 4, Direction::Up, None).unwrap();
     assert_eq!(p.host, HostPath::Pack);

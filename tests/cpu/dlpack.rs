@@ -51,13 +51,13 @@ fn count(c: &AtomicUsize) -> usize {
 
 /// What a test producer's deleter records.
 #[derive(Default)]
-struct Deletes {
+pub(crate) struct Deletes {
     calls: AtomicUsize,
     thread: Mutex<Option<ThreadId>>,
 }
 
 impl Deletes {
-    fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
     fn record(&self) {
@@ -106,17 +106,17 @@ unsafe extern "C" fn delete_test_legacy(p: *mut DLManagedTensor) {
 
 /// The description of a test tensor; `shape`/`strides` of `None` become null pointers.
 #[derive(Clone, Debug)]
-struct Spec {
-    legacy: bool,
-    version: DLPackVersion,
-    flags: u64,
-    data: u64,
-    byte_offset: u64,
-    device: DLDevice,
-    dtype: DLDataType,
-    ndim: i32,
-    shape: Option<Vec<i64>>,
-    strides: Option<Vec<i64>>,
+pub(crate) struct Spec {
+    pub(crate) legacy: bool,
+    pub(crate) version: DLPackVersion,
+    pub(crate) flags: u64,
+    pub(crate) data: u64,
+    pub(crate) byte_offset: u64,
+    pub(crate) device: DLDevice,
+    pub(crate) dtype: DLDataType,
+    pub(crate) ndim: i32,
+    pub(crate) shape: Option<Vec<i64>>,
+    pub(crate) strides: Option<Vec<i64>>,
 }
 
 impl Spec {
@@ -138,7 +138,7 @@ impl Spec {
 
 /// A managed tensor handed to the code under test.
 #[derive(Clone, Copy, Debug)]
-enum Raw {
+pub(crate) enum Raw {
     Versioned(*mut DLManagedTensorVersioned),
     Legacy(*mut DLManagedTensor),
 }
@@ -164,7 +164,7 @@ fn dl_tensor(spec: &Spec, shape: &mut Vec<i64>, strides: &mut Option<Vec<i64>>) 
 
 /// Builds the managed tensor of `spec`. Arrays are at least `MAX_NDIM + 1` long when `ndim` is
 /// out of range, so that even a faulty reader would stay inside them.
-fn make(spec: &Spec) -> (Raw, Arc<Deletes>) {
+pub(crate) fn make(spec: &Spec) -> (Raw, Arc<Deletes>) {
     let deletes = Arc::new(Deletes::default());
     let pad = |v: &Option<Vec<i64>>| {
         v.clone().map(|mut v| {
@@ -238,7 +238,7 @@ fn relay(exported: *mut DLManagedTensorVersioned) -> (*mut DLManagedTensorVersio
 }
 
 /// Takes ownership of a test tensor.
-fn take(raw: Raw) -> devspan::Result<DlpackTensor> {
+pub(crate) fn take(raw: Raw) -> devspan::Result<DlpackTensor> {
     // SAFETY: test tensors are live, their arrays hold `ndim` values (or more), the fake data is
     // never dereferenced, deleters may run on any thread, and each is handed over once.
     unsafe {
@@ -250,15 +250,15 @@ fn take(raw: Raw) -> devspan::Result<DlpackTensor> {
 }
 
 /// What an imported view looked like, and the view itself (kept alive until dropped).
-struct Imported {
-    span_ptr: u64,
-    span_len: usize,
-    device_ptr: u64,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
-    layout: Layout<IxDyn>,
-    device: usize,
-    view: Box<dyn Send>,
+pub(crate) struct Imported {
+    pub(crate) span_ptr: u64,
+    pub(crate) span_len: usize,
+    pub(crate) device_ptr: u64,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) strides: Vec<isize>,
+    pub(crate) layout: Layout<IxDyn>,
+    pub(crate) device: usize,
+    pub(crate) view: Box<dyn Send>,
 }
 
 fn import_as<T: DeviceElement>(t: DlpackTensor, mutable: bool) -> devspan::Result<Imported> {
@@ -323,7 +323,7 @@ fn align_of_dtype(d: DType) -> usize {
 }
 
 /// Imports `raw` as a view of `want` (`IxDyn`), from either kind of managed tensor.
-fn import(raw: Raw, want: DType, mutable: bool) -> devspan::Result<Imported> {
+pub(crate) fn import(raw: Raw, want: DType, mutable: bool) -> devspan::Result<Imported> {
     let t = take(raw)?;
     with_dtype!(want, import_as(t, mutable))
 }
@@ -1045,7 +1045,7 @@ fn a_null_deleter_is_never_called() {
 // ---------------------------------------------------------------------------------------------
 // Property test: random managed tensors against an independent model of the rules.
 
-fn decode(t: DLDataType) -> Option<DType> {
+pub(crate) fn decode(t: DLDataType) -> Option<DType> {
     if t.lanes != 1 {
         return None;
     }
@@ -1069,7 +1069,11 @@ fn decode(t: DLDataType) -> Option<DType> {
 /// What the import of `spec` as a view of `want` should give: the span (base address, length)
 /// and effective strides, or the kind of error, checked in the documented order.
 #[allow(clippy::type_complexity)]
-fn model(spec: &Spec, want: DType, mutable: bool) -> Result<(u64, usize, Vec<isize>), ErrorKind> {
+pub(crate) fn model(
+    spec: &Spec,
+    want: DType,
+    mutable: bool,
+) -> Result<(u64, usize, Vec<isize>), ErrorKind> {
     use ErrorKind::*;
     let max = isize::MAX as i128;
     if !spec.legacy && spec.version.major != 1 {
@@ -1175,7 +1179,7 @@ fn model(spec: &Spec, want: DType, mutable: bool) -> Result<(u64, usize, Vec<isi
 
 /// Checks that every reachable element lies in the imported span (all of them for small
 /// tensors, the extremes of each axis otherwise).
-fn check_reachable(v: &Imported, elem: usize) {
+pub(crate) fn check_reachable(v: &Imported, elem: usize) {
     let n = v.shape.iter().product::<usize>();
     if n == 0 {
         assert_eq!(v.span_len, 0);
@@ -1345,8 +1349,13 @@ fn spec_strategy() -> impl Strategy<Value = Spec> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        // DLPACK_PROPS_CASES overrides the count for slow runs (Miri) and local debugging only.
-        cases: std::env::var("DLPACK_PROPS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000),
+        // DLPACK_PROPS_CASES overrides the count for local debugging; Miri (`.ci/miri`) runs a
+        // handful.
+        cases: if cfg!(miri) {
+            16
+        } else {
+            std::env::var("DLPACK_PROPS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
+        },
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -1394,6 +1403,10 @@ proptest! {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "checks the test generator only (no devspan code), 10^4 draws"
+)]
 fn random_managed_tensors_cover_every_outcome() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRng, TestRunner};

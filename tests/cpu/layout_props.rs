@@ -4,7 +4,7 @@
 //! raw parts and bad arguments.
 //!
 //! Every property runs `CASES` (2,000) random cases, or `LAYOUT_PROPS_CASES` of them (CI runs
-//! 10^4).
+//! 10^4); `MIRI_CASES` under Miri.
 //!
 //! Comparison rules (see `check_same`):
 //! - shapes must be equal;
@@ -29,17 +29,24 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 const CASES: u32 = 2_000;
+/// Cases per property under Miri, which interprets every step.
+const MIRI_CASES: u32 = 6;
 /// Upper bound on the number of elements (product of the nonzero axis lengths) of the layouts
-/// compared element by element.
-const MAX_ELEMS: usize = 4096;
+/// compared element by element (smaller under Miri).
+const MAX_ELEMS: usize = if cfg!(miri) { 64 } else { 4096 };
 
 fn config() -> ProptestConfig {
     ProptestConfig {
-        // LAYOUT_PROPS_CASES sets the count: CI's 10^4, or fewer for local debugging.
-        cases: std::env::var("LAYOUT_PROPS_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(CASES),
+        // LAYOUT_PROPS_CASES sets the count: CI's 10^4, or fewer for local debugging; a
+        // handful under Miri (`.ci/miri`).
+        cases: if cfg!(miri) {
+            MIRI_CASES
+        } else {
+            std::env::var("LAYOUT_PROPS_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(CASES)
+        },
         // Known failures are pinned as plain #[test]s at the bottom of this file instead.
         failure_persistence: None,
         ..ProptestConfig::default()

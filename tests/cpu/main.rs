@@ -1,8 +1,10 @@
 //! Every host-only test of the public API, in one test binary: DLPack metadata and deleters,
-//! owners and keep-alives, layout properties against ndarray, and shape overflow. Each topic is a
+//! owners and keep-alives, layout properties against ndarray, shape overflow, and the fuzzing of
+//! every host-reachable entry point. Each topic is a
 //! module, so a test's name starts with its topic: `cargo test --test cpu layout_props::`.
 
 mod dlpack;
+mod fuzz;
 mod layout_props;
 mod owners;
 mod size_overflow;
