@@ -19,8 +19,13 @@ const SAMPLE: usize = 7;
 /// Whether the `k`-th case of an exhaustive test is run through the interpreter. The sample's
 /// stride is prime to the loops' inner counts, so it rotates through variants and types.
 fn interpret(k: usize) -> bool {
+    full_checks() || k % SAMPLE == 0
+}
+
+/// Whether [`FULL_VAR`] asks for the full checks.
+fn full_checks() -> bool {
     static FULL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FULL.get_or_init(|| std::env::var(FULL_VAR).is_ok_and(|v| v == "1")) || k % SAMPLE == 0
+    *FULL.get_or_init(|| std::env::var(FULL_VAR).is_ok_and(|v| v == "1"))
 }
 
 /// One operand's construction: a contiguous base, permuted, then sliced with steps.
@@ -425,7 +430,7 @@ fn permute_case_strategy() -> impl Strategy<Value = Case> {
 proptest! {
     // 400 cases with the full checks, 100 otherwise.
     #![proptest_config(ProptestConfig {
-        cases: if std::env::var(FULL_VAR).is_ok_and(|v| v == "1") { 400 } else { 100 },
+        cases: if full_checks() { 400 } else { 100 },
         ..ProptestConfig::default()
     })]
 

@@ -169,10 +169,7 @@ fn kernel_typed<T: DeviceElement, U: DeviceElement>(c: &KernelCase) -> Verdict {
         .map_err(|e| format!("broadcast: {e}"))?;
     let bs = broadcast_strides(c);
     ensure!(
-        c.shape
-            .iter()
-            .zip(sb.strides().iter().zip(&bs))
-            .all(|(&n, (a, b))| n <= 1 || a == b),
+        model::same_strides(&c.shape, sb.strides(), &bs),
         "broadcast strides {:?}, the model has {bs:?}",
         sb.strides()
     );
@@ -200,11 +197,7 @@ fn kernel_typed<T: DeviceElement, U: DeviceElement>(c: &KernelCase) -> Verdict {
             o.sort_unstable();
             o.windows(2).all(|w| w[1] == w[0] + 1)
         });
-        let same_order = c
-            .shape
-            .iter()
-            .zip(d.strides().iter().zip(&bs))
-            .all(|(&n, (a, b))| n <= 1 || a == b);
+        let same_order = model::same_strides(&c.shape, d.strides(), &bs);
         let contig = ["memcpy", "contig"].contains(&path.as_str());
         if contig {
             ensure!(

@@ -114,6 +114,15 @@ pub(crate) fn layout_errors(
     e
 }
 
+/// Whether two stride lists of one shape agree on every axis longer than one (the strides of
+/// axes of length 0 or 1 are free).
+pub(crate) fn same_strides(shape: &[usize], a: &[isize], b: &[isize]) -> bool {
+    shape
+        .iter()
+        .zip(a.iter().zip(b))
+        .all(|(&n, (a, b))| n <= 1 || a == b)
+}
+
 /// Invariant 4 as documented: every axis of length > 1 has a nonzero stride and, sorted by
 /// `|stride|`, each stride exceeds the span covered by the axes before it.
 pub(crate) fn unaliased_rule(shape: &[usize], strides: &[i128]) -> bool {
