@@ -265,11 +265,15 @@ fn kernel_typed<T: DeviceElement, U: DeviceElement>(c: &KernelCase) -> Verdict {
     expect_kinds("to_contiguous", &s.to_contiguous(), &none)?;
     expect_kinds("try_clone", &d.try_clone(), &none)?;
     expect_kinds("cast", &s.cast::<T>(), &none)?;
-    let display = format!("{s}");
-    ensure!(
-        display.starts_with("<devspan error"),
-        "Display of a view without a stream: {display}"
-    );
+    // Display downloads on the device's default stream where a GPU exists, which would read
+    // the fake address; without one it must print the error.
+    if !devspan::gpu_available() {
+        let display = format!("{s}");
+        ensure!(
+            display.starts_with("<devspan error"),
+            "Display of a view without a stream: {display}"
+        );
+    }
     drop((d, s, sv, sb));
     owners.all_dropped()?;
     Ok(outcome)
