@@ -8,6 +8,8 @@
 //! ([`ptx_modules`]). None of them changes what an operation writes, only which kernel writes
 //! it and with how many blocks. [`inject`] arms a one-shot [`Fault`] in the transfer code: the
 //! chosen allocation or chunk copy returns the driver's error without calling the driver.
+//! [`force_cross_device`] sends the calling thread's copies through the cross-device machinery
+//! with a chosen [`CrossPath`], also for operands on one device.
 //!
 //! devspan's tests and benches turn the feature on through a dev-dependency of the crate on
 //! itself, so that a plain `cargo test` builds them:
@@ -68,6 +70,7 @@ pub use crate::fault::{Fault, FaultGuard, inject};
 /// the number of modules of each.
 pub use crate::kernels::ptx::cubin_archs;
 pub use crate::kernels::ptx::modules as ptx_modules;
+pub use crate::peer::{CrossPath, ForcedPath, force as force_cross_device};
 pub use crate::transfer::{DevicePath, transfer_path};
 pub use devspan_kernels::abi::GridOptions;
 

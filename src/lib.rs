@@ -84,6 +84,21 @@
 //! | page-locked host memory (`cudaMallocHost`) | [`PinnedBuffer`]; async copies return a [`Transfer`] |
 //! | staging of pageable host memory | [`TransferOptions`], taken by the `_with` forms ([`DeviceArray::from_host_with`]) |
 //!
+//! ## Devices
+//!
+//! Every view knows its device ([`DeviceBase::device`]) and every operation checks it: a stream
+//! of another device than the memory it writes is `Err(DeviceMismatch)`. Copies are the
+//! exception: [`assign`](DeviceBase::assign) and [`assign_cast`](DeviceBase::assign_cast) take a
+//! source on another GPU, any layout on either side, and `to_contiguous_on` / `cast_on` with a
+//! stream of another device copy to that device. Where the destination's device can reach the
+//! source's memory (peer access, which devspan enables for the pair, and for memory from a
+//! stream-ordered pool the pool's access), its copy kernels read the source directly, with the
+//! layout change and the cast in the same pass; otherwise the source is packed on its device,
+//! copied by the driver (`cuMemcpyPeerAsync`) and unpacked on the destination's. The work runs
+//! on the destination's stream, after the source's stream (its memory's stream, or its device's
+//! default stream), which then waits for the copy, so that the source outlives the read and
+//! later writes to it follow. Copies between devices cannot be captured into a graph.
+//!
 //! ## Quick start
 //!
 //! ```no_run
@@ -127,7 +142,7 @@
 //!
 //! | captured | refused with `Err(StreamCapture)` |
 //! |---|---|
-//! | [`fill`](DeviceBase::fill), [`assign`](DeviceBase::assign), [`assign_cast`](DeviceBase::assign_cast) and their `_on` forms, any layouts, broadcasting | host transfers: `copy_from_host*`, `copy_to_host*`, `to_host*`, `from_host*`, `Display`, [`PinnedBuffer`] copies (they wait on the host) |
+//! | [`fill`](DeviceBase::fill), [`assign`](DeviceBase::assign), [`assign_cast`](DeviceBase::assign_cast) and their `_on` forms, any layouts, broadcasting (operands on one device) | copies between devices; host transfers: `copy_from_host*`, `copy_to_host*`, `to_host*`, `from_host*`, `Display`, [`PinnedBuffer`] copies (they wait on the host) |
 //! | [`DeviceSpanMut::fill`], [`DeviceSpanMut::copy_from`] and their `_on` forms | allocations: [`DeviceArray::zeros`], [`uninit`](DeviceArray::uninit), [`cast`](DeviceBase::cast), [`to_contiguous`](DeviceBase::to_contiguous), [`try_clone`](DeviceBase::try_clone) (`Clone` panics), [`to_shape`](DeviceBase::to_shape) when it copies (a graph's allocation exists only while the graph runs: allocate before the capture and use `assign` / `assign_cast`) |
 //! | [`with_kernel_view`](DeviceBase::with_kernel_view) / `_mut` (your own launches inside them) | [`into_dlpack`](DeviceArray::into_dlpack) (it waits for the array's stream) |
 //!
@@ -239,6 +254,7 @@ mod kernels;
 mod layout;
 mod ops;
 mod owner;
+mod peer;
 mod plan;
 #[cfg(feature = "python")]
 pub mod python;

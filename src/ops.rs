@@ -90,7 +90,6 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         grid: GridOptions,
     ) -> Result<()> {
         check_stream(stream, self.device(), "the destination view")?;
-        check_stream(stream, src.device(), "the source view")?;
         let src = src.broadcast(self.dim()).map_err(|e| {
             Error::shape(format!(
                 "source of shape {:?} cannot be assigned to destination of shape {:?}: {e}",
@@ -101,6 +100,22 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         if check_overlap(self, &src)? {
             return Ok(());
         }
+        if src.device() != self.device() || crate::peer::forced().is_some() {
+            return crate::peer::assign_cast_across(self, stream, &src, opt, grid);
+        }
+        self.assign_cast_local(stream, &src, opt, grid)
+    }
+
+    /// [`assign_cast_with`](Self::assign_cast_with) for a source on `stream`'s device, already
+    /// broadcast to this shape and checked not to overlap.
+    pub(crate) fn assign_cast_local<U: DeviceElement>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceView<'_, U, D>,
+        opt: PlanOptions,
+        grid: GridOptions,
+    ) -> Result<()> {
+        check_stream(stream, src.device(), "the source view")?;
         let p = plan::plan_copy(
             self.device_ptr(),
             self.strides(),
@@ -119,7 +134,7 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
             .writing_reading(&src.raw().keep, stream, || {
                 // SAFETY: both layouts are validated against their spans (kept alive by their
                 // keep-alives for the borrow's duration), the operands do not overlap (checked
-                // above) and `&mut self` excludes other writers through devspan.
+                // by the caller) and `&mut self` excludes other writers through devspan.
                 unsafe { crate::kernels::execute(&p, stream, grid) }
             })
     }
@@ -163,9 +178,10 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
             .fill_with(stream, value, PlanOptions::default())
     }
 
-    /// Copies `src` (an array or a view of any layout) into `self` element by element. `src`
-    /// is broadcast to this shape (ndarray's rules). Overlapping source and destination give
-    /// `Err(Aliasing)` unless they are the very same elements.
+    /// Copies `src` (an array or a view of any layout, on this device or another: see the
+    /// crate docs, "Devices") into `self` element by element. `src` is broadcast to this shape
+    /// (ndarray's rules). Overlapping source and destination give `Err(Aliasing)` unless they
+    /// are the very same elements.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {

@@ -661,4 +661,38 @@ impl<'a> KeepAlive<'a> {
         recorded_r?;
         Ok(r)
     }
+
+    /// Runs `f`, which enqueues work on `stream` that writes this memory and reads `src`'s,
+    /// which lives on the device of `other` (another device, or any stream while a cross-device
+    /// path is forced). `src`'s access is prepared and recorded on `other`, in its own device's
+    /// context: `stream` first waits for `other` (which has waited for the earlier conflicting
+    /// work on `src`), and `other` waits for `stream` after `f`, whatever `f` returns, so that
+    /// later work on `src`, and its release, follow the read. Neither stream may be capturing
+    /// a graph (the caller refuses that first).
+    pub(crate) fn writing_reading_across<R>(
+        &self,
+        src: &KeepAlive<'_>,
+        stream: &Arc<CudaStream>,
+        other: &Arc<CudaStream>,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let tr = src.prepare(other, false, &mut CaptureCheck::new(other))?;
+        let tw = self.prepare(stream, true, &mut CaptureCheck::new(stream))?;
+        stream.join(other)?;
+        let r = f();
+        let recorded_w = tw.finish(stream);
+        let recorded_r = match other.join(stream) {
+            Ok(()) => tr.finish(other),
+            Err(e) => {
+                // `other` cannot follow the work: the host waits for it instead, so that the
+                // read has completed before later work on `src` or its release.
+                let _ = stream.synchronize();
+                Err(e.into())
+            }
+        };
+        let r = r?;
+        recorded_w?;
+        recorded_r?;
+        Ok(r)
+    }
 }

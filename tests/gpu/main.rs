@@ -20,5 +20,6 @@ mod faults;
 mod foundation;
 mod kernels;
 mod lifetimes;
+mod peer;
 mod permute;
 mod transfer;

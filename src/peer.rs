@@ -1,0 +1,295 @@
+//! Copies between devices: `assign` and `assign_cast` whose source lives on another GPU than the
+//! destination.
+//!
+//! The work runs on the operation's stream, a stream of the destination's device. The source's
+//! accesses are ordered and recorded on a stream of its own device (its memory's stream, or that
+//! device's default stream for memory with no stream of its own): the operation's stream first
+//! waits for that stream, which has waited for the earlier devspan writes of the source, and that
+//! stream afterwards waits for the operation, so that later writes and the release of the source
+//! follow the read.
+//!
+//! Two paths ([`CrossPath`]):
+//! - **Peer**: where the destination's device can read the source's memory (peer access, which
+//!   devspan enables for the pair, and for memory from a stream-ordered pool the pool's access),
+//!   the destination device's copy kernels read the source directly, the layout change and the
+//!   cast fused into the one pass, as on one device.
+//! - **Staged**: otherwise the source is packed into a standard-layout temporary on its own
+//!   device (when it is not standard-layout already), copied with `cuMemcpyPeerAsync` (which the
+//!   driver stages where the devices cannot reach each other), and written into the destination
+//!   on its device (directly when it is standard-layout of the same type, else through a
+//!   temporary and the copy kernels). Temporaries come from stream-ordered allocation.
+//!
+//! Copies between devices cannot be captured into a graph: `Err(StreamCapture)` when either
+//! stream captures one.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaStream, sys};
+use ndarray::Dimension;
+
+use crate::array::DeviceArray;
+use crate::element::DeviceElement;
+use crate::error::{Error, Result};
+use crate::plan::{self, PlanOptions};
+use crate::view::{DeviceView, DeviceViewMut};
+use devspan_kernels::abi::GridOptions;
+
+/// How a copy between devices moves the data (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CrossPath {
+    /// The destination device's kernels read the source through peer access.
+    Peer,
+    /// Packed on the source's device, copied by the driver, unpacked on the destination's.
+    Staged,
+}
+
+thread_local! {
+    static FORCED: Cell<Option<CrossPath>> = const { Cell::new(None) };
+}
+
+/// The path forced on this thread by [`force`], if any.
+pub(crate) fn forced() -> Option<CrossPath> {
+    FORCED.with(Cell::get)
+}
+
+/// While alive, makes every `assign` / `assign_cast` on the calling thread take the cross-device
+/// machinery with `path`, also for operands on one device; dropping it restores the earlier
+/// setting.
+#[derive(Debug)]
+pub struct ForcedPath(Option<CrossPath>);
+
+impl Drop for ForcedPath {
+    fn drop(&mut self) {
+        FORCED.with(|f| f.set(self.0));
+    }
+}
+
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
+/// Forces `path` for the copies made on the calling thread until the guard is dropped (for
+/// tests on one device). On one device the peer path reads the memory directly.
+pub fn force(path: CrossPath) -> ForcedPath {
+    ForcedPath(FORCED.with(|f| f.replace(Some(path))))
+}
+
+/// Pairs `(destination, source)` of device ordinals whose peer access devspan has enabled.
+static ENABLED: Mutex<Option<HashSet<(usize, usize)>>> = Mutex::new(None);
+
+/// Whether the destination's device (`dst_ctx`) can read the source's memory at `src_ptr` (on
+/// `src_ctx`'s device) directly, enabling the access where the driver allows it: peer access
+/// between the contexts, once per pair, and read-write access to the memory pool the source
+/// was allocated from, if any.
+fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr: u64) -> bool {
+    if dst_ctx.ordinal() == src_ctx.ordinal() {
+        return true;
+    }
+    let mut can: std::ffi::c_int = 0;
+    // SAFETY: the call writes one int; both device handles come from live contexts.
+    let r =
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, dst_ctx.cu_device(), src_ctx.cu_device()) };
+    if r != sys::CUresult::CUDA_SUCCESS || can == 0 || dst_ctx.bind_to_thread().is_err() {
+        return false;
+    }
+    let pair = (dst_ctx.ordinal(), src_ctx.ordinal());
+    {
+        let mut enabled = ENABLED.lock().unwrap_or_else(|p| p.into_inner());
+        let set = enabled.get_or_insert_with(HashSet::new);
+        if !set.contains(&pair) {
+            // SAFETY: `dst_ctx` is current (bound above) and `src_ctx` is a live context; the
+            // call maps the peer's allocations into the current context.
+            let r = unsafe { sys::cuCtxEnablePeerAccess(src_ctx.cu_ctx(), 0) };
+            if r != sys::CUresult::CUDA_SUCCESS
+                && r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            {
+                return false;
+            }
+            set.insert(pair);
+        }
+    }
+    // Memory from a stream-ordered pool is reachable from another device only once the pool
+    // grants it access.
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: the attribute is one pool handle, written to the pointer given.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut pool as *mut sys::CUmemoryPool).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+            src_ptr,
+        )
+    };
+    if r == sys::CUresult::CUDA_SUCCESS && !pool.is_null() && !grant_pool(pool, dst_ctx.ordinal()) {
+        return false;
+    }
+    // What the destination's context may do with the memory, as the driver reports it.
+    let mut flags: std::ffi::c_uint = 0;
+    // SAFETY: the attribute is one unsigned int, written to the pointer given; the destination's
+    // context is current.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut flags as *mut std::ffi::c_uint).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_ACCESS_FLAGS,
+            src_ptr,
+        )
+    };
+    r == sys::CUresult::CUDA_SUCCESS && flags != 0
+}
+
+/// Grants device `device` read-write access to `pool` unless it has it: `false` when the
+/// driver refuses.
+fn grant_pool(pool: sys::CUmemoryPool, device: usize) -> bool {
+    let Ok(id) = std::ffi::c_int::try_from(device) else {
+        return false;
+    };
+    let mut location = sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id,
+    };
+    let mut flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    // SAFETY: the call reads `location` and writes one flags value.
+    let r = unsafe { sys::cuMemPoolGetAccess(&mut flags, pool, &mut location) };
+    if r == sys::CUresult::CUDA_SUCCESS
+        && flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    {
+        return true;
+    }
+    let desc = sys::CUmemAccessDesc {
+        location,
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: one access descriptor, read by the call.
+    let r = unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) };
+    r == sys::CUresult::CUDA_SUCCESS
+}
+
+/// The stream of the source's device that its accesses are ordered and recorded on.
+fn source_stream<U: DeviceElement, D: Dimension>(
+    src: &DeviceView<'_, U, D>,
+) -> Result<Arc<CudaStream>> {
+    match src.stream() {
+        Some(s) if s.context().ordinal() == src.device() => Ok(s),
+        _ => crate::device::default_stream(src.device()),
+    }
+}
+
+/// `Err(StreamCapture)` when `stream` is capturing a graph.
+fn refuse_capture(stream: &CudaStream) -> Result<()> {
+    crate::capture::refuse(
+        stream,
+        "a copy between devices",
+        "it orders streams of two devices, which one graph capture cannot hold",
+    )
+}
+
+/// `dst = src as T` for a source on another device (or any source while a path is forced):
+/// `src` is already broadcast to `dst`'s shape and checked not to overlap it, `stream` belongs
+/// to `dst`'s device.
+pub(crate) fn assign_cast_across<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+    opt: PlanOptions,
+    grid: GridOptions,
+) -> Result<()> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    // The temporaries' copies below are local to one device each.
+    let _unforced = ForcedPath(FORCED.with(|f| f.replace(None)));
+    let other = source_stream(src)?;
+    refuse_capture(stream)?;
+    refuse_capture(&other)?;
+    let path = forced().unwrap_or_else(|| {
+        if peer_readable(stream.context(), other.context(), src.device_ptr()) {
+            CrossPath::Peer
+        } else {
+            CrossPath::Staged
+        }
+    });
+    match path {
+        CrossPath::Peer => {
+            let p = plan::plan_copy(
+                dst.device_ptr(),
+                dst.strides(),
+                T::DTYPE,
+                src.device_ptr(),
+                src.strides(),
+                U::DTYPE,
+                dst.shape(),
+                opt,
+            )?;
+            dst.raw()
+                .keep
+                .writing_reading_across(&src.raw().keep, stream, &other, || {
+                    // SAFETY: both layouts are validated against their spans (kept alive by
+                    // their keep-alives, the source's until `other` has followed this work), the
+                    // destination's device reads the source's memory (peer access, checked
+                    // above, or the same device), the operands do not overlap (checked by the
+                    // caller) and `&mut` excludes other writers through devspan.
+                    unsafe { crate::kernels::execute(&p, stream, grid) }
+                })
+        }
+        CrossPath::Staged => staged(dst, stream, src, &other, opt, grid),
+    }
+}
+
+/// The staged path: pack on the source's device, `cuMemcpyPeerAsync`, unpack on the
+/// destination's.
+fn staged<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    src: &DeviceView<'_, U, D>,
+    other: &Arc<CudaStream>,
+    opt: PlanOptions,
+    grid: GridOptions,
+) -> Result<()> {
+    let packed;
+    let s = if src.is_standard_layout() {
+        src.clone()
+    } else {
+        packed = src.to_contiguous_on(other)?;
+        packed.view()
+    };
+    let bytes = s
+        .len()
+        .checked_mul(std::mem::size_of::<U>())
+        .ok_or_else(|| Error::overflow("the staged copy's size overflows usize"))?;
+    let from = s.device_ptr();
+    let copy = |to: u64| {
+        move || -> Result<()> {
+            stream.context().bind_to_thread()?;
+            // SAFETY: `to` starts `bytes` bytes of standard-layout destination memory on the
+            // destination's device and `from` `bytes` bytes on the source's (both spans
+            // checked, both kept alive); the copy is stream-ordered on `stream`, which has
+            // waited for the source's stream.
+            unsafe {
+                sys::cuMemcpyPeerAsync(
+                    to,
+                    stream.context().cu_ctx(),
+                    from,
+                    other.context().cu_ctx(),
+                    bytes,
+                    stream.cu_stream(),
+                )
+            }
+            .result()?;
+            Ok(())
+        }
+    };
+    if T::DTYPE == U::DTYPE && dst.is_standard_layout() {
+        let to = dst.device_ptr();
+        return dst
+            .raw()
+            .keep
+            .writing_reading_across(&s.raw().keep, stream, other, copy(to));
+    }
+    // SAFETY: the peer copy below writes every element before the kernels read them.
+    let mut landed = unsafe { DeviceArray::<U, D>::uninit(stream, s.dim())? };
+    let to = landed.view().device_ptr();
+    landed
+        .view_mut()
+        .raw()
+        .keep
+        .writing_reading_across(&s.raw().keep, stream, other, copy(to))?;
+    dst.assign_cast_local(stream, &landed.view(), opt, grid)
+}
