@@ -21,4 +21,5 @@ mod foundation;
 mod kernels;
 mod lifetimes;
 mod permute;
+mod pinned;
 mod transfer;
