@@ -81,6 +81,39 @@
 //! assert_eq!((w.shape(), w.strides()), (&[4usize, 3][..], &[1isize, 4][..]));
 //! # Ok::<(), devspan::Error>(())
 //! ```
+//!
+//! # Why not `dlpark`
+//!
+//! The crate `dlpark` 0.10.0 also implements DLPack in Rust (bindgen structs of `dlpack.h` 1.3,
+//! owning `Managed<M>` handles, PyO3 0.30 capsules, the `__dlpack__` negotiation and the DLPack
+//! 1.3 C exchange API, adapters for cudarc and ndarray). devspan keeps its own layer because
+//! these parts of it do not fit:
+//!
+//! - **Validation.** `TensorRef::from_raw` (behind `Managed::validate`) checks `ndim >= 0`,
+//!   null `shape`, negative extents, overflow of the element and byte counts and zero
+//!   `bits`/`lanes`, but puts no upper bound on `ndim` (it reads `ndim` values through `shape`
+//!   for any `i32`; devspan stops at [`MAX_NDIM`]) and does not check that the offsets the
+//!   strides reach fit in `isize` or the address space; devspan bounds its span by them.
+//! - **Capsules.** `capsule_to_raw_dlpack` (`src/python/capsule/from_python.rs`) hands the
+//!   capsule's pointer to `Managed::from_raw`, which reads the struct, without checking its
+//!   alignment; devspan refuses a misaligned managed tensor. Its capsule destructors
+//!   (`src/python/capsule/into_python.rs`) call the producer's deleter without setting aside an
+//!   in-flight Python exception.
+//! - **Device import.** The cudarc adapter (`ManagedCudaSlice`, feature `cudarc`) accepts
+//!   only `kDLCUDA` tensors with compact row-major strides and wraps them in a `CudaSlice`;
+//!   when it is dropped, `CudaSlice::leak` only makes the slice's stream wait for its events
+//!   (and only while the context manages stream synchronisation) before the deleter runs on
+//!   the host. devspan imports any strides and `kDLCUDAManaged`/`kDLCUDAHost` memory, and its
+//!   owner runs the deleter only once the device work recorded on the views has completed.
+//! - **Dependencies.** Its `cudarc` feature depends on cudarc with cudarc's default features
+//!   (cuBLAS, cuBLASLt, cuRAND, the runtime API) and turns on `cuda-version-from-build-system`
+//!   and `fallback-latest`, where devspan selects cudarc's features itself (`driver`, `nvrtc`,
+//!   dynamic loading, one `cuda-*` version). Without that feature it still adds `bitflags` and
+//!   `snafu`.
+//! - **The structs alone.** Re-exporting its `#[repr(C)]` structs would make dlpark's version
+//!   part of devspan's public API, and its `DLManagedTensorVersioned::flags` is its own
+//!   `DlpackFlags` type rather than the `u64` of `dlpack.h`, for a few hundred lines whose
+//!   layout devspan's `ffi` module already tests against `dlpack.h`.
 
 mod export;
 mod ffi;

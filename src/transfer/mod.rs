@@ -10,6 +10,7 @@
 mod dma;
 mod pack;
 mod pinned;
+mod pinned_host_slice;
 mod pipeline;
 pub(crate) mod plan;
 #[cfg(test)]

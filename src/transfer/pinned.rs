@@ -36,6 +36,37 @@ use crate::view::{DeviceView, DeviceViewMut};
 /// assert_eq!(back.as_slice()?, &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]); // waits for the copy
 /// # Ok(()) }
 /// ```
+///
+/// # Relation to cudarc's `PinnedHostSlice`
+///
+/// [`from_pinned_host_slice`](Self::from_pinned_host_slice) and
+/// [`to_pinned_host_slice`](Self::to_pinned_host_slice) convert, by copying. devspan keeps a
+/// type of its own rather than building on [`cudarc::driver::PinnedHostSlice`] (cudarc 0.19)
+/// because of these differences:
+///
+/// - **Allocation.** [`CudaContext::alloc_pinned`] allocates write-combined memory
+///   (`CU_MEMHOSTALLOC_WRITECOMBINED`), which the host reads uncached; a `PinnedBuffer` is
+///   `CU_MEMHOSTALLOC_PORTABLE` and not write-combined, since the host reads the staging
+///   chunks of downloads. cudarc's allocation panics (`expect`, `assert!`) on a byte size that
+///   overflows and on a null pointer, which the driver returns for zero bytes, so it has no
+///   empty slice; a `PinnedBuffer` reports overflow as `Err` and allocates nothing when empty.
+/// - **Tracking.** A `PinnedHostSlice` has one event, which cudarc's copies wait for and
+///   re-record only while the context manages stream synchronisation
+///   ([`CudaContext::is_managing_stream_synchronization`]); with only the default stream in use
+///   its accessors and `Drop` do not wait for a pending copy, and a copy on a stream of another
+///   context cannot record the event (the error is only stored in the context). A
+///   `PinnedBuffer` records an event after every copy enqueued on it, on any stream, waits
+///   for earlier ones across contexts, and refuses copies on a capturing stream.
+/// - **Failure.** `PinnedHostSlice`'s `Drop` frees the memory even when waiting for its event
+///   failed; a `PinnedBuffer` that cannot prove that no copy uses its memory leaks it instead,
+///   and refuses host access.
+/// - **Copies.** cudarc copies a whole slice to or from a contiguous `CudaSlice`/`CudaView`
+///   and panics when the destination is shorter than the source;
+///   [`copy_to_device`](Self::copy_to_device) and
+///   [`copy_from_device`](Self::copy_from_device) take device views of any layout and return
+///   `Err`.
+/// - **Ownership.** `PinnedHostSlice` has no constructor from raw parts and no way to give up
+///   its memory, so neither type can take over the other's allocation.
 pub struct PinnedBuffer<T> {
     ptr: NonNull<T>,
     len: usize,
@@ -65,7 +96,7 @@ impl<T> std::fmt::Debug for PinnedBuffer<T> {
 
 /// Allocation flags: portable (usable from every context), not write-combined (the host reads
 /// the staging chunks of downloads).
-const FLAGS: u32 = sys::CU_MEMHOSTALLOC_PORTABLE;
+pub(super) const FLAGS: u32 = sys::CU_MEMHOSTALLOC_PORTABLE;
 
 impl<T: DeviceElement> PinnedBuffer<T> {
     /// A zero-filled buffer of `len` elements, page-locked through `ctx`.

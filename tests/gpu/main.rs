@@ -22,4 +22,5 @@ mod kernels;
 mod lifetimes;
 mod peer;
 mod permute;
+mod pinned;
 mod transfer;
