@@ -29,6 +29,12 @@ use crate::common::{assert_same, busy, gpu_exclusive, random};
 /// How long the other stream is kept busy in the tests of work still running.
 const BUSY_MS: u64 = 300;
 
+/// [`BUSY_MS`], or ten times it under a sanitizer, which slows the host's calls so much that
+/// the spin would end before the checks that need it still running.
+fn busy_ms() -> u64 {
+    crate::common::scaled(BUSY_MS as usize, 10 * BUSY_MS as usize) as u64
+}
+
 /// Every capture mode, with its name.
 const MODES: [(CUstreamCaptureMode, &str); 3] = [
     (CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL, "global"),
@@ -622,7 +628,7 @@ fn work_still_running_is_refused_and_the_capture_survives() {
                     pick(kind, &mut array, &mut slice, &mut owner_view)
                 };
             }
-            busy(&other, BUSY_MS);
+            busy(&other, busy_ms());
             view!().fill_on(&other, 1.0).unwrap();
 
             let _end = begin(&cap, mode.0);
@@ -699,7 +705,7 @@ fn a_running_read_refuses_writes_only() {
         c.fill_on(&cap, 0.0).unwrap();
         other.synchronize().unwrap();
         cap.synchronize().unwrap();
-        busy(&other, BUSY_MS);
+        busy(&other, busy_ms());
         b.assign_on(&other, &a).unwrap();
 
         let _end = begin(&cap, mode.0);
