@@ -100,28 +100,32 @@ pub fn vec_of<T>(
     (0..n).map(|_| draw(rng)).collect()
 }
 
-/// `return Err(message)` from a case's check unless `cond` holds.
+/// `return Err(message)` from a case's check unless `cond` holds; the message ends with the
+/// assertion's location.
 macro_rules! case_assert {
     ($cond:expr $(,)?) => {
         case_assert!($cond, "assertion failed: {}", stringify!($cond))
     };
     ($cond:expr, $($fmt:tt)+) => {
         if !$cond {
-            return Err(format!($($fmt)+));
+            return Err(format!("{} (at {}:{})", format_args!($($fmt)+), file!(), line!()));
         }
     };
 }
 
-/// `return Err(message)` from a case's check unless `left == right`; the message shows both.
+/// `return Err(message)` from a case's check unless `left == right`; the message shows both
+/// and the assertion's location.
 macro_rules! case_assert_eq {
     ($left:expr, $right:expr $(,)?) => {{
         let left = $left;
         let right = $right;
         if !(left == right) {
             return Err(format!(
-                "assertion failed: `{} == {}`\n  left: {:?}\n right: {:?}",
+                "assertion failed: `{} == {}` (at {}:{})\n  left: {:?}\n right: {:?}",
                 stringify!($left),
                 stringify!($right),
+                file!(),
+                line!(),
                 left,
                 right
             ));
@@ -132,10 +136,12 @@ macro_rules! case_assert_eq {
         let right = $right;
         if !(left == right) {
             return Err(format!(
-                "{}\nassertion failed: `{} == {}`\n  left: {:?}\n right: {:?}",
+                "{}\nassertion failed: `{} == {}` (at {}:{})\n  left: {:?}\n right: {:?}",
                 format_args!($($fmt)+),
                 stringify!($left),
                 stringify!($right),
+                file!(),
+                line!(),
                 left,
                 right
             ));
