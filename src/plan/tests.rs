@@ -1,7 +1,18 @@
 //! The planner against a brute-force reference, through the plan interpreter.
+//!
+//! The property tests draw their cases with `cases::for_each_case` (tests/common/cases.rs): a
+//! failure names the case, the seed and the whole input, `DEVSPAN_PROP_SEED` sets the seed
+//! (decimal or `0x` hex; a fixed one by default), and failing inputs are not shrunk.
+
+#[path = "../../tests/common/cases.rs"]
+#[macro_use]
+mod cases;
 
 use ndarray::{IxDyn, Slice};
-use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows};
 use super::{Plan, PlanOptions, plan_copy, plan_fill};
@@ -49,24 +60,14 @@ fn standard_spec(rank: usize) -> OperandSpec {
     }
 }
 
-fn operand_spec(rank: usize) -> impl Strategy<Value = OperandSpec> {
-    (
-        proptest::collection::vec(0usize..64, rank),
-        proptest::collection::vec(
-            prop_oneof![Just(1isize), Just(2), Just(3), Just(-1), Just(-2)],
-            rank,
-        ),
-        proptest::collection::vec(0usize..3, rank),
-        proptest::collection::vec(0usize..3, rank),
-        0u64..8,
-    )
-        .prop_map(|(perm_seed, steps, pads, starts, misalign)| OperandSpec {
-            perm_seed,
-            steps,
-            pads,
-            starts,
-            misalign,
-        })
+fn random_operand_spec(rng: &mut StdRng, rank: usize) -> OperandSpec {
+    OperandSpec {
+        perm_seed: vec_of(rng, rank..=rank, |r| r.random_range(0..64)),
+        steps: vec_of(rng, rank..=rank, |r| pick(r, &[1, 2, 3, -1, -2])),
+        pads: vec_of(rng, rank..=rank, |r| r.random_range(0..3)),
+        starts: vec_of(rng, rank..=rank, |r| r.random_range(0..3)),
+        misalign: rng.random_range(0..8),
+    }
 }
 
 /// Builds a layout of exactly `shape` from `spec`; returns it and the base span length.
@@ -125,32 +126,40 @@ fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
     out
 }
 
-fn dtype() -> impl Strategy<Value = DType> {
-    proptest::sample::select(DType::ALL.to_vec())
+fn random_dtype(rng: &mut StdRng) -> DType {
+    pick(rng, &DType::ALL)
 }
 
 /// A shape, and whether the case is built as rows: the last axis then has step 1 and is the
 /// innermost axis of both operands, and is longer than the others.
-fn shape_strategy() -> impl Strategy<Value = (Vec<usize>, bool)> {
-    let general = proptest::collection::vec(
-        prop_oneof![3 => 1usize..6, 1 => Just(1usize), 1 => 6usize..12, 1 => Just(0usize)],
-        0..=5,
-    )
-    .prop_filter("small", |s| s.iter().product::<usize>() <= 600)
-    .prop_map(|s| (s, false));
-    let rows = (
-        proptest::collection::vec(
-            prop_oneof![3 => 1usize..6, 1 => Just(1usize), 1 => 6usize..12],
-            1..=3,
-        ),
-        prop_oneof![1 => 1usize..8, 3 => 8usize..40],
-    )
-        .prop_map(|(mut s, len)| {
-            s.push(len);
-            (s, true)
-        })
-        .prop_filter("small", |(s, _)| s.iter().product::<usize>() <= 1200);
-    prop_oneof![3 => general, 1 => rows]
+fn random_shape(rng: &mut StdRng) -> (Vec<usize>, bool) {
+    let general = weighted(rng, &[3, 1]) == 0;
+    // Drawn again until small enough.
+    loop {
+        let shape = if general {
+            vec_of(rng, 0..=5, |r| match weighted(r, &[3, 1, 1, 1]) {
+                0 => r.random_range(1..6),
+                1 => 1,
+                2 => r.random_range(6..12),
+                _ => 0,
+            })
+        } else {
+            let mut s = vec_of(rng, 1..=3, |r| match weighted(r, &[3, 1, 1]) {
+                0 => r.random_range(1..6),
+                1 => 1,
+                _ => r.random_range(6..12),
+            });
+            s.push(match weighted(rng, &[1, 3]) {
+                0 => rng.random_range(1..8),
+                _ => rng.random_range(8..40),
+            });
+            s
+        };
+        let limit = if general { 600 } else { 1200 };
+        if shape.iter().product::<usize>() <= limit {
+            return (shape, !general);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -165,71 +174,46 @@ struct Case {
     opt: PlanOptions,
 }
 
-fn case_strategy() -> impl Strategy<Value = Case> {
-    shape_strategy().prop_flat_map(|(shape, rowish)| {
-        let r = shape.len();
-        (
-            Just(shape),
-            Just(rowish),
-            operand_spec(r),
-            operand_spec(r),
-            proptest::collection::vec(prop::bool::weighted(0.2), r),
-            dtype(),
-            dtype(),
-            any::<u64>(),
-            any::<bool>(),
-            any::<bool>(),
-            (
-                prop::bool::weighted(0.1),
-                prop::bool::weighted(0.3),
-                prop::bool::weighted(0.3),
-            ),
-        )
-            .prop_map(
-                |(
-                    shape,
-                    rowish,
-                    mut dst,
-                    mut src,
-                    mut bcast,
-                    from,
-                    to,
-                    seed,
-                    no_driver,
-                    force_64,
-                    (no_rows, no_transpose, prefer_transpose),
-                )| {
-                    if rowish {
-                        let last = shape.len() - 1;
-                        for spec in [&mut dst, &mut src] {
-                            spec.steps[last] = 1;
-                            spec.perm_seed[last] = 64;
-                        }
-                        bcast[last] = false;
-                    }
-                    Case {
-                        shape,
-                        dst,
-                        src,
-                        bcast,
-                        from,
-                        to,
-                        seed,
-                        opt: PlanOptions {
-                            no_driver,
-                            force_64,
-                            no_rows,
-                            no_transpose,
-                            prefer_transpose,
-                            no_packed: seed % 4 == 0,
-                            no_packed128: seed % 8 == 1,
-                            no_wide: seed % 8 == 2,
-                            no_vec: seed % 8 == 3,
-                        },
-                    }
-                },
-            )
-    })
+fn random_case(rng: &mut StdRng) -> Case {
+    let (shape, rowish) = random_shape(rng);
+    let r = shape.len();
+    let mut dst = random_operand_spec(rng, r);
+    let mut src = random_operand_spec(rng, r);
+    let mut bcast = vec_of(rng, r..=r, |g| g.random_bool(0.2));
+    let (from, to) = (random_dtype(rng), random_dtype(rng));
+    let seed: u64 = rng.random();
+    let (no_driver, force_64) = (rng.random(), rng.random());
+    let no_rows = rng.random_bool(0.1);
+    let no_transpose = rng.random_bool(0.3);
+    let prefer_transpose = rng.random_bool(0.3);
+    if rowish {
+        let last = r - 1;
+        for spec in [&mut dst, &mut src] {
+            spec.steps[last] = 1;
+            spec.perm_seed[last] = 64;
+        }
+        bcast[last] = false;
+    }
+    Case {
+        shape,
+        dst,
+        src,
+        bcast,
+        from,
+        to,
+        seed,
+        opt: PlanOptions {
+            no_driver,
+            force_64,
+            no_rows,
+            no_transpose,
+            prefer_transpose,
+            no_packed: seed % 4 == 0,
+            no_packed128: seed % 8 == 1,
+            no_wide: seed % 8 == 2,
+            no_vec: seed % 8 == 3,
+        },
+    }
 }
 
 fn rand_bytes(n: usize, mut seed: u64) -> Vec<u8> {
@@ -290,7 +274,7 @@ fn case_plan(c: &Case, o: &Operands) -> crate::error::Result<Plan> {
     )
 }
 
-fn check_copy(c: &Case) -> Result<(), TestCaseError> {
+fn check_copy(c: &Case) -> Result<(), String> {
     let o = operands(c);
     let Operands {
         dl,
@@ -301,13 +285,13 @@ fn check_copy(c: &Case) -> Result<(), TestCaseError> {
         sbase,
     } = &o;
     let (dlen, slen, dbase, sbase) = (*dlen, *slen, *dbase, *sbase);
-    prop_assert!(dl.is_unaliased());
+    case_assert!(dl.is_unaliased());
     let (ds, ss) = (c.to.size(), c.from.size());
     let mut mem = HostMem::default();
     mem.add(dbase, vec![POISON; dlen * ds]);
     let src_bytes = rand_bytes(slen * ss, c.seed | 1);
     mem.add(sbase, src_bytes.clone());
-    let plan = case_plan(c, &o).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let plan = case_plan(c, &o).map_err(|e| e.to_string())?;
     run(&plan, &mut mem);
     let mut expect = vec![POISON; dlen * ds];
     for idx in indices(&c.shape) {
@@ -319,17 +303,17 @@ fn check_copy(c: &Case) -> Result<(), TestCaseError> {
     let got = mem.region(dbase);
     if got != expect.as_slice() {
         let first = got.iter().zip(&expect).position(|(a, b)| a != b).unwrap();
-        return Err(TestCaseError::fail(format!(
+        return Err(format!(
             "plan {} ({plan:?}) wrote byte {first} wrong: got {:#x}, expected {:#x}; dst {dl:?}, src {sl:?}",
             plan.path(),
             got[first],
             expect[first]
-        )));
+        ));
     }
     Ok(())
 }
 
-fn check_fill(c: &Case) -> Result<(), TestCaseError> {
+fn check_fill(c: &Case) -> Result<(), String> {
     let (dl, dlen) = build(&c.shape, &c.dst);
     let ds = c.to.size();
     let dbase = DST_BASE + c.dst.misalign * ds as u64;
@@ -345,14 +329,14 @@ fn check_fill(c: &Case) -> Result<(), TestCaseError> {
         bits,
         c.opt,
     )
-    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    .map_err(|e| e.to_string())?;
     run(&plan, &mut mem);
     let mut expect = vec![POISON; dlen * ds];
     for idx in indices(&c.shape) {
         let d = dl.offset_of(&idx).unwrap();
         expect[d * ds..(d + 1) * ds].copy_from_slice(&bits.to_le_bytes()[..ds]);
     }
-    prop_assert_eq!(
+    case_assert_eq!(
         mem.region(dbase),
         expect.as_slice(),
         "plan {:?} for {:?}",
@@ -362,84 +346,112 @@ fn check_fill(c: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-proptest! {
-    // A handful under Miri (`.ci/miri`), which interprets every step.
-    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 10_000 }, ..ProptestConfig::default() })]
+/// Cases of the two tests below; a handful under Miri (`.ci/miri`), which interprets every step.
+const CASES: usize = if cfg!(miri) { 4 } else { 10_000 };
 
-    #[test]
-    fn copy_and_cast_plans_match_reference(c in case_strategy()) {
-        check_copy(&c)?;
-    }
+#[test]
+fn copy_and_cast_plans_match_reference() {
+    for_each_case(CASES, random_case, check_copy);
+}
 
-    #[test]
-    fn fill_plans_match_reference(c in case_strategy()) {
-        check_fill(&c)?;
+#[test]
+fn fill_plans_match_reference() {
+    for_each_case(CASES, random_case, check_fill);
+}
+
+/// A minimal failing case of `copy_and_cast_plans_match_reference`, kept as a fixed test: a copy
+/// of five `f16` from a source one element past its base, under every combination of the
+/// options (none set first; under Miri only that one).
+#[test]
+fn pinned_copy_of_five_f16_from_a_misaligned_source() {
+    let spec = |misalign| OperandSpec {
+        misalign,
+        ..standard_spec(1)
+    };
+    let combinations = if cfg!(miri) { 1 } else { 1 << 9 };
+    for bits in 0u32..combinations {
+        let on = |k: u32| bits >> k & 1 == 1;
+        let c = Case {
+            shape: vec![5],
+            dst: spec(0),
+            src: spec(1),
+            bcast: vec![false],
+            from: DType::F16,
+            to: DType::F16,
+            seed: 16031497321358857920,
+            opt: PlanOptions {
+                no_driver: on(0),
+                force_64: on(1),
+                no_rows: on(2),
+                no_transpose: on(3),
+                prefer_transpose: on(4),
+                no_packed: on(5),
+                no_packed128: on(6),
+                no_vec: on(7),
+                no_wide: on(8),
+            },
+        };
+        if let Err(e) = check_copy(&c).and_then(|()| check_fill(&c)) {
+            panic!("{e}\ninput: {c:?}");
+        }
     }
 }
 
 /// Permutations of ranks 2..=6 with axes around the tile sizes (primes, 1s, just over a
 /// tile), the source permuted and sliced (steps of either sign), the destination contiguous or
 /// also permuted and sliced, any pair of element types.
-fn permute_case_strategy() -> impl Strategy<Value = Case> {
-    let len = prop_oneof![
-        3 => proptest::sample::select(vec![2usize, 3, 5, 7, 8, 9, 13]),
-        2 => proptest::sample::select(vec![16usize, 17, 31, 32, 33]),
-        1 => proptest::sample::select(vec![63usize, 64, 65, 70]),
-        1 => Just(1usize),
-    ];
-    proptest::collection::vec(len, 2..=6)
-        .prop_filter("small enough for the interpreter", |s| {
-            s.iter().product::<usize>() <= 40_000
-        })
-        .prop_flat_map(|shape| {
-            let r = shape.len();
-            (
-                Just(shape),
-                operand_spec(r),
-                operand_spec(r),
-                prop::bool::weighted(0.6),
-                dtype(),
-                dtype(),
-                any::<u64>(),
-                prop::bool::weighted(0.5),
-            )
-                .prop_map(
-                    |(shape, mut dst, src, dst_contiguous, from, to, seed, same)| {
-                        if dst_contiguous {
-                            let r = shape.len();
-                            dst.perm_seed = (0..r).collect();
-                            dst.steps = vec![1; r];
-                            dst.pads = vec![0; r];
-                        }
-                        let to = if same { from } else { to };
-                        Case {
-                            bcast: vec![false; shape.len()],
-                            shape,
-                            dst,
-                            src,
-                            from,
-                            to,
-                            seed,
-                            opt: PlanOptions::default(),
-                        }
-                    },
-                )
-        })
-}
-
-proptest! {
-    // 400 cases with the full checks, 100 otherwise.
-    #![proptest_config(ProptestConfig {
-        cases: if full_checks() { 400 } else { 100 },
-        ..ProptestConfig::default()
-    })]
-
-    #[test]
-    #[cfg_attr(miri, ignore = "tensors of up to 40,000 elements through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri")]
-    fn permutations_match_reference(c in permute_case_strategy()) {
-        check_copy(&c)?;
+fn random_permute_case(rng: &mut StdRng) -> Case {
+    // Drawn again until small enough for the interpreter.
+    let shape = loop {
+        let shape = vec_of(rng, 2..=6, |r| match weighted(r, &[3, 2, 1, 1]) {
+            0 => pick(r, &[2, 3, 5, 7, 8, 9, 13]),
+            1 => pick(r, &[16, 17, 31, 32, 33]),
+            2 => pick(r, &[63, 64, 65, 70]),
+            _ => 1,
+        });
+        if shape.iter().product::<usize>() <= 40_000 {
+            break shape;
+        }
+    };
+    let r = shape.len();
+    let mut dst = random_operand_spec(rng, r);
+    let src = random_operand_spec(rng, r);
+    let dst_contiguous = rng.random_bool(0.6);
+    let (from, to) = (random_dtype(rng), random_dtype(rng));
+    let seed: u64 = rng.random();
+    let same = rng.random_bool(0.5);
+    if dst_contiguous {
+        dst.perm_seed = (0..r).collect();
+        dst.steps = vec![1; r];
+        dst.pads = vec![0; r];
+    }
+    let to = if same { from } else { to };
+    Case {
+        bcast: vec![false; r],
+        shape,
+        dst,
+        src,
+        from,
+        to,
+        seed,
+        opt: PlanOptions::default(),
     }
 }
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tensors of up to 40,000 elements through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
+fn permutations_match_reference() {
+    // 400 cases with the full checks, 100 otherwise.
+    let cases = if full_checks() { 400 } else { 100 };
+    for_each_case(cases, random_permute_case, check_copy);
+}
+
+/// The seed of the tests that check statistics of the cases drawn (fixed: they test the
+/// generators, not the planner).
+const STATISTICS_SEED: u64 = 0x0057_a715_71c5;
 
 #[test]
 #[cfg_attr(
@@ -447,13 +459,10 @@ proptest! {
     ignore = "path statistics over 400 plans; the property tests cover the planner under Miri"
 )]
 fn permutation_cases_take_the_permute_path() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
-    let mut runner = TestRunner::deterministic();
-    let strategy = permute_case_strategy();
+    let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
     let (mut permute, mut total) = (0, 0);
     for _ in 0..400 {
-        let c = strategy.new_tree(&mut runner).unwrap().current();
+        let c = random_permute_case(&mut rng);
         let o = operands(&c);
         if let Ok(p) = case_plan(&c, &o) {
             total += 1;
@@ -1027,15 +1036,12 @@ fn row_kernel_covers_every_element_once_with_any_grid() {
     ignore = "path statistics over 4,000 plans; the property tests cover the planner under Miri"
 )]
 fn random_cases_reach_every_copy_path() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::TestRunner;
     use std::collections::BTreeMap;
-    let mut runner = TestRunner::deterministic();
-    let strategy = case_strategy();
+    let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
     let mut paths: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut vector_rows, mut scalar_rows, mut head_rows) = (0, 0, 0);
     for _ in 0..4000 {
-        let c = strategy.new_tree(&mut runner).unwrap().current();
+        let c = random_case(&mut rng);
         let o = operands(&c);
         let Ok(p) = case_plan(&c, &o) else { continue };
         *paths.entry(p.path()).or_default() += 1;

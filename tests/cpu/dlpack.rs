@@ -12,7 +12,10 @@ use devspan::dlpack::{
 use devspan::{DType, DeviceElement, DeviceOwner, DeviceView, DeviceViewMut, ErrorKind, Layout};
 use half::{bf16, f16};
 use ndarray::{Axis, Ix1, Ix2, Ix3, IxDyn, s};
-use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::cases::{for_each_case, pick, vec_of, weighted};
 
 /// A device address that is never dereferenced.
 const FAKE_PTR: u64 = 0x7f00_0000_0000;
@@ -1242,164 +1245,178 @@ pub(crate) fn check_reachable(v: &Imported, elem: usize) {
     }
 }
 
-fn dtype_strategy() -> impl Strategy<Value = DLDataType> {
-    prop_oneof![
-        6 => proptest::sample::select(DType::ALL.to_vec()).prop_map(DLDataType::from),
-        1 => (0u8..20, proptest::sample::select(vec![0u8, 1, 8, 16, 24, 32, 64, 128]),
-              proptest::sample::select(vec![0u16, 1, 1, 2, 4]))
-            .prop_map(|(c, bits, lanes)| DLDataType { code: DLDataTypeCode(c), bits, lanes }),
-    ]
+fn random_dtype(rng: &mut StdRng) -> DLDataType {
+    match weighted(rng, &[6, 1]) {
+        0 => DLDataType::from(pick(rng, &DType::ALL)),
+        _ => DLDataType {
+            code: DLDataTypeCode(rng.random_range(0..20)),
+            bits: pick(rng, &[0, 1, 8, 16, 24, 32, 64, 128]),
+            lanes: pick(rng, &[0, 1, 1, 2, 4]),
+        },
+    }
 }
 
-fn axis_strategy() -> impl Strategy<Value = i64> {
-    prop_oneof![
-        24 => 1i64..5,
-        2 => Just(0i64),
-        2 => proptest::sample::select(vec![i64::MAX, 1 << 31, 1 << 32, 1 << 62, 3 << 20]),
-        1 => proptest::sample::select(vec![-1i64, i64::MIN]),
-    ]
+fn random_axis(rng: &mut StdRng) -> i64 {
+    match weighted(rng, &[24, 2, 2, 1]) {
+        0 => rng.random_range(1..5),
+        1 => 0,
+        2 => pick(rng, &[i64::MAX, 1 << 31, 1 << 32, 1 << 62, 3 << 20]),
+        _ => pick(rng, &[-1, i64::MIN]),
+    }
 }
 
-fn stride_strategy() -> impl Strategy<Value = i64> {
-    prop_oneof![
-        8 => -6i64..7,
-        1 => proptest::sample::select(vec![
-            1i64 << 40, -(1 << 40), 1 << 62, -(1 << 62), i64::MAX, i64::MIN, 1 << 20,
-        ]),
-    ]
-}
-
-fn spec_strategy() -> impl Strategy<Value = Spec> {
-    let layout = (0usize..8).prop_flat_map(|n| {
-        (
-            proptest::collection::vec(axis_strategy(), n),
-            prop_oneof![
-                1 => Just(None),
-                3 => proptest::collection::vec(stride_strategy(), n).prop_map(Some),
+fn random_stride(rng: &mut StdRng) -> i64 {
+    match weighted(rng, &[8, 1]) {
+        0 => rng.random_range(-6..7),
+        _ => pick(
+            rng,
+            &[
+                1 << 40,
+                -(1 << 40),
+                1 << 62,
+                -(1 << 62),
+                i64::MAX,
+                i64::MIN,
+                1 << 20,
             ],
-            prop_oneof![
-                30 => Just(None),
-                1 => proptest::sample::select(vec![-1i32, i32::MIN, 65, 1000]).prop_map(Some),
-            ],
-            proptest::bool::weighted(0.02),
-        )
-    });
-    let version = (prop_oneof![9 => Just(1u32), 1 => 0u32..4], any::<u32>())
-        .prop_map(|(major, minor)| DLPackVersion { major, minor });
-    let flags = prop_oneof![6 => Just(0u64), 1 => Just(1u64), 1 => any::<u64>()];
-    let data = prop_oneof![
-        8 => Just(FAKE_PTR),
-        1 => Just(0u64),
-        1 => (1u64..8).prop_map(|k| FAKE_PTR + k),
-        1 => (0u64..64).prop_map(|k| u64::MAX - k),
-        1 => Just(8u64),
-        1 => any::<u64>(),
-    ];
-    let byte_offset = prop_oneof![
-        6 => Just(0u64),
-        2 => (0u64..64).prop_map(|k| k * 8),
-        1 => 0u64..64,
-        1 => (0u64..16).prop_map(|k| u64::MAX - k),
-        1 => any::<u64>(),
-    ];
-    let device = (
-        prop_oneof![8 => Just(2i32), 1 => Just(13), 1 => Just(3), 1 => Just(1), 1 => any::<i32>()],
-        prop_oneof![12 => 0i32..4, 1 => any::<i32>()],
-    )
-        .prop_map(|(t, id)| DLDevice {
-            device_type: DLDeviceType(t),
-            device_id: id,
-        });
-    (
-        proptest::bool::weighted(0.25),
+        ),
+    }
+}
+
+fn random_spec(rng: &mut StdRng) -> Spec {
+    let n = rng.random_range(0..8);
+    let shape = vec_of(rng, n..=n, random_axis);
+    let strides = match weighted(rng, &[1, 3]) {
+        0 => None,
+        _ => Some(vec_of(rng, n..=n, random_stride)),
+    };
+    let bad_ndim = match weighted(rng, &[30, 1]) {
+        0 => None,
+        _ => Some(pick(rng, &[-1, i32::MIN, 65, 1000])),
+    };
+    let null_shape = rng.random_bool(0.02);
+    let version = DLPackVersion {
+        major: match weighted(rng, &[9, 1]) {
+            0 => 1,
+            _ => rng.random_range(0..4),
+        },
+        minor: rng.random(),
+    };
+    let flags = match weighted(rng, &[6, 1, 1]) {
+        0 => 0,
+        1 => 1,
+        _ => rng.random(),
+    };
+    let data = match weighted(rng, &[8, 1, 1, 1, 1, 1]) {
+        0 => FAKE_PTR,
+        1 => 0,
+        2 => FAKE_PTR + rng.random_range(1..8),
+        3 => u64::MAX - rng.random_range(0..64),
+        4 => 8,
+        _ => rng.random(),
+    };
+    let byte_offset = match weighted(rng, &[6, 2, 1, 1, 1]) {
+        0 => 0,
+        1 => rng.random_range(0..64) * 8,
+        2 => rng.random_range(0..64),
+        3 => u64::MAX - rng.random_range(0..16),
+        _ => rng.random(),
+    };
+    let device = DLDevice {
+        device_type: DLDeviceType(match weighted(rng, &[8, 1, 1, 1, 1]) {
+            0 => 2,
+            1 => 13,
+            2 => 3,
+            3 => 1,
+            _ => rng.random(),
+        }),
+        device_id: match weighted(rng, &[12, 1]) {
+            0 => rng.random_range(0..4),
+            _ => rng.random(),
+        },
+    };
+    Spec {
+        legacy: rng.random_bool(0.25),
         version,
         flags,
         data,
         byte_offset,
         device,
-        dtype_strategy(),
-        layout,
-    )
-        .prop_map(
-            |(
-                legacy,
-                version,
-                flags,
-                data,
-                byte_offset,
-                device,
-                dtype,
-                (shape, strides, bad_ndim, null_shape),
-            )| {
-                Spec {
-                    legacy,
-                    version,
-                    flags,
-                    data,
-                    byte_offset,
-                    device,
-                    dtype,
-                    ndim: bad_ndim.unwrap_or(shape.len() as i32),
-                    shape: if null_shape { None } else { Some(shape) },
-                    strides,
-                }
-            },
-        )
+        dtype: random_dtype(rng),
+        ndim: bad_ndim.unwrap_or(n as i32),
+        shape: if null_shape { None } else { Some(shape) },
+        strides,
+    }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        // DLPACK_PROPS_CASES overrides the count for local debugging; Miri (`.ci/miri`) runs a
-        // handful.
-        cases: if cfg!(miri) {
-            16
-        } else {
-            std::env::var("DLPACK_PROPS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
-        },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+/// Cases of the test below: `DLPACK_PROPS_CASES` overrides the count for local debugging;
+/// Miri (`.ci/miri`) runs a handful.
+fn cases() -> usize {
+    if cfg!(miri) {
+        16
+    } else {
+        std::env::var("DLPACK_PROPS_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000)
+    }
+}
 
-    #[test]
-    fn random_managed_tensors_import_as_the_model_says(
-        spec in spec_strategy(),
-        mutable in any::<bool>(),
-        other in proptest::sample::select(DType::ALL.to_vec()),
-        wrong_type in proptest::bool::weighted(0.15),
-    ) {
+#[test]
+fn random_managed_tensors_import_as_the_model_says() {
+    let draw = |rng: &mut StdRng| {
+        (
+            random_spec(rng),
+            rng.random::<bool>(),
+            pick(rng, &DType::ALL),
+            rng.random_bool(0.15),
+        )
+    };
+    for_each_case(cases(), draw, |&(ref spec, mutable, other, wrong_type)| {
         let want = match decode(spec.dtype) {
             Some(d) if !wrong_type => d,
             _ => other,
         };
-        let expected = model(&spec, want, mutable);
-        let (raw, deletes) = make(&spec);
+        let expected = model(spec, want, mutable);
+        let (raw, deletes) = make(spec);
         let got = import(raw, want, mutable);
         match (got, expected) {
             (Ok(v), Ok((base, len, strides))) => {
-                prop_assert_eq!(deletes.calls(), 0, "deleted while the view is alive");
-                prop_assert_eq!(v.span_ptr, base);
-                prop_assert_eq!(v.span_len, len);
-                prop_assert_eq!(&v.strides, &strides);
-                let shape: Vec<usize> = spec.shape.clone().unwrap_or_default().iter().map(|&n| n as usize).collect();
-                prop_assert_eq!(&v.shape, &shape);
-                prop_assert_eq!(v.device_ptr, spec.data + spec.byte_offset);
-                prop_assert_eq!(v.device, spec.device.device_id as usize);
+                case_assert_eq!(deletes.calls(), 0, "deleted while the view is alive");
+                case_assert_eq!(v.span_ptr, base);
+                case_assert_eq!(v.span_len, len);
+                case_assert_eq!(&v.strides, &strides);
+                let shape: Vec<usize> = spec
+                    .shape
+                    .clone()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&n| n as usize)
+                    .collect();
+                case_assert_eq!(&v.shape, &shape);
+                case_assert_eq!(v.device_ptr, spec.data + spec.byte_offset);
+                case_assert_eq!(v.device, spec.device.device_id as usize);
                 if let Some((lo, hi)) = v.layout.reach() {
-                    prop_assert!(lo == 0 && hi < v.span_len);
+                    case_assert!(lo == 0 && hi < v.span_len);
                 }
                 check_reachable(&v, want.size());
                 drop(v.view);
             }
             (Err(e), Err(kind)) => {
-                prop_assert_eq!(e.kind(), &kind, "{}", e);
-                prop_assert!(!e.message().is_empty());
+                case_assert_eq!(e.kind(), &kind, "{}", e);
+                case_assert!(!e.message().is_empty());
             }
             (got, expected) => {
-                prop_assert!(false, "got {:?}, model says {:?}", got.map(|v| v.span_len), expected);
+                return Err(format!(
+                    "got {:?}, model says {:?}",
+                    got.map(|v| v.span_len),
+                    expected
+                ));
             }
         }
-        prop_assert_eq!(deletes.calls(), 1, "the deleter runs exactly once");
-    }
+        case_assert_eq!(deletes.calls(), 1, "the deleter runs exactly once");
+        Ok(())
+    });
 }
 
 #[test]
@@ -1408,17 +1425,12 @@ proptest! {
     ignore = "checks the test generator only (no devspan code), 10^4 draws"
 )]
 fn random_managed_tensors_cover_every_outcome() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, TestRng, TestRunner};
     use std::collections::BTreeMap;
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::deterministic_rng(Config::default().rng_algorithm),
-    );
-    let strategy = (spec_strategy(), any::<bool>());
+    // A fixed seed: the test checks the generator's statistics, not devspan.
+    let mut rng = StdRng::seed_from_u64(0x0057_a715_71c5);
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for _ in 0..10_000 {
-        let (spec, mutable) = strategy.new_tree(&mut runner).unwrap().current();
+        let (spec, mutable) = (random_spec(&mut rng), rng.random::<bool>());
         let want = decode(spec.dtype).unwrap_or(DType::F32);
         let key = match model(&spec, want, mutable) {
             Ok((_, 0, _)) => "Ok (empty)".to_string(),

@@ -3,6 +3,10 @@
 //! every host-reachable entry point. Each topic is a
 //! module, so a test's name starts with its topic: `cargo test --test cpu layout_props::`.
 
+#[path = "../common/cases.rs"]
+#[macro_use]
+mod cases;
+
 mod dlpack;
 mod fuzz;
 mod layout_props;
