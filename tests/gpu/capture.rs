@@ -29,10 +29,10 @@ use crate::common::{assert_same, busy, gpu_exclusive, random};
 /// How long the other stream is kept busy in the tests of work still running.
 const BUSY_MS: u64 = 300;
 
-/// [`BUSY_MS`], or ten times it under a sanitizer, which slows the host's calls so much that
+/// [`BUSY_MS`], or five times it under a sanitizer, which slows the host's calls so much that
 /// the spin would end before the checks that need it still running.
 fn busy_ms() -> u64 {
-    crate::common::scaled(BUSY_MS as usize, 10 * BUSY_MS as usize) as u64
+    crate::common::scaled(BUSY_MS as usize, 5 * BUSY_MS as usize) as u64
 }
 
 /// Every capture mode, with its name.
