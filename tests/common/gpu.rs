@@ -227,6 +227,19 @@ pub fn scaled(full: usize, small: usize) -> usize {
     if sanitizer().is_some() { small } else { full }
 }
 
+/// Whether a test runs under compute-sanitizer `tool`; prints why it does not. Tests that
+/// provoke driver errors on purpose skip memcheck, which counts every failed API call as an
+/// error.
+pub fn unless_tool(tool: &str, what: &str) -> bool {
+    match sanitizer() {
+        Some(t) if t == tool => {
+            eprintln!("{what}: skipped under compute-sanitizer {t}");
+            false
+        }
+        _ => true,
+    }
+}
+
 /// Whether a check that a sanitizer invalidates runs; prints why it does not. Checks of free
 /// device memory are such: the tools allocate device memory of their own while the test runs.
 pub fn unless_sanitized(what: &str) -> bool {

@@ -168,6 +168,9 @@ fn failed_staged_download(
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn allocating_more_than_the_device_has_is_an_error_and_leaks_nothing() {
+    if !crate::common::unless_tool("memcheck", "device out-of-memory provoked on purpose") {
+        return;
+    }
     let _gpu = gpu_exclusive();
     let stream = gpu_stream();
     let (_, total) = cudarc::driver::result::mem_get_info().unwrap();
@@ -197,6 +200,9 @@ fn allocating_more_than_the_device_has_is_an_error_and_leaks_nothing() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn allocating_operations_fail_cleanly_when_device_memory_runs_out() {
+    if !crate::common::unless_tool("memcheck", "device out-of-memory provoked on purpose") {
+        return;
+    }
     let _gpu = gpu_exclusive();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(3);
