@@ -288,7 +288,8 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
         self.cast::<S::Elem>()
     }
 
-    /// [`to_contiguous`](Self::to_contiguous) on `stream`.
+    /// [`to_contiguous`](Self::to_contiguous) on `stream`, where the new array is allocated: a
+    /// stream of another device makes the copy on that device.
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -332,7 +333,8 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
         self.cast_on::<U>(&stream)
     }
 
-    /// [`cast`](Self::cast) on `stream` (the new array is allocated there).
+    /// [`cast`](Self::cast) on `stream` (the new array is allocated there). A stream of another
+    /// device than this memory's makes the copy on that device (see the crate docs, "Devices").
     ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
@@ -342,7 +344,6 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// # Ok(()) }
     /// ```
     pub fn cast_on<U: DeviceElement>(&self, stream: &Arc<CudaStream>) -> Result<DeviceArray<U, D>> {
-        check_stream(stream, self.device(), "the source view")?;
         // SAFETY: `assign_cast` below writes every element of the new array before it is
         // returned; on error the array is dropped unread.
         let mut out = unsafe { DeviceArray::<U, D>::uninit(stream, self.dim())? };
