@@ -199,8 +199,11 @@ fn import_case(c: &ImportCase) -> Verdict {
     let ndim_ok = (0..=MAX_NDIM as i32).contains(&spec.ndim);
     let version_ok = spec.legacy || spec.version.major == 1;
     let n = spec.ndim.max(0) as usize;
-    // Copies of the arrays one byte off alignment, kept alive until the import returns.
-    let mut shifted = vec![0u8; 8 * MAX_NDIM + 16];
+    // Copies of the arrays one byte off alignment, kept alive until the import returns. The
+    // buffer is allocated as `u64`s, so that one byte into it is never 8-aligned, whatever
+    // address the allocator picks.
+    let mut shifted_words = vec![0u64; MAX_NDIM + 2];
+    let shifted = shifted_words.as_mut_ptr().cast::<u8>();
     let mut forced: Option<ErrorKind> = None;
     if version_ok && ndim_ok && n > 0 {
         let t = dl_tensor(raw);
@@ -219,12 +222,8 @@ fn import_case(c: &ImportCase) -> Verdict {
                     None
                 });
                 if let Some(src) = src {
-                    std::ptr::copy_nonoverlapping(
-                        src.cast::<u8>(),
-                        shifted.as_mut_ptr().add(1),
-                        8 * n,
-                    );
-                    let p = shifted.as_mut_ptr().add(1).cast::<i64>();
+                    std::ptr::copy_nonoverlapping(src.cast::<u8>(), shifted.add(1), 8 * n);
+                    let p = shifted.add(1).cast::<i64>();
                     if c.bad == Bad::MisalignedShape {
                         (*t).shape = p;
                     } else {
@@ -237,7 +236,7 @@ fn import_case(c: &ImportCase) -> Verdict {
     }
     let expected = dl_model(spec, c.want, c.mutable);
     let got = import(raw, c.want, c.mutable);
-    drop(shifted);
+    drop(shifted_words);
     let outcome = match (got, forced, expected) {
         (Err(e), Some(k), _) => {
             ensure!(e.kind() == &k, "{e:?}, expected {k:?}");
