@@ -80,17 +80,7 @@ fn planned_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     src: &DeviceView<'_, U, D>,
     opt: PlanOptions,
 ) -> Result<String> {
-    let p = plan::plan_copy(
-        dst.device_ptr(),
-        dst.strides(),
-        T::DTYPE,
-        src.device_ptr(),
-        src.strides(),
-        U::DTYPE,
-        dst.shape(),
-        opt,
-    )?;
-    Ok(p.kernel_path().to_string())
+    Ok(dst.copy_plan(src, opt)?.kernel_path().to_string())
 }
 
 /// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).

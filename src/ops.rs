@@ -106,6 +106,24 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         self.assign_cast_local(stream, &src, opt, grid)
     }
 
+    /// The plan of `assign_cast(src)` into this view (`src` already broadcast to its shape).
+    pub(crate) fn copy_plan<U: DeviceElement>(
+        &self,
+        src: &DeviceView<'_, U, D>,
+        opt: PlanOptions,
+    ) -> Result<Plan> {
+        plan::plan_copy(
+            self.device_ptr(),
+            self.strides(),
+            T::DTYPE,
+            src.device_ptr(),
+            src.strides(),
+            U::DTYPE,
+            self.shape(),
+            opt,
+        )
+    }
+
     /// [`assign_cast_with`](Self::assign_cast_with) for a source on `stream`'s device, already
     /// broadcast to this shape and checked not to overlap.
     pub(crate) fn assign_cast_local<U: DeviceElement>(
@@ -116,16 +134,7 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         grid: GridOptions,
     ) -> Result<()> {
         check_stream(stream, src.device(), "the source view")?;
-        let p = plan::plan_copy(
-            self.device_ptr(),
-            self.strides(),
-            T::DTYPE,
-            src.device_ptr(),
-            src.strides(),
-            U::DTYPE,
-            self.shape(),
-            opt,
-        )?;
+        let p = self.copy_plan(src, opt)?;
         if matches!(p, Plan::Nothing) {
             return Ok(());
         }

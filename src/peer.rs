@@ -23,7 +23,6 @@
 //! stream captures one.
 
 use std::cell::Cell;
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaStream, sys};
@@ -32,7 +31,7 @@ use ndarray::Dimension;
 use crate::array::DeviceArray;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
-use crate::plan::{self, PlanOptions};
+use crate::plan::PlanOptions;
 use crate::view::{DeviceView, DeviceViewMut};
 use devspan_kernels::abi::GridOptions;
 
@@ -49,9 +48,14 @@ thread_local! {
     static FORCED: Cell<Option<CrossPath>> = const { Cell::new(None) };
 }
 
-/// The path forced on this thread by [`force`], if any.
+/// The path forced on this thread by [`force`], if any; always `None` in builds without the
+/// `internals` feature, where nothing can force one (the check then costs nothing).
 pub(crate) fn forced() -> Option<CrossPath> {
-    FORCED.with(Cell::get)
+    if cfg!(feature = "internals") {
+        FORCED.with(Cell::get)
+    } else {
+        None
+    }
 }
 
 /// While alive, makes every `assign` / `assign_cast` on the calling thread take the cross-device
@@ -74,7 +78,7 @@ pub fn force(path: CrossPath) -> ForcedPath {
 }
 
 /// Pairs `(destination, source)` of device ordinals whose peer access devspan has enabled.
-static ENABLED: Mutex<Option<HashSet<(usize, usize)>>> = Mutex::new(None);
+static ENABLED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 /// Whether the destination's device (`dst_ctx`) can read the source's memory at `src_ptr` (on
 /// `src_ctx`'s device) directly, enabling the access where the driver allows it: peer access
@@ -94,8 +98,7 @@ fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr
     let pair = (dst_ctx.ordinal(), src_ctx.ordinal());
     {
         let mut enabled = ENABLED.lock().unwrap_or_else(|p| p.into_inner());
-        let set = enabled.get_or_insert_with(HashSet::new);
-        if !set.contains(&pair) {
+        if !enabled.contains(&pair) {
             // SAFETY: `dst_ctx` is current (bound above) and `src_ctx` is a live context; the
             // call maps the peer's allocations into the current context.
             let r = unsafe { sys::cuCtxEnablePeerAccess(src_ctx.cu_ctx(), 0) };
@@ -104,7 +107,7 @@ fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr
             {
                 return false;
             }
-            set.insert(pair);
+            enabled.push(pair);
         }
     }
     // Memory from a stream-ordered pool is reachable from another device only once the pool
@@ -208,16 +211,7 @@ pub(crate) fn assign_cast_across<T: DeviceElement, U: DeviceElement, D: Dimensio
     });
     match path {
         CrossPath::Peer => {
-            let p = plan::plan_copy(
-                dst.device_ptr(),
-                dst.strides(),
-                T::DTYPE,
-                src.device_ptr(),
-                src.strides(),
-                U::DTYPE,
-                dst.shape(),
-                opt,
-            )?;
+            let p = dst.copy_plan(src, opt)?;
             dst.raw()
                 .keep
                 .writing_reading_across(&src.raw().keep, stream, &other, || {
@@ -255,33 +249,31 @@ fn staged<T: DeviceElement, U: DeviceElement, D: Dimension>(
         .checked_mul(std::mem::size_of::<U>())
         .ok_or_else(|| Error::overflow("the staged copy's size overflows usize"))?;
     let from = s.device_ptr();
-    let copy = |to: u64| {
-        move || -> Result<()> {
-            stream.context().bind_to_thread()?;
-            // SAFETY: `to` starts `bytes` bytes of standard-layout destination memory on the
-            // destination's device and `from` `bytes` bytes on the source's (both spans
-            // checked, both kept alive); the copy is stream-ordered on `stream`, which has
-            // waited for the source's stream.
-            unsafe {
-                sys::cuMemcpyPeerAsync(
-                    to,
-                    stream.context().cu_ctx(),
-                    from,
-                    other.context().cu_ctx(),
-                    bytes,
-                    stream.cu_stream(),
-                )
-            }
-            .result()?;
-            Ok(())
+    let copy = |to: u64| -> Result<()> {
+        stream.context().bind_to_thread()?;
+        // SAFETY: `to` starts `bytes` bytes of standard-layout destination memory on the
+        // destination's device and `from` `bytes` bytes on the source's (both spans checked,
+        // both kept alive); the copy is stream-ordered on `stream`, which has waited for the
+        // source's stream.
+        unsafe {
+            sys::cuMemcpyPeerAsync(
+                to,
+                stream.context().cu_ctx(),
+                from,
+                other.context().cu_ctx(),
+                bytes,
+                stream.cu_stream(),
+            )
         }
+        .result()?;
+        Ok(())
     };
     if T::DTYPE == U::DTYPE && dst.is_standard_layout() {
         let to = dst.device_ptr();
         return dst
             .raw()
             .keep
-            .writing_reading_across(&s.raw().keep, stream, other, copy(to));
+            .writing_reading_across(&s.raw().keep, stream, other, || copy(to));
     }
     // SAFETY: the peer copy below writes every element before the kernels read them.
     let mut landed = unsafe { DeviceArray::<U, D>::uninit(stream, s.dim())? };
@@ -290,6 +282,6 @@ fn staged<T: DeviceElement, U: DeviceElement, D: Dimension>(
         .view_mut()
         .raw()
         .keep
-        .writing_reading_across(&s.raw().keep, stream, other, copy(to))?;
+        .writing_reading_across(&s.raw().keep, stream, other, || copy(to))?;
     dst.assign_cast_local(stream, &landed.view(), opt, grid)
 }

@@ -227,27 +227,27 @@ pub fn scaled(full: usize, small: usize) -> usize {
     if sanitizer().is_some() { small } else { full }
 }
 
-/// Whether a test runs under compute-sanitizer `tool`; prints why it does not. Tests that
-/// provoke driver errors on purpose skip memcheck, which counts every failed API call as an
-/// error.
-pub fn unless_tool(tool: &str, what: &str) -> bool {
+/// Whether a check runs; prints why it does not when a sanitizer for which `skips` holds is
+/// running.
+fn unless_under(what: &str, skips: impl FnOnce(&str) -> bool) -> bool {
     match sanitizer() {
-        Some(t) if t == tool => {
-            eprintln!("{what}: skipped under compute-sanitizer {t}");
+        Some(tool) if skips(&tool) => {
+            eprintln!("{what}: skipped under compute-sanitizer {tool}");
             false
         }
         _ => true,
     }
 }
 
+/// Whether a test runs under compute-sanitizer `tool`; prints why it does not. Tests that
+/// provoke driver errors on purpose skip memcheck, which counts every failed API call as an
+/// error.
+pub fn unless_tool(tool: &str, what: &str) -> bool {
+    unless_under(what, |t| t == tool)
+}
+
 /// Whether a check that a sanitizer invalidates runs; prints why it does not. Checks of free
 /// device memory are such: the tools allocate device memory of their own while the test runs.
 pub fn unless_sanitized(what: &str) -> bool {
-    match sanitizer() {
-        Some(tool) => {
-            eprintln!("{what}: skipped under compute-sanitizer {tool}");
-            false
-        }
-        None => true,
-    }
+    unless_under(what, |_| true)
 }

@@ -127,6 +127,24 @@ fn check<U: DeviceElement, T: DeviceElement>(
     assert_same(&got.view(), &expect.view(), what);
 }
 
+/// The source, on `from`, is written behind a busy stream, its transpose assigned to an array on
+/// `to`, then dropped at once while its memory is reallocated and overwritten on `from`: the
+/// destination must hold what was written.
+fn check_order_and_keep_alive(from: &Arc<CudaStream>, to: &Arc<CudaStream>, what: &str) {
+    const N: usize = 8 << 20;
+    let mut src = DeviceArray::<f32, _>::zeros(from, (N / 1024, 1024)).expect("alloc");
+    busy(from, 300);
+    src.fill(7.0).expect("fill");
+    let mut dst = DeviceArray::<f32, _>::zeros(to, (1024, N / 1024)).expect("alloc");
+    dst.assign(&src.t()).expect("assign");
+    drop(src);
+    let mut reused = DeviceArray::<f32, _>::zeros(from, (N / 1024, 1024)).expect("alloc");
+    reused.fill(-1.5).expect("fill");
+    let got = dst.to_host().expect("download");
+    let bad = got.iter().filter(|&&x| x != 7.0).count();
+    assert_eq!(bad, 0, "{what}: {bad} of {N} elements are not the source's");
+}
+
 /// Every layout and three type pairs through each forced path, the source on one stream and
 /// the destination on another, against ndarray.
 #[test]
@@ -166,26 +184,11 @@ fn forced_paths_match_ndarray() {
 #[ignore = "needs a CUDA GPU"]
 fn forced_paths_order_after_the_sources_stream_and_keep_it_alive() {
     let _gpu = crate::common::gpu_exclusive();
-    const N: usize = 8 << 20;
     let a = gpu_stream();
     let b = a.context().new_stream().expect("stream");
     for path in PATHS {
         let _forced = force_cross_device(path);
-        let mut src = DeviceArray::<f32, _>::zeros(&a, (N / 1024, 1024)).expect("alloc");
-        busy(&a, 300);
-        src.fill(7.0).expect("fill");
-        let mut dst = DeviceArray::<f32, _>::zeros(&b, (1024, N / 1024)).expect("alloc");
-        dst.assign(&src.t()).expect("assign");
-        drop(src);
-        let mut reused = DeviceArray::<f32, _>::zeros(&a, (N / 1024, 1024)).expect("alloc");
-        reused.fill(-1.5).expect("fill");
-        let got = dst.to_host().expect("download");
-        let bad = got.iter().filter(|&&x| x != 7.0).count();
-        assert_eq!(
-            bad, 0,
-            "{path:?}: {bad} of {N} elements are not the source's"
-        );
-        drop(reused);
+        check_order_and_keep_alive(&a, &b, &format!("{path:?}"));
     }
 }
 
@@ -259,24 +262,10 @@ mod two_gpus {
     #[ignore = "needs two CUDA GPUs"]
     fn assign_across_devices_orders_and_keeps_the_source_alive() {
         let _gpu = crate::common::gpu_exclusive();
-        const N: usize = 8 << 20;
         let (d0, d1) = two_streams();
         for forced in [None, Some(CrossPath::Staged)] {
             let _forced = forced.map(force_cross_device);
-            let mut src = DeviceArray::<f32, _>::zeros(&d1, (N / 1024, 1024)).expect("alloc");
-            busy(&d1, 300);
-            src.fill(7.0).expect("fill");
-            let mut dst = DeviceArray::<f32, _>::zeros(&d0, (1024, N / 1024)).expect("alloc");
-            dst.assign(&src.t()).expect("assign");
-            drop(src);
-            let mut reused = DeviceArray::<f32, _>::zeros(&d1, (N / 1024, 1024)).expect("alloc");
-            reused.fill(-1.5).expect("fill");
-            let got = dst.to_host().expect("download");
-            let bad = got.iter().filter(|&&x| x != 7.0).count();
-            assert_eq!(
-                bad, 0,
-                "{forced:?}: {bad} of {N} elements are not the source's"
-            );
+            check_order_and_keep_alive(&d1, &d0, &format!("{forced:?}"));
         }
     }
 

@@ -498,6 +498,18 @@ fn export_typed<T: DeviceElement>(c: &ExportCase) -> Verdict {
         kinds.push(InvalidArgument);
     }
     let m = Model::from_parts(&shape, &vstrides, 0);
+    // The re-imported view against the exported one: shape, address, device and strides.
+    let round_trip = |what: &str, v_shape: &[usize], v_strides: &[isize], v_ptr, v_device| {
+        ensure!(
+            v_shape == shape.as_slice() && v_ptr == ptr && v_device == c.device,
+            "{what} differs: shape {v_shape:?}, ptr {v_ptr:#x}, device {v_device}"
+        );
+        ensure!(
+            model::same_strides(&shape, v_strides, &vstrides),
+            "{what} strides {v_strides:?}, exported {vstrides:?}"
+        );
+        Ok(())
+    };
     let outcome = if c.import_mut {
         if read_only && !c.legacy {
             kinds.push(InvalidArgument);
@@ -508,30 +520,26 @@ fn export_typed<T: DeviceElement>(c: &ExportCase) -> Verdict {
         let w = t.into_view_mut::<T, IxDyn>();
         let o = expect_kinds("into_view_mut", &w, &kinds)?;
         if let Ok(w) = &w {
-            ensure!(
-                w.shape() == shape.as_slice() && w.device_ptr() == ptr && w.device() == c.device,
-                "writable round trip differs"
-            );
-            ensure!(
-                model::same_strides(&shape, w.strides(), &vstrides),
-                "writable round trip strides {:?}, exported {vstrides:?}",
-                w.strides()
-            );
+            round_trip(
+                "writable round trip",
+                w.shape(),
+                w.strides(),
+                w.device_ptr(),
+                w.device(),
+            )?;
         }
         o
     } else {
         let v = t.into_view::<T, IxDyn>();
         let o = expect_kinds("into_view", &v, &kinds)?;
         if let Ok(v) = &v {
-            ensure!(
-                v.shape() == shape.as_slice() && v.device_ptr() == ptr && v.device() == c.device,
-                "round trip differs: {v:?}"
-            );
-            ensure!(
-                model::same_strides(&shape, v.strides(), &vstrides),
-                "round trip strides {:?}, exported {vstrides:?}",
-                v.strides()
-            );
+            round_trip(
+                "round trip",
+                v.shape(),
+                v.strides(),
+                v.device_ptr(),
+                v.device(),
+            )?;
         }
         o
     };
