@@ -44,7 +44,7 @@ pub(crate) struct PAxis {
 
 /// Operands after normalisation: axes innermost first, offsets (elements) of the new index
 /// zero from the old one.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Normalized {
     pub axes: Vec<PAxis>,
     pub dst_off: isize,
@@ -52,8 +52,56 @@ pub(crate) struct Normalized {
     pub n: usize,
 }
 
+/// Operands in normal form: axes of length 1 dropped, negative destination strides made
+/// positive (the offsets move to the last element along them), axes sorted outermost first and
+/// merged where both sides are contiguous across them, then listed innermost first.
 pub(crate) fn normalize(shape: &[usize], dst: &[isize], src: &[isize]) -> Normalized {
     let n = shape.iter().product();
+    if n != 0
+        && let Some(dense) = normalize_dense(shape, dst, src, n)
+    {
+        return dense;
+    }
+    normalize_general(shape, dst, src, n)
+}
+
+/// [`normalize`] of the common case without sorting: a destination with the strides of
+/// standard layout and a source with them too or with every stride zero (a broadcast scalar)
+/// merge into one axis (none for a single element). `None` for other layouts, which
+/// [`normalize_general`] takes.
+fn normalize_dense(shape: &[usize], dst: &[isize], src: &[isize], n: usize) -> Option<Normalized> {
+    let (mut stride, mut src_standard, mut src_zero) = (1isize, true, true);
+    for ((&len, &d), &s) in shape.iter().zip(dst).zip(src).rev() {
+        if len == 1 {
+            continue;
+        }
+        if d != stride {
+            return None;
+        }
+        src_standard &= s == stride;
+        src_zero &= s == 0;
+        stride = stride.checked_mul(isize::try_from(len).ok()?)?;
+    }
+    let axes = if n == 1 {
+        Vec::new()
+    } else if src_standard || src_zero {
+        vec![PAxis {
+            len: n,
+            dst: 1,
+            src: isize::from(src_standard),
+        }]
+    } else {
+        return None;
+    };
+    Some(Normalized {
+        axes,
+        dst_off: 0,
+        src_off: 0,
+        n,
+    })
+}
+
+fn normalize_general(shape: &[usize], dst: &[isize], src: &[isize], n: usize) -> Normalized {
     let mut axes: Vec<PAxis> = shape
         .iter()
         .zip(dst.iter().zip(src))
@@ -306,8 +354,16 @@ pub(crate) fn plan_fill(
     bits: u64,
     opt: PlanOptions,
 ) -> Result<Plan> {
-    let zeros = vec![0isize; shape.len()];
-    let norm = normalize(shape, strides, &zeros);
+    // The source strides of a fill: all zero (on the stack for up to 8 axes).
+    let (stack, heap);
+    let zeros: &[isize] = if shape.len() <= 8 {
+        stack = [0isize; 8];
+        &stack[..shape.len()]
+    } else {
+        heap = vec![0isize; shape.len()];
+        &heap
+    };
+    let norm = normalize(shape, strides, zeros);
     if norm.n == 0 {
         return Ok(Plan::Nothing);
     }

@@ -1830,3 +1830,68 @@ fn planning_layouts_with_huge_strides_never_panics() {
     }
     assert!(planned * 5 > rounds, "only {planned} valid cases");
 }
+
+/// The strides of standard layout for `shape`, with the strides of axes of length 1 drawn at
+/// random (they take no part in the layout).
+fn standard_strides(rng: &mut StdRng, shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut s = 1isize;
+    for (i, &len) in shape.iter().enumerate().rev() {
+        strides[i] = if len == 1 {
+            rng.random_range(-9i64..9) as isize
+        } else {
+            s
+        };
+        s *= len as isize;
+    }
+    strides
+}
+
+/// `normalize`'s shortcut for dense operands gives what the general path gives, on layouts
+/// that take it (standard destination, standard or broadcast-scalar source) and on layouts
+/// one stride away from them (which must not take it).
+#[test]
+fn dense_normalisation_matches_the_general_path() {
+    let draw = |rng: &mut StdRng| {
+        let shape = vec_of(rng, 0..=5, |r| pick(r, &[0usize, 1, 1, 2, 3, 7, 64]));
+        let dst = standard_strides(rng, &shape);
+        let src = match weighted(rng, &[4, 2, 1]) {
+            0 => standard_strides(rng, &shape),
+            1 => shape.iter().map(|&l| if l == 1 { 5 } else { 0 }).collect(),
+            _ => vec_of(rng, shape.len()..=shape.len(), |r| {
+                r.random_range(-70i64..70) as isize
+            }),
+        };
+        // One stride of either side changed, sometimes.
+        let (mut dst, mut src) = (dst, src);
+        if !shape.is_empty() && rng.random_bool(0.3) {
+            let i = rng.random_range(0..shape.len());
+            let side = if rng.random_bool(0.5) {
+                &mut dst
+            } else {
+                &mut src
+            };
+            side[i] = rng.random_range(-70i64..70) as isize;
+        }
+        (shape, dst, src)
+    };
+    let mut dense = 0usize;
+    for_each_case(CASES, draw, |(shape, dst, src)| {
+        let n = shape.iter().product();
+        let general = super::normalize_general(shape, dst, src, n);
+        let got = super::normalize(shape, dst, src);
+        dense += usize::from(n != 0 && super::normalize_dense(shape, dst, src, n).is_some());
+        if got == general {
+            Ok(())
+        } else {
+            Err(format!(
+                "normalize gives {got:?}, the general path {general:?}"
+            ))
+        }
+    });
+    // The shortcut was taken in a good share of the cases, so the comparison covered it.
+    assert!(
+        dense > CASES / 5,
+        "the dense shortcut was taken in {dense} of {CASES} cases"
+    );
+}
