@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 use ndarray::{Dimension, IntoDimension};
 
-use crate::bytes::{RawBytes, address_of};
+use crate::bytes::RawBytes;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, checked_size};
@@ -35,7 +35,6 @@ unsafe impl<T: Sync> Sync for OwnedSpan<T> {}
 
 impl<T: DeviceElement> OwnedSpan<T> {
     fn new(slice: CudaSlice<T>) -> Self {
-        let ptr = address_of(&slice);
         let len = slice.num_bytes();
         let device = slice.context().ordinal();
         let slice = NonNull::from(Box::leak(Box::new(slice)));
@@ -44,13 +43,7 @@ impl<T: DeviceElement> OwnedSpan<T> {
         // such views, or `&self`/`&mut self` of the array.
         let keep = unsafe { KeepAlive::cuda_owned(slice) };
         OwnedSpan {
-            raw: RawBytes {
-                ptr,
-                len,
-                device,
-                keep,
-                shared: false,
-            },
+            raw: RawBytes::cuda(len, device, keep),
             slice,
         }
     }

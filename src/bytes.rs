@@ -11,7 +11,11 @@ use crate::owner::{DeviceOwner, KeepAlive};
 /// The parts every device memory handle shares.
 #[derive(Clone, Debug)]
 pub struct RawBytes<'a> {
-    pub(crate) ptr: u64,
+    /// The device address of the first byte ([`ptr`](Self::ptr)); for cudarc memory (a
+    /// [`KeepAlive::Cuda`](crate::owner::KeepAlive) keep-alive), its offset from the address of
+    /// the slice or view the handle was made from, which devspan learns on the first access
+    /// (so that making a view of cudarc memory enqueues nothing).
+    at: u64,
     pub(crate) len: usize,
     pub(crate) device: usize,
     pub(crate) keep: KeepAlive<'a>,
@@ -48,7 +52,30 @@ pub(crate) fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Resul
 }
 
 impl<'a> RawBytes<'a> {
+    /// The handle of all of the cudarc memory that `keep` tracks, `len` bytes of device
+    /// `device`.
+    pub(crate) fn cuda(len: usize, device: usize, keep: KeepAlive<'a>) -> Self {
+        debug_assert!(keep.is_cuda());
+        RawBytes {
+            at: 0,
+            len,
+            device,
+            keep,
+            shared: false,
+        }
+    }
+
+    /// The device address of the first byte.
+    pub(crate) fn ptr(&self) -> u64 {
+        match self.keep.cuda_address() {
+            Some(base) => base + self.at,
+            None => self.at,
+        }
+    }
+
+    /// The handle of foreign or raw memory at `ptr`.
     pub(crate) fn new(ptr: u64, len: usize, device: usize, keep: KeepAlive<'a>) -> Result<Self> {
+        debug_assert!(!keep.is_cuda());
         if ptr == 0 && len != 0 {
             return Err(Error::invalid(format!(
                 "null device pointer with length {len} bytes"
@@ -60,7 +87,7 @@ impl<'a> RawBytes<'a> {
             )));
         }
         Ok(RawBytes {
-            ptr,
+            at: ptr,
             len,
             device,
             keep,
@@ -72,7 +99,7 @@ impl<'a> RawBytes<'a> {
     pub(crate) fn sub(&self, start: usize, end: usize) -> Self {
         debug_assert!(start <= end && end <= self.len);
         RawBytes {
-            ptr: self.ptr + start as u64,
+            at: self.at + start as u64,
             len: end - start,
             device: self.device,
             keep: self.keep.clone(),
@@ -191,15 +218,10 @@ impl<'a> DeviceBytes<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda<T: Send + Sync + 'static>(slice: &'a CudaSlice<T>) -> Self {
-        let ptr = address_of(slice);
-        let raw = RawBytes {
-            ptr,
-            len: slice.num_bytes(),
-            device: slice.context().ordinal(),
-            keep: KeepAlive::cuda_slice(slice),
-            shared: false,
-        };
-        DeviceBytes { raw }
+        let (len, device) = (slice.num_bytes(), slice.context().ordinal());
+        DeviceBytes {
+            raw: RawBytes::cuda(len, device, KeepAlive::cuda_slice(slice)),
+        }
     }
 
     /// A handle over a cudarc view.
@@ -213,17 +235,10 @@ impl<'a> DeviceBytes<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda_view<T: Send + Sync + 'static>(view: CudaView<'a, T>) -> Self {
-        let ptr = address_of(&view);
         let len = view.num_bytes();
         let device = view.stream().context().ordinal();
         DeviceBytes {
-            raw: RawBytes {
-                ptr,
-                len,
-                device,
-                keep: KeepAlive::cuda_view(view),
-                shared: false,
-            },
+            raw: RawBytes::cuda(len, device, KeepAlive::cuda_view(view)),
         }
     }
 
@@ -264,7 +279,7 @@ impl<'a> DeviceBytes<'a> {
     /// # Ok(()) }
     /// ```
     pub fn device_ptr(&self) -> u64 {
-        self.raw.ptr
+        self.raw.ptr()
     }
 
     /// The ordinal of the device the memory lives on.
@@ -410,17 +425,10 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda_mut<T: Send + Sync + 'static>(slice: &'a mut CudaSlice<T>) -> Self {
-        let ptr = address_of(&*slice);
         let len = slice.num_bytes();
         let device = slice.context().ordinal();
         DeviceBytesMut {
-            raw: RawBytes {
-                ptr,
-                len,
-                device,
-                keep: KeepAlive::cuda_slice_mut(slice),
-                shared: false,
-            },
+            raw: RawBytes::cuda(len, device, KeepAlive::cuda_slice_mut(slice)),
         }
     }
 
@@ -435,17 +443,10 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn from_cuda_view_mut<T: Send + Sync + 'static>(view: CudaViewMut<'a, T>) -> Self {
-        let ptr = address_of(&view);
         let len = view.num_bytes();
         let device = view.stream().context().ordinal();
         DeviceBytesMut {
-            raw: RawBytes {
-                ptr,
-                len,
-                device,
-                keep: KeepAlive::cuda_view_mut(view),
-                shared: false,
-            },
+            raw: RawBytes::cuda(len, device, KeepAlive::cuda_view_mut(view)),
         }
     }
 
@@ -485,7 +486,7 @@ impl<'a> DeviceBytesMut<'a> {
     /// # Ok(()) }
     /// ```
     pub fn device_ptr(&self) -> u64 {
-        self.raw.ptr
+        self.raw.ptr()
     }
 
     /// The ordinal of the device the memory lives on.

@@ -42,11 +42,25 @@ use crate::error::{Error, Result};
 /// been invalidated, and for the legacy default stream while another stream of its context
 /// captures (the driver forbids using it then).
 pub(crate) fn is_capturing(stream: &CudaStream) -> Result<bool> {
-    stream.context().bind_to_thread()?;
     use sys::CUstreamCaptureStatus::*;
-    // SAFETY: `stream` is a live stream of the context made current above; the call writes
-    // one status.
-    match unsafe { result::stream::is_capturing(stream.cu_stream()) } {
+    let cs = stream.cu_stream();
+    // The handles of the legacy and per-thread default streams (null, `CU_STREAM_LEGACY`,
+    // `CU_STREAM_PER_THREAD`) name the stream of the current context; other handles name their
+    // own context's stream, and are asked first without making it current (which this check,
+    // made for every operation on tracked memory, would otherwise repeat), then, should that
+    // fail, once more with it current.
+    let special = (cs as usize) <= 2;
+    // SAFETY: `stream` is a live stream; the call writes one status.
+    let unbound = (!special).then(|| unsafe { result::stream::is_capturing(cs) });
+    let status = match unbound {
+        Some(Ok(status)) => Ok(status),
+        _ => {
+            stream.context().bind_to_thread()?;
+            // SAFETY: as above, with the stream's context current.
+            unsafe { result::stream::is_capturing(cs) }
+        }
+    };
+    match status {
         Ok(CU_STREAM_CAPTURE_STATUS_NONE) => Ok(false),
         Ok(CU_STREAM_CAPTURE_STATUS_ACTIVE) => Ok(true),
         Ok(CU_STREAM_CAPTURE_STATUS_INVALIDATED) => Err(Error::capture(

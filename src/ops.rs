@@ -12,24 +12,22 @@ use crate::element::DeviceElement;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::span::{DeviceSpan, DeviceSpanMut};
-use crate::view::{
-    DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, no_stream, reshape_layout,
-};
+use crate::view::{DeviceBase, SpanData, SpanDataMut, no_stream, reshape_layout};
 use devspan_kernels::abi::GridOptions;
 
 /// Byte range `[lo, hi)` reached by a view, or `None` when empty.
 fn byte_reach<S: SpanData, D: Dimension>(v: &DeviceBase<S, D>) -> Option<(u64, u64)> {
     let size = std::mem::size_of::<S::Elem>() as u64;
     let (lo, hi) = v.layout.reach()?;
-    let base = v.raw().ptr;
+    let base = v.raw().ptr();
     Some((base + lo as u64 * size, base + (hi as u64 + 1) * size))
 }
 
 /// `Ok(true)` when the copy is a no-op (identical element sets of the same type), `Ok(false)`
 /// when the operands do not overlap, `Err(Aliasing)` otherwise.
-fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
-    dst: &DeviceViewMut<'_, T, D>,
-    src: &DeviceView<'_, U, D>,
+fn check_overlap<S: SpanData, R: SpanData, D: Dimension>(
+    dst: &DeviceBase<S, D>,
+    src: &DeviceBase<R, D>,
 ) -> Result<bool> {
     if dst.device() != src.device() {
         return Ok(false);
@@ -40,7 +38,7 @@ fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
     if a1 <= b0 || b1 <= a0 {
         return Ok(false);
     }
-    if T::DTYPE == U::DTYPE
+    if S::Elem::DTYPE == R::Elem::DTYPE
         && dst.device_ptr() == src.device_ptr()
         && dst.strides() == src.strides()
     {
@@ -54,27 +52,30 @@ fn check_overlap<T: DeviceElement, U: DeviceElement, D: Dimension>(
     )))
 }
 
-/// The implementations, on writable views.
-impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
+/// The implementations, on writable arrays and views (called on them directly: a re-borrowed
+/// view would cost a keep-alive handle per call).
+impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
     pub(crate) fn fill_with(
         &mut self,
         stream: &Arc<CudaStream>,
-        value: T,
+        value: S::Elem,
         opt: PlanOptions,
     ) -> Result<()> {
         check_stream(stream, self.device(), "the destination view")?;
-        let p = plan::plan_fill(
-            self.device_ptr(),
-            self.shape(),
-            self.strides(),
-            std::mem::size_of::<T>(),
-            value.to_bits_u64(),
-            opt,
-        )?;
-        if matches!(p, Plan::Nothing) {
+        if self.is_empty() {
             return Ok(());
         }
+        // Planned once the access is prepared: that is where the address of cudarc memory is
+        // learnt, with no driver call of its own.
         self.raw().keep.writing(stream, || {
+            let p = plan::plan_fill(
+                self.device_ptr(),
+                self.shape(),
+                self.strides(),
+                std::mem::size_of::<S::Elem>(),
+                value.to_bits_u64(),
+                opt,
+            )?;
             // SAFETY: the plan comes from this view's validated layout (invariants 1-3 keep
             // every element in the span, which the keep-alive holds), and `&mut self` excludes
             // other writers through devspan.
@@ -82,10 +83,10 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
         })
     }
 
-    pub(crate) fn assign_cast_with<U: DeviceElement, E: Dimension>(
+    pub(crate) fn assign_cast_with<S2: SpanData, E: Dimension>(
         &mut self,
         stream: &Arc<CudaStream>,
-        src: &DeviceView<'_, U, E>,
+        src: &DeviceBase<S2, E>,
         opt: PlanOptions,
         grid: GridOptions,
     ) -> Result<()> {
@@ -97,53 +98,65 @@ impl<T: DeviceElement, D: Dimension> DeviceViewMut<'_, T, D> {
                 self.shape()
             ))
         })?;
-        if check_overlap(self, &src)? {
-            return Ok(());
-        }
         if src.device() != self.device() || crate::peer::forced().is_some() {
-            return crate::peer::assign_cast_across(self, stream, &src, opt, grid);
+            if check_overlap(self, &src)? {
+                return Ok(());
+            }
+            return crate::peer::assign_cast_across(
+                &mut self.view_mut(),
+                stream,
+                &src.view(),
+                opt,
+                grid,
+            );
         }
         self.assign_cast_local(stream, &src, opt, grid)
     }
 
     /// The plan of `assign_cast(src)` into this view (`src` already broadcast to its shape).
-    pub(crate) fn copy_plan<U: DeviceElement>(
+    pub(crate) fn copy_plan<R: SpanData>(
         &self,
-        src: &DeviceView<'_, U, D>,
+        src: &DeviceBase<R, D>,
         opt: PlanOptions,
     ) -> Result<Plan> {
         plan::plan_copy(
             self.device_ptr(),
             self.strides(),
-            T::DTYPE,
+            S::Elem::DTYPE,
             src.device_ptr(),
             src.strides(),
-            U::DTYPE,
+            R::Elem::DTYPE,
             self.shape(),
             opt,
         )
     }
 
     /// [`assign_cast_with`](Self::assign_cast_with) for a source on `stream`'s device, already
-    /// broadcast to this shape and checked not to overlap.
-    pub(crate) fn assign_cast_local<U: DeviceElement>(
+    /// broadcast to this shape.
+    pub(crate) fn assign_cast_local<R: SpanData>(
         &mut self,
         stream: &Arc<CudaStream>,
-        src: &DeviceView<'_, U, D>,
+        src: &DeviceBase<R, D>,
         opt: PlanOptions,
         grid: GridOptions,
     ) -> Result<()> {
         check_stream(stream, src.device(), "the source view")?;
-        let p = self.copy_plan(src, opt)?;
-        if matches!(p, Plan::Nothing) {
+        if self.is_empty() {
             return Ok(());
         }
+        // Checked and planned once the accesses are prepared: that is where the addresses of
+        // cudarc memory are learnt, with no driver call of their own. An operation refused
+        // there (overlapping operands) has enqueued nothing but the waits.
         self.raw()
             .keep
             .writing_reading(&src.raw().keep, stream, || {
+                if check_overlap(self, src)? {
+                    return Ok(());
+                }
+                let p = self.copy_plan(src, opt)?;
                 // SAFETY: both layouts are validated against their spans (kept alive by their
                 // keep-alives for the borrow's duration), the operands do not overlap (checked
-                // by the caller) and `&mut self` excludes other writers through devspan.
+                // above) and `&mut self` excludes other writers through devspan.
                 unsafe { crate::kernels::execute(&p, stream, grid) }
             })
     }
@@ -183,8 +196,7 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
     /// # Ok(()) }
     /// ```
     pub fn fill_on(&mut self, stream: &Arc<CudaStream>, value: S::Elem) -> Result<()> {
-        self.view_mut()
-            .fill_with(stream, value, PlanOptions::default())
+        self.fill_with(stream, value, PlanOptions::default())
     }
 
     /// Copies `src` (an array or a view of any layout, on this device or another: see the
@@ -266,12 +278,7 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
         stream: &Arc<CudaStream>,
         src: &DeviceBase<S2, E>,
     ) -> Result<()> {
-        self.view_mut().assign_cast_with(
-            stream,
-            &src.view(),
-            PlanOptions::default(),
-            GridOptions::default(),
-        )
+        self.assign_cast_with(stream, src, PlanOptions::default(), GridOptions::default())
     }
 }
 

@@ -26,6 +26,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{
@@ -172,9 +173,12 @@ fn take_event(guard: &mut SyncOnDrop<'_>) -> Option<RawEvent> {
 /// Access to cudarc's event tracking of one allocation, behind type erasure.
 pub(crate) trait CudaTrack: Send {
     /// Makes `stream` wait for earlier writes (and, for a write, earlier reads) of the memory
-    /// and returns the event that records this access once it is enqueued; `Err` for a write to
-    /// a read-only borrow.
-    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>>;
+    /// and returns the memory's device address and the event that records this access once it
+    /// is enqueued; `Err` for a write to a read-only borrow.
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<(u64, Option<RawEvent>)>;
+    /// The memory's device address, taken without enqueuing an access
+    /// ([`crate::capture::address_of`]).
+    fn address(&self) -> u64;
     /// The stream the memory was allocated on (cudarc's `DeviceSlice::stream`).
     fn stream(&self) -> Arc<CudaStream>;
     /// Whether cudarc waits on the memory's events in [`prepare`](Self::prepare) (its context
@@ -197,16 +201,20 @@ pub(crate) struct SliceBorrow<T, const WRITE: bool>(NonNull<CudaSlice<T>>);
 unsafe impl<T, const WRITE: bool> Send for SliceBorrow<T, WRITE> {}
 
 impl<T: Send + Sync, const WRITE: bool> CudaTrack for SliceBorrow<T, WRITE> {
-    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
-        let mut guard = match (write, WRITE) {
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<(u64, Option<RawEvent>)> {
+        let (ptr, mut guard) = match (write, WRITE) {
             (true, false) => return Err(read_only()),
             // SAFETY: the borrow is live while its keep-alive is used ([`KeepAlive::Cuda`]),
             // and the tracker's lock makes this the only access through it.
-            (true, true) => unsafe { self.0.as_mut() }.device_ptr_mut(stream).1,
+            (true, true) => unsafe { self.0.as_mut() }.device_ptr_mut(stream),
             // SAFETY: as above; a shared access.
-            (false, _) => unsafe { self.0.as_ref() }.device_ptr(stream).1,
+            (false, _) => unsafe { self.0.as_ref() }.device_ptr(stream),
         };
-        Ok(take_event(&mut guard))
+        Ok((ptr, take_event(&mut guard)))
+    }
+    fn address(&self) -> u64 {
+        // SAFETY: as in `prepare`; a shared access under the tracker's lock.
+        crate::capture::address_of(unsafe { self.0.as_ref() })
     }
     fn stream(&self) -> Arc<CudaStream> {
         // SAFETY: as in `prepare`; a shared access under the tracker's lock.
@@ -220,12 +228,15 @@ impl<T: Send + Sync, const WRITE: bool> CudaTrack for SliceBorrow<T, WRITE> {
 }
 
 impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
-    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<(u64, Option<RawEvent>)> {
         if write {
             return Err(read_only());
         }
-        let (_ptr, mut guard) = self.device_ptr(stream);
-        Ok(take_event(&mut guard))
+        let (ptr, mut guard) = self.device_ptr(stream);
+        Ok((ptr, take_event(&mut guard)))
+    }
+    fn address(&self) -> u64 {
+        crate::capture::address_of(self)
     }
     fn stream(&self) -> Arc<CudaStream> {
         DeviceSlice::stream(self).clone()
@@ -238,13 +249,16 @@ impl<T: Send + Sync> CudaTrack for CudaView<'static, T> {
 }
 
 impl<T: Send + Sync> CudaTrack for CudaViewMut<'static, T> {
-    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<Option<RawEvent>> {
-        let mut guard = if write {
-            self.device_ptr_mut(stream).1
+    fn prepare(&mut self, stream: &CudaStream, write: bool) -> Result<(u64, Option<RawEvent>)> {
+        let (ptr, mut guard) = if write {
+            self.device_ptr_mut(stream)
         } else {
-            self.device_ptr(stream).1
+            self.device_ptr(stream)
         };
-        Ok(take_event(&mut guard))
+        Ok((ptr, take_event(&mut guard)))
+    }
+    fn address(&self) -> u64 {
+        crate::capture::address_of(self)
     }
     fn stream(&self) -> Arc<CudaStream> {
         DeviceSlice::stream(self).clone()
@@ -260,6 +274,20 @@ impl<T: Send + Sync> CudaTrack for CudaViewMut<'static, T> {
 /// borrow share it).
 pub(crate) struct Tracked<X> {
     track: Mutex<X>,
+    /// The memory's device address, once `known`: learnt from the first access
+    /// ([`SharedTrack::prepare`], whose cudarc call hands it out anyway) or asked for before one
+    /// ([`SharedTrack::address`]), so that making views of cudarc memory enqueues nothing.
+    address: AtomicU64,
+    known: AtomicBool,
+}
+
+impl<X> Tracked<X> {
+    fn learn(&self, address: u64) {
+        if !self.known.load(Ordering::Acquire) {
+            self.address.store(address, Ordering::Relaxed);
+            self.known.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// Type-erased [`Tracked`].
@@ -275,6 +303,8 @@ pub(crate) trait SharedTrack: Send + Sync {
     ) -> Result<Option<RawEvent>>;
     fn finish(&self, stream: &Arc<CudaStream>, event: RawEvent) -> Result<()>;
     fn stream(&self) -> Arc<CudaStream>;
+    /// The memory's device address. Not called while this thread holds the tracker's lock.
+    fn address(&self) -> u64;
 }
 
 /// Which stream devspan last recorded a cudarc event on.
@@ -304,11 +334,24 @@ impl<X: CudaTrack> SharedTrack for Tracked<X> {
         if tracked && cap.capturing()? {
             // cudarc's waits go to a probe stream; the access is not recorded.
             crate::capture::follow_in_capture(stream, write, |probe| {
-                track.prepare(probe, write).map(drop)
+                let (address, _) = track.prepare(probe, write)?;
+                self.learn(address);
+                Ok(())
             })?;
             return Ok(None);
         }
-        track.prepare(stream, write)
+        let (address, event) = track.prepare(stream, write)?;
+        self.learn(address);
+        Ok(event)
+    }
+
+    fn address(&self) -> u64 {
+        if self.known.load(Ordering::Acquire) {
+            return self.address.load(Ordering::Relaxed);
+        }
+        let address = lock(&self.track).address();
+        self.learn(address);
+        address
     }
 
     fn stream(&self) -> Arc<CudaStream> {
@@ -522,6 +565,8 @@ impl<'a> KeepAlive<'a> {
         KeepAlive::Cuda(
             Arc::new(Tracked {
                 track: Mutex::new(track),
+                address: AtomicU64::new(0),
+                known: AtomicBool::new(false),
             }),
             PhantomData,
         )
@@ -545,6 +590,22 @@ impl<'a> KeepAlive<'a> {
         slice: NonNull<CudaSlice<T>>,
     ) -> Self {
         Self::tracked(SliceBorrow::<T, true>(slice))
+    }
+
+    /// The device address of cudarc memory (the start of the slice or view it was made from),
+    /// learnt on first use; `None` for foreign and raw memory, whose handles hold their
+    /// address.
+    pub(crate) fn cuda_address(&self) -> Option<u64> {
+        match self {
+            KeepAlive::Cuda(t, _) => Some(t.address()),
+            KeepAlive::Borrow(_) | KeepAlive::Owner(_) => None,
+        }
+    }
+
+    /// Whether this is the keep-alive of cudarc memory, whose handles hold their offset from
+    /// [`cuda_address`](Self::cuda_address) instead of their address.
+    pub(crate) fn is_cuda(&self) -> bool {
+        matches!(self, KeepAlive::Cuda(..))
     }
 
     /// The stream the memory was allocated on, when devspan knows it: cudarc memory knows its

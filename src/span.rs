@@ -12,13 +12,23 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::view::{DeviceView, DeviceViewMut};
 
+/// [`check_typed`] for the debug checks of spans made from checked parts, without learning
+/// the address of cudarc memory (cudarc memory of `T` is aligned for `T`).
+fn typed_ok<T: DeviceElement>(raw: &RawBytes<'_>) -> bool {
+    if raw.keep.is_cuda() {
+        raw.len % std::mem::size_of::<T>() == 0
+    } else {
+        check_typed::<T>(raw).is_ok()
+    }
+}
+
 pub(crate) fn check_typed<T: DeviceElement>(raw: &RawBytes<'_>) -> Result<()> {
     let size = std::mem::size_of::<T>();
     let align = std::mem::align_of::<T>() as u64;
-    if raw.ptr % align != 0 {
+    if raw.ptr() % align != 0 {
         return Err(Error::misaligned(format!(
             "device address 0x{:x} is not aligned to {align} bytes as {} needs",
-            raw.ptr,
+            raw.ptr(),
             T::DTYPE
         )));
     }
@@ -81,7 +91,7 @@ pub struct DeviceSpanMut<'a, T> {
 
 impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
     pub(crate) fn from_raw(raw: RawBytes<'a>) -> Self {
-        debug_assert!(check_typed::<T>(&raw).is_ok());
+        debug_assert!(typed_ok::<T>(&raw));
         DeviceSpan {
             raw,
             _t: PhantomData,
@@ -151,7 +161,7 @@ impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn device_ptr(&self) -> u64 {
-        self.raw.ptr
+        self.raw.ptr()
     }
 
     /// Device ordinal.
@@ -271,14 +281,14 @@ impl<'a, T: DeviceElement> DeviceSpan<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn into_view(self) -> DeviceView<'a, T, Ix1> {
-        let layout = Layout::contiguous(Ix1(self.len()));
+        let layout = Layout::of_span(self.len());
         DeviceView::from_parts(self, layout)
     }
 }
 
 impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
     pub(crate) fn from_raw(raw: RawBytes<'a>) -> Self {
-        debug_assert!(check_typed::<T>(&raw).is_ok());
+        debug_assert!(typed_ok::<T>(&raw));
         DeviceSpanMut {
             raw,
             _t: PhantomData,
@@ -347,7 +357,7 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn device_ptr(&self) -> u64 {
-        self.raw.ptr
+        self.raw.ptr()
     }
 
     /// Device ordinal.
@@ -506,7 +516,7 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn into_view_mut(self) -> DeviceViewMut<'a, T, Ix1> {
-        let layout = Layout::contiguous(Ix1(self.len()));
+        let layout = Layout::of_span(self.len());
         DeviceViewMut::from_parts(self, layout)
     }
 }

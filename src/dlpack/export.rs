@@ -40,7 +40,7 @@ struct Parts {
 }
 
 fn parts<T: DeviceElement, D: Dimension>(raw: RawBytes<'static>, layout: &Layout<D>) -> Parts {
-    let data = raw.ptr + (layout.offset() * std::mem::size_of::<T>()) as u64;
+    let data = raw.ptr() + (layout.offset() * std::mem::size_of::<T>()) as u64;
     // Axis lengths are at most isize::MAX (layout invariant 1), so both conversions are exact.
     let shape = layout.shape().iter().map(|&n| n as i64).collect();
     let strides = layout.strides().iter().map(|&s| s as i64).collect();

@@ -25,7 +25,7 @@ mod reshape;
 #[cfg(test)]
 mod tests;
 
-use ndarray::Dimension;
+use ndarray::{Dimension, Ix1};
 
 use crate::error::{Error, Result};
 
@@ -147,6 +147,19 @@ pub(crate) fn may_self_overlap(shape: &[usize], strides: &[isize]) -> bool {
 
 fn as_isize(s: &[usize]) -> &[isize] {
     bytemuck::cast_slice(s)
+}
+
+impl Layout<Ix1> {
+    /// The layout of a whole span of `len` elements: no check is needed, a span's length in
+    /// bytes being at most `isize::MAX` (invariant 1 for any element size).
+    pub(crate) fn of_span(len: usize) -> Self {
+        debug_assert!(len <= isize::MAX as usize);
+        Layout {
+            shape: Ix1(len),
+            strides: Ix1(1),
+            offset: 0,
+        }
+    }
 }
 
 impl<D: Dimension> Layout<D> {

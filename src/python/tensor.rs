@@ -129,9 +129,9 @@ impl Placement {
         let size = std::mem::size_of::<T>() as u64;
         Placement {
             dtype: T::DTYPE,
-            base: span.ptr,
+            base: span.ptr(),
             span_len: span.len / size as usize,
-            offset: ((v.device_ptr() - span.ptr) / size) as usize,
+            offset: ((v.device_ptr() - span.ptr()) / size) as usize,
             shape: v.shape().to_vec(),
             strides: v.strides().to_vec(),
             device: v.device(),

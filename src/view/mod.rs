@@ -226,7 +226,7 @@ impl<S: SpanData, D: Dimension> fmt::Debug for DeviceBase<S, D> {
             .field("shape", &self.layout.shape())
             .field("strides", &self.layout.strides())
             .field("offset", &self.layout.offset())
-            .field("span", &format_args!("0x{:x}+{}B", raw.ptr, raw.len))
+            .field("span", &format_args!("0x{:x}+{}B", raw.ptr(), raw.len))
             .field("device", &raw.device)
             .field("keep_alive", &raw.keep)
             .finish()
@@ -380,7 +380,7 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// # Ok(()) }
     /// ```
     pub fn device_ptr(&self) -> u64 {
-        self.raw().ptr + (self.layout.offset() * std::mem::size_of::<S::Elem>()) as u64
+        self.raw().ptr() + (self.layout.offset() * std::mem::size_of::<S::Elem>()) as u64
     }
 
     /// The span the view indexes into (its reachable elements lie inside it).

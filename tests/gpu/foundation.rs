@@ -178,6 +178,67 @@ fn cudarc_interop_views() {
     assert_eq!(got, expect);
 }
 
+/// Handles of cudarc memory learn its address on first use (making them enqueues nothing):
+/// their addresses are right whether asked for before any operation or after one that learnt
+/// it, for sub-views at offsets, cudarc views, and arrays; and operations whose first use
+/// learns it write the right elements.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cudarc_handles_learn_their_address_on_first_use() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let poison = 0xDEAD_BEEFu32;
+    let mut slice = stream.clone_htod(&vec![poison; 100]).unwrap();
+    let base = interop::cuda_slice_address(&slice);
+    // Asked for before any operation.
+    {
+        let v = DeviceView::from(&slice);
+        assert_eq!(v.slice(s![10..]).device_ptr(), base + 40);
+        let cv = DeviceSpan::from_cuda_view(slice.slice(30..90)).into_view();
+        assert_eq!(cv.device_ptr(), base + 120);
+        assert_eq!(cv.slice(s![..;-1]).device_ptr(), base + 4 * 89);
+    }
+    // Learnt by an operation on a sub-view: a fill of elements 20, 23, .., 47, then a copy
+    // into 60..70 of elements 20..30 through a cudarc view, each a first use of its handle.
+    {
+        let mut v = devspan::DeviceViewMut::from(&mut slice);
+        let mut sub = v.slice_mut(s![20..50;3]);
+        sub.fill_on(&stream, 7).unwrap();
+        assert_eq!(sub.device_ptr(), base + 80);
+    }
+    {
+        let (lo, mut hi) = slice.split_at_mut(60);
+        let src = DeviceSpan::from_cuda_view(lo.slice(20..30)).into_view();
+        let mut dst =
+            devspan::DeviceSpanMut::from_cuda_view_mut(hi.slice_mut(0..10)).into_view_mut();
+        dst.assign_on(&stream, &src).unwrap();
+        assert_eq!(dst.device_ptr(), base + 240);
+        assert_eq!(src.device_ptr(), base + 80);
+    }
+    let got = stream.clone_dtoh(&slice).unwrap();
+    let mut expect = vec![poison; 100];
+    for i in (20..50).step_by(3) {
+        expect[i] = 7;
+    }
+    for i in 0..10 {
+        expect[60 + i] = expect[20 + i];
+    }
+    assert_eq!(got, expect);
+    // Arrays: an operation on a sub-view first, then the address.
+    let mut a = DeviceArray::<u32, _>::zeros(&stream, 64).unwrap();
+    a.slice_mut(s![8..16]).fill(3).unwrap();
+    assert_eq!(
+        a.device_ptr(),
+        interop::cuda_slice_address(a.as_cuda_slice())
+    );
+    let h = a.to_host().unwrap();
+    assert!(
+        h.iter()
+            .enumerate()
+            .all(|(i, &x)| x == if (8..16).contains(&i) { 3 } else { 0 })
+    );
+}
+
 /// Two streams: a write on one, a read on another, ordered by cudarc's event tracking.
 #[test]
 #[ignore = "needs a CUDA GPU"]
