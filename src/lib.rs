@@ -146,8 +146,8 @@
 //! | [`DeviceSpanMut::fill`], [`DeviceSpanMut::copy_from`] and their `_on` forms | allocations: [`DeviceArray::zeros`], [`uninit`](DeviceArray::uninit), [`cast`](DeviceBase::cast), [`to_contiguous`](DeviceBase::to_contiguous), [`try_clone`](DeviceBase::try_clone) (`Clone` panics), [`to_shape`](DeviceBase::to_shape) when it copies (a graph's allocation exists only while the graph runs: allocate before the capture and use `assign` / `assign_cast`) |
 //! | [`with_kernel_view`](DeviceBase::with_kernel_view) / `_mut` (your own launches inside them) | [`into_dlpack`](DeviceArray::into_dlpack) (it waits for the array's stream) |
 //!
-//! Layout operations (slicing, transposing, `to_shape` as a view) do no device work and work
-//! anywhere.
+//! Layout operations (slicing, transposing, `to_shape` as a view) and making views of cudarc
+//! memory do no device work and work anywhere.
 //!
 //! **Earlier work.** Outside a capture an operation makes its stream wait for the earlier
 //! accesses of its memory that it conflicts with. A capture cannot wait for work outside it, so

@@ -370,6 +370,10 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
     /// [`strides`](Self::strides)). For an empty view it is an address inside or at the end of
     /// the span that must not be dereferenced.
     ///
+    /// Views of cudarc memory learn its address on their first operation (making them enqueues
+    /// nothing); asked for before one, it comes from cudarc's `device_ptr`, which makes the
+    /// memory's stream wait for its latest write.
+    ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// use ndarray::s;
