@@ -1889,9 +1889,10 @@ fn dense_normalisation_matches_the_general_path() {
             ))
         }
     });
-    // The shortcut was taken in a good share of the cases, so the comparison covered it.
+    // The shortcut was taken in a good share of the cases, so the comparison covered it (not
+    // asked of Miri's few cases).
     assert!(
-        dense > CASES / 5,
+        cfg!(miri) || dense > CASES / 5,
         "the dense shortcut was taken in {dense} of {CASES} cases"
     );
 }
