@@ -60,30 +60,56 @@ macro_rules! rows {
         let (mut b1, mut b2, mut b3, b4, mut b5) = (bufs(s), bufs(s), bufs(s), bufs(s), bufs(s));
         let b6: &'static mut Bufs = Box::leak(Box::new(bufs(s)));
         let b7: &'static mut Bufs = Box::leak(Box::new(bufs(s)));
-        let (v6s, mut v6d) = ($ds::DeviceView::from(&b6.src), $ds::DeviceViewMut::from(&mut b6.dst));
+        let (v6s, mut v6d) = (
+            $ds::DeviceView::from(&b6.src),
+            $ds::DeviceViewMut::from(&mut b6.dst),
+        );
         let mut v7d = $ds::DeviceViewMut::from(&mut b7.dst);
         let v: Vec<(&str, Op)> = vec![
-            ("copy (views of cudarc slices made per call)", Box::new(move || {
-                $ds::DeviceViewMut::from(&mut b1.dst).assign_on(s, &$ds::DeviceView::from(&b1.src)).unwrap()
-            })),
-            ("fill (view made per call)", Box::new(move || {
-                $ds::DeviceViewMut::from(&mut b2.dst).fill_on(s, 2.0).unwrap()
-            })),
-            ("cast f32->f16 (views made per call)", Box::new(move || {
-                $ds::DeviceViewMut::from(&mut b3.half).assign_cast_on(s, &$ds::DeviceView::from(&b3.src)).unwrap()
-            })),
-            ("view of a cudarc slice", Box::new(move || {
-                std::hint::black_box($ds::DeviceView::from(&b4.src));
-            })),
-            ("view_mut of a cudarc slice", Box::new(move || {
-                std::hint::black_box($ds::DeviceViewMut::from(&mut b5.dst));
-            })),
-            ("copy (views made once)", Box::new(move || {
-                v6d.assign_on(s, &v6s).unwrap()
-            })),
-            ("fill (view made once)", Box::new(move || {
-                v7d.fill_on(s, 2.0).unwrap()
-            })),
+            (
+                "copy (views of cudarc slices made per call)",
+                Box::new(move || {
+                    $ds::DeviceViewMut::from(&mut b1.dst)
+                        .assign_on(s, &$ds::DeviceView::from(&b1.src))
+                        .unwrap()
+                }),
+            ),
+            (
+                "fill (view made per call)",
+                Box::new(move || {
+                    $ds::DeviceViewMut::from(&mut b2.dst)
+                        .fill_on(s, 2.0)
+                        .unwrap()
+                }),
+            ),
+            (
+                "cast f32->f16 (views made per call)",
+                Box::new(move || {
+                    $ds::DeviceViewMut::from(&mut b3.half)
+                        .assign_cast_on(s, &$ds::DeviceView::from(&b3.src))
+                        .unwrap()
+                }),
+            ),
+            (
+                "view of a cudarc slice",
+                Box::new(move || {
+                    std::hint::black_box($ds::DeviceView::from(&b4.src));
+                }),
+            ),
+            (
+                "view_mut of a cudarc slice",
+                Box::new(move || {
+                    std::hint::black_box($ds::DeviceViewMut::from(&mut b5.dst));
+                }),
+            ),
+            (
+                "copy (views made once)",
+                Box::new(move || v6d.assign_on(s, &v6s).unwrap()),
+            ),
+            (
+                "fill (view made once)",
+                Box::new(move || v7d.fill_on(s, 2.0).unwrap()),
+            ),
         ];
         v
     }};
@@ -114,7 +140,12 @@ fn run(label: &str, ctx: &Arc<CudaContext>, rounds: usize) {
             let k = v.len();
             (v[k / 4], v[k / 2], v[(3 * k) / 4])
         };
-        let ratio = |a: &[f64]| q(a.iter().zip(&o).map(|(x, y)| 100.0 * (x / y - 1.0)).collect());
+        let ratio = |a: &[f64]| {
+            q(a.iter()
+                .zip(&o)
+                .map(|(x, y)| 100.0 * (x / y - 1.0))
+                .collect())
+        };
         let (_, om, _) = q(o.clone());
         let (_, nm, _) = q(n.clone());
         let (n1, n2, n3) = ratio(&n);
@@ -127,9 +158,16 @@ fn run(label: &str, ctx: &Arc<CudaContext>, rounds: usize) {
 }
 
 fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(21);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(21);
     let ctx = CudaContext::new(0).unwrap();
-    run("event tracking on (cudarc's default with several streams):", &ctx, rounds);
+    run(
+        "event tracking on (cudarc's default with several streams):",
+        &ctx,
+        rounds,
+    );
     // SAFETY: the harness uses one stream at a time from here on; buffers are allocated after.
     unsafe { ctx.disable_event_tracking() };
     run("event tracking off:", &ctx, rounds);
