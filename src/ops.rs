@@ -146,7 +146,7 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
         }
         // Checked and planned once the accesses are prepared: that is where the addresses of
         // cudarc memory are learnt, with no driver call of their own. An operation refused
-        // there (overlapping operands) has enqueued nothing but the waits.
+        // there (overlapping operands) has enqueued only the waits and records of its access.
         self.raw()
             .keep
             .writing_reading(&src.raw().keep, stream, || {
