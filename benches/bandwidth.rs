@@ -8,9 +8,12 @@
 //! the child mode that times the first fill and cast of a fresh process. Other arguments select
 //! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
-//! kernel) and `sweep` (every permutation of the sweep's shapes for f32, f16 and u8: min,
-//! median and the worst five per type; `sweep-f32`, `sweep-f16`, `sweep-u8` for one type);
-//! none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
+//! kernel), `narrow` (a narrow axis moved to or from the innermost position: CHW <-> HWC,
+//! NCHW <-> NHWC, split <-> interleaved complex), `rank` (ranks 9 to 30 of extents 2 to 4
+//! under reversed, cyclic and seeded random permutations; `tools/any_layout_bench.py` times the
+//! `narrow` and `rank` cases in PyTorch and CuPy too) and `sweep` (every permutation of the
+//! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
+//! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
 
 mod common;
@@ -432,6 +435,223 @@ fn wide_fill_workloads(b: &mut Bench) {
             }
         }
     }
+}
+
+/// One draw of splitmix64, the generator of [`seeded_permutation`].
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A permutation of `0..rank` drawn from `seed`: Fisher-Yates from the identity, from the last
+/// position down, with splitmix64 draws taken modulo the positions left.
+/// `tools/any_layout_bench.py` draws the same permutations.
+fn seeded_permutation(rank: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut p: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+
+/// A shape with runs of equal extents written `n^k`: `[2, 3^17]`.
+fn show_shape(shape: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < shape.len() {
+        let run = shape[i..].iter().take_while(|&&n| n == shape[i]).count();
+        parts.push(if run > 1 {
+            format!("{}^{run}", shape[i])
+        } else {
+            shape[i].to_string()
+        });
+        i += run;
+    }
+    format!("[{}]", parts.join(", "))
+}
+
+/// The `narrow` group's layouts for elements of `size` bytes: (name, source shape,
+/// permutation). CHW <-> HWC for C in {2, 3, 4, 8} with H = W = 8192 (4096 where that would
+/// pass 1 GiB), NCHW <-> NHWC with C in {3, 4}, H = W = 256 and the batch that makes 256 MiB.
+/// `tools/any_layout_bench.py` runs the same layouts.
+fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
+    let mut out = Vec::new();
+    for c in [2usize, 3, 4, 8] {
+        let mut side = 8192;
+        while c * side * side * size > GIB {
+            side /= 2;
+        }
+        out.push((
+            format!("CHW -> HWC, C={c} H=W={side}"),
+            vec![c, side, side],
+            vec![1, 2, 0],
+        ));
+        out.push((
+            format!("HWC -> CHW, C={c} H=W={side}"),
+            vec![side, side, c],
+            vec![2, 0, 1],
+        ));
+    }
+    for c in [3usize, 4] {
+        let (h, w) = (256, 256);
+        let n = (256 << 20) / (c * h * w * size);
+        out.push((
+            format!("NCHW -> NHWC, N={n} C={c} H=W={h}"),
+            vec![n, c, h, w],
+            vec![0, 2, 3, 1],
+        ));
+        out.push((
+            format!("NHWC -> NCHW, N={n} C={c} H=W={h}"),
+            vec![n, h, w, c],
+            vec![0, 3, 1, 2],
+        ));
+    }
+    out
+}
+
+/// Narrow axes moved to or from the innermost position: the [`narrow_layouts`] for u8, f16
+/// and f32, and split <-> interleaved complex f32 ((2, 2^27) <-> (2^27, 2)).
+fn narrow_workloads(b: &mut Bench) {
+    fn one_type<T: DeviceElement>(b: &mut Bench) {
+        let stream = b.stream.clone();
+        let n = GIB / T::DTYPE.size();
+        let src = random_device::<T>(&stream, n);
+        let mut out = stream.alloc_zeros::<T>(n).unwrap();
+        for (name, shape, perm) in narrow_layouts(T::DTYPE.size()) {
+            let name = format!("{} {name}", T::DTYPE);
+            permute_one(
+                b,
+                "narrow",
+                name,
+                &src,
+                &mut out,
+                &shape,
+                &perm,
+                Steer::Default,
+                Some(0.85),
+            );
+        }
+        if T::DTYPE == devspan::DType::F32 {
+            let m = 1usize << 27;
+            for (name, shape) in [
+                ("split -> interleaved complex", [2, m]),
+                ("interleaved -> split complex", [m, 2]),
+            ] {
+                permute_one(
+                    b,
+                    "narrow",
+                    format!("f32 {name}, {shape:?}"),
+                    &src,
+                    &mut out,
+                    &shape,
+                    &[1, 0],
+                    Steer::Default,
+                    Some(0.85),
+                );
+            }
+        }
+    }
+    one_type::<u8>(b);
+    one_type::<f16>(b);
+    one_type::<f32>(b);
+}
+
+/// The `rank` group's shapes: ranks 9 to 28, extents 2 to 4 (with two long axes at rank 9),
+/// 2^27 to 2^28 elements each (128 MiB to 1 GiB for u8, f16 and f32). `[2^30]` joins them for
+/// u8 alone. `tools/any_layout_bench.py` runs the same shapes.
+const RANK_SHAPES: &[&[usize]] = &[
+    &[128, 3, 4, 2, 4, 3, 4, 2, 512],
+    &[4; 14],
+    &[2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4],
+    &[2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3],
+    &[2; 27],
+    &[2; 28],
+];
+
+/// The permutations the `rank` group times for a shape of `rank` axes, the `index`-th of
+/// [`RANK_SHAPES`]: (name, permutation): reversed, cyclic (every axis one place outwards, the
+/// outermost innermost), and two drawn from the seeds `1000 * index + 1` and `+ 2`.
+fn rank_permutations(rank: usize, index: usize) -> Vec<(String, Vec<usize>)> {
+    let mut out = vec![
+        ("reversed".to_string(), (0..rank).rev().collect()),
+        ("cyclic".to_string(), (0..rank).map(|i| (i + 1) % rank).collect()),
+    ];
+    for k in 1..=2 {
+        let seed = 1000 * index as u64 + k;
+        out.push((
+            format!("random (seed {seed})"),
+            seeded_permutation(rank, seed),
+        ));
+    }
+    out
+}
+
+/// Layouts of many axes that merge little: every shape of [`RANK_SHAPES`] under the
+/// [`rank_permutations`], for u8, f16 and f32.
+fn rank_workloads(b: &mut Bench) {
+    fn one_type<T: DeviceElement>(b: &mut Bench) {
+        let stream = b.stream.clone();
+        let mut shapes: Vec<&[usize]> = RANK_SHAPES.to_vec();
+        if T::DTYPE.size() == 1 {
+            shapes.push(&[2; 30]);
+        }
+        let most = shapes
+            .iter()
+            .map(|s| s.iter().product::<usize>())
+            .max()
+            .unwrap();
+        let src = random_device::<T>(&stream, most);
+        let mut out = stream.alloc_zeros::<T>(most).unwrap();
+        for (index, shape) in shapes.into_iter().enumerate() {
+            for (kind, perm) in rank_permutations(shape.len(), index) {
+                permute_one(
+                    b,
+                    "rank",
+                    format!(
+                        "{} rank {} {} {kind}",
+                        T::DTYPE,
+                        shape.len(),
+                        show_shape(shape)
+                    ),
+                    &src,
+                    &mut out,
+                    shape,
+                    &perm,
+                    Steer::Default,
+                    Some(0.80),
+                );
+            }
+        }
+    }
+    one_type::<u8>(b);
+    one_type::<f16>(b);
+    one_type::<f32>(b);
+}
+
+/// A summary line of a group with a target: rows, min and median ratio, rows below the
+/// target, and the paths taken.
+fn group_summary(rows: &[Row], group: &str, target: f64) -> Option<String> {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.group == group).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let ratios: Vec<f64> = rows.iter().map(|r| r.ratio()).collect();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut by_path: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &rows {
+        *by_path.entry(r.path.as_str()).or_default() += 1;
+    }
+    Some(format!(
+        "{group}: {} rows, min ratio {min:.3}, median {:.3}, {} below {target:.2}; paths {by_path:?}",
+        rows.len(),
+        median(ratios.clone()),
+        ratios.iter().filter(|&&r| r < target).count()
+    ))
 }
 
 /// The sweep over every permutation of [`SWEEP_SHAPES`] for one element type; returns the
@@ -904,6 +1124,12 @@ fn main() {
     if want("wide-fill") {
         wide_fill_workloads(&mut b);
     }
+    if want("narrow") {
+        narrow_workloads(&mut b);
+    }
+    if want("rank") {
+        rank_workloads(&mut b);
+    }
     // `sweep` for every element type, `sweep-u8` (or `-f16`, `-f32`) for one.
     let sweep = if ["sweep", "sweep-f32", "sweep-f16", "sweep-u8"]
         .iter()
@@ -951,6 +1177,11 @@ fn main() {
         );
         for r in worst.iter().take(8) {
             println!("  worst: {:<40} {:.3} ({})", r.name, r.ratio(), r.path);
+        }
+    }
+    for (group, target) in [("narrow", 0.85), ("rank", 0.80)] {
+        if let Some(line) = group_summary(&b.rows, group, target) {
+            println!("{line}");
         }
     }
     for line in &sweep {

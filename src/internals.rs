@@ -109,6 +109,11 @@ pub enum Steer {
     NoWide,
     /// No vector permute kernel (the word-packed or transpose kernels take its cases).
     NoVec,
+    /// The tiled kernels only where no other kernel takes the copy (more than eight axes
+    /// after merging); by default they also take permutations that move a narrow axis.
+    NoTiled,
+    /// The tiled kernels wherever they apply.
+    PreferTiled,
 }
 
 /// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
@@ -154,6 +159,8 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         no_packed128: steer == Steer::NoPacked128,
         no_wide: steer == Steer::NoWide,
         no_vec: steer == Steer::NoVec,
+        no_tiled: steer == Steer::NoTiled,
+        prefer_tiled: steer == Steer::PreferTiled,
         ..PlanOptions::default()
     };
     let path = planned_path(dst, src, opt)?;
@@ -174,4 +181,69 @@ pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) 
         Ok(p) => p.kernel_path().to_string(),
         Err(e) => format!("error: {e}"),
     }
+}
+
+/// The launch of the tiled kernel that a copy plans to, for checks that run the kernels
+/// outside a GPU (a PTX interpreter).
+#[derive(Clone, Debug)]
+pub struct TiledLaunch {
+    /// The kernel's module and entry point name (`copy_tiled_b4`, `cast_tiled_e_u8_f32`, ...).
+    pub kernel: String,
+    /// The bytes of its parameter block (`TiledArgs`).
+    pub params: Vec<u8>,
+    /// Threads per block.
+    pub threads: u32,
+    /// Tiles (any grid is correct: the blocks loop over them).
+    pub tiles: u32,
+    /// Whether the plan leaves parts of the copy to other launches.
+    pub has_rest: bool,
+}
+
+/// The tiled launch of a copy of `shape` between raw operands (element zero at byte address
+/// `dst` / `src`, strides in elements) with the tiled kernels preferred and tiles of at most
+/// `max_volume` elements (0: the kernels' limit); `None` when the copy does not take them.
+#[allow(clippy::too_many_arguments)]
+pub fn tiled_launch(
+    dst: u64,
+    dst_strides: &[isize],
+    to: crate::DType,
+    src: u64,
+    src_strides: &[isize],
+    from: crate::DType,
+    shape: &[usize],
+    max_volume: u32,
+) -> Result<Option<TiledLaunch>> {
+    let opt = PlanOptions {
+        prefer_tiled: true,
+        tiled_volume: max_volume,
+        ..PlanOptions::default()
+    };
+    let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
+    let plan::Plan::Tiled { args, rest, .. } = &p else {
+        return Ok(None);
+    };
+    let vector = args.vector != 0;
+    let kind = if vector {
+        devspan_kernels::abi::Kind::Tiled
+    } else {
+        devspan_kernels::abi::Kind::TiledE
+    };
+    let kernel = devspan_kernels::abi::Kernel::copy(kind, from, to).module_name();
+    let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
+    // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
+    // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.
+    let params =
+        unsafe { std::slice::from_raw_parts((&**args as *const _) as *const u8, size) }.to_vec();
+    Ok(Some(TiledLaunch {
+        kernel,
+        params,
+        threads: devspan_kernels::abi::tiled_threads(
+            u64::from(args.volume),
+            vector,
+            from.size(),
+            to.size(),
+        ),
+        tiles: args.tiles,
+        has_rest: !rest.is_empty(),
+    }))
 }

@@ -69,10 +69,18 @@ def parse(text):
         ins.append((pred,op,ops,parts,w))
     return ins,labels
 
-def shared_decl(text):
-    """Name and size in bytes of the kernel's static shared memory (its `.shared` declaration)."""
-    m=re.search(r'\.shared \.align \d+ \.b8 (\w+)\[(\d+)\];',text)
-    return m.group(1),int(m.group(2))
+def shared_decls(text):
+    """The kernel's static shared memory: each `.shared` declaration's name and byte offset,
+    laid out one after another at their alignments, and the total size in bytes."""
+    names={}; size=0
+    for m in re.finditer(r'\.shared \.align (\d+) \.b8 (\w+)\[(\d+)\];',text):
+        al,name,n=int(m.group(1)),m.group(2),int(m.group(3))
+        size=-(-size//al)*al; names[name]=size; size+=n
+    return names,size
+
+# Where `mov.u64 %r, p_args` puts the parameter block, so that `ld.param [%r+N]` reads byte
+# (%r + N - PARAM_BASE) of it.
+PARAM_BASE=1<<62
 
 def prmt(a,b,c):
     # prmt.b32 default mode (PTX ISA): nibble i of the selector's low 16 bits picks byte i of
@@ -95,8 +103,9 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
     a predicated load left unwritten, as long as none of it reaches the destination).
     """
     ins,labels=parse(text)
-    tile_name,shared_size=shared_decl(text)
-    # Parameter loads read the same bytes in every thread: each is read once, by instruction.
+    shared_names,shared_size=shared_decls(text)
+    # Parameter loads read the same bytes in every thread: each is read once, by instruction
+    # and address.
     param_loads={}
     def thread(bx,tx,ty,shared):
         R={}
@@ -106,7 +115,10 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
             if o=='%tid.y': return ty
             if o=='%ctaid.x': return bx
             if o=='%nctaid.x': return nblocks
-            if o==tile_name: return 0
+            if o=='%ntid.x': return tid_dims[0]
+            if o=='%ntid.y': return tid_dims[1]
+            if o in shared_names: return shared_names[o]
+            if o=='p_args': return PARAM_BASE
             v=imm(o)
             if v is not None: return v
             if undef is not None and re.fullmatch(r'%\w+',o): return undef
@@ -130,10 +142,12 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 if o=='bra': pc=labels[ops[0]]; continue
                 if o=='bar': yield 'bar'; continue
                 if o=='ld' and parts[1]=='param':
-                    if pc not in param_loads:
-                        kind,off=memaddr(ops[1]); w=int(parts[2][1:])//8
-                        param_loads[pc]=int.from_bytes(params[off:off+w],'little')
-                    R[ops[0]]=param_loads[pc]; continue
+                    a=memaddr(ops[1]); w=int(parts[2][1:])//8
+                    off=a[1] if isinstance(a,tuple) else a-PARAM_BASE
+                    assert 0<=off and off+w<=len(params),('param oob',op,off)
+                    if (pc,off) not in param_loads:
+                        param_loads[pc,off]=int.from_bytes(params[off:off+w],'little')
+                    R[ops[0]]=param_loads[pc,off]; continue
                 if o in('ld','st') and parts[1] in('global','shared'):
                     # [ld|st].space[.nc][.vN].type: N registers of the type's width.
                     regs=[r.strip() for r in (ops[0] if o=='ld' else ops[1]).strip('{}').split(',')]
@@ -143,7 +157,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                     a=memaddr(ops[1] if o=='ld' else ops[0])
                     a&=M64
                     if parts[1]=='global':
-                        assert a%16==0,('misaligned',op,hex(a))
+                        assert a%n==0,('misaligned',op,hex(a))
                     else:
                         assert a%n==0,('misaligned',op,hex(a))
                         assert 0<=a and a+n<=shared_size,('shared oob',op,a,n,shared_size)
@@ -166,9 +180,10 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 if o=='mov': R[d]=val(ops[1])&(M64 if parts[1] in('b64','u64') else M32); continue
                 if o=='cvt':
                     x=val(ops[1]); dt,st=parts[1],parts[2]
-                    if st=='s32': x=s32(x)
-                    elif st=='u32': x&=M32
+                    assert dt[0] in 'us' and st[0] in 'us',('integer conversions only',op)
+                    sw=int(st[1:]); x=sg(x,sw) if st[0]=='s' else x&((1<<sw)-1)
                     R[d]=x&(M64 if dt[1:]=='64' else M32); continue
+                if o=='selp': R[d]=val(ops[1]) if R[ops[3]] else val(ops[2]); continue
                 if o=='setp':
                     cmp=parts[1]; tp=parts[-1]; comb=parts[2] if len(parts)==4 else None
                     a,b=val(ops[1]),val(ops[2]); w=int(tp[1:])
@@ -194,7 +209,12 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 if o=='or': R[d]=(A[0]|A[1])&m; continue
                 if o=='xor': R[d]=(A[0]^A[1])&m; continue
                 if o=='shl': R[d]=(A[0]<<A[1])&m; continue
+                if o=='shr' and tp[0]=='s': R[d]=(sg(A[0],w)>>min(A[1],w-1))&m; continue
                 if o=='shr': R[d]=((A[0]&m)>>A[1]) if A[1]<w else 0; continue
+                if o=='bfe':
+                    pos,ln=A[1]&255,A[2]&255; x=(A[0]&m)>>pos; x&=(1<<ln)-1 if ln else 0
+                    if tp[0]=='s' and ln: x=sg(x,ln)
+                    R[d]=x&m; continue
                 if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
                 if o=='prmt' and len(parts)==2: R[d]=prmt(A[0],A[1],A[2]); continue
                 raise Exception('op '+op)

@@ -14,7 +14,7 @@ use cudarc::driver::{
 };
 use devspan_kernels::abi::{
     GridOptions, Kernel, Kind, contig_grid, fill_grid, permute_grid, permute_kind, row_grid,
-    strided_grid, transpose_grid_sized,
+    strided_grid, tiled_grid, tiled_threads, transpose_grid_sized,
 };
 
 use crate::error::{Error, Result};
@@ -28,8 +28,8 @@ struct Cache {
     /// The kernel of each loaded module (every module holds one kernel); the function holds
     /// its module alive.
     functions: HashMap<FunctionKey, CudaFunction>,
-    /// Resident blocks per multiprocessor of a kernel (at its one block size).
-    occupancy: HashMap<FunctionKey, u32>,
+    /// Resident blocks per multiprocessor of a kernel at a block size.
+    occupancy: HashMap<(usize, Kernel, u32), u32>,
 }
 
 fn cache() -> &'static Mutex<Cache> {
@@ -43,17 +43,21 @@ fn cache() -> &'static Mutex<Cache> {
 }
 
 /// How many blocks of kernel `k` (function `f`) a multiprocessor of `ctx`'s device keeps
-/// resident, as the driver computes it from the kernel's registers and shared memory; at
-/// least 1. Cached per kernel: every kernel is launched with its one block shape.
-fn blocks_per_sm(ctx: &Arc<CudaContext>, k: Kernel, f: &CudaFunction) -> Result<u32> {
-    let key = (ctx.cu_ctx() as usize, k);
+/// resident at `threads` threads per block, as the driver computes it from the kernel's
+/// registers and shared memory; at least 1. Cached per kernel and block size.
+fn blocks_per_sm(
+    ctx: &Arc<CudaContext>,
+    k: Kernel,
+    f: &CudaFunction,
+    threads: u32,
+) -> Result<u32> {
+    let key = (ctx.cu_ctx() as usize, k, threads);
     let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(&n) = c.occupancy.get(&key) {
         return Ok(n);
     }
-    let (bx, by, bz) = k.block();
     let n = f
-        .occupancy_max_active_blocks_per_multiprocessor(bx * by * bz, 0, None)?
+        .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?
         .max(1);
     c.occupancy.insert(key, n);
     Ok(n)
@@ -238,7 +242,8 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
         Plan::Permute { args, from, to } => {
             let k = Kernel::copy(permute_kind(args), *from, *to);
             let f = kernel(stream.context(), k)?;
-            let per_sm = blocks_per_sm(stream.context(), k, &f)?;
+            let (bx, by, bz) = k.block();
+            let per_sm = blocks_per_sm(stream.context(), k, &f, bx * by * bz)?;
             let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let blocks = permute_grid(args.tiles, resident, args.tiles_per_block(), grid);
             let args = Param(*args);
@@ -247,6 +252,63 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             // SAFETY: every element the tiles cover is in bounds of both operands (contract);
             // the kernel takes exactly one `PermuteArgs` block.
             unsafe { b.launch(config(k, (blocks, 1, 1)))? };
+            Ok(())
+        }
+        Plan::Tiled {
+            args,
+            from,
+            to,
+            rest,
+        } => {
+            let vector = args.vector != 0;
+            let kind = if vector { Kind::Tiled } else { Kind::TiledE };
+            let k = Kernel::copy(kind, *from, *to);
+            let f = kernel(stream.context(), k)?;
+            let threads = tiled_threads(
+                u64::from(args.volume),
+                vector,
+                from.size(),
+                to.size(),
+            );
+            let per_sm = blocks_per_sm(stream.context(), k, &f, threads)?;
+            let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
+            let blocks = tiled_grid(u64::from(args.tiles), resident);
+            let cfg = LaunchConfig {
+                grid_dim: (blocks.max(1), 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let p = Param(**args);
+            let mut b = stream.launch_builder(&f);
+            b.arg(&p);
+            // SAFETY: every element of every tile is in bounds of both operands (contract);
+            // the kernel takes exactly one `TiledArgs` block, and any block of at most
+            // `TILED_MAX_THREADS` threads that covers the tile.
+            unsafe { b.launch(cfg)? };
+            for p in rest {
+                // SAFETY: the rest's plans cover parts of the same operands (contract).
+                unsafe { execute(p, stream, grid)? };
+            }
+            Ok(())
+        }
+        Plan::StridedN { args, from, to } => {
+            let k = Kernel::copy(Kind::StridedN, *from, *to);
+            let f = kernel(stream.context(), k)?;
+            let p = Param(**args);
+            let mut b = stream.launch_builder(&f);
+            b.arg(&p);
+            // SAFETY: every offset the arguments describe is in bounds (contract).
+            unsafe { b.launch(config(k, (strided_grid(args.n), 1, 1)))? };
+            Ok(())
+        }
+        Plan::FillStridedN { args, size, bits } => {
+            let k = Kernel::fill(Kind::StridedN, *size);
+            let f = kernel(stream.context(), k)?;
+            let p = Param(**args);
+            let mut b = stream.launch_builder(&f);
+            b.arg(&p).arg(bits);
+            // SAFETY: every offset the arguments describe is in bounds (contract).
+            unsafe { b.launch(config(k, (strided_grid(args.n), 1, 1)))? };
             Ok(())
         }
         Plan::Rows { args, from, to } => {

@@ -6,7 +6,7 @@ pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
 use devspan_kernels::abi::{
     CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
-    contig_group_elems, row_grid, row_head, row_units_per_lane,
+    TiledArgs, contig_group_elems, row_grid, row_head, row_units_per_lane, tiled_vectors,
 };
 
 /// Host buffers standing in for device allocations at chosen addresses.
@@ -205,6 +205,88 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             run_rows(args, from, to, (gx.max(1), gy.max(1)), mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
+        Plan::Tiled {
+            ref args,
+            from,
+            to,
+            ref rest,
+        } => {
+            run_tiled(args, from, to, mem);
+            for p in rest {
+                run(p, mem);
+            }
+        }
+        Plan::StridedN { ref args, from, to } => {
+            for i in 0..args.n {
+                let (d, s) = args.offsets(i);
+                copy_elem(
+                    mem,
+                    at(args.dst, d, to.size()),
+                    to,
+                    at(args.src, s, from.size()),
+                    from,
+                );
+            }
+        }
+        Plan::FillStridedN {
+            ref args,
+            size,
+            bits,
+        } => {
+            for i in 0..args.n {
+                let (d, _) = args.offsets(i);
+                mem.write(at(args.dst, d, size), &bits.to_le_bytes()[..size]);
+            }
+        }
+    }
+}
+
+/// Runs a tiled kernel over `mem` with its index math: per tile, every load of `Vs` source
+/// elements (read order) into a shared tile of converted elements, then every store of `Vd`
+/// destination elements (write order) gathered from it. Panics if a vector kernel's load or
+/// store is not `V` consecutive elements from a 16-byte aligned address, or a store reads a
+/// place of the shared tile that no load filled.
+pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut HostMem) {
+    let vector = args.vector != 0;
+    let (ss, ds) = (from.size(), to.size());
+    let (vs, vd) = tiled_vectors(vector, ss, ds);
+    let volume = args.volume;
+    assert_eq!(volume % vs, 0, "volume {volume} is not whole loads of {vs}");
+    assert_eq!(volume % vd, 0, "volume {volume} is not whole stores of {vd}");
+    for t in 0..args.tiles {
+        let (od, os) = args.tile_origin(t);
+        let mut shared = vec![None::<Vec<u8>>; volume as usize];
+        for u in (0..volume).step_by(vs as usize) {
+            let s0 = args.read_offset(u);
+            let a = at(args.src, os + i64::from(s0), ss);
+            if vector {
+                assert_eq!(a % 16, 0, "tile {t}: misaligned load at {a:#x}");
+            }
+            for j in 0..vs {
+                assert_eq!(
+                    args.read_offset(u + j),
+                    s0 + j as i32,
+                    "tile {t}: load {u} is not consecutive elements"
+                );
+                let v = mem.read(a + u64::from(j) * ss as u64, ss);
+                shared[(u + j) as usize] = Some(element(from, to, &v));
+            }
+        }
+        for w in (0..volume).step_by(vd as usize) {
+            let (d0, _) = args.write_offset(w);
+            let a = at(args.dst, od + i64::from(d0), ds);
+            if vector {
+                assert_eq!(a % 16, 0, "tile {t}: misaligned store at {a:#x}");
+            }
+            for j in 0..vd {
+                let (d, r) = args.write_offset(w + j);
+                assert_eq!(d, d0 + j as i32, "tile {t}: store {w} is not consecutive elements");
+                let v = shared[r as usize]
+                    .clone()
+                    .expect("the write phase reads a place the read phase left");
+                mem.write(a + u64::from(j) * ds as u64, &v);
+            }
+        }
     }
 }
 

@@ -26,12 +26,14 @@ pub(crate) mod interp;
 mod permute;
 #[cfg(test)]
 mod tests;
+mod tiled;
 
 use crate::element::DType;
 use crate::error::{Error, Result};
 use devspan_kernels::abi::{
     FastDiv64, MAX_BATCH_RANK, MAX_RANK, PermuteArgs, RowArgs, StridedArgs32, StridedArgs64,
-    TransposeArgs, contig_group_elems, contig_head, fill_head, transpose_tile,
+    StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head, fill_head,
+    transpose_tile,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -236,6 +238,26 @@ pub(crate) enum Plan {
         from: DType,
         to: DType,
     },
+    /// `copy_tiled_bN` / `cast_tiled_S_D` (or their element-wise forms), then `rest`: the
+    /// plans of the parts of the copy that no whole tile covers.
+    Tiled {
+        args: Box<TiledArgs>,
+        from: DType,
+        to: DType,
+        rest: Vec<Plan>,
+    },
+    /// `copy_stridedn_bN` / `cast_stridedn_S_D`.
+    StridedN {
+        args: Box<StridedArgsN>,
+        from: DType,
+        to: DType,
+    },
+    /// `fill_stridedn_bN`.
+    FillStridedN {
+        args: Box<StridedArgsN>,
+        size: usize,
+        bits: u64,
+    },
 }
 
 #[cfg(any(test, feature = "internals"))]
@@ -248,6 +270,12 @@ impl Plan {
         match self {
             Plan::Permute { args, .. } if args.words != 0 => "permute_words",
             Plan::Permute { args, .. } => devspan_kernels::abi::permute_kind(args).name(),
+            Plan::Tiled { args, rest, .. } => match (args.vector != 0, rest.is_empty()) {
+                (true, true) => "tiled",
+                (true, false) => "tiled+rest",
+                (false, true) => "tiled_e",
+                (false, false) => "tiled_e+rest",
+            },
             p => p.path(),
         }
     }
@@ -267,6 +295,9 @@ impl Plan {
             Plan::Transpose { .. } => "transpose",
             Plan::Rows { .. } => "rows",
             Plan::Permute { .. } => "permute",
+            Plan::Tiled { .. } => "tiled",
+            Plan::StridedN { .. } => "stridedn",
+            Plan::FillStridedN { .. } => "fill_stridedn",
         }
     }
 }
@@ -294,6 +325,13 @@ pub(crate) struct PlanOptions {
     pub no_vec: bool,
     /// Never use the wide permute kernels (the row kernels take their cases).
     pub no_wide: bool,
+    /// Use the tiled kernels only where no other kernel takes the copy (more than
+    /// `MAX_RANK` axes after merging).
+    pub no_tiled: bool,
+    /// Use the tiled kernels wherever they apply.
+    pub prefer_tiled: bool,
+    /// Tiles of the tiled kernels of at most this many elements (0: the kernels' limit).
+    pub tiled_volume: u32,
 }
 
 /// The address `off_elems` elements of `size` bytes from `base`, computed modulo 2^64 (the
@@ -302,15 +340,19 @@ fn addr(base: u64, off_elems: isize, size: usize) -> u64 {
     base.wrapping_add_signed((off_elems as i64).wrapping_mul(size as i64))
 }
 
-fn too_many_axes(norm: &Normalized) -> Result<()> {
-    if norm.axes.len() > MAX_RANK {
-        return Err(Error::invalid(format!(
-            "after merging, {} axes remain (shape/strides {:?}); the kernels support at most {MAX_RANK}",
-            norm.axes.len(),
-            norm.axes
-        )));
-    }
-    Ok(())
+/// The rank-generic strided kernels' argument block for normalised axes of any number.
+fn stridedn_args(norm: &Normalized, dst: u64, src: u64) -> Result<Box<StridedArgsN>> {
+    let shape: Vec<u64> = norm.axes.iter().map(|a| a.len as u64).collect();
+    let ds: Vec<i64> = norm.axes.iter().map(|a| a.dst as i64).collect();
+    let ss: Vec<i64> = norm.axes.iter().map(|a| a.src as i64).collect();
+    StridedArgsN::new(dst, src, &shape, &ds, &ss)
+        .map(Box::new)
+        .ok_or_else(|| {
+            Error::overflow(format!(
+                "axes {:?} do not fit the strided kernels",
+                norm.axes
+            ))
+        })
 }
 
 /// The strided kernels' argument block: the 32-bit form when the element count and every
@@ -367,8 +409,11 @@ pub(crate) fn plan_fill(
     if norm.n == 0 {
         return Ok(Plan::Nothing);
     }
-    too_many_axes(&norm)?;
     let d = addr(dst, norm.dst_off, size);
+    if norm.axes.len() > MAX_RANK {
+        let args = stridedn_args(&norm, d, 0)?;
+        return Ok(Plan::FillStridedN { args, size, bits });
+    }
     if norm.axes.len() <= 1 && norm.axes.first().is_none_or(|a| a.dst == 1) {
         if size <= 4 && !opt.no_driver {
             return Ok(Plan::Memset {
@@ -440,7 +485,6 @@ pub(crate) fn plan_copy(
     if norm.n == 0 {
         return Ok(Plan::Nothing);
     }
-    too_many_axes(&norm)?;
     let (ds, ss) = (to.size(), from.size());
     let same = from == to;
     let d = addr(dst, norm.dst_off, ds);
@@ -468,6 +512,21 @@ pub(crate) fn plan_copy(
                 bytes,
             });
         }
+    }
+    // Tiled: every layout of more than `MAX_RANK` axes, and by default the permutations that
+    // put a narrow axis first on either side, whose tiles of one or two axes per side would be
+    // thin; the rank-generic strided kernel takes what the tiled kernels cannot.
+    let high_rank = r > MAX_RANK;
+    if (high_rank
+        || (!opt.no_tiled
+            && (opt.prefer_tiled || tiled::has_narrow_side(&norm.axes, NARROW_AXIS))))
+        && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
+    {
+        return Ok(p);
+    }
+    if high_rank {
+        let args = stridedn_args(&norm, d, s)?;
+        return Ok(Plan::StridedN { args, from, to });
     }
     // Wide: axis 0 is a run of 16, 32 or 64 bytes, contiguous on both sides, that the other
     // axes permute; whole runs move through the wide kernels' tiles. (The wide kernels move
@@ -566,8 +625,67 @@ pub(crate) fn plan_copy(
         }
         return Ok(Plan::Transpose { args, from, to });
     }
+    // A permutation that no other tiled kernel took goes through the tiled kernels rather than
+    // the strided ones, which read or write one element per lane along a strided axis.
+    if !opt.no_tiled
+        && is_permutation(&norm.axes)
+        && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
+    {
+        return Ok(p);
+    }
     Ok(match strided_args(&norm, d, s, opt)? {
         Ok(args) => Plan::Strided32 { args, from, to },
         Err(args) => Plan::Strided64 { args, from, to },
     })
+}
+
+/// Axes shorter than this, first on the destination's or the source's side, make the tiled
+/// kernels take a permuted copy by default ([`tiled::has_narrow_side`]).
+const NARROW_AXIS: usize = 16;
+
+/// Whether the source's fastest axis (smallest non-zero `|stride|`) is not the destination's
+/// fastest axis (axis 0 of normalised axes).
+fn is_permutation(axes: &[PAxis]) -> bool {
+    axes.iter()
+        .enumerate()
+        .filter(|(_, a)| a.src != 0)
+        .min_by_key(|(k, a)| (a.src.unsigned_abs(), *k))
+        .is_some_and(|(k, _)| k != 0)
+}
+
+/// The tiled plan of normalised operands whose element zero is at `d` (destination) and `s`
+/// (source), with the plans of the parts its tiles leave, if the tiled kernels take them.
+fn tiled_plan(
+    norm: &Normalized,
+    d: u64,
+    s: u64,
+    from: DType,
+    to: DType,
+    opt: PlanOptions,
+) -> Result<Option<Plan>> {
+    let Some(t) = tiled::tiled_plan(norm, d, s, from.size(), to.size(), opt.tiled_volume) else {
+        return Ok(None);
+    };
+    let rest = t
+        .rest
+        .iter()
+        .map(|b| {
+            plan_copy(
+                addr(d, b.dst_off, to.size()),
+                &b.dst_strides,
+                to,
+                addr(s, b.src_off, from.size()),
+                &b.src_strides,
+                from,
+                &b.shape,
+                opt,
+            )
+        })
+        .collect::<Result<Vec<Plan>>>()?;
+    Ok(Some(Plan::Tiled {
+        args: Box::new(t.args),
+        from,
+        to,
+        rest,
+    }))
 }

@@ -212,6 +212,9 @@ fn random_case(rng: &mut StdRng) -> Case {
             no_packed128: seed % 8 == 1,
             no_wide: seed % 8 == 2,
             no_vec: seed % 8 == 3,
+            no_tiled: seed % 8 == 4,
+            prefer_tiled: seed % 8 == 5,
+            tiled_volume: if seed % 3 == 0 { 64 } else { 0 },
         },
     }
 }
@@ -368,7 +371,7 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
         misalign,
         ..standard_spec(1)
     };
-    let combinations = if cfg!(miri) { 1 } else { 1 << 9 };
+    let combinations = if cfg!(miri) { 1 } else { 1 << 11 };
     for bits in 0u32..combinations {
         let on = |k: u32| bits >> k & 1 == 1;
         let c = Case {
@@ -389,6 +392,9 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
                 no_packed128: on(6),
                 no_vec: on(7),
                 no_wide: on(8),
+                no_tiled: on(9),
+                prefer_tiled: on(10),
+                tiled_volume: 0,
             },
         };
         if let Err(e) = check_copy(&c).and_then(|()| check_fill(&c)) {
@@ -462,7 +468,8 @@ fn permutation_cases_take_the_permute_path() {
     let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
     let (mut permute, mut total) = (0, 0);
     for _ in 0..400 {
-        let c = random_permute_case(&mut rng);
+        let mut c = random_permute_case(&mut rng);
+        c.opt = KERNEL_FAMILY_OPTIONS;
         let o = operands(&c);
         if let Ok(p) = case_plan(&c, &o) {
             total += 1;
@@ -508,6 +515,24 @@ fn permuted_layout(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<isize>, 
     (out, dst, perm.iter().map(|&a| src[a]).collect())
 }
 
+/// The options of the tests that pin which kernel of the permute, transpose, row and strided
+/// families a layout takes: the tiled kernels only where nothing else applies (the tests of
+/// the tiled path are in `tiled_paths_match_reference` and `plan::tiled`).
+const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
+    no_driver: false,
+    force_64: false,
+    no_rows: false,
+    no_transpose: false,
+    prefer_transpose: false,
+    no_packed: false,
+    no_packed128: false,
+    no_vec: false,
+    no_wide: false,
+    no_tiled: true,
+    prefer_tiled: false,
+    tiled_volume: 0,
+};
+
 fn contiguous_plan(
     from: DType,
     to: DType,
@@ -523,7 +548,7 @@ fn contiguous_plan(
         src_strides,
         from,
         shape,
-        PlanOptions::default(),
+        KERNEL_FAMILY_OPTIONS,
     )
     .unwrap()
 }
@@ -718,11 +743,11 @@ fn paths_are_chosen_as_documented() {
 }
 
 #[test]
-fn too_many_axes_is_an_error_not_a_panic() {
+fn fills_of_many_axes_take_the_rank_generic_kernel() {
     let shape = [2usize; 9];
     let strides: Vec<isize> = (0..9).map(|i| 3isize.pow(i as u32)).collect();
-    let e = plan_fill(DST_BASE, &shape, &strides, 4, 0, PlanOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("at most 8"), "{e}");
+    let p = plan_fill(DST_BASE, &shape, &strides, 4, 0, PlanOptions::default()).unwrap();
+    assert_eq!(p.path(), "fill_stridedn");
 }
 
 /// The row arguments of `p`, which must be a row plan.
@@ -797,7 +822,7 @@ fn run_case(
         src_strides,
         from,
         shape,
-        PlanOptions::default(),
+        KERNEL_FAMILY_OPTIONS,
     )
     .unwrap();
     match (&plan, grid) {
@@ -1166,7 +1191,7 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
                 (DType::F32, DType::F16),
                 (DType::U8, DType::F64),
             ][(i + n) % 6];
-            let c = Case {
+            let mut c = Case {
                 shape: shape.to_vec(),
                 dst,
                 src,
@@ -1176,13 +1201,16 @@ fn every_permutation_of_ranks_2_to_6_matches_reference() {
                 seed: (i * 31 + n) as u64,
                 opt: PlanOptions::default(),
             };
+            // The planner's own choice (tiled kernels included), then the older kernels'.
+            check_copy(&c).unwrap_or_else(|e| panic!("{shape:?} perm {p:?}: {e}"));
+            c.opt = KERNEL_FAMILY_OPTIONS;
             let o = operands(&c);
             let plan = case_plan(&c, &o).unwrap();
             if plan.path() == "permute" {
                 permute += 1;
                 small += usize::from(plan.kernel_path() == "permute32");
             }
-            check_copy(&c).unwrap_or_else(|e| panic!("{shape:?} perm {p:?}: {e}"));
+            check_copy(&c).unwrap_or_else(|e| panic!("{shape:?} perm {p:?} (no tiled): {e}"));
         }
     }
     assert!(permute >= 300, "{permute} cases took the permute path");
@@ -1267,7 +1295,7 @@ fn permute_tiles_follow_the_fill() {
         assert_eq!(p.kernel_path(), want, "u8 {shape:?} perm {perm:?}");
         let no_vec = PlanOptions {
             no_vec: true,
-            ..PlanOptions::default()
+            ..KERNEL_FAMILY_OPTIONS
         };
         let p = plan_copy(DST_BASE, &dst, U8, SRC_BASE, &src, U8, &out, no_vec).unwrap();
         assert_eq!(
@@ -1819,6 +1847,9 @@ fn planning_layouts_with_huge_strides_never_panics() {
             no_packed128: bits & 64 != 0,
             no_vec: bits & 128 != 0,
             no_wide: bits & 256 != 0,
+            no_tiled: bits & 512 != 0,
+            prefer_tiled: bits & 1024 != 0,
+            tiled_volume: 0,
         };
         let base = (rnd() % 64) * 16;
         let case = format!("shape {shape:?} dst {dst:?} src {src:?} {from:?} -> {to:?} {opt:?}");

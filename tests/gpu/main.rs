@@ -13,6 +13,7 @@
 #[path = "../common/gpu.rs"]
 mod common;
 
+mod any_layout;
 mod capture;
 mod dlpack;
 mod ergonomics;

@@ -18,6 +18,7 @@
 
 mod ptx_sim;
 mod ptxas;
+mod tiled_sim;
 
 use std::env;
 use std::panic::{self, AssertUnwindSafe};
@@ -59,6 +60,7 @@ pub struct Check {
 
 fn checks() -> Vec<Check> {
     let mut all = ptx_sim::checks();
+    all.extend(tiled_sim::checks());
     all.extend(ptxas::checks());
     all
 }

@@ -62,11 +62,11 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-fn python() -> OsString {
+pub fn python() -> OsString {
     env::var_os("DEVSPAN_PYTHON").unwrap_or_else(|| "python3".into())
 }
 
-fn available() -> Availability {
+pub fn available() -> Availability {
     let python = python();
     let ok = Command::new(&python)
         .arg("--version")

@@ -3,8 +3,8 @@
 use super::{
     CONTIG_BLOCK, DType, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
     PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
-    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK,
-    WideKernel,
+    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TILED_MAX_THREADS,
+    TRANSPOSE_BLOCK, WideKernel,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -40,11 +40,19 @@ pub enum Kind {
     PermuteW32,
     /// Permute of runs of 64 bytes ([`PERMUTE_WIDE`]).
     PermuteW64,
+    /// Tiles spanning several axes, 16-byte vectors on both sides:
+    /// [`TiledArgs`](super::TiledArgs).
+    Tiled,
+    /// Tiles spanning several axes, one element per access: [`TiledArgs`](super::TiledArgs).
+    TiledE,
+    /// Any strides and any number of axes, 64-bit index math:
+    /// [`StridedArgsN`](super::StridedArgsN) (fills: and `value_bits`).
+    StridedN,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -58,13 +66,16 @@ impl Kind {
         Kind::PermuteW16,
         Kind::PermuteW32,
         Kind::PermuteW64,
+        Kind::Tiled,
+        Kind::TiledE,
+        Kind::StridedN,
     ];
 
     /// The kinds of the fill kernels.
-    pub const FILL: [Kind; 3] = [Kind::Contig, Kind::Strided32, Kind::Strided64];
+    pub const FILL: [Kind; 4] = [Kind::Contig, Kind::Strided32, Kind::Strided64, Kind::StridedN];
 
     /// The kinds that exist for every copy and cast.
-    pub const ELEMENTWISE: [Kind; 7] = [
+    pub const ELEMENTWISE: [Kind; 10] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -72,6 +83,9 @@ impl Kind {
         Kind::Rows,
         Kind::Permute,
         Kind::Permute32,
+        Kind::Tiled,
+        Kind::TiledE,
+        Kind::StridedN,
     ];
 
     /// The kind's part of the kernel names (`"contig"`, `"permute_w16"`, ...).
@@ -90,6 +104,9 @@ impl Kind {
             Kind::PermuteW16 => "permute_w16",
             Kind::PermuteW32 => "permute_w32",
             Kind::PermuteW64 => "permute_w64",
+            Kind::Tiled => "tiled",
+            Kind::TiledE => "tiled_e",
+            Kind::StridedN => "stridedn",
         }
     }
 
@@ -252,12 +269,15 @@ impl Kernel {
         Kernel::all().into_iter().find(|k| k.module_name() == name)
     }
 
-    /// The kernel's block shape, which its PTX requires exactly (`.reqntid`).
+    /// The kernel's block shape, which its PTX requires exactly (`.reqntid`); for the tiled
+    /// kinds the largest block, which their PTX allows (`.maxntid`; the launch takes
+    /// [`tiled_threads`](super::tiled_threads)).
     pub fn block(&self) -> (u32, u32, u32) {
         let kind = self.kind();
         match kind {
             Kind::Contig => (CONTIG_BLOCK, 1, 1),
-            Kind::Strided32 | Kind::Strided64 => (STRIDED_BLOCK, 1, 1),
+            Kind::Strided32 | Kind::Strided64 | Kind::StridedN => (STRIDED_BLOCK, 1, 1),
+            Kind::Tiled | Kind::TiledE => (TILED_MAX_THREADS, 1, 1),
             Kind::Rows => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
@@ -312,11 +332,11 @@ mod tests {
             .iter()
             .filter(|k| matches!(k, Kernel::Cast { .. }))
             .count();
-        assert_eq!(fills, 4 * 3);
-        // Seven kinds per size; packed b1, b2, packed128 b1, vec b1; three wide.
-        assert_eq!(copies, 4 * 7 + 3 + 1 + 3);
-        assert_eq!(casts, 12 * 11 * 7);
-        assert_eq!(all.len(), 971);
+        assert_eq!(fills, 4 * 4);
+        // Ten kinds per size; packed b1, b2, packed128 b1, vec b1; three wide.
+        assert_eq!(copies, 4 * 10 + 3 + 1 + 3);
+        assert_eq!(casts, 12 * 11 * 10);
+        assert_eq!(all.len(), 1383);
     }
 
     #[test]

@@ -2,17 +2,20 @@
 //! identity, shared by the generator of the kernels and by the code that launches them.
 //!
 //! [`args`] describes the contiguous, strided, transpose and row kernels, [`permute`] the
-//! permute kernels; every item of both is re-exported here.
+//! permute kernels, [`tiled`] the tiled kernels and the rank-generic strided kernels; every
+//! item of the three is re-exported here.
 
 pub mod args;
 mod dtype;
 mod kernel;
 pub mod permute;
+pub mod tiled;
 
 pub use args::*;
 pub use dtype::DType;
 pub use kernel::{Kernel, Kind};
 pub use permute::*;
+pub use tiled::*;
 
 /// One field of a [`ParamBlock`]: its name, byte offset and byte size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +117,9 @@ mod tests {
         covers::<TransposeArgs>();
         covers::<RowArgs>();
         covers::<PermuteArgs>();
+        covers::<TiledArgs>();
+        covers::<StridedAxis>();
+        covers::<StridedArgsN>();
         assert_eq!(PermuteArgs::offset("wide"), 684);
     }
 }

@@ -20,6 +20,7 @@ use crate::abi::{
 mod permute;
 #[cfg(test)]
 mod tests;
+mod tiled;
 
 const PTX_VERSION: &str = "7.0";
 const PTX_TARGET: &str = "sm_52";
@@ -926,7 +927,7 @@ const fn block<T: ParamBlock>() -> Option<Block> {
 
 /// Every template: its file name in `kernels/`, its text and the argument block its
 /// `{{args.FIELD}}` keys refer to.
-const TEMPLATES: [(&str, &str, Option<Block>); 10] = [
+const TEMPLATES: [(&str, &str, Option<Block>); 12] = [
     ("header.ptx", include_str!("../../kernels/header.ptx"), None),
     ("contig.ptx", include_str!("../../kernels/contig.ptx"), None),
     (
@@ -968,6 +969,16 @@ const TEMPLATES: [(&str, &str, Option<Block>); 10] = [
         "permute.ptx",
         include_str!("../../kernels/permute.ptx"),
         block::<abi::PermuteArgs>(),
+    ),
+    (
+        "tiled.ptx",
+        include_str!("../../kernels/tiled.ptx"),
+        block::<abi::TiledArgs>(),
+    ),
+    (
+        "stridedn.ptx",
+        include_str!("../../kernels/stridedn.ptx"),
+        block::<abi::StridedArgsN>(),
     ),
 ];
 
@@ -1950,6 +1961,7 @@ fn kernel(t: &mut Templates, k: Kernel) -> String {
                 Kind::Contig => fill_contig_kernel(t, &name, e),
                 Kind::Strided32 => strided_kernel(t, &name, Op::Fill(e), &STRIDED32),
                 Kind::Strided64 => strided_kernel(t, &name, Op::Fill(e), &STRIDED64),
+                Kind::StridedN => tiled::stridedn_kernel(t, &name, Op::Fill(e)),
                 _ => panic!("no fill kernel {name}"),
             }
         }
@@ -1984,6 +1996,9 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
             permute::permute_packed_kernel(t, name, s, tile())
         }
         Kind::PermuteVec => permute::permute_vec_kernel(t, name, tile()),
+        Kind::Tiled => tiled::tiled_kernel(t, name, s, d, true),
+        Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false),
+        Kind::StridedN => tiled::stridedn_kernel(t, name, Op::Cast(s, d)),
         Kind::PermuteW16 | Kind::PermuteW32 | Kind::PermuteW64 => {
             unreachable!("the wide kernels are copies of runs")
         }

@@ -1,0 +1,691 @@
+//! Argument blocks and geometry of the tiled kernels and of the rank-generic strided kernels.
+//!
+//! # Tiled kernels
+//!
+//! `copy_tiled_bN(args: TiledArgs)` and `cast_tiled_S_D(args: TiledArgs)` (16-byte vectors on
+//! both sides), `copy_tiled_e_bN` and `cast_tiled_e_S_D` (one element per access) copy between
+//! any two layouts through tiles in shared memory whose sides span several axes.
+//!
+//! A *tile* is a box of `volume` elements spanned by the *tile axes* (at most
+//! [`TILED_MAX_TILE_AXES`]); every tile has the same shape, and the *batch axes* (at most
+//! [`TILED_MAX_BATCH_AXES`]) place the tiles: tile `t < tiles` is split over
+//! [`TiledArgs::batch`] (axis 0 fastest) into the element offsets of its first element. The
+//! tile axes are listed twice:
+//!
+//! - in *read order* ([`TiledArgs::read`], the order of the source's strides): element `r`
+//!   of a tile (`r < volume`, axis 0 fastest) lies at source offset
+//!   `sum coord[k] * read[k].src`; the kernels read the source in this order, so a warp reads
+//!   along the source's fastest axes, and keep element `r` at position `r` of the tile in
+//!   shared memory (`r * size(D)` bytes, permuted in units of `max(4, size(D))` bytes
+//!   against bank conflicts: [`tiled_smem_offset`]);
+//! - in *write order* ([`TiledArgs::write`], the order of the destination's strides): element
+//!   `w` lies at destination offset `sum coord[k] * write[k].dst` and at read-order position
+//!   `sum coord[k] * write[k].read`; the kernels write the destination in this order.
+//!
+//! The vector kernels move `Vs` source elements per load and `Vd` destination elements per
+//! store ([`tiled_vectors`]): every run of `Vs` consecutive read-order elements starting at a
+//! multiple of `Vs` must be `Vs` consecutive source elements starting at a 16-byte aligned
+//! address (and likewise `Vd` in write order for the destination), and `volume` a multiple of
+//! both. Each thread moves [`tiled_per_thread`] elements per tile and phase; the block is
+//! [`tiled_threads`] threads (at most [`TILED_MAX_THREADS`]), the smallest multiple of 32
+//! that covers a tile; the grid [`tiled_grid`] loops over the tiles. Static shared memory:
+//! [`tiled_smem_bytes`].
+//!
+//! # Rank-generic strided kernels
+//!
+//! `fill_stridedn_bN(args: StridedArgsN, value_bits: u64)`, `copy_stridedn_bN(args)` and
+//! `cast_stridedn_S_D(args)` do what the strided kernels do for any number of axes up to
+//! [`STRIDEDN_MAX_RANK`], with 64-bit index math: block [`STRIDED_BLOCK`](super::STRIDED_BLOCK)
+//! threads, grid [`strided_grid`](super::strided_grid).
+
+use super::args::{FastDiv64, fast_div32, fast_div32_apply};
+use super::param_block;
+
+/// Most tile axes of [`TiledArgs`]: a tile holds at most [`TILED_MAX_THREADS`] x 16 elements
+/// and every tile axis has at least 2, so 13 would do.
+pub const TILED_MAX_TILE_AXES: usize = 16;
+/// Most batch axes of [`TiledArgs`]. A destination that does not overlap itself with more
+/// than 63 axes of extent 2 or more would hold 2^64 elements, so every layout fits.
+pub const TILED_MAX_BATCH_AXES: usize = 64;
+/// Most threads of a tiled kernel's block (its PTX's `.maxntid`).
+pub const TILED_MAX_THREADS: u32 = 512;
+/// Most axes of [`StridedArgsN`] (see [`TILED_MAX_BATCH_AXES`] for why this is every layout).
+pub const STRIDEDN_MAX_RANK: usize = 64;
+
+/// Elements each thread of a tiled kernel moves per tile and phase: 16 for the vector kernels
+/// with 1-byte elements on either side (one 16-byte vector of them), 8 for the others.
+pub const fn tiled_per_thread(vector: bool, src_size: usize, dst_size: usize) -> u32 {
+    if vector && (src_size == 1 || dst_size == 1) {
+        16
+    } else {
+        8
+    }
+}
+
+/// Elements per access `(Vs, Vd)` of a tiled kernel: one 16-byte vector (at most
+/// [`tiled_per_thread`] elements) on each side for the vector kernels, `(1, 1)` for the
+/// element-wise ones.
+pub const fn tiled_vectors(vector: bool, src_size: usize, dst_size: usize) -> (u32, u32) {
+    if !vector {
+        return (1, 1);
+    }
+    let k = tiled_per_thread(vector, src_size, dst_size);
+    let vs = (16 / src_size) as u32;
+    let vd = (16 / dst_size) as u32;
+    (if vs < k { vs } else { k }, if vd < k { vd } else { k })
+}
+
+/// Most bytes of one tile of destination elements in shared memory.
+pub const TILED_MAX_TILE_BYTES: u64 = 32768;
+
+/// Most elements of one tile: [`TILED_MAX_THREADS`] x [`tiled_per_thread`], or fewer where
+/// their destination elements would take more than [`TILED_MAX_TILE_BYTES`].
+pub const fn tiled_max_volume(vector: bool, src_size: usize, dst_size: usize) -> u64 {
+    let slots = TILED_MAX_THREADS as u64 * tiled_per_thread(vector, src_size, dst_size) as u64;
+    let fit = TILED_MAX_TILE_BYTES / dst_size as u64;
+    if slots < fit { slots } else { fit }
+}
+
+/// Static shared memory of a tiled kernel: one tile of destination elements.
+pub const fn tiled_smem_bytes(vector: bool, src_size: usize, dst_size: usize) -> u64 {
+    tiled_max_volume(vector, src_size, dst_size) * dst_size as u64
+}
+
+/// Unit of the shared-memory permutation of the tiled kernels for destination elements of
+/// `dst_size` bytes: `max(4, dst_size)` bytes.
+pub const fn tiled_smem_unit(dst_size: usize) -> u64 {
+    if dst_size > 4 { dst_size as u64 } else { 4 }
+}
+
+/// The shared-memory byte offset at which the tiled kernels keep byte `b` of a tile (the
+/// tile's elements in read order, `size(D)` bytes each): units of [`tiled_smem_unit`] bytes,
+/// lines of 128 bytes, and within line `L` unit `j` stored at unit `j ^ rot(L)`, where
+/// `rot(L) = (L ^ (L >> log2(units per line))) % units per line`. Bytes inside a unit, and
+/// units inside a line, stay together; reads of one column of a tile whose rows are 2^k
+/// units long hit distinct banks.
+pub const fn tiled_smem_offset(b: u64, dst_size: usize) -> u64 {
+    let u = tiled_smem_unit(dst_size);
+    let per_line = 128 / u;
+    let shift = per_line.trailing_zeros();
+    let unit = b / u;
+    let line = unit / per_line;
+    let low = unit % per_line;
+    let rot = (line ^ (line >> shift)) % per_line;
+    (line * per_line + (low ^ rot)) * u + b % u
+}
+
+/// Threads of a tiled kernel's block for a tile of `volume` elements: the smallest multiple
+/// of 32 that gives every element a slot ([`tiled_per_thread`] per thread), at most
+/// [`TILED_MAX_THREADS`].
+pub fn tiled_threads(volume: u64, vector: bool, src_size: usize, dst_size: usize) -> u32 {
+    let k = u64::from(tiled_per_thread(vector, src_size, dst_size));
+    let t = volume.div_ceil(k).div_ceil(32).max(1) * 32;
+    t.min(u64::from(TILED_MAX_THREADS)) as u32
+}
+
+/// Grid (x) of a tiled kernel on a device that keeps `resident` of its blocks resident: one
+/// block per tile up to four waves of resident blocks, then four waves (the blocks loop over
+/// the tiles); 0 when there is nothing to do.
+pub fn tiled_grid(tiles: u64, resident: u64) -> u32 {
+    tiles.min(resident.max(1) * 4).min(i32::MAX as u64) as u32
+}
+
+/// One tile axis in read order ([`TiledArgs::read`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TiledReadAxis {
+    /// Extent (at least 1).
+    pub len: u32,
+    /// 32-bit fast division by `len` ([`fast_div32`]): magic number.
+    pub magic: u32,
+    /// 32-bit fast division by `len`: shift.
+    pub shift: u32,
+    /// Source stride in elements.
+    pub src: i32,
+}
+
+/// One tile axis in write order ([`TiledArgs::write`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TiledWriteAxis {
+    /// Extent (at least 1).
+    pub len: u32,
+    /// 32-bit fast division by `len`: magic number.
+    pub magic: u32,
+    /// 32-bit fast division by `len`: shift.
+    pub shift: u32,
+    /// Destination stride in elements.
+    pub dst: i32,
+    /// The axis's stride in the read order: the product of the extents of the axes before it
+    /// in [`TiledArgs::read`].
+    pub read: u32,
+    /// Padding; zero.
+    pub _pad: u32,
+}
+
+/// One batch axis ([`TiledArgs::batch`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TiledBatchAxis {
+    /// Extent (at least 1).
+    pub len: u32,
+    /// 32-bit fast division by `len`: magic number.
+    pub magic: u32,
+    /// 32-bit fast division by `len`: shift.
+    pub shift: u32,
+    /// Padding; zero.
+    pub _pad: u32,
+    /// Destination stride in elements.
+    pub dst: i64,
+    /// Source stride in elements.
+    pub src: i64,
+}
+
+/// Argument block of `*_tiled_*` and `*_tiled_e_*` (2720 bytes): see the module docs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TiledArgs {
+    /// Destination byte address of the element at multi-index 0.
+    pub dst: u64,
+    /// Source byte address of the element at multi-index 0.
+    pub src: u64,
+    /// Number of tiles: the product of the batch extents, below 2^31.
+    pub tiles: u32,
+    /// Elements per tile: the product of the tile extents, at most [`tiled_max_volume`].
+    pub volume: u32,
+    /// Number of tile axes, `1..=TILED_MAX_TILE_AXES`.
+    pub tile_rank: u32,
+    /// Number of batch axes, `0..=TILED_MAX_BATCH_AXES`.
+    pub batch_rank: u32,
+    /// 1 for the vector kernels, 0 for the element-wise ones. The kernels do not read it.
+    pub vector: u32,
+    /// Padding; zero.
+    pub _pad: u32,
+    /// The tile axes in read order.
+    pub read: [TiledReadAxis; TILED_MAX_TILE_AXES],
+    /// The tile axes in write order.
+    pub write: [TiledWriteAxis; TILED_MAX_TILE_AXES],
+    /// The batch axes, axis 0 fastest.
+    pub batch: [TiledBatchAxis; TILED_MAX_BATCH_AXES],
+}
+
+impl Default for TiledArgs {
+    fn default() -> Self {
+        Self {
+            dst: 0,
+            src: 0,
+            tiles: 0,
+            volume: 0,
+            tile_rank: 0,
+            batch_rank: 0,
+            vector: 0,
+            _pad: 0,
+            read: [TiledReadAxis::default(); TILED_MAX_TILE_AXES],
+            write: [TiledWriteAxis::default(); TILED_MAX_TILE_AXES],
+            batch: [TiledBatchAxis::default(); TILED_MAX_BATCH_AXES],
+        }
+    }
+}
+
+/// One axis of a tiled copy as the planner describes it: extent and strides in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TiledAxis {
+    /// Extent.
+    pub len: u64,
+    /// Destination stride in elements.
+    pub dst: i64,
+    /// Source stride in elements.
+    pub src: i64,
+}
+
+impl TiledArgs {
+    /// Builds the block from the tile axes in read order (`read`), the order in which the
+    /// same axes are written (`write_order[k]` is the index in `read` of the `k`-th axis in
+    /// write order) and the batch axes (axis 0 fastest), for elements of `src_size` and
+    /// `dst_size` bytes. `None` when an axis count is out of range, an extent is zero, the
+    /// volume exceeds [`tiled_max_volume`], there are 2^31 tiles or more, `write_order` is not
+    /// a permutation, an element of a tile lies 2^31 bytes or more from the tile's first
+    /// element on either side, or (for `vector`) the tile does not move in whole vectors
+    /// ([`TiledArgs::vectors_line_up`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        dst: u64,
+        src: u64,
+        read: &[TiledAxis],
+        write_order: &[usize],
+        batch: &[TiledAxis],
+        vector: bool,
+        src_size: usize,
+        dst_size: usize,
+    ) -> Option<Self> {
+        let r = read.len();
+        if r == 0
+            || r > TILED_MAX_TILE_AXES
+            || batch.len() > TILED_MAX_BATCH_AXES
+            || write_order.len() != r
+        {
+            return None;
+        }
+        let mut seen = [false; TILED_MAX_TILE_AXES];
+        for &k in write_order {
+            if k >= r || std::mem::replace(&mut seen[k], true) {
+                return None;
+            }
+        }
+        let mut a = Self {
+            dst,
+            src,
+            tile_rank: r as u32,
+            batch_rank: batch.len() as u32,
+            vector: u32::from(vector),
+            ..Self::default()
+        };
+        let max = tiled_max_volume(vector, src_size, dst_size);
+        let mut volume = 1u64;
+        let mut read_stride = [0u64; TILED_MAX_TILE_AXES];
+        // The farthest element of a tile from its first, per operand, in bytes.
+        let (mut reach_d, mut reach_s) = (0u128, 0u128);
+        for (k, ax) in read.iter().enumerate() {
+            if ax.len == 0 {
+                return None;
+            }
+            read_stride[k] = volume;
+            volume = volume.checked_mul(ax.len).filter(|&v| v <= max)?;
+            let (magic, shift) = fast_div32(ax.len as u32);
+            a.read[k] = TiledReadAxis {
+                len: ax.len as u32,
+                magic,
+                shift,
+                src: i32::try_from(ax.src).ok()?,
+            };
+            reach_d += u128::from(ax.len - 1) * u128::from(ax.dst.unsigned_abs());
+            reach_s += u128::from(ax.len - 1) * u128::from(ax.src.unsigned_abs());
+        }
+        if reach_d * dst_size as u128 > i32::MAX as u128
+            || reach_s * src_size as u128 > i32::MAX as u128
+        {
+            return None;
+        }
+        for (j, &k) in write_order.iter().enumerate() {
+            let ax = &read[k];
+            let (magic, shift) = fast_div32(ax.len as u32);
+            a.write[j] = TiledWriteAxis {
+                len: ax.len as u32,
+                magic,
+                shift,
+                dst: i32::try_from(ax.dst).ok()?,
+                read: read_stride[k] as u32,
+                _pad: 0,
+            };
+        }
+        let mut tiles = 1u64;
+        for (k, ax) in batch.iter().enumerate() {
+            if ax.len == 0 {
+                return None;
+            }
+            tiles = tiles.checked_mul(ax.len).filter(|&t| t < 1 << 31)?;
+            let (magic, shift) = fast_div32(ax.len as u32);
+            a.batch[k] = TiledBatchAxis {
+                len: ax.len as u32,
+                magic,
+                shift,
+                _pad: 0,
+                dst: ax.dst,
+                src: ax.src,
+            };
+        }
+        a.tiles = tiles as u32;
+        a.volume = volume as u32;
+        if vector && !a.vectors_line_up(src_size, dst_size) {
+            return None;
+        }
+        Some(a)
+    }
+
+    /// Whether every vector access of the vector kernels is whole and aligned: with
+    /// `(Vs, Vd)` from [`tiled_vectors`], the volume is a multiple of both, every `Vs`
+    /// consecutive read-order elements starting at a multiple of `Vs` are consecutive source
+    /// elements and every other source offset a tile or batch axis adds is a multiple of `Vs`
+    /// (so that with a 16-byte aligned `src` every vector starts 16-byte aligned), and
+    /// likewise for the destination in write order.
+    pub fn vectors_line_up(&self, src_size: usize, dst_size: usize) -> bool {
+        let (vs, vd) = tiled_vectors(true, src_size, dst_size);
+        let r = self.tile_rank as usize;
+        let read: Vec<(u64, i64)> = self.read[..r]
+            .iter()
+            .map(|a| (u64::from(a.len), i64::from(a.src)))
+            .collect();
+        let write: Vec<(u64, i64)> = self.write[..r]
+            .iter()
+            .map(|a| (u64::from(a.len), i64::from(a.dst)))
+            .collect();
+        let batch = &self.batch[..self.batch_rank as usize];
+        u64::from(self.volume) % u64::from(vs) == 0
+            && u64::from(self.volume) % u64::from(vd) == 0
+            && self.src % 16 == 0
+            && self.dst % 16 == 0
+            && runs_line_up(&read, batch.iter().map(|b| b.src), u64::from(vs))
+            && runs_line_up(&write, batch.iter().map(|b| b.dst), u64::from(vd))
+    }
+
+    /// The element offsets `(dst, src)` of the first element of tile `t`, computed like the
+    /// kernels do (32-bit index math, 64-bit offsets).
+    pub fn tile_origin(&self, t: u32) -> (i64, i64) {
+        let (mut x, mut d, mut s) = (t, 0i64, 0i64);
+        for b in &self.batch[..self.batch_rank as usize] {
+            let q = fast_div32_apply(x, b.magic, b.shift);
+            let c = i64::from(x.wrapping_sub(q.wrapping_mul(b.len)));
+            d = d.wrapping_add(c.wrapping_mul(b.dst));
+            s = s.wrapping_add(c.wrapping_mul(b.src));
+            x = q;
+        }
+        (d, s)
+    }
+
+    /// The source offset (elements, from the tile's first element) of read-order element `r`
+    /// of a tile, computed like the kernels do.
+    pub fn read_offset(&self, r: u32) -> i32 {
+        let (mut x, mut s) = (r, 0i32);
+        for a in &self.read[..self.tile_rank as usize] {
+            let q = fast_div32_apply(x, a.magic, a.shift);
+            let c = x.wrapping_sub(q.wrapping_mul(a.len)) as i32;
+            s = s.wrapping_add(c.wrapping_mul(a.src));
+            x = q;
+        }
+        s
+    }
+
+    /// The destination offset (elements, from the tile's first element) and the read-order
+    /// position of write-order element `w` of a tile, computed like the kernels do.
+    pub fn write_offset(&self, w: u32) -> (i32, u32) {
+        let (mut x, mut d, mut r) = (w, 0i32, 0u32);
+        for a in &self.write[..self.tile_rank as usize] {
+            let q = fast_div32_apply(x, a.magic, a.shift);
+            let c = x.wrapping_sub(q.wrapping_mul(a.len));
+            d = d.wrapping_add((c as i32).wrapping_mul(a.dst));
+            r = r.wrapping_add(c.wrapping_mul(a.read));
+            x = q;
+        }
+        (d, r)
+    }
+}
+
+/// Whether the axes `(len, stride)` of one order (axis 0 fastest) move in runs of `v` whole
+/// consecutive elements: the leading axes that are contiguous (stride 1, then each stride the
+/// product of the extents before it) span a multiple of `v` elements, and every other stride,
+/// of the later tile axes and of the batch axes, is a multiple of `v`.
+fn runs_line_up(axes: &[(u64, i64)], batch: impl Iterator<Item = i64>, v: u64) -> bool {
+    if v <= 1 {
+        return true;
+    }
+    let vi = v as i64;
+    let mut run = 1u64;
+    let mut k = 0;
+    while k < axes.len() && axes[k].1 == run as i64 {
+        run *= axes[k].0;
+        k += 1;
+    }
+    run % v == 0 && axes[k..].iter().all(|a| a.1 % vi == 0) && batch.into_iter().all(|s| s % vi == 0)
+}
+
+/// One axis of [`StridedArgsN`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StridedAxis {
+    /// Extent (1 beyond the rank).
+    pub len: u64,
+    /// Fast division by `len`.
+    pub div: FastDiv64,
+    /// Destination stride in elements.
+    pub dst: i64,
+    /// Source stride in elements.
+    pub src: i64,
+}
+
+/// Argument block of `*_stridedn_*` (2592 bytes): the walk of
+/// [`StridedArgs64`](super::StridedArgs64) over up to [`STRIDEDN_MAX_RANK`] axes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StridedArgsN {
+    /// Byte address of the destination element at multi-index 0.
+    pub dst: u64,
+    /// Byte address of the source element at multi-index 0 (unused by fill).
+    pub src: u64,
+    /// Number of elements, below 2^63: the product of the extents.
+    pub n: u64,
+    /// Number of axes, `1..=STRIDEDN_MAX_RANK`.
+    pub rank: u32,
+    /// Padding; zero.
+    pub _pad: u32,
+    /// The axes, axis 0 innermost.
+    pub axes: [StridedAxis; STRIDEDN_MAX_RANK],
+}
+
+impl Default for StridedArgsN {
+    fn default() -> Self {
+        Self {
+            dst: 0,
+            src: 0,
+            n: 0,
+            rank: 0,
+            _pad: 0,
+            axes: [StridedAxis::default(); STRIDEDN_MAX_RANK],
+        }
+    }
+}
+
+impl StridedArgsN {
+    /// Builds the block for `shape` (axis 0 innermost, `1..=STRIDEDN_MAX_RANK` axes) with the
+    /// given strides (same length). `None` if the lengths disagree, the rank is out of range
+    /// or the element count reaches 2^63. For fill, pass `src = 0` and zero source strides.
+    pub fn new(
+        dst: u64,
+        src: u64,
+        shape: &[u64],
+        dst_strides: &[i64],
+        src_strides: &[i64],
+    ) -> Option<Self> {
+        let rank = shape.len();
+        if rank == 0
+            || rank > STRIDEDN_MAX_RANK
+            || dst_strides.len() != rank
+            || src_strides.len() != rank
+        {
+            return None;
+        }
+        let n = shape.iter().try_fold(1u64, |a, &e| a.checked_mul(e))?;
+        if n >= 1 << 63 {
+            return None;
+        }
+        let mut a = Self {
+            dst,
+            src,
+            n,
+            rank: rank as u32,
+            ..Self::default()
+        };
+        for k in 0..rank {
+            a.axes[k] = StridedAxis {
+                len: shape[k],
+                div: FastDiv64::new(shape[k]),
+                dst: dst_strides[k],
+                src: src_strides[k],
+            };
+        }
+        Some(a)
+    }
+
+    /// Element offsets `(dst, src)` of linear index `i`, computed like the kernels do.
+    pub fn offsets(&self, i: u64) -> (i64, i64) {
+        let rank = (self.rank as usize).clamp(1, STRIDEDN_MAX_RANK);
+        let (mut x, mut d, mut s) = (i, 0i64, 0i64);
+        for a in &self.axes[..rank - 1] {
+            let q = a.div.div(x);
+            let c = x.wrapping_sub(q.wrapping_mul(a.len)) as i64;
+            d = d.wrapping_add(c.wrapping_mul(a.dst));
+            s = s.wrapping_add(c.wrapping_mul(a.src));
+            x = q;
+        }
+        let last = &self.axes[rank - 1];
+        d = d.wrapping_add((x as i64).wrapping_mul(last.dst));
+        s = s.wrapping_add((x as i64).wrapping_mul(last.src));
+        (d, s)
+    }
+}
+
+// SAFETY: `#[repr(C)]`, integers only, the padding an explicit field.
+param_block!(TiledReadAxis {
+    len,
+    magic,
+    shift,
+    src
+});
+// SAFETY: as above.
+param_block!(TiledWriteAxis {
+    len,
+    magic,
+    shift,
+    dst,
+    read,
+    _pad
+});
+// SAFETY: as above.
+param_block!(TiledBatchAxis {
+    len,
+    magic,
+    shift,
+    _pad,
+    dst,
+    src
+});
+// SAFETY: `#[repr(C)]`, integers and arrays of the blocks above only, the padding an explicit
+// field (the fields' coverage is checked in tests).
+param_block!(TiledArgs {
+    dst, src, tiles, volume, tile_rank, batch_rank, vector, _pad, read, write, batch
+});
+// SAFETY: `#[repr(C)]`, integers and a `FastDiv64` only.
+param_block!(StridedAxis { len, div, dst, src });
+// SAFETY: `#[repr(C)]`, integers and an array of `StridedAxis` only, the padding an explicit
+// field.
+param_block!(StridedArgsN {
+    dst,
+    src,
+    n,
+    rank,
+    _pad,
+    axes
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size_of::<TiledReadAxis>(), 16);
+        assert_eq!(size_of::<TiledWriteAxis>(), 24);
+        assert_eq!(size_of::<TiledBatchAxis>(), 32);
+        assert_eq!(size_of::<TiledArgs>(), 2720);
+        assert_eq!(size_of::<StridedAxis>(), 40);
+        assert_eq!(size_of::<StridedArgsN>(), 2592);
+        // Both fit the 4 KiB parameter space of every driver.
+        assert!(size_of::<TiledArgs>() < 4096 && size_of::<StridedArgsN>() < 4096);
+    }
+
+    #[test]
+    fn geometry() {
+        assert_eq!(tiled_vectors(true, 1, 1), (16, 16));
+        assert_eq!(tiled_vectors(true, 4, 2), (4, 8));
+        assert_eq!(tiled_vectors(true, 1, 8), (16, 2));
+        assert_eq!(tiled_vectors(true, 1, 4), (16, 4));
+        assert_eq!(tiled_vectors(true, 8, 8), (2, 2));
+        assert_eq!(tiled_vectors(false, 4, 4), (1, 1));
+        assert_eq!(tiled_max_volume(true, 4, 4), 4096);
+        assert_eq!(tiled_max_volume(true, 1, 1), 8192);
+        assert_eq!(tiled_max_volume(false, 1, 1), 4096);
+        assert_eq!(tiled_smem_bytes(true, 1, 8), 32768);
+        assert_eq!(tiled_max_volume(true, 1, 8), 4096);
+        assert_eq!(tiled_smem_bytes(true, 2, 8), 32768);
+        assert_eq!(tiled_threads(3 * 1024, true, 1, 1), 192);
+        assert_eq!(tiled_threads(2187, false, 4, 4), 288);
+        assert_eq!(tiled_threads(1, true, 4, 4), 32);
+        assert_eq!(tiled_grid(0, 528), 0);
+        assert_eq!(tiled_grid(100, 528), 100);
+        assert_eq!(tiled_grid(1 << 20, 528), 2112);
+    }
+
+    /// The shared-memory permutation is a bijection on every tile size, keeps units whole and
+    /// lines apart, and spreads a column of 32 rows of `2^k` units over 32 banks.
+    #[test]
+    fn smem_permutation() {
+        for size in [1usize, 2, 4, 8] {
+            let bytes = tiled_smem_bytes(true, 4.min(size), size);
+            let mut seen = vec![false; bytes as usize];
+            for b in 0..bytes {
+                let p = tiled_smem_offset(b, size);
+                assert!(p < bytes && !seen[p as usize], "size {size}, byte {b}");
+                seen[p as usize] = true;
+                assert_eq!(p / 128, b / 128);
+                let u = tiled_smem_unit(size);
+                assert_eq!(p % u, b % u);
+            }
+        }
+        for k in 0..8u32 {
+            let row = 1u64 << k; // units of 4 bytes
+            let banks: std::collections::BTreeSet<u64> = (0..32u64)
+                .map(|i| tiled_smem_offset(i * row * 4, 4) / 4 % 32)
+                .collect();
+            assert_eq!(banks.len(), 32, "rows of {row} words");
+        }
+    }
+
+    fn ax(len: u64, dst: i64, src: i64) -> TiledAxis {
+        TiledAxis { len, dst, src }
+    }
+
+    #[test]
+    fn narrow_interleave() {
+        // CHW -> HWC, C = 3, u8: tile axes in read order: the plane's run (1024), the plane
+        // (3); in write order the plane first.
+        let p = 1 << 20;
+        let read = [ax(1024, 3, 1), ax(3, 1, p)];
+        let batch = [ax(1024, 3 * 1024, 1024)];
+        let a = TiledArgs::new(0, 0, &read, &[1, 0], &batch, true, 1, 1).unwrap();
+        assert_eq!((a.volume, a.tiles, a.tile_rank, a.batch_rank), (3072, 1024, 2, 1));
+        assert!(a.vectors_line_up(1, 1));
+        assert_eq!(a.read_offset(1024 + 5), p as i32 + 5);
+        // Write-order element 7: channel 1 of pixel 2, read-order position 1024 + 2.
+        assert_eq!(a.write_offset(7), (7, 1026));
+        assert_eq!(a.tile_origin(3), (3 * 3072, 3 * 1024));
+        // A misaligned base, a plane stride that is not a whole vector, or a chunk that
+        // splits vectors: no vector kernel.
+        assert!(TiledArgs::new(4, 0, &read, &[1, 0], &batch, true, 1, 1).is_none());
+        let odd = [ax(1024, 3, 1), ax(3, 1, p + 1)];
+        assert!(TiledArgs::new(0, 0, &odd, &[1, 0], &batch, true, 1, 1).is_none());
+        assert!(TiledArgs::new(0, 0, &odd, &[1, 0], &batch, false, 1, 1).is_some());
+        let short = [ax(1000, 3, 1), ax(3, 1, p)];
+        assert!(TiledArgs::new(0, 0, &short, &[1, 0], &batch, true, 1, 1).is_none());
+        // Limits: volume, tiles, offsets, permutations.
+        let big = [ax(8193, 1, 1)];
+        assert!(TiledArgs::new(0, 0, &big, &[0], &[], true, 4, 4).is_none());
+        assert!(TiledArgs::new(0, 0, &read, &[0, 0], &batch, true, 1, 1).is_none());
+        let far = [ax(16, 1, 1 << 28), ax(16, 16, 1)];
+        assert!(TiledArgs::new(0, 0, &far, &[1, 0], &[], false, 1, 1).is_some());
+        assert!(TiledArgs::new(0, 0, &far, &[1, 0], &[], false, 8, 8).is_none());
+        let many = [ax(1 << 16, 0, 0), ax(1 << 15, 0, 0)];
+        assert!(TiledArgs::new(0, 0, &read, &[1, 0], &many, true, 1, 1).is_none());
+    }
+
+    #[test]
+    fn strided_n() {
+        let shape: Vec<u64> = vec![2; 40];
+        let dst: Vec<i64> = (0..40).map(|k| 1i64 << k).collect();
+        let src: Vec<i64> = (0..40).map(|k| 1i64 << (39 - k)).collect();
+        let a = StridedArgsN::new(0, 0, &shape, &dst, &src).unwrap();
+        assert_eq!(a.n, 1 << 40);
+        assert_eq!(a.offsets(0b1011), (0b1011, (1 << 39) + (1 << 38) + (1 << 36)));
+        assert!(StridedArgsN::new(0, 0, &[2; 65], &[1; 65], &[1; 65]).is_none());
+        assert!(StridedArgsN::new(0, 0, &[1 << 62, 2], &[1, 1], &[1, 1]).is_none());
+    }
+}

@@ -1,0 +1,640 @@
+//! The tiled kernels (`copy_tiled_bN`, `cast_tiled_S_D`, `copy_tiled_e_bN`,
+//! `cast_tiled_e_S_D`) and the rank-generic strided kernels (`*_stridedn_*`).
+
+use std::mem::{offset_of, size_of};
+
+use super::{
+    Class, Code, Gen, Op, Space, Templates, Ty, addr, convert, load_scalar, load_vec, log2,
+    pack_word, pfx, store_scalar, store_vec,
+};
+use crate::abi::{
+    FastDiv64, STRIDED_BLOCK, STRIDED_ELEMS_PER_THREAD, StridedArgsN, StridedAxis,
+    TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis, tiled_per_thread,
+    tiled_smem_bytes, tiled_smem_unit, tiled_vectors,
+};
+
+/// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
+/// (fast division, `x < 2^31`): each `x` becomes its quotient, and the returned registers hold
+/// the remainders (the coordinates on the axis).
+fn split32(g: &mut Gen, c: &mut Code, xs: &[String]) -> Vec<String> {
+    xs.iter()
+        .map(|x| {
+            let t = g.reg(Class::B32);
+            let q = g.reg(Class::B32);
+            let r = g.reg(Class::B32);
+            c.line(format!("mul.hi.u32 {t}, {x}, %magic;"));
+            c.line(format!("add.u32 {t}, {t}, {x};"));
+            c.line(format!("shr.u32 {q}, {t}, %shift;"));
+            c.line(format!("mul.lo.u32 {t}, {q}, %len;"));
+            c.line(format!("sub.u32 {r}, {x}, {t};"));
+            c.line(format!("mov.u32 {x}, {q};"));
+            r
+        })
+        .collect()
+}
+
+/// Emits a loop over `count` (a register) axes of `stride` bytes each, starting at byte
+/// `first` of the parameter block: `%pa` points at the axis, `%k` counts; `body` is emitted
+/// once, inside the loop.
+fn axis_loop(c: &mut Code, label: &str, count: &str, first: usize, stride: usize, body: Code) {
+    c.line("mov.u64 %pa, p_args;");
+    c.line(format!("add.u64 %pa, %pa, {first};"));
+    c.line("mov.u32 %k, 0;");
+    c.label(&format!("${label}"));
+    c.line(format!("setp.ge.u32 %p0, %k, {count};"));
+    c.line(format!("@%p0 bra.uni ${label}_END;"));
+    c.0.push_str(&body.0);
+    c.line(format!("add.u64 %pa, %pa, {stride};"));
+    c.line("add.u32 %k, %k, 1;");
+    c.line(format!("bra.uni ${label};"));
+    c.label(&format!("${label}_END"));
+}
+
+/// Emits the shared-memory address (32-bit, from the tile's base `%tb`) of byte `b` (a
+/// register) of the tile: [`tiled_smem_offset`](crate::abi::tiled_smem_offset). With
+/// `units > 1` (a store of that many whole units starting at `b`, a power of two), returns
+/// the address of the first unit with the low `log2(units)` bits of the rotation left out,
+/// and a register with those bits: unit `m` of the store goes to that address plus
+/// `(m ^ bits) * unit`.
+fn smem_addr(g: &mut Gen, c: &mut Code, b: &str, d: Ty, units: u64) -> (String, Option<String>) {
+    let u = tiled_smem_unit(d.size as usize);
+    let per_line = 128 / u;
+    let (lu, lp) = (log2(u), log2(per_line));
+    let unit = g.reg(Class::B32);
+    let line = g.reg(Class::B32);
+    let low = g.reg(Class::B32);
+    let rot = g.reg(Class::B32);
+    let t = g.reg(Class::B32);
+    let a = g.reg(Class::B32);
+    c.line(format!("shr.u32 {unit}, {b}, {lu};"));
+    c.line(format!("shr.u32 {line}, {unit}, {lp};"));
+    c.line(format!("and.b32 {low}, {unit}, {};", per_line - 1));
+    c.line(format!("shr.u32 {t}, {line}, {lp};"));
+    c.line(format!("xor.b32 {rot}, {line}, {t};"));
+    c.line(format!("and.b32 {rot}, {rot}, {};", per_line - 1));
+    let bits = (units > 1).then(|| {
+        let r = g.reg(Class::B32);
+        c.line(format!("and.b32 {r}, {rot}, {};", units - 1));
+        c.line(format!("and.b32 {rot}, {rot}, {};", !(units as u32 - 1)));
+        r
+    });
+    c.line(format!("xor.b32 {low}, {low}, {rot};"));
+    c.line(format!("shl.b32 {t}, {line}, {lp};"));
+    c.line(format!("or.b32 {t}, {t}, {low};"));
+    c.line(format!("shl.b32 {t}, {t}, {lu};"));
+    if u > 1 {
+        let inner = g.reg(Class::B32);
+        c.line(format!("and.b32 {inner}, {b}, {};", u - 1));
+        c.line(format!("or.b32 {t}, {t}, {inner};"));
+    }
+    c.line(format!("add.u32 {a}, {t}, %tb;"));
+    (a, bits)
+}
+
+/// Offset of field `f` of batch axis `k` in [`TiledArgs`] (the loop adds the axis).
+const fn batch_field(f: usize) -> usize {
+    offset_of!(TiledArgs, batch) + f
+}
+
+/// The split of `%x` (a tile index, clobbered) over the batch axes into `%od` / `%os`.
+fn origin(label: &str) -> Code {
+    let mut c = Code::default();
+    c.line("mov.u32 %x, %tile;");
+    c.line("mov.b64 %od, 0;");
+    c.line("mov.b64 %os, 0;");
+    let mut body = Code::default();
+    body.line(format!(
+        "ld.param.u32 %len, [%pa+{}];",
+        offset_of!(TiledBatchAxis, len)
+    ));
+    body.line(format!(
+        "ld.param.u32 %magic, [%pa+{}];",
+        offset_of!(TiledBatchAxis, magic)
+    ));
+    body.line(format!(
+        "ld.param.u32 %shift, [%pa+{}];",
+        offset_of!(TiledBatchAxis, shift)
+    ));
+    body.line(format!(
+        "ld.param.s64 %bd, [%pa+{}];",
+        offset_of!(TiledBatchAxis, dst)
+    ));
+    body.line(format!(
+        "ld.param.s64 %bs, [%pa+{}];",
+        offset_of!(TiledBatchAxis, src)
+    ));
+    body.line("mul.hi.u32 %q, %x, %magic;");
+    body.line("add.u32 %q, %q, %x;");
+    body.line("shr.u32 %q, %q, %shift;");
+    body.line("mul.lo.u32 %c, %q, %len;");
+    body.line("sub.u32 %c, %x, %c;");
+    body.line("mov.u32 %x, %q;");
+    body.line("cvt.u64.u32 %cw, %c;");
+    body.line("mad.lo.s64 %od, %cw, %bd, %od;");
+    body.line("mad.lo.s64 %os, %cw, %bs, %os;");
+    axis_loop(
+        &mut c,
+        label,
+        "%brank",
+        batch_field(0),
+        size_of::<TiledBatchAxis>(),
+        body,
+    );
+    c
+}
+
+/// The tiled kernel `name` from `s` to `d`: 16-byte vectors on both sides (`vector`) or one
+/// element per access.
+pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: bool) -> String {
+    let (ss, ds) = (s.size as usize, d.size as usize);
+    let k = u64::from(tiled_per_thread(vector, ss, ds));
+    let (vs, vd) = tiled_vectors(vector, ss, ds);
+    let (vs, vd) = (u64::from(vs), u64::from(vd));
+    let (reads, writes) = (k / vs, k / vd);
+    let unit = tiled_smem_unit(ds);
+    // Whole units per load's worth of destination elements (0: less than one unit).
+    let units = vs * d.size / unit;
+    let copy = s == d;
+    let mut g = Gen::default();
+
+    // --- Set-up: the loads' source offsets and places in shared memory.
+    let mut setup = Code::default();
+    let mut rx = Vec::new();
+    let mut rsoff = Vec::new();
+    let mut raddr = Vec::new();
+    let mut rbits = Vec::new();
+    let mut rpred = Vec::new();
+    for i in 0..reads {
+        let x = g.reg(Class::B32);
+        let p = g.reg(Class::Pred);
+        let b = g.reg(Class::B32);
+        let o = g.reg(Class::B32);
+        setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
+        setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
+        setup.line(format!("setp.lt.u32 {p}, {x}, %vol;"));
+        setup.line(format!("shl.b32 {b}, {x}, {};", log2(d.size)));
+        let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, units.max(1));
+        setup.line(format!("mov.u32 {o}, 0;"));
+        rx.push(x);
+        rsoff.push(o);
+        raddr.push(a);
+        rbits.push(bits);
+        rpred.push(p);
+    }
+    let mut body = Code::default();
+    body.line(format!(
+        "ld.param.u32 %len, [%pa+{}];",
+        offset_of!(TiledReadAxis, len)
+    ));
+    body.line(format!(
+        "ld.param.u32 %magic, [%pa+{}];",
+        offset_of!(TiledReadAxis, magic)
+    ));
+    body.line(format!(
+        "ld.param.u32 %shift, [%pa+{}];",
+        offset_of!(TiledReadAxis, shift)
+    ));
+    body.line(format!(
+        "ld.param.s32 %str, [%pa+{}];",
+        offset_of!(TiledReadAxis, src)
+    ));
+    let cs = split32(&mut g, &mut body, &rx);
+    for (c, o) in cs.iter().zip(&rsoff) {
+        body.line(format!("mad.lo.s32 {o}, {c}, %str, {o};"));
+    }
+    axis_loop(
+        &mut setup,
+        "RAX",
+        "%trank",
+        offset_of!(TiledArgs, read),
+        size_of::<TiledReadAxis>(),
+        body,
+    );
+
+    // --- Set-up: the stores' destination offsets and their elements' places in shared memory.
+    let mut wx = Vec::new();
+    let mut wr = Vec::new();
+    let mut wdoff = Vec::new();
+    let mut wpred = Vec::new();
+    for i in 0..writes {
+        let x0 = g.reg(Class::B32);
+        let p = g.reg(Class::Pred);
+        let o = g.reg(Class::B32);
+        setup.line(format!("mad.lo.u32 {x0}, %nt, {i}, %ti;"));
+        setup.line(format!("shl.b32 {x0}, {x0}, {};", log2(vd)));
+        setup.line(format!("setp.lt.u32 {p}, {x0}, %vol;"));
+        setup.line(format!("mov.u32 {o}, 0;"));
+        let mut row = vec![x0.clone()];
+        for j in 1..vd {
+            let x = g.reg(Class::B32);
+            setup.line(format!("add.u32 {x}, {x0}, {j};"));
+            row.push(x);
+        }
+        let rs: Vec<String> = (0..vd)
+            .map(|_| {
+                let r = g.reg(Class::B32);
+                setup.line(format!("mov.u32 {r}, 0;"));
+                r
+            })
+            .collect();
+        wx.push(row);
+        wr.push(rs);
+        wdoff.push(o);
+        wpred.push(p);
+    }
+    let mut body = Code::default();
+    body.line(format!(
+        "ld.param.u32 %len, [%pa+{}];",
+        offset_of!(TiledWriteAxis, len)
+    ));
+    body.line(format!(
+        "ld.param.u32 %magic, [%pa+{}];",
+        offset_of!(TiledWriteAxis, magic)
+    ));
+    body.line(format!(
+        "ld.param.u32 %shift, [%pa+{}];",
+        offset_of!(TiledWriteAxis, shift)
+    ));
+    body.line(format!(
+        "ld.param.s32 %str, [%pa+{}];",
+        offset_of!(TiledWriteAxis, dst)
+    ));
+    body.line(format!(
+        "ld.param.u32 %rstr, [%pa+{}];",
+        offset_of!(TiledWriteAxis, read)
+    ));
+    for i in 0..writes as usize {
+        let cs = split32(&mut g, &mut body, &wx[i]);
+        body.line(format!("mad.lo.s32 {0}, {1}, %str, {0};", wdoff[i], cs[0]));
+        for (c, r) in cs.iter().zip(&wr[i]) {
+            body.line(format!("mad.lo.u32 {r}, {c}, %rstr, {r};"));
+        }
+    }
+    axis_loop(
+        &mut setup,
+        "WAX",
+        "%trank",
+        offset_of!(TiledArgs, write),
+        size_of::<TiledWriteAxis>(),
+        body,
+    );
+    let gaddr: Vec<Vec<String>> = wr
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|r| {
+                    setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
+                    smem_addr(&mut g, &mut setup, r, d, 1).0
+                })
+                .collect()
+        })
+        .collect();
+
+    // --- Per tile: loads, from the tile's source base `%sb`.
+    let mut loads = Code::default();
+    let loaded: Vec<Vec<String>> = (0..reads as usize)
+        .map(|i| {
+            let a = g.reg(Class::B64);
+            loads.line(format!("mad.wide.s32 {a}, {}, {}, %sb;", rsoff[i], s.size));
+            let at = addr(&a, 0);
+            let p = Some(rpred[i].as_str());
+            if vs == 1 {
+                vec![load_scalar(&mut g, &mut loads, s, Space::GlobalNc, &at, p)]
+            } else if copy {
+                load_words(&mut g, &mut loads, vs * s.size, unit, &at, p)
+            } else {
+                load_vec(&mut g, &mut loads, s, vs, &at, p)
+            }
+        })
+        .collect();
+
+    // --- Per tile: the loaded (and converted) elements into shared memory.
+    let mut stage = Code::default();
+    for (i, vals) in loaded.iter().enumerate() {
+        let p = Some(rpred[i].as_str());
+        let stored: Vec<String> = if copy {
+            vals.clone()
+        } else {
+            vals.iter()
+                .map(|x| convert(&mut g, &mut stage, s, d, x))
+                .collect()
+        };
+        if units == 0 {
+            // Less than one unit: one store at the exact address.
+            if stored.len() == 1 {
+                store_scalar(&mut stage, d, Space::Shared, &addr(&raddr[i], 0), &stored[0], p);
+            } else {
+                store_vec(&mut g, &mut stage, d, &stored, Space::Shared, &addr(&raddr[i], 0), p);
+            }
+            continue;
+        }
+        // Whole units: copies hold them already; casts pack elements into words.
+        let unit_vals: Vec<String> = if copy || d.size >= 4 {
+            stored
+        } else {
+            stored
+                .chunks((4 / d.size) as usize)
+                .map(|e| pack_word(&mut g, &mut stage, d, e))
+                .collect()
+        };
+        assert_eq!(unit_vals.len() as u64, units);
+        let st = if unit == 8 { "b64" } else { "b32" };
+        let st = if copy || d.size < 4 {
+            st
+        } else {
+            d.st_suffix()
+        };
+        for (m, v) in unit_vals.iter().enumerate() {
+            let at = match &rbits[i] {
+                Some(bits) => {
+                    let x = g.reg(Class::B32);
+                    let a = g.reg(Class::B32);
+                    stage.line(format!("xor.b32 {x}, {bits}, {m};"));
+                    stage.line(format!("mad.lo.u32 {a}, {x}, {unit}, {};", raddr[i]));
+                    a
+                }
+                None => raddr[i].clone(),
+            };
+            stage.line(format!("{}st.shared.{st} [{at}], {v};", pfx(p)));
+        }
+    }
+
+    // --- Per tile: gathers from shared memory and stores to `%dcur`.
+    let mut gather = Code::default();
+    let gathered: Vec<Vec<String>> = gaddr
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            row.iter()
+                .map(|a| {
+                    load_scalar(
+                        &mut g,
+                        &mut gather,
+                        d,
+                        Space::Shared,
+                        &addr(a, 0),
+                        Some(&wpred[i]),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    for (i, vals) in gathered.iter().enumerate() {
+        let a = g.reg(Class::B64);
+        gather.line(format!("mad.wide.s32 {a}, {}, {}, %dcur;", wdoff[i], d.size));
+        let at = addr(&a, 0);
+        let p = Some(wpred[i].as_str());
+        if vals.len() == 1 {
+            store_scalar(&mut gather, d, Space::Global, &at, &vals[0], p);
+        } else {
+            store_vec(&mut g, &mut gather, d, vals, Space::Global, &at, p);
+        }
+    }
+
+    let mut first = origin("BAX0");
+    first.line(format!("mad.lo.s64 %sb, %os, {}, %src;", s.size));
+    first.line(format!("mad.lo.s64 %db, %od, {}, %dst;", d.size));
+    let mut next = origin("BAX1");
+    // The next tile's index, not the current one's.
+    next.0 = next.0.replacen("mov.u32 %x, %tile;", "mov.u32 %x, %next;", 1);
+
+    t.render(
+        "tiled.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("PER_THREAD", k.to_string()),
+            ("READS", reads.to_string()),
+            ("WRITES", writes.to_string()),
+            ("VS", vs.to_string()),
+            ("VD", vd.to_string()),
+            ("DSIZE", d.size.to_string()),
+            ("SSIZE", s.size.to_string()),
+            ("UNIT", unit.to_string()),
+            ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
+            ("TILE_BYTES", tiled_smem_bytes(vector, ss, ds).to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("ORIGIN_FIRST", first.text()),
+            ("ORIGIN_NEXT", next.text()),
+            ("LOADS", loads.text()),
+            ("STAGE", stage.text()),
+            ("GATHER", gather.text()),
+        ],
+    )
+}
+
+/// Loads `bytes` (16 or 8) raw bytes as units of `unit` bytes (4 or 8) with one vector load.
+fn load_words(
+    g: &mut Gen,
+    c: &mut Code,
+    bytes: u64,
+    unit: u64,
+    at: &str,
+    pred: Option<&str>,
+) -> Vec<String> {
+    let n = bytes / unit;
+    let (cls, ty) = if unit == 8 {
+        (Class::B64, "u64")
+    } else {
+        (Class::B32, "u32")
+    };
+    let r: Vec<String> = (0..n).map(|_| g.reg(cls)).collect();
+    let regs = if n == 1 {
+        r[0].clone()
+    } else {
+        format!("{{{}}}", r.join(", "))
+    };
+    let v = if n == 1 {
+        String::new()
+    } else {
+        format!(".v{n}")
+    };
+    c.line(format!("{}ld.global.nc{v}.{ty} {regs}, {at};", pfx(pred)));
+    r
+}
+
+/// The rank-generic strided kernel `name` (fill, copy or cast).
+pub(super) fn stridedn_kernel(t: &mut Templates, name: &str, op: Op) -> String {
+    const BLOCK: u64 = STRIDED_BLOCK as u64;
+    const PER_THREAD: u64 = STRIDED_ELEMS_PER_THREAD as u64;
+    let mut g = Gen::default();
+    let (d, s) = match op {
+        Op::Fill(e) => (e, None),
+        Op::Cast(s, d) => (d, Some(s)),
+    };
+    let mut prologue = Code::default();
+    let (extra_params, fill_val) = match op {
+        Op::Fill(e) => {
+            prologue.line("ld.param.u64 %value, [p_value];");
+            let v = if e.size == 8 {
+                "%value".to_string()
+            } else {
+                let r = g.reg(Class::B32);
+                prologue.line(format!("cvt.u32.u64 {r}, %value;"));
+                r
+            };
+            (",\n\t.param .u64 p_value".to_string(), Some(v))
+        }
+        Op::Cast(..) => (String::new(), None),
+    };
+
+    let j_n = PER_THREAD as usize;
+    let mut body = Code::default();
+    let preds: Vec<Option<String>> = (0..j_n)
+        .map(|j| {
+            (j > 0).then(|| {
+                let p = g.reg(Class::Pred);
+                body.line(format!("setp.gt.u64 {p}, %left, {};", j as u64 * BLOCK));
+                p
+            })
+        })
+        .collect();
+    let xs: Vec<String> = (0..j_n)
+        .map(|j| {
+            let x = g.reg(Class::B64);
+            body.line(format!("add.u64 {x}, %i, {};", j as u64 * BLOCK));
+            x
+        })
+        .collect();
+    let zeros = |g: &mut Gen, body: &mut Code| -> Vec<String> {
+        (0..j_n)
+            .map(|_| {
+                let o = g.reg(Class::B64);
+                body.line(format!("mov.b64 {o}, 0;"));
+                o
+            })
+            .collect()
+    };
+    let doffs = zeros(&mut g, &mut body);
+    let soffs = s.map(|_| zeros(&mut g, &mut body));
+    // Axes 0..rank-1 by division; the last axis takes what is left.
+    let axes = offset_of!(StridedArgsN, axes);
+    let mut ax = Code::default();
+    ax.line(format!(
+        "ld.param.u64 %len, [%pa+{}];",
+        offset_of!(StridedAxis, len)
+    ));
+    ax.line(format!(
+        "ld.param.u64 %magic, [%pa+{}];",
+        offset_of!(StridedAxis, div) + offset_of!(FastDiv64, magic)
+    ));
+    ax.line(format!(
+        "ld.param.u32 %shift, [%pa+{}];",
+        offset_of!(StridedAxis, div) + offset_of!(FastDiv64, shift)
+    ));
+    ax.line(format!(
+        "ld.param.s64 %ds, [%pa+{}];",
+        offset_of!(StridedAxis, dst)
+    ));
+    if s.is_some() {
+        ax.line(format!(
+            "ld.param.s64 %ss, [%pa+{}];",
+            offset_of!(StridedAxis, src)
+        ));
+    }
+    for (j, x) in xs.iter().enumerate() {
+        let t = g.reg(Class::B64);
+        let q = g.reg(Class::B64);
+        let c = g.reg(Class::B64);
+        ax.line(format!("mul.hi.u64 {t}, {x}, %magic;"));
+        ax.line(format!("add.u64 {t}, {t}, {x};"));
+        ax.line(format!("shr.u64 {q}, {t}, %shift;"));
+        ax.line(format!("mul.lo.u64 {t}, {q}, %len;"));
+        ax.line(format!("sub.u64 {c}, {x}, {t};"));
+        ax.line(format!("mad.lo.s64 {0}, {c}, %ds, {0};", doffs[j]));
+        if let Some(so) = &soffs {
+            ax.line(format!("mad.lo.s64 {0}, {c}, %ss, {0};", so[j]));
+        }
+        ax.line(format!("mov.b64 {x}, {q};"));
+    }
+    // `%rank - 1` axes in the loop; `%pa` then points at the last axis.
+    let last = g.reg(Class::B32);
+    body.line(format!("sub.u32 {last}, %rank, 1;"));
+    body.line("mov.u64 %pa, p_args;");
+    body.line(format!("add.u64 %pa, %pa, {axes};"));
+    body.line("mov.u32 %k, 0;");
+    body.label("$AX");
+    body.line(format!("setp.ge.u32 %pax, %k, {last};"));
+    body.line("@%pax bra.uni $AX_END;");
+    body.0.push_str(&ax.0);
+    body.line(format!("add.u64 %pa, %pa, {};", size_of::<StridedAxis>()));
+    body.line("add.u32 %k, %k, 1;");
+    body.line("bra.uni $AX;");
+    body.label("$AX_END");
+    body.line(format!(
+        "ld.param.s64 %ds, [%pa+{}];",
+        offset_of!(StridedAxis, dst)
+    ));
+    if s.is_some() {
+        body.line(format!(
+            "ld.param.s64 %ss, [%pa+{}];",
+            offset_of!(StridedAxis, src)
+        ));
+    }
+    for (j, x) in xs.iter().enumerate() {
+        body.line(format!("mad.lo.s64 {0}, {x}, %ds, {0};", doffs[j]));
+        if let Some(so) = &soffs {
+            body.line(format!("mad.lo.s64 {0}, {x}, %ss, {0};", so[j]));
+        }
+    }
+    let address = |g: &mut Gen, body: &mut Code, base: &str, off: &str, size: u64| {
+        let a = g.reg(Class::B64);
+        let t = g.reg(Class::B64);
+        body.line(format!("shl.b64 {t}, {off}, {};", log2(size)));
+        body.line(format!("add.s64 {a}, {base}, {t};"));
+        a
+    };
+    let daddrs: Vec<String> = doffs
+        .iter()
+        .map(|o| address(&mut g, &mut body, "%dst", o, d.size))
+        .collect();
+    let values: Vec<String> = match (op, &soffs) {
+        (Op::Fill(_), _) => vec![fill_val.clone().unwrap(); j_n],
+        (Op::Cast(s, d), Some(soffs)) => {
+            let saddrs: Vec<String> = soffs
+                .iter()
+                .map(|o| address(&mut g, &mut body, "%src", o, s.size))
+                .collect();
+            let loaded: Vec<String> = (0..j_n)
+                .map(|j| {
+                    load_scalar(
+                        &mut g,
+                        &mut body,
+                        s,
+                        Space::GlobalNc,
+                        &addr(&saddrs[j], 0),
+                        preds[j].as_deref(),
+                    )
+                })
+                .collect();
+            loaded
+                .iter()
+                .map(|x| convert(&mut g, &mut body, s, d, x))
+                .collect()
+        }
+        _ => unreachable!(),
+    };
+    for j in 0..j_n {
+        store_scalar(
+            &mut body,
+            d,
+            Space::Global,
+            &addr(&daddrs[j], 0),
+            &values[j],
+            preds[j].as_deref(),
+        );
+    }
+    t.render(
+        "stridedn.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("EXTRA_PARAMS", extra_params),
+            ("DECLS", g.decls()),
+            ("PROLOGUE", prologue.text()),
+            ("BLOCK", BLOCK.to_string()),
+            ("PER_THREAD", PER_THREAD.to_string()),
+            ("PER_BLOCK", (BLOCK * PER_THREAD).to_string()),
+            ("BODY", body.text()),
+        ],
+    )
+}

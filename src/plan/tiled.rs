@@ -1,0 +1,351 @@
+//! The tiled path: tiles whose sides span several axes, for layouts of any rank and for
+//! permutations that move a narrow axis.
+//!
+//! The tile grows from both ends at once: the destination's fastest axes (its *write side*,
+//! along which the kernels store) and the source's fastest axes (its *read side*, along
+//! which they load), one axis at a time on the side whose run of elements is shorter, each
+//! axis whole while the tile has room and the last one of a side cut into pieces that fill
+//! it. An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
+//! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
+//! to the room left; otherwise the end of the axis that no whole piece covers is copied by
+//! a plan of its own ([`Tiled::rest`]).
+
+use super::{Normalized, PAxis};
+use devspan_kernels::abi::{TiledArgs, TiledAxis, tiled_max_volume, tiled_vectors};
+
+/// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
+/// operands, with its own shape, strides (elements) and element-zero offsets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rest {
+    pub shape: Vec<usize>,
+    pub dst_strides: Vec<isize>,
+    pub src_strides: Vec<isize>,
+    /// Offset of the box's first element from the plan's destination base, in elements.
+    pub dst_off: isize,
+    /// Offset of the box's first element from the plan's source base, in elements.
+    pub src_off: isize,
+}
+
+/// A tiled plan: the kernel's arguments and the boxes it leaves to other plans.
+#[derive(Clone, Debug)]
+pub(crate) struct Tiled {
+    pub args: TiledArgs,
+    pub rest: Vec<Rest>,
+}
+
+/// The tiled plan of normalised operands (destination element zero at byte `dst`, source at
+/// `src`), with 16-byte vectors on both sides where they line up, else element-wise, and
+/// tiles of at most `cap` elements (0: the kernels' limit); `None` when no axis remains, a
+/// tile would hold a single element, or the arguments do not fit ([`TiledArgs::new`]).
+pub(crate) fn tiled_plan(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+    cap: u32,
+) -> Option<Tiled> {
+    if norm.axes.is_empty() {
+        return None;
+    }
+    [true, false]
+        .into_iter()
+        .find_map(|vector| tile_for(norm, dst, src, src_size, dst_size, vector, cap))
+}
+
+/// Pieces of `len` elements of an axis cut to fit `room` slots in multiples of `g`: the whole
+/// axis if it fits; else the largest multiple of `g` not above `room` that divides `len` and
+/// is at least half of the largest such multiple, else that largest multiple (its axis then
+/// leaves a rest). `None` when no multiple of `g` fits.
+fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
+    if len <= room {
+        return Some(len);
+    }
+    let max = room / g * g;
+    if max == 0 {
+        return None;
+    }
+    let exact = (max / 2..=max)
+        .rev()
+        .step_by(g)
+        .find(|&c| c > 0 && c % g == 0 && len % c == 0);
+    Some(exact.unwrap_or(max))
+}
+
+/// Bytes that each side's run reaches before the tile grows otherwise (when the tile has
+/// room): two 128-byte lines.
+const RUN_BYTES: usize = 256;
+
+/// The tiled plan with (`vector`) or without 16-byte vectors, or `None`.
+fn tile_for(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+    vector: bool,
+    cap: u32,
+) -> Option<Tiled> {
+    let mut axes = norm.axes.clone();
+    let r = axes.len();
+    let (mut dst_off, mut src_off) = (0isize, 0isize);
+    // The source's fastest axis read backwards: flip it (both operands) unless it is the
+    // destination's fastest axis, whose destination stride then turns negative.
+    let src_fastest = (0..r)
+        .filter(|&k| axes[k].src != 0)
+        .min_by_key(|&k| (axes[k].src.unsigned_abs(), k));
+    if vector
+        && let Some(k) = src_fastest
+        && axes[k].src < 0
+        && k != 0
+    {
+        let a = &mut axes[k];
+        let last = a.len as isize - 1;
+        dst_off += last * a.dst;
+        src_off += last * a.src;
+        a.dst = -a.dst;
+        a.src = -a.src;
+    }
+    // Write order: by |destination stride|; read order: by |source stride|, broadcast axes
+    // last.
+    let mut worder: Vec<usize> = (0..r).collect();
+    worder.sort_by_key(|&k| (axes[k].dst.unsigned_abs(), k));
+    let mut rorder: Vec<usize> = (0..r).collect();
+    rorder.sort_by_key(|&k| (axes[k].src == 0, axes[k].src.unsigned_abs(), k));
+
+    let limit = tiled_max_volume(vector, src_size, dst_size) as usize;
+    let max = if cap == 0 { limit } else { limit.min(cap as usize) };
+    let (vs, vd) = tiled_vectors(vector, src_size, dst_size);
+    let g = (vs.max(vd)) as usize;
+    // chunk[k]: 0 outside the tile, else the extent of its piece.
+    let mut chunk = vec![0usize; r];
+    let mut volume = 1usize;
+    // The run of a side: the product of its order's leading axes that are in the tile, up to
+    // the first one that is not whole (pieces end a side).
+    let run = |order: &[usize], chunk: &[usize]| -> (usize, Option<usize>) {
+        let mut e = 1;
+        for &k in order {
+            if chunk[k] == 0 {
+                return (e, Some(k));
+            }
+            e *= chunk[k];
+            if chunk[k] < axes[k].len {
+                return (e, None);
+            }
+        }
+        (e, None)
+    };
+    // First both runs up to RUN_BYTES, the shorter one (in bytes) first: whole axes while
+    // they stay within reach of the target, else a piece that reaches it.
+    let sizes = [dst_size, src_size];
+    loop {
+        let sides = [run(&worder, &chunk), run(&rorder, &chunk)];
+        let want = |i: usize| sides[i].0 * sizes[i] < RUN_BYTES && sides[i].1.is_some();
+        let side = match (want(0), want(1)) {
+            (false, false) => break,
+            (true, false) => 0,
+            (false, true) => 1,
+            (true, true) => usize::from(sides[1].0 * sizes[1] < sides[0].0 * sizes[0]),
+        };
+        let (e, Some(k)) = sides[side] else { break };
+        // Room for this side, keeping some for the other side's next axis while that side
+        // still wants to grow (unless it is this axis).
+        let other = 1 - side;
+        let reserve = match sides[other] {
+            (eo, Some(ko)) if want(other) && ko != k => axes[ko]
+                .len
+                .min(RUN_BYTES.div_ceil(eo * sizes[other]))
+                .min((max / volume).isqrt())
+                .max(1),
+            _ => 1,
+        };
+        let room = (max / volume / reserve).max(1);
+        let need = RUN_BYTES.div_ceil(e * sizes[side]);
+        let len = axes[k].len;
+        if len <= need.min(room) {
+            chunk[k] = len;
+            volume *= len;
+            continue;
+        }
+        match piece(len, need.min(room).max(g), g).filter(|&c| c >= 2 && c <= room) {
+            Some(c) => {
+                chunk[k] = c;
+                volume *= c;
+            }
+            None => break,
+        }
+    }
+    // Then the room left: pieces grow, the shorter side's first.
+    let mut cut: Vec<usize> = (0..r)
+        .filter(|&k| chunk[k] > 0 && chunk[k] < axes[k].len)
+        .collect();
+    let bytes_of = |k: usize, chunk: &[usize]| {
+        let w = worder.iter().position(|&x| x == k).unwrap();
+        let rr = rorder.iter().position(|&x| x == k).unwrap();
+        let ext = |order: &[usize], upto: usize| -> usize {
+            order[..=upto].iter().map(|&x| chunk[x].max(1)).product()
+        };
+        (ext(&worder, w) * dst_size).min(ext(&rorder, rr) * src_size)
+    };
+    cut.sort_by_key(|&k| bytes_of(k, &chunk));
+    for k in cut {
+        let room = max / volume;
+        if room < 2 {
+            break;
+        }
+        let c0 = chunk[k];
+        if let Some(c) = piece(axes[k].len, c0 * room, g).filter(|&c| c > c0) {
+            volume = volume / c0 * c;
+            chunk[k] = c;
+        }
+    }
+    if volume < 2 {
+        return None;
+    }
+    // Read order of the tile axes; the write order as positions in it.
+    let tile_read: Vec<usize> = rorder.iter().copied().filter(|&k| chunk[k] > 0).collect();
+    let write_order: Vec<usize> = worder
+        .iter()
+        .filter(|&&k| chunk[k] > 0)
+        .map(|k| tile_read.iter().position(|x| x == k).unwrap())
+        .collect();
+    let read: Vec<TiledAxis> = tile_read
+        .iter()
+        .map(|&k| TiledAxis {
+            len: chunk[k] as u64,
+            dst: axes[k].dst as i64,
+            src: axes[k].src as i64,
+        })
+        .collect();
+    // Batch axes in write order: axes outside the tile, and the pieces of cut axes.
+    let mut batch = Vec::new();
+    let mut rest = Vec::new();
+    let mut main: Vec<usize> = axes.iter().map(|a| a.len).collect();
+    for &k in &worder {
+        let (len, c) = (axes[k].len, chunk[k]);
+        if c == 0 {
+            batch.push(TiledAxis {
+                len: len as u64,
+                dst: axes[k].dst as i64,
+                src: axes[k].src as i64,
+            });
+        } else if c < len {
+            let whole = len / c * c;
+            batch.push(TiledAxis {
+                len: (len / c) as u64,
+                dst: axes[k].dst.checked_mul(c as isize)? as i64,
+                src: axes[k].src.checked_mul(c as isize)? as i64,
+            });
+            if whole < len {
+                // The end of this axis, over the main part of the axes cut before it.
+                let mut shape = main.clone();
+                shape[k] = len - whole;
+                rest.push(Rest {
+                    shape,
+                    dst_strides: axes.iter().map(|a| a.dst).collect(),
+                    src_strides: axes.iter().map(|a| a.src).collect(),
+                    dst_off: dst_off + whole as isize * axes[k].dst,
+                    src_off: src_off + whole as isize * axes[k].src,
+                });
+                main[k] = whole;
+            }
+        }
+    }
+    let at = |base: u64, off: isize, size: usize| super::addr(base, off, size);
+    let args = TiledArgs::new(
+        at(dst, dst_off, dst_size),
+        at(src, src_off, src_size),
+        &read,
+        &write_order,
+        &batch,
+        vector,
+        src_size,
+        dst_size,
+    )?;
+    Some(Tiled { args, rest })
+}
+
+/// Whether `axes` (normalised) are permuted (the source's fastest axis is not the
+/// destination's, axis 0) with a narrow axis, shorter than `narrow` elements, first on either
+/// side: the layouts where the tiled kernels' tiles, which span several axes, beat tiles of
+/// one or two axes per side.
+pub(crate) fn has_narrow_side(axes: &[PAxis], narrow: usize) -> bool {
+    let src_fastest = (0..axes.len())
+        .filter(|&k| axes[k].src != 0)
+        .min_by_key(|&k| (axes[k].src.unsigned_abs(), k));
+    src_fastest.is_some_and(|k| k != 0 && (axes[0].len < narrow || axes[k].len < narrow))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(axes: &[(usize, isize, isize)]) -> Normalized {
+        Normalized {
+            axes: axes
+                .iter()
+                .map(|&(len, dst, src)| PAxis { len, dst, src })
+                .collect(),
+            dst_off: 0,
+            src_off: 0,
+            n: axes.iter().map(|a| a.0).product(),
+        }
+    }
+
+    #[test]
+    fn debug_case() {
+        let n = norm(&[(36, 1, 1280), (8, 36, 1), (5, 288, 256), (32, 1440, 8)]);
+        let t = tile_for(&n, 0, 0, 1, 1, true, 0).unwrap();
+        eprintln!("{t:?}");
+    }
+
+    #[test]
+    fn pieces() {
+        assert_eq!(piece(1 << 26, 2730, 16), Some(2048));
+        assert_eq!(piece(3000, 2730, 16), Some(2720));
+        assert_eq!(piece(100, 8, 16), None);
+        assert_eq!(piece(96, 50, 16), Some(48));
+        assert_eq!(piece(7, 5, 1), Some(5));
+    }
+
+    #[test]
+    fn chw_to_hwc_takes_the_planes_and_a_run_of_pixels() {
+        // u8 3 x 2^20 planes -> interleaved: axes [C: dst 1, src 2^20], [HW: dst 3, src 1].
+        let n = norm(&[(3, 1, 1 << 20), (1 << 20, 3, 1)]);
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        let a = &t.args;
+        assert_eq!(a.vector, 1);
+        assert_eq!((a.tile_rank, a.batch_rank), (2, 1));
+        // Read order: the pixels' run, then the planes; write order: planes first.
+        assert_eq!((a.read[0].len, a.read[0].src, a.read[1].len), (2048, 1, 3));
+        assert_eq!((a.write[0].len, a.write[0].read), (3, 2048));
+        assert_eq!(a.volume, 3 * 2048);
+        assert_eq!(a.tiles, (1 << 20) / 2048);
+        assert!(t.rest.is_empty());
+        // The reverse direction.
+        let n = norm(&[(1 << 20, 1, 3), (3, 1 << 20, 1)]);
+        let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        assert_eq!(t.args.volume, 3 * 1024);
+        // A pixel count with no good divisor leaves a rest.
+        let n = norm(&[(3, 1, 1_000_003), (1_000_003, 3, 1)]);
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!(t.args.vector, 0);
+        assert_eq!(t.rest.len(), 1);
+    }
+
+    #[test]
+    fn reversed_high_rank_fills_both_sides() {
+        // [2; 20] f32, reversed.
+        let axes: Vec<(usize, isize, isize)> =
+            (0..20).map(|k| (2, 1 << k, 1 << (19 - k))).collect();
+        let t = tiled_plan(&norm(&axes), 0, 0, 4, 4, 0).unwrap();
+        let a = &t.args;
+        assert_eq!(a.vector, 1);
+        assert_eq!(a.volume, 4096);
+        assert_eq!(a.tile_rank, 12);
+        assert_eq!(a.batch_rank, 8);
+        assert_eq!(a.tiles, 256);
+        assert!(t.rest.is_empty());
+    }
+}

@@ -1,0 +1,1338 @@
+//! GPU tests of layouts of any rank and any extent: permuted copies of ranks 1 to 40 (most of
+//! them more than eight axes after merging), sliced, reversed and broadcast sources, strided
+//! destinations, narrow axes moved to or from the innermost position (CHW <-> HWC,
+//! split <-> interleaved complex, NCHW <-> NHWC), fills of views that stay above eight axes
+//! after merging, host <-> device transfers, DLPack and `to_shape` at high rank, a u8 copy of
+//! more than 2^31 elements, and the planner's steerings (`Steer::Default`, `NoTiled`,
+//! `PreferTiled`) on narrow and high-rank cases.
+//!
+//! Every case draws its layout and data from its own seed and compares with ndarray; a
+//! destination is poisoned with random values first, so that unwritten elements are caught, and
+//! when it is a view into a larger array the elements outside the view must keep their poison.
+//! A failure prints the seed and the case (operation, element types, shapes, slicings,
+//! permutations, strides). Each test prints the paths its copies took. Marked `#[ignore]`: run
+//! with `--include-ignored` on a GPU machine.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use devspan::dlpack::DlpackTensor;
+use devspan::internals::{Steer, assign_cast_steered, copy_path, fill_path, transfer_path};
+use devspan::testing::{cast_reference, gpu_stream};
+use devspan::{DeviceArray, DeviceElement, DeviceView, DeviceViewMut, Layout};
+use half::f16;
+use ndarray::{IxDyn, Order, SliceInfo, SliceInfoElem};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+use crate::common::{assert_same, gpu_shared, random, scaled, unless_sanitized};
+
+/// Counts of the paths taken, printed at the end of each test.
+type Paths = BTreeMap<String, usize>;
+
+fn slice_info(elems: &[SliceInfoElem]) -> SliceInfo<Vec<SliceInfoElem>, IxDyn, IxDyn> {
+    SliceInfo::<_, IxDyn, IxDyn>::try_from(elems.to_vec()).unwrap()
+}
+
+fn step(start: isize, end: Option<isize>, step: isize) -> SliceInfoElem {
+    SliceInfoElem::Slice { start, end, step }
+}
+
+fn full(rank: usize) -> Vec<SliceInfoElem> {
+    vec![step(0, None, 1); rank]
+}
+
+/// The seed of case `index` of the test seeded `test`.
+fn case_seed(test: u64, index: usize) -> u64 {
+    (test << 32) | index as u64
+}
+
+/// The extent of an axis of `n` elements sliced by `e` (a `Slice` with non-negative start and
+/// end, as every slicing of this file is).
+fn slice_len(n: usize, e: &SliceInfoElem) -> usize {
+    match *e {
+        SliceInfoElem::Slice { start, end, step } => {
+            let end = end.map_or(n, |e| e as usize).min(n);
+            end.saturating_sub(start as usize)
+                .div_ceil(step.unsigned_abs())
+        }
+        _ => panic!("only ranges are used here: {e:?}"),
+    }
+}
+
+fn sliced_shape(base: &[usize], slice: &[SliceInfoElem]) -> Vec<usize> {
+    base.iter().zip(slice).map(|(&n, e)| slice_len(n, e)).collect()
+}
+
+/// A slicing in `s![]` notation, for failure messages.
+fn show_slice(slice: &[SliceInfoElem]) -> String {
+    let one = |e: &SliceInfoElem| match *e {
+        SliceInfoElem::Slice { start, end, step } => {
+            let mut s = String::new();
+            if start != 0 {
+                s += &start.to_string();
+            }
+            s += "..";
+            if let Some(e) = end {
+                s += &e.to_string();
+            }
+            if step != 1 {
+                s += &format!(";{step}");
+            }
+            s
+        }
+        other => format!("{other:?}"),
+    };
+    format!(
+        "s![{}]",
+        slice.iter().map(one).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// The number of axes a layout of `shape` keeps after merging, given the strides (in elements)
+/// of one or two operands: axes of extent 1 dropped, the others ordered by the first operand's
+/// stride magnitude, neighbours merged where they are contiguous, in magnitude, in every operand.
+/// The planner, which also needs the signs to agree, keeps at least as many.
+fn merged_axes(shape: &[usize], strides: &[&[isize]]) -> usize {
+    let mut axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] > 1).collect();
+    axes.sort_by_key(|&a| std::cmp::Reverse(strides[0][a].unsigned_abs()));
+    let merges = axes
+        .windows(2)
+        .filter(|w| {
+            strides
+                .iter()
+                .all(|s| s[w[0]].unsigned_abs() == s[w[1]].unsigned_abs() * shape[w[1]])
+        })
+        .count();
+    axes.len() - merges
+}
+
+/// A shape of `rank` axes of extents 1 to 5 and up to two long axes (17 to 300), shrunk until
+/// it holds at most `budget` elements: long axes halved first, then random axes above 2
+/// decremented, then random 2s made 1s.
+fn random_shape(rng: &mut StdRng, rank: usize, budget: usize) -> Vec<usize> {
+    let mut shape: Vec<usize> = (0..rank).map(|_| rng.random_range(1..=5)).collect();
+    for _ in 0..rng.random_range(0..=2) {
+        let a = rng.random_range(0..rank);
+        shape[a] = rng.random_range(17..=300);
+    }
+    let count = |s: &[usize]| s.iter().fold(1u128, |p, &n| p * n as u128);
+    while count(&shape) > budget as u128 {
+        let (big, &max) = shape.iter().enumerate().max_by_key(|&(_, n)| n).unwrap();
+        if max > 5 {
+            shape[big] = max.div_ceil(2);
+            continue;
+        }
+        let pick = |shape: &[usize], rng: &mut StdRng, above: usize| {
+            let axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] > above).collect();
+            axes[rng.random_range(0..axes.len())]
+        };
+        if max > 2 {
+            let a = pick(&shape, rng, 2);
+            shape[a] -= 1;
+        } else {
+            let a = pick(&shape, rng, 1);
+            shape[a] = 1;
+        }
+    }
+    shape
+}
+
+/// A slicing of `base` that keeps every axis non-empty: whole, reversed, from the second
+/// element, or every other element forwards or backwards.
+fn random_slicing(rng: &mut StdRng, base: &[usize]) -> Vec<SliceInfoElem> {
+    base.iter()
+        .map(|&n| match rng.random_range(0..6) {
+            0 | 1 => step(0, None, 1),
+            2 => step(0, None, -1),
+            3 if n >= 2 => step(1, None, 1),
+            4 => step(0, None, 2),
+            5 => step(0, None, -2),
+            _ => step(0, None, -1),
+        })
+        .collect()
+}
+
+/// A random permutation of `0..rank`.
+fn random_perm(rng: &mut StdRng, rank: usize) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        p.swap(i, rng.random_range(0..=i));
+    }
+    p
+}
+
+fn reversed(rank: usize) -> Vec<usize> {
+    (0..rank).rev().collect()
+}
+
+/// Every axis one place outwards, the outermost innermost.
+fn cyclic(rank: usize) -> Vec<usize> {
+    (0..rank).map(|i| (i + 1) % rank).collect()
+}
+
+/// The broadcast shape of a sliced source of shape `sliced`: up to three of its extent-1 axes
+/// stretched to 2 or 3 (None when it has none).
+fn random_broadcast(rng: &mut StdRng, sliced: &[usize]) -> Option<Vec<usize>> {
+    let ones: Vec<usize> = (0..sliced.len()).filter(|&a| sliced[a] == 1).collect();
+    if ones.is_empty() {
+        return None;
+    }
+    let mut shape = sliced.to_vec();
+    for _ in 0..3 {
+        shape[ones[rng.random_range(0..ones.len())]] = rng.random_range(2..=3);
+    }
+    Some(shape)
+}
+
+/// A copy's source: a random array of `base`, sliced, broadcast to `broadcast` (when set) and
+/// permuted.
+#[derive(Clone, Debug)]
+struct Src {
+    base: Vec<usize>,
+    slice: Vec<SliceInfoElem>,
+    broadcast: Option<Vec<usize>>,
+    perm: Vec<usize>,
+}
+
+impl Src {
+    /// The whole array of `base`, permuted.
+    fn permuted(base: &[usize], perm: Vec<usize>) -> Self {
+        Src {
+            base: base.to_vec(),
+            slice: full(base.len()),
+            broadcast: None,
+            perm,
+        }
+    }
+
+    /// The shape of the copy.
+    fn shape(&self) -> Vec<usize> {
+        let b = self
+            .broadcast
+            .clone()
+            .unwrap_or_else(|| sliced_shape(&self.base, &self.slice));
+        self.perm.iter().map(|&a| b[a]).collect()
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "{:?} sliced {}{} permuted {:?}",
+            self.base,
+            show_slice(&self.slice),
+            self.broadcast
+                .as_ref()
+                .map_or(String::new(), |b| format!(" broadcast to {b:?}")),
+            self.perm
+        )
+    }
+}
+
+/// A copy's destination: a poisoned array of `base`, sliced and permuted into the copy's shape.
+#[derive(Clone, Debug)]
+struct Dst {
+    base: Vec<usize>,
+    slice: Vec<SliceInfoElem>,
+    perm: Vec<usize>,
+}
+
+impl Dst {
+    /// A standard-layout array of `shape`.
+    fn contiguous(shape: &[usize]) -> Self {
+        Dst {
+            base: shape.to_vec(),
+            slice: full(shape.len()),
+            perm: (0..shape.len()).collect(),
+        }
+    }
+
+    /// A view of `shape` into a larger array: its innermost axis padded by one element (an
+    /// image with a spare channel, say).
+    fn padded(shape: &[usize]) -> Self {
+        let mut d = Dst::contiguous(shape);
+        let last = shape.len() - 1;
+        d.base[last] += 1;
+        d.slice[last] = step(0, Some(shape[last] as isize), 1);
+        d
+    }
+
+    /// A randomly permuted view of `shape` into a larger array: every axis whole or reversed,
+    /// up to three of them from the second element or every other element (forwards or
+    /// backwards).
+    fn random(rng: &mut StdRng, shape: &[usize]) -> Self {
+        let r = shape.len();
+        let perm = random_perm(rng, r);
+        // Axis `perm[j]` of the sliced base is axis `j` of the view.
+        let mut extent = vec![0; r];
+        for (j, &a) in perm.iter().enumerate() {
+            extent[a] = shape[j];
+        }
+        let mut grown = 0;
+        let (mut base, mut slice) = (Vec::new(), Vec::new());
+        for &e in &extent {
+            let kind = rng.random_range(0..5);
+            let (b, s) = match kind {
+                2 if grown < 3 => (e + 1, step(1, None, 1)),
+                3 if grown < 3 => (2 * e, step(0, None, 2)),
+                4 if grown < 3 => (2 * e, step(0, None, -2)),
+                1 | 2 => (e, step(0, None, -1)),
+                _ => (e, step(0, None, 1)),
+            };
+            if b != e {
+                grown += 1;
+            }
+            base.push(b);
+            slice.push(s);
+        }
+        Dst { base, slice, perm }
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "{:?} sliced {} permuted {:?}",
+            self.base,
+            show_slice(&self.slice),
+            self.perm
+        )
+    }
+}
+
+/// One case: its seed (which draws its data), what it does, and its operands' layouts.
+struct Case<'c> {
+    seed: u64,
+    op: &'c str,
+    src: &'c Src,
+    dst: &'c Dst,
+}
+
+type IntoFn<'r, F, T> = &'r dyn Fn(
+    &mut DeviceViewMut<'_, T, IxDyn>,
+    &DeviceView<'_, F, IxDyn>,
+) -> devspan::Result<String>;
+type NewFn<'r, F, T> = &'r dyn Fn(&DeviceView<'_, F, IxDyn>) -> devspan::Result<DeviceArray<T, IxDyn>>;
+
+/// How a case writes its result.
+enum Op<'r, F: DeviceElement, T: DeviceElement> {
+    /// Into the destination view; returns the path taken.
+    Into(IntoFn<'r, F, T>),
+    /// Into a new standard-layout array.
+    New(NewFn<'r, F, T>),
+}
+
+/// `assign` into `o`, returning the path.
+fn assign<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    o: &mut DeviceViewMut<'_, T, IxDyn>,
+    s: &DeviceView<'_, T, IxDyn>,
+) -> devspan::Result<String> {
+    let path = copy_path(o, s);
+    o.assign_on(stream, s)?;
+    Ok(path)
+}
+
+/// `assign_cast` into `o`, returning the path.
+fn assign_cast<F: DeviceElement, T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    o: &mut DeviceViewMut<'_, T, IxDyn>,
+    s: &DeviceView<'_, F, IxDyn>,
+) -> devspan::Result<String> {
+    let path = copy_path(o, s);
+    o.assign_cast_on(stream, s)?;
+    Ok(path)
+}
+
+/// Runs `case` with `op` and compares with ndarray; returns the path taken (counted in `paths`).
+fn run_case<F: DeviceElement, T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    case: &Case<'_>,
+    op: Op<'_, F, T>,
+    paths: &mut Paths,
+) -> String {
+    let mut rng = StdRng::seed_from_u64(case.seed);
+    let src = case.src;
+    let host = random::<F>(&mut rng, &src.base);
+    let dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let hs = host.view().slice_move(slice_info(&src.slice));
+    let ds = dev.view().slice_move(slice_info(&src.slice));
+    let (hb, db) = match &src.broadcast {
+        Some(b) => (
+            hs.broadcast(IxDyn(b)).unwrap(),
+            ds.broadcast(IxDyn(b)).unwrap(),
+        ),
+        None => (hs.view(), ds.view()),
+    };
+    let hp = hb.permuted_axes(src.perm.clone());
+    let dp = db.permuted_axes(IxDyn(&src.perm));
+    let reference = hp.mapv(|x| cast_reference::<F, T>(x));
+    let what = |dst: &str, strides: &[isize]| {
+        format!(
+            "seed {}: {} {} -> {}, shape {:?}; source {} (strides {:?}); destination {dst} (strides {strides:?})",
+            case.seed,
+            case.op,
+            F::DTYPE,
+            T::DTYPE,
+            hp.shape(),
+            src.show(),
+            dp.strides(),
+        )
+    };
+    let path = match op {
+        Op::Into(f) => {
+            let dst = case.dst;
+            let poison = random::<T>(&mut rng, &dst.base);
+            let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+            let mut expect = poison.clone();
+            expect
+                .view_mut()
+                .slice_move(slice_info(&dst.slice))
+                .permuted_axes(dst.perm.clone())
+                .assign(&reference);
+            let (path, what) = {
+                let mut ov = out
+                    .view_mut()
+                    .slice_move(slice_info(&dst.slice))
+                    .permuted_axes(IxDyn(&dst.perm));
+                let what = what(&dst.show(), ov.strides());
+                assert_eq!(ov.shape(), hp.shape(), "{what}: test construction");
+                let path = f(&mut ov, &dp).unwrap_or_else(|e| panic!("{what}: {e}"));
+                (path, what)
+            };
+            assert!(!path.starts_with("error"), "{what}: {path}");
+            let got = out.to_host_on(stream).unwrap();
+            assert_same(&got.view(), &expect.view(), &format!("{what}, path {path}"));
+            path
+        }
+        Op::New(f) => {
+            // The path of the same copy into a poisoned array, which is freed just before the
+            // operation allocates: the stream-ordered pool is likely to hand its block on.
+            let what = what("a new array", &[]);
+            let path = {
+                let poison = random::<T>(&mut rng, hp.shape());
+                let mut o = DeviceArray::from_host(stream, &poison.view()).unwrap();
+                copy_path(&mut o.view_mut(), &dp)
+            };
+            assert!(!path.starts_with("error"), "{what}: {path}");
+            let got = f(&dp).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(got.is_standard_layout(), "{what}: not standard layout");
+            let got = got.to_host_on(stream).unwrap();
+            let expect = reference.as_standard_layout();
+            assert_same(&got.view(), &expect.view(), &format!("{what}, path {path}"));
+            path
+        }
+    };
+    *paths.entry(path.clone()).or_default() += 1;
+    path
+}
+
+/// A same-type case run by the operation `which % 4` picks: `assign`, `assign_cast`,
+/// `to_contiguous` or `cast`.
+fn same_type_case<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    which: usize,
+    src: &Src,
+    dst: &Dst,
+    paths: &mut Paths,
+) -> String {
+    let ops = ["assign", "assign_cast", "to_contiguous", "cast"];
+    let case = Case {
+        seed,
+        op: ops[which % 4],
+        src,
+        dst,
+    };
+    match which % 4 {
+        0 => run_case::<T, T>(stream, &case, Op::Into(&|o, s| assign(stream, o, s)), paths),
+        1 => run_case::<T, T>(
+            stream,
+            &case,
+            Op::Into(&|o, s| assign_cast(stream, o, s)),
+            paths,
+        ),
+        2 => run_case::<T, T>(
+            stream,
+            &case,
+            Op::New(&|s| s.to_contiguous_on(stream)),
+            paths,
+        ),
+        _ => run_case::<T, T>(stream, &case, Op::New(&|s| s.cast_on::<T>(stream)), paths),
+    }
+}
+
+/// A converting case run by `assign_cast` (even `which`) or `cast` (odd).
+fn cast_case<F: DeviceElement, T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    which: usize,
+    src: &Src,
+    dst: &Dst,
+    paths: &mut Paths,
+) -> String {
+    if which % 2 == 0 {
+        let case = Case {
+            seed,
+            op: "assign_cast",
+            src,
+            dst,
+        };
+        run_case::<F, T>(
+            stream,
+            &case,
+            Op::Into(&|o, s| assign_cast(stream, o, s)),
+            paths,
+        )
+    } else {
+        let case = Case {
+            seed,
+            op: "cast",
+            src,
+            dst,
+        };
+        run_case::<F, T>(stream, &case, Op::New(&|s| s.cast_on::<T>(stream)), paths)
+    }
+}
+
+/// Whether a path is one of the kernels for any rank: the tiled kernels (`tiled`, `tiled_e`,
+/// with or without a remainder launch) or the rank-generic strided kernel.
+fn any_rank_path(path: &str) -> bool {
+    path.starts_with("tiled") || path.starts_with("stridedn")
+}
+
+#[track_caller]
+fn check_any_rank_taken(paths: &Paths, what: &str) {
+    println!("{what}: paths {paths:?}");
+    assert!(
+        paths.keys().any(|p| any_rank_path(p)),
+        "{what}: no case took the tiled or rank-generic kernels: {paths:?}"
+    );
+}
+
+/// Permuted copies of every rank from 1 to 40, of random shapes of small extents with a few long
+/// axes, each under the reversed, the cyclic and two random permutations; u8, f16, f32 and f64
+/// through `assign`, `assign_cast`, `to_contiguous` and `cast` in turn, and the casts f32 -> f16
+/// and u8 -> f32; contiguous sources and destinations.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn permuted_copies_of_ranks_1_to_40() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut high = 0;
+    let mut index = 0;
+    for rank in 1..=40 {
+        let mut rng = StdRng::seed_from_u64(case_seed(0xa11, rank));
+        let budget = scaled(rng.random_range(1 << 15..=1 << 18), 1 << 10);
+        let shape = random_shape(&mut rng, rank, budget);
+        let perms = [
+            reversed(rank),
+            cyclic(rank),
+            random_perm(&mut rng, rank),
+            random_perm(&mut rng, rank),
+        ];
+        for (k, perm) in perms.into_iter().enumerate() {
+            let src = Src::permuted(&shape, perm);
+            let dst = Dst::contiguous(&src.shape());
+            let contiguous = Layout::contiguous(IxDyn(&shape)).strides().to_vec();
+            let src_strides: Vec<isize> = src.perm.iter().map(|&a| contiguous[a]).collect();
+            let dst_strides = Layout::contiguous(IxDyn(&dst.base)).strides().to_vec();
+            if merged_axes(&src.shape(), &[&dst_strides, &src_strides]) > 8 {
+                high += 1;
+            }
+            // Each type meets every operation over the four permutations.
+            let w = rank + k;
+            let mut next = || {
+                index += 1;
+                case_seed(0xa11, 1000 + index)
+            };
+            same_type_case::<u8>(&stream, next(), w, &src, &dst, &mut paths);
+            same_type_case::<f16>(&stream, next(), w + 1, &src, &dst, &mut paths);
+            same_type_case::<f32>(&stream, next(), w + 2, &src, &dst, &mut paths);
+            same_type_case::<f64>(&stream, next(), w + 3, &src, &dst, &mut paths);
+            cast_case::<f32, f16>(&stream, next(), w, &src, &dst, &mut paths);
+            cast_case::<u8, f32>(&stream, next(), w + 1, &src, &dst, &mut paths);
+        }
+    }
+    println!("ranks 1 to 40: {high} layouts of more than 8 axes after merging");
+    assert!(high >= 40, "too few high-rank layouts: {high}");
+    check_any_rank_taken(&paths, "ranks 1 to 40");
+}
+
+/// Ranks 9 to 40: sources sliced at random (offsets, steps of 2, negative steps), every third
+/// one broadcast along some of its extent-1 axes; every other destination a randomly permuted,
+/// sliced view into a larger poisoned array (whose other elements must keep their poison).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sliced_broadcast_sources_and_strided_destinations() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    for rank in 9..=40 {
+        for variant in 0..4 {
+            index += 1;
+            let seed = case_seed(0xa12, index);
+            let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+            let budget = scaled(rng.random_range(1 << 14..=1 << 17), 1 << 10);
+            let base = random_shape(&mut rng, rank, budget);
+            let slice = random_slicing(&mut rng, &base);
+            let sliced = sliced_shape(&base, &slice);
+            let broadcast = if index % 3 == 0 {
+                random_broadcast(&mut rng, &sliced)
+            } else {
+                None
+            };
+            let perm = if variant == 0 {
+                reversed(rank)
+            } else {
+                random_perm(&mut rng, rank)
+            };
+            let src = Src {
+                base,
+                slice,
+                broadcast,
+                perm,
+            };
+            let dst = if index % 2 == 0 {
+                Dst::random(&mut rng, &src.shape())
+            } else {
+                Dst::contiguous(&src.shape())
+            };
+            // Each type meets every operation over the ranks.
+            match variant {
+                0 => same_type_case::<u8>(&stream, seed, rank, &src, &dst, &mut paths),
+                1 => same_type_case::<f16>(&stream, seed, rank, &src, &dst, &mut paths),
+                2 if rank % 3 == 1 => {
+                    cast_case::<f32, f16>(&stream, seed, rank, &src, &dst, &mut paths)
+                }
+                2 => same_type_case::<f32>(&stream, seed, rank, &src, &dst, &mut paths),
+                _ if rank % 5 == 0 => {
+                    cast_case::<u8, f32>(&stream, seed, rank, &src, &dst, &mut paths)
+                }
+                _ => same_type_case::<f64>(&stream, seed, rank, &src, &dst, &mut paths),
+            };
+        }
+    }
+    check_any_rank_taken(&paths, "sliced, broadcast and strided");
+}
+
+/// The narrow layouts of images and complex numbers: (layout name, source shape, permutation).
+fn narrow_layouts() -> Vec<(String, Vec<usize>, Vec<usize>)> {
+    let mut out = Vec::new();
+    for (h, w) in [(37, 61), (256, 256)] {
+        for c in [1, 2, 3, 4, 5, 8, 31] {
+            out.push((format!("CHW -> HWC, C={c}"), vec![c, h, w], vec![1, 2, 0]));
+            out.push((format!("HWC -> CHW, C={c}"), vec![h, w, c], vec![2, 0, 1]));
+        }
+    }
+    for n in [1, 2, 7, 1000, 65_537, 1 << 20] {
+        out.push((
+            format!("split -> interleaved, n={n}"),
+            vec![2, n],
+            vec![1, 0],
+        ));
+        out.push((
+            format!("interleaved -> split, n={n}"),
+            vec![n, 2],
+            vec![1, 0],
+        ));
+    }
+    for (h, w) in [(37, 61), (64, 64)] {
+        for n in [2, 5] {
+            for c in [3, 4] {
+                out.push((
+                    format!("NCHW -> NHWC, N={n} C={c}"),
+                    vec![n, c, h, w],
+                    vec![0, 2, 3, 1],
+                ));
+                out.push((
+                    format!("NHWC -> NCHW, N={n} C={c}"),
+                    vec![n, h, w, c],
+                    vec![0, 3, 1, 2],
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Narrow axes moved to and from the innermost position, both directions: CHW <-> HWC for C in
+/// {1, 2, 3, 4, 5, 8, 31} at 37 x 61 and 256 x 256, split <-> interleaved complex of 1 to 2^20
+/// elements, NCHW <-> NHWC; u8, f16, f32 (and f64 below 2^20 elements) into contiguous
+/// destinations, u8 and f32 into padded and randomly strided ones, f16 from reversed and offset
+/// sources, and the casts f32 -> f16 and u8 -> f32.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn narrow_axes_both_directions() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    let mut next = || {
+        index += 1;
+        (case_seed(0xa13, index), index)
+    };
+    for (name, base, perm) in narrow_layouts() {
+        let elems: usize = base.iter().product();
+        if elems > scaled(usize::MAX, 1 << 14) {
+            continue;
+        }
+        println!("narrow: {name}, {base:?}");
+        let src = Src::permuted(&base, perm.clone());
+        let shape = src.shape();
+        let dst = Dst::contiguous(&shape);
+        let (s, i) = next();
+        same_type_case::<u8>(&stream, s, i, &src, &dst, &mut paths);
+        let (s, i) = next();
+        same_type_case::<f16>(&stream, s, i, &src, &dst, &mut paths);
+        let (s, i) = next();
+        same_type_case::<f32>(&stream, s, i, &src, &dst, &mut paths);
+        if elems < 1 << 20 {
+            let (s, i) = next();
+            same_type_case::<f64>(&stream, s, i, &src, &dst, &mut paths);
+        }
+        // Padded and randomly strided destinations.
+        let padded = Dst::padded(&shape);
+        let (s, _) = next();
+        same_type_case::<u8>(&stream, s, 0, &src, &padded, &mut paths);
+        let (s, _) = next();
+        let mut rng = StdRng::seed_from_u64(s);
+        let strided = Dst::random(&mut rng, &shape);
+        same_type_case::<f32>(&stream, s, 0, &src, &strided, &mut paths);
+        // A source reversed along its narrowest axis and from the second element of its
+        // longest.
+        let mut sliced = src.clone();
+        let axes = 0..base.len();
+        let narrowest = axes.clone().filter(|&a| base[a] > 1).min_by_key(|&a| base[a]);
+        let longest = axes.max_by_key(|&a| base[a]).unwrap();
+        if let Some(a) = narrowest {
+            sliced.slice[a] = step(0, None, -1);
+        }
+        if base[longest] > 2 && narrowest != Some(longest) {
+            sliced.slice[longest] = step(1, None, 1);
+        }
+        let (s, _) = next();
+        let dst = Dst::contiguous(&sliced.shape());
+        same_type_case::<f16>(&stream, s, 1, &sliced, &dst, &mut paths);
+        // Casts, half of them into a new array.
+        if name.contains("C=3") || name.contains("C=4") || name.contains("n=1000") {
+            let dst = Dst::contiguous(&shape);
+            let (s, i) = next();
+            cast_case::<f32, f16>(&stream, s, i, &src, &dst, &mut paths);
+            let (s, i) = next();
+            cast_case::<u8, f32>(&stream, s, i, &src, &dst, &mut paths);
+        }
+    }
+    println!("narrow axes: paths {paths:?}");
+    assert!(
+        paths.keys().any(|p| p.starts_with("tiled")),
+        "no narrow case took the tiled kernels: {paths:?}"
+    );
+}
+
+/// `fill` of one view of a random array of `base`, sliced and (optionally) permuted, which must
+/// keep more than 8 axes after merging; the elements outside the view must keep their values.
+fn fill_case<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    base: &[usize],
+    slice: &[SliceInfoElem],
+    perm: Option<&[usize]>,
+    paths: &mut Paths,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let host = random::<T>(&mut rng, base);
+    let value = *random::<T>(&mut rng, &[1]).first().unwrap();
+    let mut dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let mut expect = host.clone();
+    expect.slice_mut(slice_info(slice)).fill(value);
+    let what = format!(
+        "seed {seed}: fill {} of {base:?} sliced {} permuted {perm:?}",
+        T::DTYPE,
+        show_slice(slice)
+    );
+    {
+        let mut v = dev.view_mut().slice_move(slice_info(slice));
+        if let Some(p) = perm {
+            v = v.permuted_axes(IxDyn(p));
+        }
+        let what = format!(
+            "{what} (shape {:?}, strides {:?})",
+            v.shape(),
+            v.strides()
+        );
+        let merged = merged_axes(v.shape(), &[v.strides()]);
+        assert!(merged > 8, "{what}: test construction, {merged} axes");
+        let path = fill_path(&v);
+        assert!(!path.starts_with("error"), "{what}: {path}");
+        *paths.entry(path).or_default() += 1;
+        v.fill_on(stream, value)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    let got = dev.to_host_on(stream).unwrap();
+    assert_same(&got.view(), &expect.view(), &what);
+}
+
+/// Fills of views of ranks 10 to 40 that keep more than 8 axes after merging: the first two of
+/// three elements of every axis, every other element of axes of 4, every other element
+/// backwards, the first and last of four, extent-1 axes between them, permuted views.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fill_of_views_of_more_than_8_merged_axes() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let seed = |i| case_seed(0xa14, i);
+    // [3]^12, `..2` of every axis.
+    let b = vec![3; 12];
+    let first_two = vec![step(0, Some(2), 1); 12];
+    fill_case::<u8>(&stream, seed(1), &b, &first_two, None, &mut paths);
+    fill_case::<f64>(&stream, seed(2), &b, &first_two, None, &mut paths);
+    // Rank 20: 13 axes of 3 (`..2`) with 7 extent-1 axes among them.
+    let b: Vec<usize> = (0..20).map(|i| if i % 3 == 1 { 1 } else { 3 }).collect();
+    let sl: Vec<SliceInfoElem> = b
+        .iter()
+        .map(|&n| step(0, (n == 3).then_some(2), 1))
+        .collect();
+    fill_case::<f32>(&stream, seed(3), &b, &sl, None, &mut paths);
+    // Rank 40: 14 axes of 3, every other element backwards, among 26 extent-1 axes.
+    let b: Vec<usize> = (0..40).map(|i| if i % 3 == 0 { 3 } else { 1 }).collect();
+    let sl: Vec<SliceInfoElem> = b
+        .iter()
+        .map(|&n| if n == 3 { step(0, None, -2) } else { step(0, None, 1) })
+        .collect();
+    fill_case::<f16>(&stream, seed(4), &b, &sl, None, &mut paths);
+    // [4]^10, every other element, permuted (reversed, then at random).
+    let b = vec![4; 10];
+    let sl = vec![step(0, None, 2); 10];
+    fill_case::<f64>(&stream, seed(5), &b, &sl, Some(&reversed(10)), &mut paths);
+    let mut rng = StdRng::seed_from_u64(seed(6));
+    let p = random_perm(&mut rng, 10);
+    fill_case::<u8>(&stream, seed(6), &b, &sl, Some(&p), &mut paths);
+    // Axes of 3 and 4 in turn, `..2` and `..;3`; a reversed one of 5.
+    let mut b: Vec<usize> = (0..12).map(|i| if i % 2 == 0 { 3 } else { 4 }).collect();
+    let mut sl: Vec<SliceInfoElem> = b
+        .iter()
+        .map(|&n| {
+            if n == 3 {
+                step(0, Some(2), 1)
+            } else {
+                step(0, None, 3)
+            }
+        })
+        .collect();
+    b.push(5);
+    sl.push(step(0, Some(4), -1));
+    fill_case::<f16>(&stream, seed(7), &b, &sl, None, &mut paths);
+    fill_case::<f32>(&stream, seed(8), &b, &sl, Some(&cyclic(13)), &mut paths);
+    println!("fills: paths {paths:?}");
+}
+
+/// A random slicing of `base` that keeps every extent of 2 (whole or reversed; longer axes as
+/// [`random_slicing`] slices them), and a random permutation.
+fn host_layout(rng: &mut StdRng, base: &[usize]) -> (Vec<SliceInfoElem>, Vec<usize>) {
+    let slice = random_slicing(rng, base)
+        .into_iter()
+        .zip(base)
+        .map(|(e, &n)| match e {
+            SliceInfoElem::Slice { step: s, .. } if n <= 2 => step(0, None, s.signum()),
+            e => e,
+        })
+        .collect();
+    (slice, random_perm(rng, base.len()))
+}
+
+/// Shapes of ranks 12 to 24 for the transfers: small extents, at most 2^17 elements.
+fn transfer_shapes() -> Vec<Vec<usize>> {
+    vec![
+        vec![2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3],
+        vec![2; 16],
+        vec![3, 2, 1, 2, 4, 2, 2, 3, 2, 2, 1, 2, 5, 2],
+        vec![2, 2, 1, 2, 2, 2, 1, 2, 2, 2, 2, 1, 2, 2, 2, 1, 2, 2, 2, 1, 2, 2, 1, 2],
+    ]
+}
+
+/// `from_host`, `to_host`, `copy_from_host` and `copy_to_host` between permuted, sliced host
+/// views and permuted, sliced device views of ranks 12 to 24 that keep more than 8 axes after
+/// merging; the elements outside a destination view must keep their poison.
+fn transfer_cases<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    test: u64,
+    paths: &mut Paths,
+) {
+    let size = std::mem::size_of::<T>();
+    for (k, base) in transfer_shapes().into_iter().enumerate() {
+        let seed = case_seed(test, k);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let host = random::<T>(&mut rng, &base);
+        // A host view and a device destination whose layouts do not merge: drawn again until
+        // they do not.
+        let mut tries = 0;
+        let (hsl, hperm, dst) = loop {
+            let (hsl, hperm) = host_layout(&mut rng, &base);
+            let hv = host
+                .view()
+                .slice_move(slice_info(&hsl))
+                .permuted_axes(hperm.clone());
+            let dst = Dst::random(&mut rng, hv.shape());
+            let dstrides = Layout::contiguous(IxDyn(&dst.base)).strides().to_vec();
+            let ds = dst.perm.iter().map(|&a| dstrides[a]).collect::<Vec<_>>();
+            let contiguous = Layout::contiguous(IxDyn(hv.shape())).strides().to_vec();
+            let m1 = merged_axes(hv.shape(), &[&contiguous, hv.strides()]);
+            let m2 = merged_axes(hv.shape(), &[&ds, hv.strides()]);
+            if m1 > 8 && m2 > 8 {
+                break (hsl, hperm, dst);
+            }
+            tries += 1;
+            assert!(tries < 50, "seed {seed}: no layout of {base:?} stays above 8 axes");
+        };
+        let hv = host
+            .view()
+            .slice_move(slice_info(&hsl))
+            .permuted_axes(hperm.clone());
+        let shape = hv.shape().to_vec();
+        let contiguous = Layout::contiguous(IxDyn(&shape)).strides().to_vec();
+        let what = |op: &str, dev_strides: &[isize]| {
+            format!(
+                "seed {seed}: {op} {}, host {base:?} sliced {} permuted {hperm:?} (shape {shape:?}, strides {:?}); device strides {dev_strides:?}",
+                T::DTYPE,
+                show_slice(&hsl),
+                hv.strides()
+            )
+        };
+        let mut count = |path: String, what: &str| {
+            assert!(!path.starts_with("error"), "{what}: {path}");
+            *paths.entry(path).or_default() += 1;
+        };
+
+        // from_host of the host view, then to_host.
+        let w = what("from_host", &contiguous);
+        count(
+            transfer_path(&shape, hv.strides(), &contiguous, size, true),
+            &w,
+        );
+        let dev = DeviceArray::from_host(stream, &hv).unwrap_or_else(|e| panic!("{w}: {e}"));
+        let got = dev.to_host_on(stream).unwrap();
+        assert_same(&got.view(), &hv.view(), &w);
+
+        // to_host of a device view laid out as the host view.
+        let whole = DeviceArray::from_host(stream, &host.view()).unwrap();
+        let dv = whole
+            .view()
+            .slice_move(slice_info(&hsl))
+            .permuted_axes(IxDyn(&hperm));
+        let w = what("to_host", dv.strides());
+        count(
+            transfer_path(&shape, &contiguous, dv.strides(), size, false),
+            &w,
+        );
+        let got = dv.to_host_on(stream).unwrap_or_else(|e| panic!("{w}: {e}"));
+        assert_same(&got.view(), &hv.view(), &w);
+
+        // copy_from_host into a strided view of a poisoned device array.
+        let poison = random::<T>(&mut rng, &dst.base);
+        let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+        let mut expect = poison.clone();
+        expect
+            .view_mut()
+            .slice_move(slice_info(&dst.slice))
+            .permuted_axes(dst.perm.clone())
+            .assign(&hv);
+        {
+            let mut ov = out
+                .view_mut()
+                .slice_move(slice_info(&dst.slice))
+                .permuted_axes(IxDyn(&dst.perm));
+            let w = format!("{}, destination {}", what("copy_from_host", ov.strides()), dst.show());
+            count(
+                transfer_path(&shape, hv.strides(), ov.strides(), size, true),
+                &w,
+            );
+            ov.copy_from_host_on(stream, &hv)
+                .unwrap_or_else(|e| panic!("{w}: {e}"));
+        }
+        let got = out.to_host_on(stream).unwrap();
+        assert_same(&got.view(), &expect.view(), &what("copy_from_host", &[]));
+
+        // copy_to_host from the strided device view into the host layout of a poisoned array.
+        let hbase = random::<T>(&mut rng, &base);
+        let mut hout = hbase.clone();
+        let mut expect = hbase.clone();
+        let ov = out
+            .view()
+            .slice_move(slice_info(&dst.slice))
+            .permuted_axes(IxDyn(&dst.perm));
+        expect
+            .view_mut()
+            .slice_move(slice_info(&hsl))
+            .permuted_axes(hperm.clone())
+            .assign(&hv);
+        {
+            let mut hview = hout
+                .view_mut()
+                .slice_move(slice_info(&hsl))
+                .permuted_axes(hperm.clone());
+            let w = what("copy_to_host", ov.strides());
+            count(
+                transfer_path(&shape, hview.strides(), ov.strides(), size, false),
+                &w,
+            );
+            ov.copy_to_host_on(stream, &mut hview)
+                .unwrap_or_else(|e| panic!("{w}: {e}"));
+        }
+        assert_same(&hout.view(), &expect.view(), &what("copy_to_host", ov.strides()));
+    }
+}
+
+/// Host <-> device transfers of ranks 12 to 24 whose layouts keep more than 8 axes after
+/// merging on both sides, every element size.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn transfers_of_high_rank_layouts() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    transfer_cases::<u8>(&stream, 0xa15, &mut paths);
+    transfer_cases::<f16>(&stream, 0xa16, &mut paths);
+    transfer_cases::<f32>(&stream, 0xa17, &mut paths);
+    transfer_cases::<f64>(&stream, 0xa18, &mut paths);
+    println!("transfers: paths {paths:?}");
+}
+
+/// Exports a view of rank 22 that keeps more than 8 axes after merging through DLPack (a
+/// versioned and a legacy tensor), imports it again and copies from it into a strided
+/// destination.
+fn dlpack_case<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    legacy: bool,
+    paths: &mut Paths,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let base: Vec<usize> = (0..22).map(|i| [2, 2, 3, 1][i % 4]).collect();
+    let host = random::<T>(&mut rng, &base);
+    let slice: Vec<SliceInfoElem> = base
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| match (n, i % 3) {
+            (3, _) => step(0, None, -2),
+            (_, 0) => step(0, None, -1),
+            _ => step(0, None, 1),
+        })
+        .collect();
+    let perm = random_perm(&mut rng, base.len());
+    let hv = host
+        .view()
+        .slice_move(slice_info(&slice))
+        .permuted_axes(perm.clone());
+    let what = format!(
+        "seed {seed}: DLPack ({}) {} of {base:?} sliced {} permuted {perm:?}",
+        if legacy { "legacy" } else { "versioned" },
+        T::DTYPE,
+        show_slice(&slice)
+    );
+    let a = DeviceArray::from_host(stream, &host.view()).unwrap();
+    // SAFETY: a fresh managed tensor from `into_dlpack`, handed over once.
+    let t = unsafe { DlpackTensor::from_versioned(a.into_dlpack().unwrap()) }.unwrap();
+    let whole = t.into_view::<T, IxDyn>().unwrap();
+    let v = whole
+        .slice_move(slice_info(&slice))
+        .permuted_axes(IxDyn(&perm));
+    let (shape, strides) = (v.shape().to_vec(), v.strides().to_vec());
+    let merged = merged_axes(&shape, &[&strides]);
+    assert!(merged > 8, "{what}: test construction, {merged} axes");
+    // SAFETY: fresh managed tensors from `into_dlpack*`, each handed over once.
+    let t = unsafe {
+        if legacy {
+            DlpackTensor::from_legacy(v.into_dlpack_legacy())
+        } else {
+            DlpackTensor::from_versioned(v.into_dlpack())
+        }
+    }
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(t.shape(), &shape[..], "{what}: shape");
+    for (a, (&got, &want)) in t.strides().iter().zip(&strides).enumerate() {
+        if shape[a] > 1 {
+            assert_eq!(got, want, "{what}: stride of axis {a}");
+        }
+    }
+    let imported = t.into_view::<T, IxDyn>().unwrap();
+    let dst = Dst::random(&mut rng, &shape);
+    let poison = random::<T>(&mut rng, &dst.base);
+    let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+    let mut expect = poison.clone();
+    expect
+        .view_mut()
+        .slice_move(slice_info(&dst.slice))
+        .permuted_axes(dst.perm.clone())
+        .assign(&hv);
+    {
+        let mut ov = out
+            .view_mut()
+            .slice_move(slice_info(&dst.slice))
+            .permuted_axes(IxDyn(&dst.perm));
+        let what = format!("{what}, destination {}", dst.show());
+        let path = assign(stream, &mut ov, &imported).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(!path.starts_with("error"), "{what}: {path}");
+        *paths.entry(path).or_default() += 1;
+    }
+    let got = out.to_host_on(stream).unwrap();
+    assert_same(&got.view(), &expect.view(), &what);
+    // Read back through the import as well.
+    let back = imported.to_host_on(stream).unwrap();
+    assert_same(&back.view(), &hv.view(), &format!("{what}, read back"));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dlpack_round_trip_of_a_rank_22_view() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    dlpack_case::<f32>(&stream, case_seed(0xa19, 1), false, &mut paths);
+    dlpack_case::<u8>(&stream, case_seed(0xa19, 2), false, &mut paths);
+    dlpack_case::<f16>(&stream, case_seed(0xa19, 3), true, &mut paths);
+    println!("DLPack: paths {paths:?}");
+}
+
+/// `to_shape` of permuted views of ranks 16 to 30 into fewer axes, in row- and column-major
+/// order (a copy, since the views do not merge), against ndarray's `to_shape`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn to_shape_of_high_rank_permuted_views() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let cases: Vec<Vec<usize>> = vec![
+        vec![2; 16],
+        vec![2, 3, 2, 2, 3, 2, 2, 3, 2, 2, 3, 2, 1, 2, 2, 3, 2, 2],
+        (0..30).map(|i| [2, 1, 2, 3, 1][i % 5]).collect(),
+    ];
+    for (k, base) in cases.into_iter().enumerate() {
+        let seed = case_seed(0xa1a, k);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let host = random::<f32>(&mut rng, &base);
+        let dev = DeviceArray::from_host(&stream, &host.view()).unwrap();
+        let perm = if k == 0 {
+            reversed(base.len())
+        } else {
+            random_perm(&mut rng, base.len())
+        };
+        let hp = host.view().permuted_axes(perm.clone());
+        let dp = dev.view().permuted_axes(IxDyn(&perm));
+        let n = hp.len();
+        let inner: usize = hp.shape()[hp.ndim() / 2..].iter().product();
+        for (new, order) in [
+            (vec![n], Order::RowMajor),
+            (vec![n / inner, inner], Order::RowMajor),
+            (vec![n / inner, inner], Order::ColumnMajor),
+        ] {
+            let what = format!(
+                "seed {seed}: to_shape({new:?}, {order:?}) of f32 {base:?} permuted {perm:?} (strides {:?})",
+                dp.strides()
+            );
+            {
+                let mut o = DeviceArray::<f32, _>::zeros(&stream, IxDyn(hp.shape())).unwrap();
+                let path = copy_path(&mut o.view_mut(), &dp);
+                assert!(!path.starts_with("error"), "{what}: {path}");
+                *paths.entry(path).or_default() += 1;
+            }
+            let got = dp
+                .to_shape_on(&stream, (IxDyn(&new), order))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(got.is_owned(), "{what}: expected a copy");
+            let got = got.to_host_on(&stream).unwrap();
+            let expect = hp.to_shape((IxDyn(&new), order)).unwrap();
+            assert_same(&got.view(), &expect.view(), &what);
+        }
+    }
+    println!("to_shape: paths {paths:?}");
+}
+
+/// A u8 copy of 2^31 + 6 elements (64-bit indexing): a split pair of 2^30 + 3 bytes each
+/// interleaved ([2, n] -> [n, 2]) and split again, each destination poisoned with other random
+/// bytes first; every element checked.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn u8_copy_of_more_than_2_pow_31_elements() {
+    if !unless_sanitized("more than 2^31 elements") {
+        return;
+    }
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let seed = case_seed(0xa1b, 0);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let n = (1usize << 30) + 3;
+    let host = random::<u8>(&mut rng, &[2, n]);
+    let src = DeviceArray::from_host(&stream, &host.view()).unwrap();
+    let what = format!("seed {seed}: u8 [2, {n}] permuted [1, 0]");
+    // The destination poisoned with the source's bytes in their own order, which differ from
+    // the interleaved ones almost everywhere.
+    let mut inter = DeviceArray::<u8, _>::zeros(&stream, IxDyn(&[n, 2])).unwrap();
+    inter
+        .view_mut()
+        .assign_on(&stream, &src.view().into_shape_with_order(IxDyn(&[n, 2])).unwrap())
+        .unwrap();
+    let path = {
+        let mut o = inter.view_mut();
+        let s = src.view().permuted_axes(IxDyn(&[1, 0]));
+        assign(&stream, &mut o, &s).unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    assert!(!path.starts_with("error"), "{what}: {path}");
+    println!("more than 2^31 elements: interleave took {path}");
+    {
+        let got = inter.to_host_on(&stream).unwrap();
+        let g = got.as_slice().unwrap();
+        let s = host.as_slice().unwrap();
+        let (s0, s1) = s.split_at(n);
+        let bad: Vec<usize> = g
+            .chunks_exact(2)
+            .zip(s0.iter().zip(s1))
+            .enumerate()
+            .filter(|(_, (pair, (a, b)))| pair[0] != **a || pair[1] != **b)
+            .map(|(i, _)| i)
+            .take(5)
+            .collect();
+        assert!(bad.is_empty(), "{what}: rows differ, first: {bad:?}");
+    }
+    // And back: [n, 2] -> [2, n], poisoned with the interleaved bytes in their own order.
+    let mut split = DeviceArray::<u8, _>::zeros(&stream, IxDyn(&[2, n])).unwrap();
+    split
+        .view_mut()
+        .assign_on(&stream, &inter.view().into_shape_with_order(IxDyn(&[2, n])).unwrap())
+        .unwrap();
+    let what = format!("seed {seed}: u8 [{n}, 2] permuted [1, 0]");
+    let path = {
+        let mut o = split.view_mut();
+        let s = inter.view().permuted_axes(IxDyn(&[1, 0]));
+        assign(&stream, &mut o, &s).unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    assert!(!path.starts_with("error"), "{what}: {path}");
+    println!("more than 2^31 elements: split took {path}");
+    let got = split.to_host_on(&stream).unwrap();
+    if got.as_slice() != host.as_slice() {
+        let first: Vec<usize> = got
+            .iter()
+            .zip(host.iter())
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(i, _)| i)
+            .take(5)
+            .collect();
+        panic!("{what}: elements differ, first (flat): {first:?}");
+    }
+}
+
+/// One case under every steering, each from the same seed (the same data and poison), each
+/// against the reference; the paths are counted per steering.
+fn every_steering<F: DeviceElement, T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    src: &Src,
+    dst: &Dst,
+    by_steer: &mut BTreeMap<String, Paths>,
+) -> Vec<String> {
+    [Steer::Default, Steer::NoTiled, Steer::PreferTiled]
+        .into_iter()
+        .map(|steer| {
+            let op = format!("assign_cast_steered({steer:?})");
+            let case = Case {
+                seed,
+                op: &op,
+                src,
+                dst,
+            };
+            let paths = by_steer.entry(format!("{steer:?}")).or_default();
+            run_case::<F, T>(
+                stream,
+                &case,
+                Op::Into(&|o, s| assign_cast_steered(o, stream, s, steer)),
+                paths,
+            )
+        })
+        .collect()
+}
+
+/// `Steer::Default`, `Steer::NoTiled` and `Steer::PreferTiled` give the same, correct result on
+/// narrow layouts and on layouts of more than 8 axes after merging. `NoTiled` keeps the tiled
+/// kernels off the narrow ones (which other kernels take); `PreferTiled` takes them to the
+/// tiled kernels.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_steering_gives_the_same_result() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut by_steer: BTreeMap<String, Paths> = BTreeMap::new();
+    let mut index = 0;
+    let mut next = || {
+        index += 1;
+        case_seed(0xa1c, index)
+    };
+    // Narrow layouts: for each, the paths under Default, NoTiled and PreferTiled.
+    let mut narrow = Vec::new();
+    {
+        let c = |base: &[usize], perm: &[usize]| Src::permuted(base, perm.to_vec());
+        let chw = c(&[3, 37, 61], &[1, 2, 0]);
+        let hwc = c(&[256, 256, 4], &[2, 0, 1]);
+        let split = c(&[2, 65_537], &[1, 0]);
+        let inter = c(&[1000, 2], &[1, 0]);
+        let nchw = c(&[2, 3, 37, 61], &[0, 2, 3, 1]);
+        let nhwc = c(&[5, 64, 64, 4], &[0, 3, 1, 2]);
+        let by = &mut by_steer;
+        let s = &stream;
+        let d = |src: &Src| Dst::contiguous(&src.shape());
+        narrow.push(every_steering::<u8, u8>(s, next(), &chw, &d(&chw), by));
+        narrow.push(every_steering::<f32, f32>(s, next(), &chw, &d(&chw), by));
+        narrow.push(every_steering::<f16, f16>(s, next(), &hwc, &d(&hwc), by));
+        narrow.push(every_steering::<f32, f16>(s, next(), &hwc, &d(&hwc), by));
+        narrow.push(every_steering::<f32, f32>(s, next(), &split, &d(&split), by));
+        narrow.push(every_steering::<f64, f64>(s, next(), &inter, &d(&inter), by));
+        narrow.push(every_steering::<u8, u8>(s, next(), &nchw, &d(&nchw), by));
+        narrow.push(every_steering::<u8, f32>(s, next(), &nhwc, &d(&nhwc), by));
+        let padded = Dst::padded(&chw.shape());
+        narrow.push(every_steering::<f16, f16>(s, next(), &chw, &padded, by));
+    }
+    // High ranks: random shapes and permutations, a sliced source, strided destinations.
+    for (k, rank) in [12usize, 20, 33].into_iter().enumerate() {
+        let seed = next();
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+        let base = random_shape(&mut rng, rank, scaled(1 << 17, 1 << 10));
+        let slice = if k == 1 {
+            random_slicing(&mut rng, &base)
+        } else {
+            full(rank)
+        };
+        let src = Src {
+            base,
+            slice,
+            broadcast: None,
+            perm: if k == 0 {
+                reversed(rank)
+            } else {
+                random_perm(&mut rng, rank)
+            },
+        };
+        let contiguous = Dst::contiguous(&src.shape());
+        let strided = Dst::random(&mut rng, &src.shape());
+        let by = &mut by_steer;
+        every_steering::<f32, f32>(&stream, seed, &src, &contiguous, by);
+        every_steering::<u8, u8>(&stream, next(), &src, &strided, by);
+        every_steering::<f16, f16>(&stream, next(), &src, &contiguous, by);
+        every_steering::<f64, f64>(&stream, next(), &src, &strided, by);
+        every_steering::<f32, f16>(&stream, next(), &src, &contiguous, by);
+    }
+    for (steer, paths) in &by_steer {
+        println!("steering {steer}: paths {paths:?}");
+    }
+    for (i, paths) in narrow.iter().enumerate() {
+        println!("narrow case {i}: Default, NoTiled, PreferTiled took {paths:?}");
+        assert!(
+            !paths[1].starts_with("tiled"),
+            "narrow case {i}: NoTiled took {}",
+            paths[1]
+        );
+    }
+    assert!(
+        narrow.iter().any(|p| p[2].starts_with("tiled")),
+        "PreferTiled took no narrow case to the tiled kernels: {narrow:?}"
+    );
+}

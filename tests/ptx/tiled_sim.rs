@@ -1,0 +1,308 @@
+//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`) through the PTX
+//! interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's
+//! planner tiles: narrow axes moved to and from the innermost position, many axes of extent 2
+//! and 3 reversed and permuted, sources sliced backwards, broadcast or misaligned, every
+//! element size, tiles capped small so that each block loops over several tiles and axes are
+//! cut into pieces. Each case's destination must equal a reference byte for byte (poisoned
+//! first, so that unwritten and stray bytes show).
+//!
+//! The sample runs four cases; the full check runs all of them. Needs Python 3, like
+//! [`crate::ptx_sim`].
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+
+use devspan::DType;
+
+use crate::{Check, Out};
+
+const TOOL: &str = include_str!("../../tools/ptxsim_tiled.py");
+const INTERPRETER: &str = include_str!("../../tools/ptxsim_wide.py");
+
+const SAMPLE: [&str; 4] = ["chw_hwc/3/b1", "hwc_chw/3/b4", "rev2/9/b2", "rev3/6/b4"];
+
+pub fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            name: "ptx_sim::tiled_kernels_sample_in_a_ptx_interpreter",
+            full: false,
+            available: crate::ptx_sim::available,
+            require_var: "DEVSPAN_REQUIRE_PTXSIM",
+            run: |out| run(out, true),
+        },
+        Check {
+            name: "ptx_sim::tiled_kernels_copy_every_element_in_a_ptx_interpreter",
+            full: true,
+            available: crate::ptx_sim::available,
+            require_var: "DEVSPAN_REQUIRE_PTXSIM",
+            run: |out| run(out, false),
+        },
+    ]
+}
+
+/// One copy: `shape`, strides in elements, element size, tile cap.
+struct Layout {
+    name: String,
+    shape: Vec<usize>,
+    dst: Vec<isize>,
+    src: Vec<isize>,
+    size: usize,
+    cap: u32,
+    /// Bytes between the regions' 16-byte aligned bases and their first element.
+    misalign: u64,
+}
+
+fn standard(shape: &[usize]) -> Vec<isize> {
+    let mut s = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for k in (0..shape.len()).rev() {
+        s[k] = acc;
+        acc *= shape[k] as isize;
+    }
+    s
+}
+
+/// `src.permuted_axes(perm)` of a standard-layout source of `shape` into a standard-layout
+/// destination.
+fn permuted(name: &str, shape: &[usize], perm: &[usize], size: usize, cap: u32) -> Layout {
+    let src0 = standard(shape);
+    let out: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+    Layout {
+        name: name.to_string(),
+        dst: standard(&out),
+        src: perm.iter().map(|&a| src0[a]).collect(),
+        shape: out,
+        size,
+        cap,
+        misalign: 0,
+    }
+}
+
+fn layouts() -> Vec<Layout> {
+    let mut all = Vec::new();
+    let sizes = [1usize, 2, 4, 8];
+    for c in [2usize, 3, 5] {
+        for (i, &size) in sizes.iter().enumerate() {
+            let (h, w) = [(8, 16), (5, 24), (4, 12), (3, 8)][i];
+            let cap = [96, 64, 48, 32][i];
+            all.push(permuted(
+                &format!("chw_hwc/{c}/b{size}"),
+                &[c, h, w],
+                &[1, 2, 0],
+                size,
+                cap,
+            ));
+            all.push(permuted(
+                &format!("hwc_chw/{c}/b{size}"),
+                &[h, w, c],
+                &[2, 0, 1],
+                size,
+                cap,
+            ));
+        }
+    }
+    for &size in &sizes {
+        let rev: Vec<usize> = (0..9).rev().collect();
+        all.push(permuted(&format!("rev2/9/b{size}"), &[2; 9], &rev, size, 64));
+        let perm = [3, 7, 0, 5, 1, 8, 2, 6, 4];
+        all.push(permuted(&format!("perm2/9/b{size}"), &[2; 9], &perm, size, 128));
+        let rev: Vec<usize> = (0..6).rev().collect();
+        all.push(permuted(&format!("rev3/6/b{size}"), &[3; 6], &rev, size, 81));
+        // Mixed extents, a cyclic shift, with the source read backwards along two axes and
+        // one axis broadcast.
+        let shape = [2usize, 3, 4, 2, 3, 2, 4];
+        let mut l = permuted(
+            &format!("mixed/7/b{size}"),
+            &shape,
+            &[1, 2, 3, 4, 5, 6, 0],
+            size,
+            96,
+        );
+        for k in [1, 4] {
+            l.src[k] = -l.src[k];
+        }
+        l.src[2] = 0;
+        all.push(l);
+        // A misaligned destination and source: element-wise kernels.
+        let mut l = permuted(&format!("odd/5/b{size}"), &[3, 5, 2, 4, 3], &[4, 2, 0, 3, 1], size, 60);
+        l.misalign = size as u64;
+        all.push(l);
+    }
+    all
+}
+
+/// Lowest and highest element offsets of `strides` over `shape`, from element zero.
+fn span(shape: &[usize], strides: &[isize]) -> (isize, isize) {
+    let (mut lo, mut hi) = (0, 0);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let e = (n as isize - 1) * s;
+        if e < 0 {
+            lo += e;
+        } else {
+            hi += e;
+        }
+    }
+    (lo, hi)
+}
+
+fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(2 * b.len());
+    for x in b {
+        write!(s, "{x:02x}").unwrap();
+    }
+    s
+}
+
+/// Writes the case file of `l` into `dir`, or `None` if the planner does not tile it whole.
+fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<String>, String> {
+    const DST: u64 = 0x10_0000;
+    const SRC: u64 = 0x80_0000;
+    let dtype = match l.size {
+        1 => DType::U8,
+        2 => DType::U16,
+        4 => DType::U32,
+        _ => DType::U64,
+    };
+    let size = l.size as isize;
+    let (dlo, dhi) = span(&l.shape, &l.dst);
+    let (slo, shi) = span(&l.shape, &l.src);
+    // Each region starts `misalign` bytes past an aligned base, at its lowest element.
+    let dbase = DST + l.misalign;
+    let sbase = SRC + l.misalign;
+    let d0 = dbase + (-dlo * size) as u64;
+    let s0 = sbase + (-slo * size) as u64;
+    let launch = devspan::internals::tiled_launch(
+        d0, &l.dst, dtype, s0, &l.src, dtype, &l.shape, l.cap,
+    )
+    .map_err(|e| format!("{}: {e}", l.name))?;
+    let Some(launch) = launch.filter(|t| !t.has_rest) else {
+        return Ok(None);
+    };
+    let dbytes = ((dhi - dlo + 1) * size) as usize;
+    let sbytes = ((shi - slo + 1) * size) as usize;
+    let mut x = seed | 1;
+    let src: Vec<u8> = (0..sbytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let mut expect = vec![0xA5u8; dbytes];
+    let n: usize = l.shape.iter().product();
+    for i in 0..n {
+        let (mut r, mut d, mut s) = (i, -dlo, -slo);
+        for k in (0..l.shape.len()).rev() {
+            let c = (r % l.shape[k]) as isize;
+            r /= l.shape[k];
+            d += c * l.dst[k];
+            s += c * l.src[k];
+        }
+        let (d, s) = ((d * size) as usize, (s * size) as usize);
+        expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
+    }
+    let grid = launch.tiles.clamp(1, 3);
+    let mut json = String::new();
+    write!(
+        json,
+        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": {grid}, ",
+        l.name,
+        launch.kernel,
+        hex(&launch.params),
+        launch.threads
+    )
+    .unwrap();
+    write!(
+        json,
+        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {dbytes}], \"expect\": \"{}\"}}",
+        hex(&src),
+        hex(&vec![0xA5u8; dbytes]),
+        hex(&expect)
+    )
+    .unwrap();
+    let file = dir.join(format!("{}.json", l.name.replace('/', "_")));
+    fs::write(&file, json).map_err(|e| e.to_string())?;
+    let modules = devspan::internals::ptx_modules();
+    let text = modules
+        .iter()
+        .find(|(m, _)| *m == launch.kernel)
+        .ok_or_else(|| format!("no module {}", launch.kernel))?
+        .1;
+    fs::write(dir.join(format!("{}.ptx", launch.kernel)), text).map_err(|e| e.to_string())?;
+    Ok(Some(file.to_string_lossy().into_owned()))
+}
+
+fn run(out: &Out, sample: bool) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("devspan-ptxsim-tiled-{}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run_in(out, &dir, sample);
+    let _ = fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
+    fs::write(dir.join("ptxsim_tiled.py"), TOOL).map_err(|e| e.to_string())?;
+    fs::write(dir.join("ptxsim_wide.py"), INTERPRETER).map_err(|e| e.to_string())?;
+    let all = layouts();
+    let mut files = Vec::new();
+    let mut untiled = Vec::new();
+    for (i, l) in all.iter().enumerate() {
+        if sample && !SAMPLE.contains(&l.name.as_str()) {
+            continue;
+        }
+        match write_case(dir, l, 0x5eed + i as u64)? {
+            Some(f) => files.push(f),
+            None => untiled.push(l.name.clone()),
+        }
+    }
+    if !untiled.is_empty() {
+        return Err(format!("not tiled whole by the planner: {untiled:?}"));
+    }
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Result<String, String>>> = Mutex::new(Vec::new());
+    let workers = thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(files.len().max(1));
+    thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                while let Some(f) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let r = Command::new(crate::ptx_sim::python())
+                        .arg(dir.join("ptxsim_tiled.py"))
+                        .arg(f)
+                        .output()
+                        .map_err(|e| e.to_string())
+                        .and_then(|o| {
+                            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                            if o.status.success() {
+                                Ok(text)
+                            } else {
+                                Err(format!("{f}:\n{text}\n{}", String::from_utf8_lossy(&o.stderr)))
+                            }
+                        });
+                    results.lock().unwrap().push(r);
+                }
+            });
+        }
+    });
+    let mut lines = Vec::new();
+    for r in results.into_inner().unwrap() {
+        lines.push(r?);
+    }
+    lines.sort();
+    for l in &lines {
+        out.detail(l.trim_end());
+    }
+    out.summary(&format!(
+        "ptx_sim: {} tiled-kernel interpreter cases passed{}",
+        lines.len(),
+        if sample { " (sample)" } else { "" }
+    ));
+    Ok(())
+}

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""PyTorch, CuPy and devspan side by side on the `narrow` and `rank` cases of
+benches/bandwidth.rs, in one process.
+
+Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
+skipped, and the script says so):
+
+    bash python/build.sh                 # builds python/devspan/_devspan.abi3.so (or: pip install ./python)
+    python3 tools/any_layout_bench.py                      # both groups
+    python3 tools/any_layout_bench.py narrow --json any_layout.json
+    python3 tools/any_layout_bench.py rank --only "rank 28" --reps 11
+    python3 tools/any_layout_bench.py --list               # the cases, nothing timed
+
+Each case makes the permuted tensor contiguous: PyTorch `t.permute(p).contiguous()`, CuPy
+`cupy.ascontiguousarray(cupy.transpose(a, p))` of the same memory (through DLPack), and devspan
+`devspan.to_contiguous(t.permute(p))`. All three run on one torch stream, which CuPy is given as
+an external stream and devspan finds as the tensor's current stream. Each is timed with CUDA events
+around the call (allocation of the result included, as a user sees it): 3 warm-up calls, then the
+median of --reps calls (21, at least 11). A cell is the ratio of the time of a device-to-device
+copy of the same bytes (torch `dst.copy_(src)` of contiguous uint8 tensors, timed in the same
+process right after the case) to the framework's time: above 1 is faster than that copy. A
+framework that refuses a case shows its error text in the cell.
+
+Sources hold random bits (never all zeros). Every result is checked on a sample of 4096
+positions, bit for bit: PyTorch's against the elements its positions address in the source, the
+others against PyTorch's result (or, where PyTorch refused the case, against the source); a
+mismatch marks the cell and is listed below the table.
+
+The cases, their names and the seeded random permutations (splitmix64, Fisher-Yates) are those
+of benches/bandwidth.rs: keep the two in step.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+GIB = 1 << 30
+MASK = (1 << 64) - 1
+SAMPLE = 4096
+
+
+# --- The cases (as benches/bandwidth.rs: narrow_layouts, RANK_SHAPES, rank_permutations) -------
+
+
+def splitmix64(state):
+    """One draw: (new state, value)."""
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
+def seeded_permutation(rank, seed):
+    """Fisher-Yates from the identity, from the last position down, draws modulo the positions left."""
+    state = seed
+    p = list(range(rank))
+    for i in range(rank - 1, 0, -1):
+        state, r = splitmix64(state)
+        j = r % (i + 1)
+        p[i], p[j] = p[j], p[i]
+    return p
+
+
+def show_shape(shape):
+    """Runs of equal extents written n^k: [2, 3^17]."""
+    parts, i = [], 0
+    while i < len(shape):
+        run = 1
+        while i + run < len(shape) and shape[i + run] == shape[i]:
+            run += 1
+        parts.append(f"{shape[i]}^{run}" if run > 1 else str(shape[i]))
+        i += run
+    return "[" + ", ".join(parts) + "]"
+
+
+def narrow_layouts(size):
+    out = []
+    for c in (2, 3, 4, 8):
+        side = 8192
+        while c * side * side * size > GIB:
+            side //= 2
+        out.append((f"CHW -> HWC, C={c} H=W={side}", [c, side, side], [1, 2, 0]))
+        out.append((f"HWC -> CHW, C={c} H=W={side}", [side, side, c], [2, 0, 1]))
+    for c in (3, 4):
+        h = w = 256
+        n = (256 << 20) // (c * h * w * size)
+        out.append((f"NCHW -> NHWC, N={n} C={c} H=W={h}", [n, c, h, w], [0, 2, 3, 1]))
+        out.append((f"NHWC -> NCHW, N={n} C={c} H=W={h}", [n, h, w, c], [0, 3, 1, 2]))
+    return out
+
+
+RANK_SHAPES = [
+    [128, 3, 4, 2, 4, 3, 4, 2, 512],
+    [4] * 14,
+    [2, 3, 4] * 6,
+    [2] + [3] * 17,
+    [2] * 27,
+    [2] * 28,
+]
+
+
+def rank_permutations(rank, index):
+    out = [
+        ("reversed", list(range(rank - 1, -1, -1))),
+        ("cyclic", [(i + 1) % rank for i in range(rank)]),
+    ]
+    for k in (1, 2):
+        seed = 1000 * index + k
+        out.append((f"random (seed {seed})", seeded_permutation(rank, seed)))
+    return out
+
+
+SIZES = {"u8": 1, "f16": 2, "f32": 4}
+
+
+def cases(groups):
+    """(group, name, dtype name, source shape, permutation), in the bench's order."""
+    out = []
+    if "narrow" in groups:
+        for ty, size in SIZES.items():
+            for name, shape, perm in narrow_layouts(size):
+                out.append(("narrow", f"{ty} {name}", ty, shape, perm))
+            if ty == "f32":
+                m = 1 << 27
+                for name, shape in (
+                    ("split -> interleaved complex", [2, m]),
+                    ("interleaved -> split complex", [m, 2]),
+                ):
+                    out.append(("narrow", f"f32 {name}, [{shape[0]}, {shape[1]}]", ty, shape, [1, 0]))
+    if "rank" in groups:
+        for ty, size in SIZES.items():
+            shapes = list(RANK_SHAPES) + ([[2] * 30] if size == 1 else [])
+            for index, shape in enumerate(shapes):
+                for kind, perm in rank_permutations(len(shape), index):
+                    name = f"{ty} rank {len(shape)} {show_shape(shape)} {kind}"
+                    out.append(("rank", name, ty, shape, perm))
+    return out
+
+
+# --- Frameworks --------------------------------------------------------------------------------
+
+
+def load_frameworks():
+    """(torch, cupy or None, devspan or None, notes)."""
+    notes = []
+    try:
+        import torch
+    except ImportError as e:
+        sys.exit(f"any_layout_bench: PyTorch is needed (tensors, events, the reference copy): {e}")
+    if not torch.cuda.is_available():
+        sys.exit("any_layout_bench: torch sees no CUDA device; nothing to measure")
+    try:
+        import cupy
+    except ImportError as e:
+        cupy = None
+        notes.append(f"CuPy: skipped, not importable ({e})")
+    # The source package, where python/build.sh has built its extension; else an installed one.
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+    pkg = os.path.join(here, "devspan")
+    if os.path.isdir(pkg) and any(f.startswith("_devspan") for f in os.listdir(pkg)):
+        sys.path.insert(0, os.path.abspath(here))
+    try:
+        import devspan
+    except ImportError as e:
+        devspan = None
+        notes.append(
+            f"devspan: skipped, not importable ({e}); build it with `bash python/build.sh` "
+            "or `pip install ./python`"
+        )
+    return torch, cupy, devspan, notes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("groups", nargs="*", help="narrow, rank (default: both)")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed calls before them")
+    ap.add_argument("--only", metavar="TEXT", help="only the cases whose name contains TEXT")
+    ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    args = ap.parse_args()
+    groups = args.groups or ["narrow", "rank"]
+    for g in groups:
+        if g not in ("narrow", "rank"):
+            ap.error(f"unknown group {g!r} (narrow, rank)")
+    if args.reps < 11:
+        ap.error("--reps must be at least 11")
+    todo = [c for c in cases(groups) if not args.only or args.only in c[1]]
+    if args.list:
+        for group, name, _, shape, perm in todo:
+            print(f"{group:<7} {name:<60} shape {shape} perm {perm}")
+        return
+
+    torch, cupy, devspan, notes = load_frameworks()
+    dtypes = {"u8": torch.uint8, "f16": torch.float16, "f32": torch.float32}
+    bits_of = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+    stream = torch.cuda.Stream()
+    cp_stream = cupy.cuda.ExternalStream(stream.cuda_stream) if cupy is not None else None
+    header = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cupy": getattr(cupy, "__version__", None),
+        "devspan": getattr(devspan, "__version__", None),
+        "devspan_from": getattr(devspan, "__file__", None),
+        "reps": args.reps,
+        "warmup": args.warmup,
+    }
+    print(f"device: {header['device']}; torch {header['torch']}, cupy {header['cupy']}, "
+          f"devspan {header['devspan']} ({header['devspan_from']})")
+    for n in notes:
+        print(n)
+
+    def time_ms(fn):
+        """Median milliseconds of fn() on `stream`, each call between its own pair of events."""
+        for _ in range(args.warmup):
+            fn()
+        stream.synchronize()
+        times = []
+        for _ in range(args.reps):
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record(stream)
+            out = fn()
+            b.record(stream)
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+            del out
+        return statistics.median(times)
+
+    def bits(t):
+        return t.view(bits_of[t.element_size()])
+
+    rows = []
+    mismatches = []
+    width = max([len(c[1]) for c in todo] + [4])
+    with torch.cuda.stream(stream):
+        # Two contiguous byte buffers for the reference copy, of the largest case.
+        most = max(
+            SIZES[ty] * _numel(shape) for _, _, ty, shape, _ in todo
+        ) if todo else 0
+        ref_src = torch.randint(0, 256, (max(most, 1),), dtype=torch.uint8, device="cuda")
+        ref_dst = torch.empty_like(ref_src)
+        for ty in SIZES:
+            mine = [c for c in todo if c[2] == ty]
+            if not mine:
+                continue
+            dtype = dtypes[ty]
+            size = SIZES[ty]
+            elems = max(_numel(c[3]) for c in mine)
+            # Random bits: 32-bit words over their whole range, seen as the element type.
+            words = torch.randint(
+                -(1 << 31), (1 << 31) - 1, ((elems * size + 3) // 4,), dtype=torch.int32,
+                device="cuda",
+            )
+            flat = words.view(torch.uint8)[: elems * size].view(dtype)
+            for group, name, _, shape, perm in mine:
+                n = _numel(shape)
+                base = flat[:n].view(shape)
+                src = base.permute(perm)
+                nbytes = n * size
+                # The sample: flat positions of the result and the source elements they address.
+                gen = torch.Generator(device="cuda")
+                gen.manual_seed(n ^ len(shape))
+                pos = torch.randint(0, n, (SAMPLE,), device="cuda", generator=gen)
+                off = torch.zeros_like(pos)
+                rest = pos.clone()
+                for extent, st in zip(reversed(src.shape), reversed(src.stride())):
+                    off += (rest % extent) * st
+                    rest //= extent
+                expect = bits(flat[off])
+                cells = {}
+                results = {}
+
+                def run(fw, fn, make_sample):
+                    try:
+                        ms = time_ms(fn)
+                        out = fn()
+                        stream.synchronize()
+                        sample, shape_ok = make_sample(out)
+                        del out
+                    except Exception as e:  # noqa: BLE001: any refusal goes in the cell
+                        text = f"{type(e).__name__}: {e}".strip().splitlines()[0]
+                        cells[fw] = {"error": text}
+                        torch.cuda.synchronize()
+                        return
+                    cells[fw] = {"ms": ms}
+                    results[fw] = (sample, shape_ok)
+
+                def torch_sample(out):
+                    return bits(out.reshape(-1)[pos]), tuple(out.shape) == tuple(src.shape)
+
+                run("torch", lambda: src.contiguous(), torch_sample)
+                if cupy is not None:
+                    with cp_stream:
+                        try:
+                            cp_src = cupy.transpose(cupy.from_dlpack(base), perm)
+                        except Exception as e:  # noqa: BLE001
+                            cp_src = e
+
+                        def cp_fn():
+                            if isinstance(cp_src, Exception):
+                                raise cp_src
+                            return cupy.ascontiguousarray(cp_src)
+
+                        def cp_sample(out):
+                            t = torch.from_dlpack(out)
+                            return torch_sample(t)
+
+                        run("cupy", cp_fn, cp_sample)
+                if devspan is not None:
+                    def ds_sample(out):
+                        t = torch.from_dlpack(out)
+                        return torch_sample(t)
+
+                    run("devspan", lambda: devspan.to_contiguous(src), ds_sample)
+                memcpy = time_ms(lambda: ref_dst[:nbytes].copy_(ref_src[:nbytes]))
+                # Every result against the source elements its sample addresses, and the others
+                # against torch's result where torch made one.
+                for fw, (sample, shape_ok) in results.items():
+                    problems = []
+                    if not shape_ok:
+                        problems.append("its shape differs")
+                    if not torch.equal(sample, expect):
+                        problems.append("its elements differ from the source's")
+                    if fw != "torch" and "torch" in results:
+                        if not torch.equal(sample, results["torch"][0]):
+                            problems.append("its elements differ from torch's result")
+                    cells[fw]["match"] = not problems
+                    if problems:
+                        mismatches.append(f"{name}: {fw}: {'; '.join(problems)}")
+                for c in cells.values():
+                    if "ms" in c:
+                        c["ratio"] = memcpy / c["ms"]
+                row = {
+                    "group": group,
+                    "name": name,
+                    "dtype": ty,
+                    "shape": shape,
+                    "perm": perm,
+                    "bytes": 2 * nbytes,
+                    "memcpy_ms": memcpy,
+                }
+                for fw in ("torch", "cupy", "devspan"):
+                    row[fw] = cells.get(fw)
+                rows.append(row)
+                print(_line(row, width), flush=True)
+                del base, src, pos, off, rest, expect, results
+            del words, flat
+            torch.cuda.empty_cache()
+
+    print()
+    print(_line(None, width))
+    for row in rows:
+        print(_line(row, width))
+    refusals = [
+        f"  {r['name']}: {fw}: {r[fw]['error']}"
+        for r in rows
+        for fw in ("torch", "cupy", "devspan")
+        if r[fw] and "error" in r[fw]
+    ]
+    if refusals:
+        print(f"{len(refusals)} refusals:")
+        print("\n".join(refusals))
+    for fw in ("torch", "cupy", "devspan"):
+        ratios = [r[fw]["ratio"] for r in rows if r[fw] and "ratio" in r[fw]]
+        refused = sum(1 for r in rows if r[fw] and "error" in r[fw])
+        if ratios:
+            print(
+                f"{fw}: {len(ratios)} cases, min ratio {min(ratios):.3f}, "
+                f"median {statistics.median(ratios):.3f}; {refused} refused"
+            )
+        elif refused:
+            print(f"{fw}: every case refused")
+    if mismatches:
+        print(f"{len(mismatches)} MISMATCHES:")
+        for m in mismatches:
+            print(f"  {m}")
+    else:
+        print("every result matched")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**header, "notes": notes, "rows": rows, "mismatches": mismatches}, f, indent=1)
+        print(f"wrote {args.json}")
+    if mismatches:
+        sys.exit(1)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _cell(c):
+    if c is None:
+        return "skipped"
+    if "error" in c:
+        text = c["error"]
+        return text if len(text) <= 40 else text[:37] + "..."
+    mark = "" if c.get("match", True) else " MISMATCH"
+    return f"{c['ratio']:.3f}{mark}"
+
+
+def _line(row, width):
+    """A table line: the header for None. A cell longer than its column (an error) widens it."""
+    if row is None:
+        return f"{'case':<{width}} {'torch':>14} {'cupy':>14} {'devspan':>14}"
+    cells = [_cell(row[fw]) for fw in ("torch", "cupy", "devspan")]
+    return f"{row['name']:<{width}} " + " ".join(f"{c:>14}" for c in cells)
+
+
+if __name__ == "__main__":
+    main()
