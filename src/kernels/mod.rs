@@ -341,8 +341,13 @@ mod tests {
             let text = ptx::module_ptx(&name).unwrap_or_else(|| panic!("no module {name}"));
             assert!(text.contains(&format!(".visible .entry {name}(")), "{name}");
             let (bx, by, bz) = k.block();
+            let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE) {
+                "maxntid"
+            } else {
+                "reqntid"
+            };
             assert!(
-                text.contains(&format!(".reqntid {bx}, {by}, {bz}\n")),
+                text.contains(&format!(".{directive} {bx}, {by}, {bz}\n")),
                 "{name}: block ({bx}, {by}, {bz}) is not the one its PTX requires"
             );
         }

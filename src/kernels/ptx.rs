@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn every_module_is_present_sorted_and_versioned() {
         let names: Vec<&str> = modules().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.len(), 4 * 3 + 4 * 7 + 3 + 3 + 1 + 12 * 11 * 7);
+        assert_eq!(names.len(), 4 * 4 + 4 * 10 + 3 + 3 + 1 + 12 * 11 * 10);
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {
             assert!(text.starts_with(".version 7.0\n.target sm_52\n"), "{name}");

@@ -771,10 +771,11 @@ fn row_heads(args: &RowArgs, from: DType, to: DType) -> Vec<u64> {
         .collect()
 }
 
-/// Plans and runs `dst[i] = src[i] as to` for every index of `shape` (strides in elements,
-/// element zero of each operand `*_off` bytes past its base), optionally with the row kernel's
-/// `grid` instead of the launch grid, and compares with a direct evaluation; checks that every
-/// destination element is written exactly once. Returns the plan.
+/// Plans (with [`KERNEL_FAMILY_OPTIONS`]) and runs `dst[i] = src[i] as to` for every index of
+/// `shape` (strides in elements, element zero of each operand `*_off` bytes past its base),
+/// optionally with the row kernel's `grid` instead of the launch grid, and compares with a
+/// direct evaluation; checks that every destination element is written exactly once. Returns
+/// the plan.
 #[allow(clippy::too_many_arguments)]
 fn run_case(
     shape: &[usize],
@@ -785,6 +786,32 @@ fn run_case(
     src_off: u64,
     from: DType,
     grid: Option<(u32, u32)>,
+) -> Plan {
+    run_case_with(
+        shape,
+        dst_strides,
+        dst_off,
+        to,
+        src_strides,
+        src_off,
+        from,
+        grid,
+        KERNEL_FAMILY_OPTIONS,
+    )
+}
+
+/// [`run_case`] planned with `opt`.
+#[allow(clippy::too_many_arguments)]
+fn run_case_with(
+    shape: &[usize],
+    dst_strides: &[isize],
+    dst_off: u64,
+    to: DType,
+    src_strides: &[isize],
+    src_off: u64,
+    from: DType,
+    grid: Option<(u32, u32)>,
+    opt: PlanOptions,
 ) -> Plan {
     let (ds, ss) = (to.size(), from.size());
     let span = |strides: &[isize]| -> (isize, isize) {
@@ -822,7 +849,7 @@ fn run_case(
         src_strides,
         from,
         shape,
-        KERNEL_FAMILY_OPTIONS,
+        opt,
     )
     .unwrap();
     match (&plan, grid) {
@@ -1926,4 +1953,136 @@ fn dense_normalisation_matches_the_general_path() {
         cfg!(miri) || dense > CASES / 5,
         "the dense shortcut was taken in {dense} of {CASES} cases"
     );
+}
+
+/// Copies of 9 to 14 axes of extents 1 to 3 that stay many axes after merging: the source
+/// permuted, a few axes stepped or reversed, sometimes broadcast along one, the destination
+/// contiguous or permuted, either base misaligned, any pair of element types.
+fn random_high_rank_case(rng: &mut StdRng) -> Case {
+    let shape = loop {
+        let shape = vec_of(rng, 9..=14, |r| pick(r, &[1, 2, 2, 2, 3]));
+        if shape.iter().product::<usize>() <= 6000 {
+            break shape;
+        }
+    };
+    let r = shape.len();
+    let spec = |rng: &mut StdRng, plain: bool| {
+        let mut steps = vec![1isize; r];
+        if !plain {
+            for _ in 0..2 {
+                let k = rng.random_range(0..r);
+                steps[k] = pick(rng, &[-1, 2, -2]);
+            }
+        }
+        OperandSpec {
+            perm_seed: vec_of(rng, r..=r, |g| g.random_range(0..64)),
+            steps,
+            pads: vec![0; r],
+            starts: vec![0; r],
+            misalign: pick(rng, &[0, 0, 0, 1, 3]),
+        }
+    };
+    let dst_plain = rng.random_bool(0.5);
+    let mut dst = spec(rng, true);
+    if dst_plain {
+        dst = standard_spec(r);
+    }
+    let src = spec(rng, false);
+    let mut bcast = vec![false; r];
+    if rng.random_bool(0.3) {
+        bcast[rng.random_range(0..r)] = true;
+    }
+    let (from, to) = (random_dtype(rng), random_dtype(rng));
+    let same = rng.random_bool(0.6);
+    let seed: u64 = rng.random();
+    Case {
+        shape,
+        dst,
+        src,
+        bcast,
+        from,
+        to: if same { from } else { to },
+        seed,
+        opt: PlanOptions {
+            tiled_volume: pick(rng, &[0, 0, 64, 256]),
+            ..PlanOptions::default()
+        },
+    }
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "copies of thousands of elements through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn high_rank_copies_and_fills_match_reference() {
+    let cases = if full_checks() { 600 } else { 150 };
+    for_each_case(cases, random_high_rank_case, |c| {
+        check_copy(c)?;
+        check_fill(c)
+    });
+    // Which paths they take.
+    let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
+    let mut paths = std::collections::BTreeMap::<&str, usize>::new();
+    for _ in 0..300 {
+        let c = random_high_rank_case(&mut rng);
+        let o = operands(&c);
+        let p = case_plan(&c, &o).expect("every layout plans");
+        *paths.entry(p.kernel_path()).or_default() += 1;
+    }
+    let tiled: usize = paths
+        .iter()
+        .filter(|(k, _)| k.starts_with("tiled"))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!("paths of high-rank copies: {paths:?}");
+    assert!(tiled * 2 >= 300, "paths of high-rank copies: {paths:?}");
+    assert!(paths.contains_key("tiled") && paths.contains_key("tiled_e"), "{paths:?}");
+}
+
+/// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
+/// pairs, NCHW <-> NHWC) take the tiled kernels, with 16-byte vectors where the planes are
+/// whole vectors, and match the reference for every element size, fused casts, odd sizes
+/// that leave a rest, and misaligned bases.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn narrow_axes_take_the_tiled_kernels() {
+    use DType::*;
+    let mut n = 0;
+    for c in [1usize, 2, 3, 4, 5, 8, 15] {
+        for (h, w) in [(16, 16), (7, 13), (32, 64)] {
+            for (shape, perm) in [
+                (vec![c, h, w], vec![1, 2, 0]),
+                (vec![h, w, c], vec![2, 0, 1]),
+                (vec![2, c, h, w], vec![0, 2, 3, 1]),
+                (vec![2, h, w, c], vec![0, 3, 1, 2]),
+            ] {
+                let (out, dst, src) = permuted_layout(&shape, &perm);
+                for (k, (from, to)) in [(U8, U8), (F16, F16), (F32, F32), (F64, F64), (U8, F32), (F32, F16)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let doff = if (n + k) % 5 == 4 { to.size() as u64 } else { 0 };
+                    let opt = PlanOptions::default();
+                    let p = run_case_with(&out, &dst, doff, to, &src, 0, from, None, opt);
+                    let path = p.kernel_path();
+                    if c == 1 {
+                        assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
+                    } else if c < 16 {
+                        assert!(path.starts_with("tiled"), "{shape:?} {perm:?} {from}->{to}: {path}");
+                        // Planes of whole vectors, aligned: the vector kernels.
+                        let planes = h * w * from.size().max(to.size());
+                        if planes % 16 == 0 && doff == 0 && (h * w) % 16 == 0 {
+                            assert!(!path.starts_with("tiled_e"), "{shape:?} {perm:?} {from}->{to}: {path}");
+                        }
+                    }
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert!(n > 400);
 }

@@ -16,6 +16,8 @@ fn block_size(k: Kernel) -> Option<usize> {
         Kind::Strided64 => Some(size_of::<StridedArgs64>()),
         Kind::Transpose => Some(size_of::<TransposeArgs>()),
         Kind::Rows => Some(size_of::<RowArgs>()),
+        Kind::Tiled | Kind::TiledE => Some(size_of::<crate::abi::TiledArgs>()),
+        Kind::StridedN => Some(size_of::<crate::abi::StridedArgsN>()),
         _ => Some(size_of::<PermuteArgs>()),
     }
 }
@@ -47,8 +49,13 @@ fn every_module_is_one_kernel_with_its_abi() {
         );
         assert!(!text.contains("{{") && !text.contains("}}"), "{name}");
         let (bx, by, bz) = k.block();
+        let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE) {
+            "maxntid"
+        } else {
+            "reqntid"
+        };
         assert!(
-            text.contains(&format!(".reqntid {bx}, {by}, {bz}\n")),
+            text.contains(&format!(".{directive} {bx}, {by}, {bz}\n")),
             "{name}"
         );
         match block_size(k) {
@@ -85,6 +92,10 @@ fn every_template_is_used() {
         "copy_permute_vec_b1",
         "copy_permute_w64",
         "cast_permute32_i16_f64",
+        "copy_tiled_b2",
+        "cast_tiled_e_u8_f64",
+        "fill_stridedn_b8",
+        "cast_stridedn_f16_i32",
     ] {
         let k = Kernel::from_module_name(name).unwrap();
         assert_eq!(
