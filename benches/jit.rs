@@ -72,6 +72,15 @@ fn child(names: &[String]) {
     let stream = devspan::new_stream(0).unwrap();
     stream.context().bind_to_thread().unwrap();
     let modules = devspan::internals::ptx_modules();
+    // The process's first JIT compilation, of an empty kernel, then a second one: the
+    // difference is what the JIT's start costs once per process.
+    let empty = CString::new(
+        ".version 7.0\n.target sm_52\n.address_size 64\n.visible .entry e() { ret; }\n",
+    )
+    .unwrap();
+    let first = load_ms(&empty, None);
+    let second = load_ms(&empty, None);
+    println!("empty kernel: first JIT in the process {first:.2} ms, second {second:.2} ms");
     println!(
         "{:<28} {:>6} {:>8}  ms at opt level: default, 4, 3, 2, 1, 0",
         "module", "lines", "bytes"

@@ -157,138 +157,141 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     let copy = s == d;
     let mut g = Gen::default();
 
-    // --- Set-up: the loads' source offsets and places in shared memory.
+    // --- Set-up: the loads' source offsets and places in shared memory, one loop over the
+    // read axes per load (so that only that load's registers are live in it).
     let mut setup = Code::default();
-    let mut rx = Vec::new();
+    // How many of its loads (stores) a thread makes: slot i (of thread t) exists while
+    // (t + i * threads) * V < volume, so for i below this count.
+    for (cnt, v) in [("%rcnt", vs), ("%wcnt", vd)] {
+        let m = g.reg(Class::B32);
+        let q = g.reg(Class::Pred);
+        setup.line(format!("shr.u32 {m}, %vol, {};", log2(v)));
+        setup.line(format!("setp.lt.u32 {q}, %ti, {m};"));
+        setup.line(format!("sub.u32 {m}, {m}, %ti;"));
+        setup.line(format!("add.u32 {m}, {m}, %nt;"));
+        setup.line(format!("sub.u32 {m}, {m}, 1;"));
+        setup.line(format!("div.u32 {cnt}, {m}, %nt;"));
+        setup.line(format!("selp.b32 {cnt}, {cnt}, 0, {q};"));
+    }
     let mut rsoff = Vec::new();
     let mut raddr = Vec::new();
     let mut rbits = Vec::new();
-    let mut rpred = Vec::new();
     for i in 0..reads {
         let x = g.reg(Class::B32);
-        let p = g.reg(Class::Pred);
         let b = g.reg(Class::B32);
         let o = g.reg(Class::B32);
         setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
         setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
-        setup.line(format!("setp.lt.u32 {p}, {x}, %vol;"));
         setup.line(format!("shl.b32 {b}, {x}, {};", log2(d.size)));
         let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, units.max(1));
         setup.line(format!("mov.u32 {o}, 0;"));
-        rx.push(x);
+        let mut body = Code::default();
+        body.line(format!(
+            "ld.param.u32 %len, [%pa+{}];",
+            offset_of!(TiledReadAxis, len)
+        ));
+        body.line(format!(
+            "ld.param.u32 %magic, [%pa+{}];",
+            offset_of!(TiledReadAxis, magic)
+        ));
+        body.line(format!(
+            "ld.param.u32 %shift, [%pa+{}];",
+            offset_of!(TiledReadAxis, shift)
+        ));
+        body.line(format!(
+            "ld.param.s32 %str, [%pa+{}];",
+            offset_of!(TiledReadAxis, src)
+        ));
+        let c = split32(&mut g, &mut body, std::slice::from_ref(&x));
+        body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
+        axis_loop(
+            &mut setup,
+            &format!("RAX_{i}"),
+            "%trank",
+            offset_of!(TiledArgs, read),
+            size_of::<TiledReadAxis>(),
+            body,
+        );
         rsoff.push(o);
         raddr.push(a);
         rbits.push(bits);
-        rpred.push(p);
     }
-    let mut body = Code::default();
-    body.line(format!(
-        "ld.param.u32 %len, [%pa+{}];",
-        offset_of!(TiledReadAxis, len)
-    ));
-    body.line(format!(
-        "ld.param.u32 %magic, [%pa+{}];",
-        offset_of!(TiledReadAxis, magic)
-    ));
-    body.line(format!(
-        "ld.param.u32 %shift, [%pa+{}];",
-        offset_of!(TiledReadAxis, shift)
-    ));
-    body.line(format!(
-        "ld.param.s32 %str, [%pa+{}];",
-        offset_of!(TiledReadAxis, src)
-    ));
-    let cs = split32(&mut g, &mut body, &rx);
-    for (c, o) in cs.iter().zip(&rsoff) {
-        body.line(format!("mad.lo.s32 {o}, {c}, %str, {o};"));
-    }
-    axis_loop(
-        &mut setup,
-        "RAX",
-        "%trank",
-        offset_of!(TiledArgs, read),
-        size_of::<TiledReadAxis>(),
-        body,
-    );
 
     // --- Set-up: the stores' destination offsets and their elements' places in shared memory.
     let mut wx = Vec::new();
-    let mut wr = Vec::new();
     let mut wdoff = Vec::new();
-    let mut wpred = Vec::new();
     for i in 0..writes {
         let x0 = g.reg(Class::B32);
-        let p = g.reg(Class::Pred);
         let o = g.reg(Class::B32);
         setup.line(format!("mad.lo.u32 {x0}, %nt, {i}, %ti;"));
         setup.line(format!("shl.b32 {x0}, {x0}, {};", log2(vd)));
-        setup.line(format!("setp.lt.u32 {p}, {x0}, %vol;"));
         setup.line(format!("mov.u32 {o}, 0;"));
-        let mut row = vec![x0.clone()];
-        for j in 1..vd {
-            let x = g.reg(Class::B32);
-            setup.line(format!("add.u32 {x}, {x0}, {j};"));
-            row.push(x);
-        }
-        let rs: Vec<String> = (0..vd)
-            .map(|_| {
-                let r = g.reg(Class::B32);
-                setup.line(format!("mov.u32 {r}, 0;"));
-                r
-            })
-            .collect();
-        wx.push(row);
-        wr.push(rs);
+        wx.push(x0);
         wdoff.push(o);
-        wpred.push(p);
     }
-    let mut body = Code::default();
-    body.line(format!(
-        "ld.param.u32 %len, [%pa+{}];",
-        offset_of!(TiledWriteAxis, len)
-    ));
-    body.line(format!(
-        "ld.param.u32 %magic, [%pa+{}];",
-        offset_of!(TiledWriteAxis, magic)
-    ));
-    body.line(format!(
-        "ld.param.u32 %shift, [%pa+{}];",
-        offset_of!(TiledWriteAxis, shift)
-    ));
-    body.line(format!(
-        "ld.param.s32 %str, [%pa+{}];",
-        offset_of!(TiledWriteAxis, dst)
-    ));
-    body.line(format!(
-        "ld.param.u32 %rstr, [%pa+{}];",
-        offset_of!(TiledWriteAxis, read)
-    ));
+    // The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt`) or stores (`%wcnt`),
+    // computed where it is used.
+    let slot_pred = |g: &mut Gen, c: &mut Code, cnt: &str, i: usize| {
+        let p = g.reg(Class::Pred);
+        c.line(format!("setp.gt.u32 {p}, {cnt}, {i};"));
+        p
+    };
+    // One loop over the write axes per element (rather than one loop for all of them), so
+    // that only that element's registers are live in it.
+    let mut gaddr: Vec<Vec<String>> = Vec::new();
     for i in 0..writes as usize {
-        let cs = split32(&mut g, &mut body, &wx[i]);
-        body.line(format!("mad.lo.s32 {0}, {1}, %str, {0};", wdoff[i], cs[0]));
-        for (c, r) in cs.iter().zip(&wr[i]) {
-            body.line(format!("mad.lo.u32 {r}, {c}, %rstr, {r};"));
+        let mut row = Vec::new();
+        for j in 0..vd as usize {
+            let mut body = Code::default();
+            body.line(format!(
+                "ld.param.u32 %len, [%pa+{}];",
+                offset_of!(TiledWriteAxis, len)
+            ));
+            body.line(format!(
+                "ld.param.u32 %magic, [%pa+{}];",
+                offset_of!(TiledWriteAxis, magic)
+            ));
+            body.line(format!(
+                "ld.param.u32 %shift, [%pa+{}];",
+                offset_of!(TiledWriteAxis, shift)
+            ));
+            body.line(format!(
+                "ld.param.u32 %rstr, [%pa+{}];",
+                offset_of!(TiledWriteAxis, read)
+            ));
+            // Element j of store i: write-order position `x`, read-order position `r`.
+            let x = g.reg(Class::B32);
+            let r = g.reg(Class::B32);
+            setup.line(format!("add.u32 {x}, {}, {j};", wx[i]));
+            setup.line(format!("mov.u32 {r}, 0;"));
+            let c = split32(&mut g, &mut body, std::slice::from_ref(&x));
+            if j == 0 {
+                body.line(format!(
+                    "ld.param.s32 %str, [%pa+{}];",
+                    offset_of!(TiledWriteAxis, dst)
+                ));
+                body.line(format!("mad.lo.s32 {0}, {1}, %str, {0};", wdoff[i], c[0]));
+            }
+            body.line(format!("mad.lo.u32 {r}, {}, %rstr, {r};", c[0]));
+            axis_loop(
+                &mut setup,
+                &format!("WAX_{i}_{j}"),
+                "%trank",
+                offset_of!(TiledArgs, write),
+                size_of::<TiledWriteAxis>(),
+                body,
+            );
+            setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
+            row.push(smem_addr(&mut g, &mut setup, &r, d, 1).0);
         }
+        gaddr.push(row);
     }
-    axis_loop(
-        &mut setup,
-        "WAX",
-        "%trank",
-        offset_of!(TiledArgs, write),
-        size_of::<TiledWriteAxis>(),
-        body,
-    );
-    let gaddr: Vec<Vec<String>> = wr
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|r| {
-                    setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
-                    smem_addr(&mut g, &mut setup, r, d, 1).0
-                })
-                .collect()
-        })
-        .collect();
+    // The gathers' places (and the element-wise kernels' places of their loads) are kept
+    // two to a register, as offsets from the tile (below 2^16): fewer registers, so more
+    // resident blocks; each access then adds its offset to the tile's address.
+    let flat: Vec<String> = gaddr.iter().flatten().cloned().collect();
+    let gpacked = pack_pairs(&mut g, &mut setup, &flat);
+    let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
     // --- Per tile: loads, from the tile's source base `%sb`.
     let mut loads = Code::default();
@@ -297,7 +300,8 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
             let a = g.reg(Class::B64);
             loads.line(format!("mad.wide.s32 {a}, {}, {}, %sb;", rsoff[i], s.size));
             let at = addr(&a, 0);
-            let p = Some(rpred[i].as_str());
+            let p = slot_pred(&mut g, &mut loads, "%rcnt", i);
+            let p = Some(p.as_str());
             if vs == 1 {
                 vec![load_scalar(&mut g, &mut loads, s, Space::GlobalNc, &at, p)]
             } else if copy {
@@ -311,7 +315,12 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     // --- Per tile: the loaded (and converted) elements into shared memory.
     let mut stage = Code::default();
     for (i, vals) in loaded.iter().enumerate() {
-        let p = Some(rpred[i].as_str());
+        let p = slot_pred(&mut g, &mut stage, "%rcnt", i);
+        let p = Some(p.as_str());
+        let raddr_i = match &rpacked {
+            Some(packed) => unpack(&mut g, &mut stage, packed, i),
+            None => raddr[i].clone(),
+        };
         let stored: Vec<String> = if copy {
             vals.clone()
         } else {
@@ -322,9 +331,9 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         if units == 0 {
             // Less than one unit: one store at the exact address.
             if stored.len() == 1 {
-                store_scalar(&mut stage, d, Space::Shared, &addr(&raddr[i], 0), &stored[0], p);
+                store_scalar(&mut stage, d, Space::Shared, &addr(&raddr_i, 0), &stored[0], p);
             } else {
-                store_vec(&mut g, &mut stage, d, &stored, Space::Shared, &addr(&raddr[i], 0), p);
+                store_vec(&mut g, &mut stage, d, &stored, Space::Shared, &addr(&raddr_i, 0), p);
             }
             continue;
         }
@@ -350,10 +359,10 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
                     let x = g.reg(Class::B32);
                     let a = g.reg(Class::B32);
                     stage.line(format!("xor.b32 {x}, {bits}, {m};"));
-                    stage.line(format!("mad.lo.u32 {a}, {x}, {unit}, {};", raddr[i]));
+                    stage.line(format!("mad.lo.u32 {a}, {x}, {unit}, {raddr_i};"));
                     a
                 }
-                None => raddr[i].clone(),
+                None => raddr_i.clone(),
             };
             stage.line(format!("{}st.shared.{st} [{at}], {v};", pfx(p)));
         }
@@ -361,20 +370,17 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
 
     // --- Per tile: gathers from shared memory and stores to `%dcur`.
     let mut gather = Code::default();
+    let mut slot = 0usize;
     let gathered: Vec<Vec<String>> = gaddr
         .iter()
         .enumerate()
         .map(|(i, row)| {
+            let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
             row.iter()
-                .map(|a| {
-                    load_scalar(
-                        &mut g,
-                        &mut gather,
-                        d,
-                        Space::Shared,
-                        &addr(a, 0),
-                        Some(&wpred[i]),
-                    )
+                .map(|_| {
+                    let a = unpack(&mut g, &mut gather, &gpacked, slot);
+                    slot += 1;
+                    load_scalar(&mut g, &mut gather, d, Space::Shared, &addr(&a, 0), Some(&p))
                 })
                 .collect()
         })
@@ -383,7 +389,8 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         let a = g.reg(Class::B64);
         gather.line(format!("mad.wide.s32 {a}, {}, {}, %dcur;", wdoff[i], d.size));
         let at = addr(&a, 0);
-        let p = Some(wpred[i].as_str());
+        let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
+        let p = Some(p.as_str());
         if vals.len() == 1 {
             store_scalar(&mut gather, d, Space::Global, &at, &vals[0], p);
         } else {
@@ -421,6 +428,38 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
             ("GATHER", gather.text()),
         ],
     )
+}
+
+/// Packs the shared-memory addresses `addrs` two to a register, as 16-bit offsets from the
+/// tile's address `%tb` (every place in the tile lies below 2^16 bytes from it).
+fn pack_pairs(g: &mut Gen, c: &mut Code, addrs: &[String]) -> Vec<String> {
+    addrs
+        .chunks(2)
+        .map(|pair| {
+            let w = g.reg(Class::B32);
+            c.line(format!("sub.u32 {w}, {}, %tb;", pair[0]));
+            if let Some(a) = pair.get(1) {
+                let hi = g.reg(Class::B32);
+                c.line(format!("sub.u32 {hi}, {a}, %tb;"));
+                c.line(format!("shl.b32 {hi}, {hi}, 16;"));
+                c.line(format!("or.b32 {w}, {w}, {hi};"));
+            }
+            w
+        })
+        .collect()
+}
+
+/// The address packed as entry `i` by [`pack_pairs`].
+fn unpack(g: &mut Gen, c: &mut Code, packed: &[String], i: usize) -> String {
+    let (w, half) = (&packed[i / 2], i % 2);
+    let t = g.reg(Class::B32);
+    if half == 0 {
+        c.line(format!("and.b32 {t}, {w}, 65535;"));
+    } else {
+        c.line(format!("shr.u32 {t}, {w}, 16;"));
+    }
+    c.line(format!("add.u32 {t}, {t}, %tb;"));
+    t
 }
 
 /// Loads `bytes` (16 or 8) raw bytes as units of `unit` bytes (4 or 8) with one vector load.
