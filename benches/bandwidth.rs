@@ -9,8 +9,8 @@
 //! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
 //! kernel), `narrow` (a narrow axis moved to or from the innermost position: CHW <-> HWC,
-//! NCHW <-> NHWC, split <-> interleaved complex), `rank` (ranks 9 to 30 of extents 2 to 4
-//! under reversed, cyclic and seeded random permutations; `tools/any_layout_bench.py` times the
+//! NCHW <-> NHWC, split <-> interleaved complex), `rank` (ranks 9 to 30, extents mostly 2 to
+//! 4, under reversed, cyclic and seeded random permutations; `tools/any_layout_bench.py` times the
 //! `narrow` and `rank` cases in PyTorch and CuPy too) and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
@@ -579,7 +579,10 @@ const RANK_SHAPES: &[&[usize]] = &[
 fn rank_permutations(rank: usize, index: usize) -> Vec<(String, Vec<usize>)> {
     let mut out = vec![
         ("reversed".to_string(), (0..rank).rev().collect()),
-        ("cyclic".to_string(), (0..rank).map(|i| (i + 1) % rank).collect()),
+        (
+            "cyclic".to_string(),
+            (0..rank).map(|i| (i + 1) % rank).collect(),
+        ),
     ];
     for k in 1..=2 {
         let seed = 1000 * index as u64 + k;

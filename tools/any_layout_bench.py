@@ -9,6 +9,7 @@ skipped, and the script says so):
     python3 tools/any_layout_bench.py                      # both groups
     python3 tools/any_layout_bench.py narrow --json any_layout.json
     python3 tools/any_layout_bench.py rank --only "rank 28" --reps 11
+    python3 tools/any_layout_bench.py --queued             # device time alone (see below)
     python3 tools/any_layout_bench.py --list               # the cases, nothing timed
 
 Each case makes the permuted tensor contiguous: PyTorch `t.permute(p).contiguous()`, CuPy
@@ -20,6 +21,12 @@ median of --reps calls (21, at least 11). A cell is the ratio of the time of a d
 copy of the same bytes (torch `dst.copy_(src)` of contiguous uint8 tensors, timed in the same
 process right after the case) to the framework's time: above 1 is faster than that copy. A
 framework that refuses a case shows its error text in the cell.
+
+With --queued, each timed call is preceded by a GPU sleep of about a millisecond
+(`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
+the events time the device work alone; without it, a call's host time before its first launch
+counts too (as a caller sees it). A call that still shows host time with --queued waits for
+the device inside.
 
 Sources hold random bits (never all zeros). Every result is checked on a sample of 4096
 positions, bit for bit: PyTorch's against the elements its positions address in the source, the
@@ -39,6 +46,8 @@ import sys
 GIB = 1 << 30
 MASK = (1 << 64) - 1
 SAMPLE = 4096
+# About a millisecond of GPU clock cycles (--queued).
+SLEEP_CYCLES = 2_000_000
 
 
 # --- The cases (as benches/bandwidth.rs: narrow_layouts, RANK_SHAPES, rank_permutations) -------
@@ -181,6 +190,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls before them")
     ap.add_argument("--only", metavar="TEXT", help="only the cases whose name contains TEXT")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument(
+        "--queued", action="store_true",
+        help="a GPU sleep before each timed call: the events time the device work alone",
+    )
     args = ap.parse_args()
     groups = args.groups or ["narrow", "rank"]
     for g in groups:
@@ -198,6 +211,8 @@ def main():
     dtypes = {"u8": torch.uint8, "f16": torch.float16, "f32": torch.float32}
     bits_of = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
     stream = torch.cuda.Stream()
+    if args.queued and not hasattr(torch.cuda, "_sleep"):
+        sys.exit("any_layout_bench: --queued needs torch.cuda._sleep, which this torch lacks")
     cp_stream = cupy.cuda.ExternalStream(stream.cuda_stream) if cupy is not None else None
     header = {
         "device": torch.cuda.get_device_name(),
@@ -207,6 +222,7 @@ def main():
         "devspan_from": getattr(devspan, "__file__", None),
         "reps": args.reps,
         "warmup": args.warmup,
+        "queued": args.queued,
     }
     print(f"device: {header['device']}; torch {header['torch']}, cupy {header['cupy']}, "
           f"devspan {header['devspan']} ({header['devspan_from']})")
@@ -222,6 +238,8 @@ def main():
         for _ in range(args.reps):
             a = torch.cuda.Event(enable_timing=True)
             b = torch.cuda.Event(enable_timing=True)
+            if args.queued:
+                torch.cuda._sleep(SLEEP_CYCLES)
             a.record(stream)
             out = fn()
             b.record(stream)
