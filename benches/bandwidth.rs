@@ -514,6 +514,16 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
+/// The steering of the `narrow` and `rank` groups: `DEVSPAN_BENCH_STEER` = `no-tiled` or
+/// `prefer-tiled` ([`Steer::NoTiled`], [`Steer::PreferTiled`]), else the planner's own choice.
+fn group_steer() -> Steer {
+    match std::env::var("DEVSPAN_BENCH_STEER").as_deref() {
+        Ok("no-tiled") => Steer::NoTiled,
+        Ok("prefer-tiled") => Steer::PreferTiled,
+        _ => Steer::Default,
+    }
+}
+
 /// Narrow axes moved to or from the innermost position: the [`narrow_layouts`] for u8, f16
 /// and f32, and split <-> interleaved complex f32 ((2, 2^27) <-> (2^27, 2)).
 fn narrow_workloads(b: &mut Bench) {
@@ -532,7 +542,7 @@ fn narrow_workloads(b: &mut Bench) {
                 &mut out,
                 &shape,
                 &perm,
-                Steer::Default,
+                group_steer(),
                 Some(0.85),
             );
         }
@@ -550,7 +560,7 @@ fn narrow_workloads(b: &mut Bench) {
                     &mut out,
                     &shape,
                     &[1, 0],
-                    Steer::Default,
+                    group_steer(),
                     Some(0.85),
                 );
             }
@@ -625,7 +635,7 @@ fn rank_workloads(b: &mut Bench) {
                     &mut out,
                     shape,
                     &perm,
-                    Steer::Default,
+                    group_steer(),
                     Some(0.80),
                 );
             }

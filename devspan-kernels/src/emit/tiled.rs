@@ -91,12 +91,6 @@ fn smem_addr(g: &mut Gen, c: &mut Code, b: &str, d: Ty, units: u64) -> (String, 
     (a, bits)
 }
 
-/// Tiles of at most this many bytes make small-tile kernels, held to
-/// [`TILED_SMALL_TILE_REGS`] registers per thread.
-const TILED_SMALL_TILE_BYTES: u64 = 16384;
-/// Registers per thread of the small-tile kernels (`.maxnreg`).
-const TILED_SMALL_TILE_REGS: u32 = 64;
-
 /// Offset of field `f` of batch axis `k` in [`TiledArgs`] (the loop adds the axis).
 const fn batch_field(f: usize) -> usize {
     offset_of!(TiledArgs, batch) + f
@@ -235,7 +229,13 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         wx.push(x0);
         wdoff.push(o);
     }
-
+    // The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt`) or stores (`%wcnt`),
+    // computed where it is used.
+    let slot_pred = |g: &mut Gen, c: &mut Code, cnt: &str, i: usize| {
+        let p = g.reg(Class::Pred);
+        c.line(format!("setp.gt.u32 {p}, {cnt}, {i};"));
+        p
+    };
     // One loop over the write axes per element (rather than one loop for all of them), so
     // that only that element's registers are live in it.
     let mut gaddr: Vec<Vec<String>> = Vec::new();
@@ -293,146 +293,47 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     let gpacked = pack_pairs(&mut g, &mut setup, &flat);
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
-    // --- Per tile: loads from the tile's source base `%sb` into a set of registers, and the
-    // loaded (and converted) elements into shared memory; two sets, X and Y.
-    let mut sets = Vec::new();
-    for _ in 0..2 {
-        let mut loads = Code::default();
-        let loaded: Vec<Vec<String>> = (0..reads as usize)
-            .map(|i| {
-                let a = g.reg(Class::B64);
-                loads.line(format!("mad.wide.s32 {a}, {}, {}, %sb;", rsoff[i], s.size));
-                let at = addr(&a, 0);
-                let p = slot_pred(&mut g, &mut loads, "%rcnt", i);
-                let p = Some(p.as_str());
-                if vs == 1 {
-                    vec![load_scalar(&mut g, &mut loads, s, Space::GlobalNc, &at, p)]
-                } else if copy {
-                    load_words(&mut g, &mut loads, vs * s.size, unit, &at, p)
-                } else {
-                    load_vec(&mut g, &mut loads, s, vs, &at, p)
-                }
-            })
-            .collect();
-        let stage = stage_code(
-            &mut g,
-            &loaded,
-            StageArgs {
-                s,
-                d,
-                copy,
-                unit,
-                units,
-                raddr: &raddr,
-                rbits: &rbits,
-                rpacked: rpacked.as_deref(),
-            },
-        );
-        sets.push((loads, stage));
-    }
+    // --- Per tile: loads, from the tile's source base `%sb`.
+    let mut loads = Code::default();
+    let loaded: Vec<Vec<String>> = (0..reads as usize)
+        .map(|i| {
+            let a = g.reg(Class::B64);
+            loads.line(format!("mad.wide.s32 {a}, {}, {}, %sb;", rsoff[i], s.size));
+            let at = addr(&a, 0);
+            let p = slot_pred(&mut g, &mut loads, "%rcnt", i);
+            let p = Some(p.as_str());
+            if vs == 1 {
+                vec![load_scalar(&mut g, &mut loads, s, Space::GlobalNc, &at, p)]
+            } else if copy {
+                load_words(&mut g, &mut loads, vs * s.size, unit, &at, p)
+            } else {
+                load_vec(&mut g, &mut loads, s, vs, &at, p)
+            }
+        })
+        .collect();
 
-    // --- Per tile: gathers from shared memory and stores to `%dcur` (the same code after
-    // each set's read phase).
-    let gather_x = gather_code(&mut g, &gaddr, &gpacked, &wdoff, d);
-    let gather_y = gather_code(&mut g, &gaddr, &gpacked, &wdoff, d);
-    let [(loads_x, stage_x), (loads_y, stage_y)]: [(Code, Code); 2] =
-        sets.try_into().ok().expect("two sets");
-    // Kernels whose tiles are small (16 KiB or less) are held to 64 registers, so that two of
-    // their largest blocks stay resident on a multiprocessor and keep enough loads in
-    // flight; kernels of larger tiles keep their loads in flight with one block.
-    let maxnreg = if tiled_smem_bytes(vector, ss, ds) <= TILED_SMALL_TILE_BYTES {
-        format!("\n.maxnreg {TILED_SMALL_TILE_REGS}")
-    } else {
-        String::new()
-    };
-
-    t.render(
-        "tiled.ptx",
-        &[
-            ("NAME", name.to_string()),
-            ("PER_THREAD", k.to_string()),
-            ("READS", reads.to_string()),
-            ("WRITES", writes.to_string()),
-            ("VS", vs.to_string()),
-            ("VD", vd.to_string()),
-            ("DSIZE", d.size.to_string()),
-            ("SSIZE", s.size.to_string()),
-            ("UNIT", unit.to_string()),
-            ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
-            ("MAXNREG", maxnreg),
-            ("TILE_BYTES", tiled_smem_bytes(vector, ss, ds).to_string()),
-            ("DECLS", g.decls()),
-            ("SETUP", setup.text()),
-            ("ORIGIN_X", origin("BAX_X").text()),
-            ("ORIGIN_Y", origin("BAX_Y").text()),
-            ("ORIGIN_NEXT_X", origin("BAX_NX").text()),
-            ("ORIGIN_NEXT_Y", origin("BAX_NY").text()),
-            ("LOADS_X", loads_x.text()),
-            ("LOADS_Y", loads_y.text()),
-            ("STAGE_X", stage_x.text()),
-            ("STAGE_Y", stage_y.text()),
-            ("GATHER_X", gather_x.text()),
-            ("GATHER_Y", gather_y.text()),
-        ],
-    )
-}
-
-/// The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt`) or stores (`%wcnt`),
-/// computed where it is used.
-fn slot_pred(g: &mut Gen, c: &mut Code, cnt: &str, i: usize) -> String {
-    let p = g.reg(Class::Pred);
-    c.line(format!("setp.gt.u32 {p}, {cnt}, {i};"));
-    p
-}
-
-/// What [`stage_code`] needs of the kernel.
-struct StageArgs<'a> {
-    s: Ty,
-    d: Ty,
-    copy: bool,
-    /// Bytes of a shared-memory unit ([`tiled_smem_unit`]).
-    unit: u64,
-    /// Whole units per load (0: less than one).
-    units: u64,
-    /// The loads' places in shared memory, and the rotation bits of their units.
-    raddr: &'a [String],
-    rbits: &'a [Option<String>],
-    /// The places packed two to a register instead (element-wise kernels).
-    rpacked: Option<&'a [String]>,
-}
-
-/// Stores the loaded elements `loaded` (one vector per load slot), converted, into shared
-/// memory.
-fn stage_code(g: &mut Gen, loaded: &[Vec<String>], a: StageArgs<'_>) -> Code {
-    let StageArgs {
-        s,
-        d,
-        copy,
-        unit,
-        units,
-        raddr,
-        rbits,
-        rpacked,
-    } = a;
+    // --- Per tile: the loaded (and converted) elements into shared memory.
     let mut stage = Code::default();
     for (i, vals) in loaded.iter().enumerate() {
-        let p = slot_pred(g, &mut stage, "%rcnt", i);
+        let p = slot_pred(&mut g, &mut stage, "%rcnt", i);
         let p = Some(p.as_str());
-        let raddr_i = match rpacked {
-            Some(packed) => unpack(g, &mut stage, packed, i),
+        let raddr_i = match &rpacked {
+            Some(packed) => unpack(&mut g, &mut stage, packed, i),
             None => raddr[i].clone(),
         };
         let stored: Vec<String> = if copy {
             vals.clone()
         } else {
-            vals.iter().map(|x| convert(g, &mut stage, s, d, x)).collect()
+            vals.iter()
+                .map(|x| convert(&mut g, &mut stage, s, d, x))
+                .collect()
         };
         if units == 0 {
             // Less than one unit: one store at the exact address.
             if stored.len() == 1 {
                 store_scalar(&mut stage, d, Space::Shared, &addr(&raddr_i, 0), &stored[0], p);
             } else {
-                store_vec(g, &mut stage, d, &stored, Space::Shared, &addr(&raddr_i, 0), p);
+                store_vec(&mut g, &mut stage, d, &stored, Space::Shared, &addr(&raddr_i, 0), p);
             }
             continue;
         }
@@ -442,12 +343,16 @@ fn stage_code(g: &mut Gen, loaded: &[Vec<String>], a: StageArgs<'_>) -> Code {
         } else {
             stored
                 .chunks((4 / d.size) as usize)
-                .map(|e| pack_word(g, &mut stage, d, e))
+                .map(|e| pack_word(&mut g, &mut stage, d, e))
                 .collect()
         };
         assert_eq!(unit_vals.len() as u64, units);
         let st = if unit == 8 { "b64" } else { "b32" };
-        let st = if copy || d.size < 4 { st } else { d.st_suffix() };
+        let st = if copy || d.size < 4 {
+            st
+        } else {
+            d.st_suffix()
+        };
         for (m, v) in unit_vals.iter().enumerate() {
             let at = match &rbits[i] {
                 Some(bits) => {
@@ -462,30 +367,20 @@ fn stage_code(g: &mut Gen, loaded: &[Vec<String>], a: StageArgs<'_>) -> Code {
             stage.line(format!("{}st.shared.{st} [{at}], {v};", pfx(p)));
         }
     }
-    stage
-}
 
-/// Gathers each store's elements from shared memory (places `gpacked`, packed by
-/// [`pack_pairs`]; `gaddr` gives the shape) and stores them at `%dcur` plus `wdoff`.
-fn gather_code(
-    g: &mut Gen,
-    gaddr: &[Vec<String>],
-    gpacked: &[String],
-    wdoff: &[String],
-    d: Ty,
-) -> Code {
+    // --- Per tile: gathers from shared memory and stores to `%dcur`.
     let mut gather = Code::default();
     let mut slot = 0usize;
     let gathered: Vec<Vec<String>> = gaddr
         .iter()
         .enumerate()
         .map(|(i, row)| {
-            let p = slot_pred(g, &mut gather, "%wcnt", i);
+            let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
             row.iter()
                 .map(|_| {
-                    let a = unpack(g, &mut gather, gpacked, slot);
+                    let a = unpack(&mut g, &mut gather, &gpacked, slot);
                     slot += 1;
-                    load_scalar(g, &mut gather, d, Space::Shared, &addr(&a, 0), Some(&p))
+                    load_scalar(&mut g, &mut gather, d, Space::Shared, &addr(&a, 0), Some(&p))
                 })
                 .collect()
         })
@@ -494,15 +389,45 @@ fn gather_code(
         let a = g.reg(Class::B64);
         gather.line(format!("mad.wide.s32 {a}, {}, {}, %dcur;", wdoff[i], d.size));
         let at = addr(&a, 0);
-        let p = slot_pred(g, &mut gather, "%wcnt", i);
+        let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
         let p = Some(p.as_str());
         if vals.len() == 1 {
             store_scalar(&mut gather, d, Space::Global, &at, &vals[0], p);
         } else {
-            store_vec(g, &mut gather, d, vals, Space::Global, &at, p);
+            store_vec(&mut g, &mut gather, d, vals, Space::Global, &at, p);
         }
     }
-    gather
+
+    let mut first = origin("BAX0");
+    first.line(format!("mad.lo.s64 %sb, %os, {}, %src;", s.size));
+    first.line(format!("mad.lo.s64 %db, %od, {}, %dst;", d.size));
+    let mut next = origin("BAX1");
+    // The next tile's index, not the current one's.
+    next.0 = next.0.replacen("mov.u32 %x, %tile;", "mov.u32 %x, %next;", 1);
+
+    t.render(
+        "tiled.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("PER_THREAD", k.to_string()),
+            ("READS", reads.to_string()),
+            ("WRITES", writes.to_string()),
+            ("VS", vs.to_string()),
+            ("VD", vd.to_string()),
+            ("DSIZE", d.size.to_string()),
+            ("SSIZE", s.size.to_string()),
+            ("UNIT", unit.to_string()),
+            ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
+            ("TILE_BYTES", tiled_smem_bytes(vector, ss, ds).to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("ORIGIN_FIRST", first.text()),
+            ("ORIGIN_NEXT", next.text()),
+            ("LOADS", loads.text()),
+            ("STAGE", stage.text()),
+            ("GATHER", gather.text()),
+        ],
+    )
 }
 
 /// Packs the shared-memory addresses `addrs` two to a register, as 16-bit offsets from the
