@@ -11,16 +11,17 @@
 //! 5. choose 32-bit indexing when the element count and every reachable offset fit in `i32`.
 //!
 //! Then the path: driver memset / memcpy where they are the fastest, a vectorised
-//! contiguous kernel, the wide permute kernels when the innermost axis is a contiguous,
-//! 16-byte aligned run of 16, 32 or 64 bytes on both sides and the other axes are permuted
-//! (whole runs move through tiles as 16-byte vectors), a row kernel when the innermost axis is
-//! contiguous on both sides otherwise (rows move with 16-byte accesses, the outer axes are
-//! split once per row), a shared-memory tiled
-//! transpose when the two operands' fastest axes differ and are unit-stride and long enough
-//! for its tiles, the permute kernel for every other case where they differ (any strides,
-//! short axes merged into the tiles, up to four batch axes), and otherwise the general
-//! strided kernel with fast division.
-
+//! contiguous kernel; the tiled kernels ([`tiled`]) for every layout of more than `MAX_RANK`
+//! axes and for permutations that put a narrow axis (shorter than 16) first on either side;
+//! the wide permute kernels when the innermost axis is a contiguous, 16-byte aligned run of
+//! 16, 32 or 64 bytes on both sides and the other axes are permuted (whole runs move through
+//! tiles as 16-byte vectors), a row kernel when the innermost axis is contiguous on both sides
+//! otherwise (rows move with 16-byte accesses, the outer axes are split once per row), a
+//! shared-memory tiled transpose when the two operands' fastest axes differ and are unit-stride
+//! and long enough for its tiles, the permute kernel for every other case where they differ
+//! (any strides, short axes merged into the tiles, up to four batch axes), the tiled kernels
+//! for permutations the permute kernels do not take, and otherwise the general strided kernel
+//! with fast division (the rank-generic one beyond `MAX_RANK` axes).
 #[cfg(test)]
 pub(crate) mod interp;
 mod permute;

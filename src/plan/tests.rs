@@ -2086,3 +2086,41 @@ fn narrow_axes_take_the_tiled_kernels() {
     }
     assert!(n > 400);
 }
+
+/// The permutation sweep's layouts (every permutation of the bench's seven shapes, extents of
+/// 16 and more, contiguous source) plan exactly as they do with the tiled kernels turned off:
+/// the narrow-axis rule leaves them to the permute, packed, vector, wide and transpose kernels.
+#[test]
+#[cfg_attr(miri, ignore = "planning thousands of layouts; no unsafe code involved")]
+fn sweep_layouts_plan_as_without_the_tiled_kernels() {
+    let shapes: &[&[usize]] = &[
+        &[16384, 16384],
+        &[1024, 1024, 256],
+        &[128, 128, 128, 128],
+        &[64, 64, 32, 32, 64],
+        &[32, 32, 16, 16, 16, 32],
+        &[4096, 4096, 16],
+        &[16, 1024, 16, 1024],
+    ];
+    let off = PlanOptions {
+        no_tiled: true,
+        ..PlanOptions::default()
+    };
+    let mut n = 0;
+    for shape in shapes {
+        for perm in permutations(shape.len()) {
+            let (out, dst, src) = permuted_layout(shape, &perm);
+            for t in [DType::F32, DType::F16, DType::U8] {
+                let plan = |opt| plan_copy(DST_BASE, &dst, t, SRC_BASE, &src, t, &out, opt).unwrap();
+                let (a, b) = (plan(PlanOptions::default()), plan(off));
+                assert_eq!(
+                    format!("{a:?}"),
+                    format!("{b:?}"),
+                    "{t} {shape:?} perm {perm:?}"
+                );
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 902 * 3);
+}

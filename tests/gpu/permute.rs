@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use devspan::internals::{GridOptions, Tuning};
+use devspan::internals::{GridOptions, Steer, Tuning};
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement};
 use half::{bf16, f16};
@@ -38,8 +38,11 @@ fn permuted_cases<From: DeviceElement, To: DeviceElement>(
     perms: &[Vec<usize>],
     paths: &mut Paths,
 ) {
-    let plain = Tuning::default();
-    permuted_cases_tuned::<From, To>(stream, rng, shape, src_slice, perms, paths, plain);
+    // The tiled kernels only where nothing else applies: these cases exercise the permute,
+    // transpose, row and strided kernels (tests/gpu/any_layout.rs covers the planner's own
+    // choice, the tiled kernels included).
+    let older = Tuning::from(Steer::NoTiled);
+    permuted_cases_tuned::<From, To>(stream, rng, shape, src_slice, perms, paths, older);
 }
 
 /// [`permuted_cases`] with the copies run as `tuning` says (`assign_cast` for the default).
