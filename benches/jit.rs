@@ -106,7 +106,11 @@ fn child(names: &[String]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let names: Vec<String> = args.iter().filter(|a| !a.starts_with("--")).cloned().collect();
+    let names: Vec<String> = args
+        .iter()
+        .filter(|a| !a.starts_with("--"))
+        .cloned()
+        .collect();
     let names = if names.is_empty() {
         DEFAULT.iter().map(|s| s.to_string()).collect()
     } else {

@@ -45,12 +45,7 @@ fn cache() -> &'static Mutex<Cache> {
 /// How many blocks of kernel `k` (function `f`) a multiprocessor of `ctx`'s device keeps
 /// resident at `threads` threads per block, as the driver computes it from the kernel's
 /// registers and shared memory; at least 1. Cached per kernel and block size.
-fn blocks_per_sm(
-    ctx: &Arc<CudaContext>,
-    k: Kernel,
-    f: &CudaFunction,
-    threads: u32,
-) -> Result<u32> {
+fn blocks_per_sm(ctx: &Arc<CudaContext>, k: Kernel, f: &CudaFunction, threads: u32) -> Result<u32> {
     let key = (ctx.cu_ctx() as usize, k, threads);
     let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(&n) = c.occupancy.get(&key) {
@@ -264,12 +259,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             let kind = if vector { Kind::Tiled } else { Kind::TiledE };
             let k = Kernel::copy(kind, *from, *to);
             let f = kernel(stream.context(), k)?;
-            let threads = tiled_threads(
-                u64::from(args.volume),
-                vector,
-                from.size(),
-                to.size(),
-            );
+            let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
             let per_sm = blocks_per_sm(stream.context(), k, &f, threads)?;
             let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let blocks = tiled_grid(u64::from(args.tiles), resident);

@@ -252,7 +252,11 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
     let (vs, vd) = tiled_vectors(vector, ss, ds);
     let volume = args.volume;
     assert_eq!(volume % vs, 0, "volume {volume} is not whole loads of {vs}");
-    assert_eq!(volume % vd, 0, "volume {volume} is not whole stores of {vd}");
+    assert_eq!(
+        volume % vd,
+        0,
+        "volume {volume} is not whole stores of {vd}"
+    );
     for t in 0..args.tiles {
         let (od, os) = args.tile_origin(t);
         let mut shared = vec![None::<Vec<u8>>; volume as usize];
@@ -280,7 +284,11 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             }
             for j in 0..vd {
                 let (d, r) = args.write_offset(w + j);
-                assert_eq!(d, d0 + j as i32, "tile {t}: store {w} is not consecutive elements");
+                assert_eq!(
+                    d,
+                    d0 + j as i32,
+                    "tile {t}: store {w} is not consecutive elements"
+                );
                 let v = shared[r as usize]
                     .clone()
                     .expect("the write phase reads a place the read phase left");

@@ -519,8 +519,7 @@ pub(crate) fn plan_copy(
     // thin; the rank-generic strided kernel takes what the tiled kernels cannot.
     let high_rank = r > MAX_RANK;
     if (high_rank
-        || (!opt.no_tiled
-            && (opt.prefer_tiled || tiled::has_narrow_side(&norm.axes, NARROW_AXIS))))
+        || (!opt.no_tiled && (opt.prefer_tiled || tiled::has_narrow_side(&norm.axes, NARROW_AXIS))))
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
     {
         return Ok(p);

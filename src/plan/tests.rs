@@ -841,17 +841,7 @@ fn run_case_with(
     let src = rand_bytes(sbytes, 0x1234_5678_9abc_def1);
     mem.add(sreg, src.clone());
     mem.writes = Some(Vec::new());
-    let plan = plan_copy(
-        d0,
-        dst_strides,
-        to,
-        s0,
-        src_strides,
-        from,
-        shape,
-        opt,
-    )
-    .unwrap();
+    let plan = plan_copy(d0, dst_strides, to, s0, src_strides, from, shape, opt).unwrap();
     match (&plan, grid) {
         (Plan::Rows { args, from, to }, Some(g)) => run_rows(args, *from, *to, g, &mut mem),
         _ => run(&plan, &mut mem),
@@ -2037,7 +2027,10 @@ fn high_rank_copies_and_fills_match_reference() {
         .sum();
     eprintln!("paths of high-rank copies: {paths:?}");
     assert!(tiled * 2 >= 300, "paths of high-rank copies: {paths:?}");
-    assert!(paths.contains_key("tiled") && paths.contains_key("tiled_e"), "{paths:?}");
+    assert!(
+        paths.contains_key("tiled") && paths.contains_key("tiled_e"),
+        "{paths:?}"
+    );
 }
 
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
@@ -2061,22 +2054,39 @@ fn narrow_axes_take_the_tiled_kernels() {
                 (vec![2, h, w, c], vec![0, 3, 1, 2]),
             ] {
                 let (out, dst, src) = permuted_layout(&shape, &perm);
-                for (k, (from, to)) in [(U8, U8), (F16, F16), (F32, F32), (F64, F64), (U8, F32), (F32, F16)]
-                    .into_iter()
-                    .enumerate()
+                for (k, (from, to)) in [
+                    (U8, U8),
+                    (F16, F16),
+                    (F32, F32),
+                    (F64, F64),
+                    (U8, F32),
+                    (F32, F16),
+                ]
+                .into_iter()
+                .enumerate()
                 {
-                    let doff = if (n + k) % 5 == 4 { to.size() as u64 } else { 0 };
+                    let doff = if (n + k) % 5 == 4 {
+                        to.size() as u64
+                    } else {
+                        0
+                    };
                     let opt = PlanOptions::default();
                     let p = run_case_with(&out, &dst, doff, to, &src, 0, from, None, opt);
                     let path = p.kernel_path();
                     if c == 1 {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
                     } else if c < 16 {
-                        assert!(path.starts_with("tiled"), "{shape:?} {perm:?} {from}->{to}: {path}");
+                        assert!(
+                            path.starts_with("tiled"),
+                            "{shape:?} {perm:?} {from}->{to}: {path}"
+                        );
                         // Planes of whole vectors, aligned: the vector kernels.
                         let planes = h * w * from.size().max(to.size());
                         if planes % 16 == 0 && doff == 0 && (h * w) % 16 == 0 {
-                            assert!(!path.starts_with("tiled_e"), "{shape:?} {perm:?} {from}->{to}: {path}");
+                            assert!(
+                                !path.starts_with("tiled_e"),
+                                "{shape:?} {perm:?} {from}->{to}: {path}"
+                            );
                         }
                     }
                     n += 1;
@@ -2091,7 +2101,10 @@ fn narrow_axes_take_the_tiled_kernels() {
 /// 16 and more, contiguous source) plan exactly as they do with the tiled kernels turned off:
 /// the narrow-axis rule leaves them to the permute, packed, vector, wide and transpose kernels.
 #[test]
-#[cfg_attr(miri, ignore = "planning thousands of layouts; no unsafe code involved")]
+#[cfg_attr(
+    miri,
+    ignore = "planning thousands of layouts; no unsafe code involved"
+)]
 fn sweep_layouts_plan_as_without_the_tiled_kernels() {
     let shapes: &[&[usize]] = &[
         &[16384, 16384],
@@ -2111,7 +2124,8 @@ fn sweep_layouts_plan_as_without_the_tiled_kernels() {
         for perm in permutations(shape.len()) {
             let (out, dst, src) = permuted_layout(shape, &perm);
             for t in [DType::F32, DType::F16, DType::U8] {
-                let plan = |opt| plan_copy(DST_BASE, &dst, t, SRC_BASE, &src, t, &out, opt).unwrap();
+                let plan =
+                    |opt| plan_copy(DST_BASE, &dst, t, SRC_BASE, &src, t, &out, opt).unwrap();
                 let (a, b) = (plan(PlanOptions::default()), plan(off));
                 assert_eq!(
                     format!("{a:?}"),

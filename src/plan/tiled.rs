@@ -114,7 +114,11 @@ fn tile_for(
     rorder.sort_by_key(|&k| (axes[k].src == 0, axes[k].src.unsigned_abs(), k));
 
     let limit = tiled_max_volume(vector, src_size, dst_size) as usize;
-    let max = if cap == 0 { limit } else { limit.min(cap as usize) };
+    let max = if cap == 0 {
+        limit
+    } else {
+        limit.min(cap as usize)
+    };
     let (vs, vd) = tiled_vectors(vector, src_size, dst_size);
     let g = (vs.max(vd)) as usize;
     // chunk[k]: 0 outside the tile, else the extent of its piece.

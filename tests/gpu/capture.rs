@@ -255,6 +255,79 @@ fn copy_case<From: DeviceElement, To: DeviceElement>(
     path
 }
 
+/// The tiled kernels (vector and element-wise, with a rest launch after them) and the
+/// rank-generic fill in every capture mode: their arguments travel by value, so the graph
+/// replays them on new data.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tiled_and_rank_generic_paths_in_every_mode() {
+    let _gpu = alone();
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(191);
+    let mut paths = BTreeSet::new();
+    let rev = |r: usize| (0..r).rev().collect::<Vec<usize>>();
+    for mode in MODES {
+        // CHW -> HWC, C = 3: the vector kernel, then an odd pixel count's rest.
+        let sl = [full(), full(), full()];
+        paths.insert(copy_case::<u8, u8>(
+            &stream,
+            &mut rng,
+            mode,
+            &[3, 64, 64],
+            &sl,
+            &[1, 2, 0],
+            Steer::Default,
+        ));
+        paths.insert(copy_case::<f32, f16>(
+            &stream,
+            &mut rng,
+            mode,
+            &[3, 37, 61],
+            &sl,
+            &[1, 2, 0],
+            Steer::Default,
+        ));
+        // Twelve axes of extent 2 reversed; nine of extent 3 (element-wise).
+        let sl2 = vec![full(); 12];
+        paths.insert(copy_case::<f32, f32>(
+            &stream,
+            &mut rng,
+            mode,
+            &[2; 12],
+            &sl2,
+            &rev(12),
+            Steer::Default,
+        ));
+        let sl3 = vec![full(); 9];
+        paths.insert(copy_case::<u16, u16>(
+            &stream,
+            &mut rng,
+            mode,
+            &[3; 9],
+            &sl3,
+            &rev(9),
+            Steer::Default,
+        ));
+        // Every other element along ten axes: ten axes after merging.
+        let every_other = vec![step(0, 2); 10];
+        paths.insert(fill_case(
+            &stream,
+            &mut rng,
+            mode,
+            &[3; 10],
+            &every_other,
+            7.5f32,
+        ));
+    }
+    for want in ["tiled", "tiled_e", "fill_stridedn"] {
+        assert!(paths.contains(want), "no case took {want}: {paths:?}");
+    }
+    assert!(
+        paths.iter().any(|p| p.ends_with("+rest")),
+        "no case left a rest: {paths:?}"
+    );
+}
+
 /// A fill, on a fresh non-blocking stream in relaxed mode, of memory made on another stream:
 /// captured, and the stream captures again afterwards.
 #[test]

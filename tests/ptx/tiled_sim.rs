@@ -108,11 +108,29 @@ fn layouts() -> Vec<Layout> {
     }
     for &size in &sizes {
         let rev: Vec<usize> = (0..9).rev().collect();
-        all.push(permuted(&format!("rev2/9/b{size}"), &[2; 9], &rev, size, 64));
+        all.push(permuted(
+            &format!("rev2/9/b{size}"),
+            &[2; 9],
+            &rev,
+            size,
+            64,
+        ));
         let perm = [3, 7, 0, 5, 1, 8, 2, 6, 4];
-        all.push(permuted(&format!("perm2/9/b{size}"), &[2; 9], &perm, size, 128));
+        all.push(permuted(
+            &format!("perm2/9/b{size}"),
+            &[2; 9],
+            &perm,
+            size,
+            128,
+        ));
         let rev: Vec<usize> = (0..6).rev().collect();
-        all.push(permuted(&format!("rev3/6/b{size}"), &[3; 6], &rev, size, 81));
+        all.push(permuted(
+            &format!("rev3/6/b{size}"),
+            &[3; 6],
+            &rev,
+            size,
+            81,
+        ));
         // Mixed extents, a cyclic shift, with the source read backwards along two axes and
         // one axis broadcast.
         let shape = [2usize, 3, 4, 2, 3, 2, 4];
@@ -129,7 +147,13 @@ fn layouts() -> Vec<Layout> {
         l.src[2] = 0;
         all.push(l);
         // A misaligned destination and source: element-wise kernels.
-        let mut l = permuted(&format!("odd/5/b{size}"), &[3, 5, 2, 4, 3], &[4, 2, 0, 3, 1], size, 60);
+        let mut l = permuted(
+            &format!("odd/5/b{size}"),
+            &[3, 5, 2, 4, 3],
+            &[4, 2, 0, 3, 1],
+            size,
+            60,
+        );
         l.misalign = size as u64;
         all.push(l);
     }
@@ -176,10 +200,9 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<String>, Strin
     let sbase = SRC + l.misalign;
     let d0 = dbase + (-dlo * size) as u64;
     let s0 = sbase + (-slo * size) as u64;
-    let launch = devspan::internals::tiled_launch(
-        d0, &l.dst, dtype, s0, &l.src, dtype, &l.shape, l.cap,
-    )
-    .map_err(|e| format!("{}: {e}", l.name))?;
+    let launch =
+        devspan::internals::tiled_launch(d0, &l.dst, dtype, s0, &l.src, dtype, &l.shape, l.cap)
+            .map_err(|e| format!("{}: {e}", l.name))?;
     let Some(launch) = launch.filter(|t| !t.has_rest) else {
         return Ok(None);
     };
@@ -283,7 +306,10 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
                             if o.status.success() {
                                 Ok(text)
                             } else {
-                                Err(format!("{f}:\n{text}\n{}", String::from_utf8_lossy(&o.stderr)))
+                                Err(format!(
+                                    "{f}:\n{text}\n{}",
+                                    String::from_utf8_lossy(&o.stderr)
+                                ))
                             }
                         });
                     results.lock().unwrap().push(r);

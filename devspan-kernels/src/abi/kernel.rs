@@ -72,7 +72,12 @@ impl Kind {
     ];
 
     /// The kinds of the fill kernels.
-    pub const FILL: [Kind; 4] = [Kind::Contig, Kind::Strided32, Kind::Strided64, Kind::StridedN];
+    pub const FILL: [Kind; 4] = [
+        Kind::Contig,
+        Kind::Strided32,
+        Kind::Strided64,
+        Kind::StridedN,
+    ];
 
     /// The kinds that exist for every copy and cast.
     pub const ELEMENTWISE: [Kind; 10] = [

@@ -424,7 +424,9 @@ fn runs_line_up(axes: &[(u64, i64)], batch: impl Iterator<Item = i64>, v: u64) -
         run *= axes[k].0;
         k += 1;
     }
-    run % v == 0 && axes[k..].iter().all(|a| a.1 % vi == 0) && batch.into_iter().all(|s| s % vi == 0)
+    run % v == 0
+        && axes[k..].iter().all(|a| a.1 % vi == 0)
+        && batch.into_iter().all(|s| s % vi == 0)
 }
 
 /// One axis of [`StridedArgsN`].
@@ -560,7 +562,17 @@ param_block!(TiledBatchAxis {
 // SAFETY: `#[repr(C)]`, integers and arrays of the blocks above only, the padding an explicit
 // field (the fields' coverage is checked in tests).
 param_block!(TiledArgs {
-    dst, src, tiles, volume, tile_rank, batch_rank, vector, _pad, read, write, batch
+    dst,
+    src,
+    tiles,
+    volume,
+    tile_rank,
+    batch_rank,
+    vector,
+    _pad,
+    read,
+    write,
+    batch
 });
 // SAFETY: `#[repr(C)]`, integers and a `FastDiv64` only.
 param_block!(StridedAxis { len, div, dst, src });
@@ -652,7 +664,10 @@ mod tests {
         let read = [ax(1024, 3, 1), ax(3, 1, p)];
         let batch = [ax(1024, 3 * 1024, 1024)];
         let a = TiledArgs::new(0, 0, &read, &[1, 0], &batch, true, 1, 1).unwrap();
-        assert_eq!((a.volume, a.tiles, a.tile_rank, a.batch_rank), (3072, 1024, 2, 1));
+        assert_eq!(
+            (a.volume, a.tiles, a.tile_rank, a.batch_rank),
+            (3072, 1024, 2, 1)
+        );
         assert!(a.vectors_line_up(1, 1));
         assert_eq!(a.read_offset(1024 + 5), p as i32 + 5);
         // Write-order element 7: channel 1 of pixel 2, read-order position 1024 + 2.
@@ -684,7 +699,10 @@ mod tests {
         let src: Vec<i64> = (0..40).map(|k| 1i64 << (39 - k)).collect();
         let a = StridedArgsN::new(0, 0, &shape, &dst, &src).unwrap();
         assert_eq!(a.n, 1 << 40);
-        assert_eq!(a.offsets(0b1011), (0b1011, (1 << 39) + (1 << 38) + (1 << 36)));
+        assert_eq!(
+            a.offsets(0b1011),
+            (0b1011, (1 << 39) + (1 << 38) + (1 << 36))
+        );
         assert!(StridedArgsN::new(0, 0, &[2; 65], &[1; 65], &[1; 65]).is_none());
         assert!(StridedArgsN::new(0, 0, &[1 << 62, 2], &[1, 1], &[1, 1]).is_none());
     }

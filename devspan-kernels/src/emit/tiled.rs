@@ -331,9 +331,24 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         if units == 0 {
             // Less than one unit: one store at the exact address.
             if stored.len() == 1 {
-                store_scalar(&mut stage, d, Space::Shared, &addr(&raddr_i, 0), &stored[0], p);
+                store_scalar(
+                    &mut stage,
+                    d,
+                    Space::Shared,
+                    &addr(&raddr_i, 0),
+                    &stored[0],
+                    p,
+                );
             } else {
-                store_vec(&mut g, &mut stage, d, &stored, Space::Shared, &addr(&raddr_i, 0), p);
+                store_vec(
+                    &mut g,
+                    &mut stage,
+                    d,
+                    &stored,
+                    Space::Shared,
+                    &addr(&raddr_i, 0),
+                    p,
+                );
             }
             continue;
         }
@@ -380,14 +395,24 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
                 .map(|_| {
                     let a = unpack(&mut g, &mut gather, &gpacked, slot);
                     slot += 1;
-                    load_scalar(&mut g, &mut gather, d, Space::Shared, &addr(&a, 0), Some(&p))
+                    load_scalar(
+                        &mut g,
+                        &mut gather,
+                        d,
+                        Space::Shared,
+                        &addr(&a, 0),
+                        Some(&p),
+                    )
                 })
                 .collect()
         })
         .collect();
     for (i, vals) in gathered.iter().enumerate() {
         let a = g.reg(Class::B64);
-        gather.line(format!("mad.wide.s32 {a}, {}, {}, %dcur;", wdoff[i], d.size));
+        gather.line(format!(
+            "mad.wide.s32 {a}, {}, {}, %dcur;",
+            wdoff[i], d.size
+        ));
         let at = addr(&a, 0);
         let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
         let p = Some(p.as_str());
@@ -403,7 +428,9 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     first.line(format!("mad.lo.s64 %db, %od, {}, %dst;", d.size));
     let mut next = origin("BAX1");
     // The next tile's index, not the current one's.
-    next.0 = next.0.replacen("mov.u32 %x, %tile;", "mov.u32 %x, %next;", 1);
+    next.0 = next
+        .0
+        .replacen("mov.u32 %x, %tile;", "mov.u32 %x, %next;", 1);
 
     t.render(
         "tiled.ptx",
