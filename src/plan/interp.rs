@@ -244,8 +244,8 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
 /// Runs a tiled kernel over `mem` with its index math: per tile, every load of `Vs` source
 /// elements (read order) into a shared tile of converted elements, then every store of `Vd`
 /// destination elements (write order) gathered from it. Panics if a vector kernel's load or
-/// store is not `V` consecutive elements from a 16-byte aligned address, or a store reads a
-/// place of the shared tile that no load filled.
+/// store is not `V` consecutive elements from an address aligned to its width, or a store
+/// reads a place of the shared tile that no load filled.
 pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut HostMem) {
     let vector = args.vector != 0;
     let (ss, ds) = (from.size(), to.size());
@@ -264,7 +264,8 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             let s0 = args.read_offset(u);
             let a = at(args.src, os + i64::from(s0), ss);
             if vector {
-                assert_eq!(a % 16, 0, "tile {t}: misaligned load at {a:#x}");
+                let width = u64::from(vs) * ss as u64;
+                assert_eq!(a % width, 0, "tile {t}: misaligned {width}-byte load at {a:#x}");
             }
             for j in 0..vs {
                 assert_eq!(
@@ -280,7 +281,8 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             let (d0, _) = args.write_offset(w);
             let a = at(args.dst, od + i64::from(d0), ds);
             if vector {
-                assert_eq!(a % 16, 0, "tile {t}: misaligned store at {a:#x}");
+                let width = u64::from(vd) * ds as u64;
+                assert_eq!(a % width, 0, "tile {t}: misaligned {width}-byte store at {a:#x}");
             }
             for j in 0..vd {
                 let (d, r) = args.write_offset(w + j);
