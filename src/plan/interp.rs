@@ -265,7 +265,11 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             let a = at(args.src, os + i64::from(s0), ss);
             if vector {
                 let width = u64::from(vs) * ss as u64;
-                assert_eq!(a % width, 0, "tile {t}: misaligned {width}-byte load at {a:#x}");
+                assert_eq!(
+                    a % width,
+                    0,
+                    "tile {t}: misaligned {width}-byte load at {a:#x}"
+                );
             }
             for j in 0..vs {
                 assert_eq!(
@@ -282,7 +286,11 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             let a = at(args.dst, od + i64::from(d0), ds);
             if vector {
                 let width = u64::from(vd) * ds as u64;
-                assert_eq!(a % width, 0, "tile {t}: misaligned {width}-byte store at {a:#x}");
+                assert_eq!(
+                    a % width,
+                    0,
+                    "tile {t}: misaligned {width}-byte store at {a:#x}"
+                );
             }
             for j in 0..vd {
                 let (d, r) = args.write_offset(w + j);
