@@ -1113,6 +1113,17 @@ fn random_cases_reach_every_copy_path() {
     );
 }
 
+/// The bandwidth sweep's shapes (`benches/bandwidth.rs`).
+const SWEEP_SHAPES: &[&[usize]] = &[
+    &[16384, 16384],
+    &[1024, 1024, 256],
+    &[128, 128, 128, 128],
+    &[64, 64, 32, 32, 64],
+    &[32, 32, 16, 16, 16, 32],
+    &[4096, 4096, 16],
+    &[16, 1024, 16, 1024],
+];
+
 /// Every permutation of the bandwidth sweep's shapes (2^28 elements) into a standard-layout
 /// destination plans to a tiled path, a row path or a contiguous copy, never to the general
 /// strided kernels.
@@ -1123,15 +1134,7 @@ fn random_cases_reach_every_copy_path() {
 )]
 fn sweep_permutations_never_take_the_strided_kernels() {
     use std::collections::BTreeMap;
-    let shapes: &[&[usize]] = &[
-        &[16384, 16384],
-        &[1024, 1024, 256],
-        &[128, 128, 128, 128],
-        &[64, 64, 32, 32, 64],
-        &[32, 32, 16, 16, 16, 32],
-        &[4096, 4096, 16],
-        &[16, 1024, 16, 1024],
-    ];
+    let shapes = SWEEP_SHAPES;
     for (from, to) in [
         (DType::F32, DType::F32),
         (DType::F16, DType::F16),
@@ -2106,15 +2109,7 @@ fn narrow_axes_take_the_tiled_kernels() {
     ignore = "planning thousands of layouts; no unsafe code involved"
 )]
 fn sweep_layouts_plan_as_without_the_tiled_kernels() {
-    let shapes: &[&[usize]] = &[
-        &[16384, 16384],
-        &[1024, 1024, 256],
-        &[128, 128, 128, 128],
-        &[64, 64, 32, 32, 64],
-        &[32, 32, 16, 16, 16, 32],
-        &[4096, 4096, 16],
-        &[16, 1024, 16, 1024],
-    ];
+    let shapes = SWEEP_SHAPES;
     let off = PlanOptions {
         no_tiled: true,
         ..PlanOptions::default()

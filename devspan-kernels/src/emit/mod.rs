@@ -1333,9 +1333,10 @@ fn strided_kernel(t: &mut Templates, name: &str, op: Op, lay: &Layout) -> String
     let mut g = Gen::default();
     let cls = lay.idx_class();
     let (u, b) = (lay.u(), lay.b());
-    let (d, s) = match op {
-        Op::Fill(e) => (e, None),
-        Op::Cast(s, d) => (d, Some(s)),
+    // The source type, of copies and casts.
+    let s = match op {
+        Op::Fill(_) => None,
+        Op::Cast(s, _) => Some(s),
     };
 
     let mut prologue = Code::default();
@@ -1399,57 +1400,16 @@ fn strided_kernel(t: &mut Templates, name: &str, op: Op, lay: &Layout) -> String
         s.map(|_| "%lss"),
         "$FIN",
     );
-    let address = |g: &mut Gen, body: &mut Code, base: &str, off: &str, size: u64| -> String {
-        let a = g.reg(Class::B64);
-        if lay.width == 64 {
-            let t = g.reg(Class::B64);
-            body.line(format!("shl.b64 {t}, {off}, {};", log2(size)));
-            body.line(format!("add.s64 {a}, {base}, {t};"));
-        } else {
-            body.line(format!("mad.wide.s32 {a}, {off}, {size}, {base};"));
-        }
-        a
-    };
-    let daddrs: Vec<String> = doffs
-        .iter()
-        .map(|o| address(&mut g, &mut body, "%dst", o, d.size))
-        .collect();
-    let values: Vec<String> = match (op, &soffs) {
-        (Op::Fill(_), _) => vec![fill_val.clone().unwrap(); j_n],
-        (Op::Cast(s, d), Some(soffs)) => {
-            let saddrs: Vec<String> = soffs
-                .iter()
-                .map(|o| address(&mut g, &mut body, "%src", o, s.size))
-                .collect();
-            let loaded: Vec<String> = (0..j_n)
-                .map(|j| {
-                    load_scalar(
-                        &mut g,
-                        &mut body,
-                        s,
-                        Space::GlobalNc,
-                        &addr(&saddrs[j], 0),
-                        preds[j].as_deref(),
-                    )
-                })
-                .collect();
-            loaded
-                .iter()
-                .map(|x| convert(&mut g, &mut body, s, d, x))
-                .collect()
-        }
-        _ => unreachable!(),
-    };
-    for j in 0..j_n {
-        store_scalar(
-            &mut body,
-            d,
-            Space::Global,
-            &addr(&daddrs[j], 0),
-            &values[j],
-            preds[j].as_deref(),
-        );
-    }
+    strided_moves(
+        &mut g,
+        &mut body,
+        op,
+        fill_val.as_deref(),
+        &doffs,
+        soffs.as_deref(),
+        &preds,
+        lay.width,
+    );
 
     let template = if lay.width == 64 {
         "strided64.ptx"
@@ -1468,6 +1428,76 @@ fn strided_kernel(t: &mut Templates, name: &str, op: Op, lay: &Layout) -> String
             ("BODY", body.text()),
         ],
     )
+}
+
+/// The per-element part of a strided kernel's iteration: for each element, the destination
+/// address from its offset in `doffs` (elements, `width`-bit registers: 32-bit offsets are
+/// scaled with `mad.wide.s32`, 64-bit ones shifted and added), then the fill value `fill_val`
+/// or the element loaded from the source at `soffs` and converted, stored under `preds`.
+#[allow(clippy::too_many_arguments)]
+fn strided_moves(
+    g: &mut Gen,
+    body: &mut Code,
+    op: Op,
+    fill_val: Option<&str>,
+    doffs: &[String],
+    soffs: Option<&[String]>,
+    preds: &[Option<String>],
+    width: u32,
+) {
+    let d = match op {
+        Op::Fill(e) => e,
+        Op::Cast(_, d) => d,
+    };
+    let address = |g: &mut Gen, body: &mut Code, base: &str, off: &str, size: u64| -> String {
+        let a = g.reg(Class::B64);
+        if width == 64 {
+            let t = g.reg(Class::B64);
+            body.line(format!("shl.b64 {t}, {off}, {};", log2(size)));
+            body.line(format!("add.s64 {a}, {base}, {t};"));
+        } else {
+            body.line(format!("mad.wide.s32 {a}, {off}, {size}, {base};"));
+        }
+        a
+    };
+    let j_n = doffs.len();
+    let daddrs: Vec<String> = doffs
+        .iter()
+        .map(|o| address(g, body, "%dst", o, d.size))
+        .collect();
+    let values: Vec<String> = match (op, soffs) {
+        (Op::Fill(_), _) => vec![fill_val.expect("a fill value").to_string(); j_n],
+        (Op::Cast(s, d), Some(soffs)) => {
+            let saddrs: Vec<String> = soffs
+                .iter()
+                .map(|o| address(g, body, "%src", o, s.size))
+                .collect();
+            let loaded: Vec<String> = (0..j_n)
+                .map(|j| {
+                    load_scalar(
+                        g,
+                        body,
+                        s,
+                        Space::GlobalNc,
+                        &addr(&saddrs[j], 0),
+                        preds[j].as_deref(),
+                    )
+                })
+                .collect();
+            loaded.iter().map(|x| convert(g, body, s, d, x)).collect()
+        }
+        _ => unreachable!(),
+    };
+    for j in 0..j_n {
+        store_scalar(
+            body,
+            d,
+            Space::Global,
+            &addr(&daddrs[j], 0),
+            &values[j],
+            preds[j].as_deref(),
+        );
+    }
 }
 
 // --- transpose ---

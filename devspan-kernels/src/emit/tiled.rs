@@ -5,7 +5,7 @@ use std::mem::{offset_of, size_of};
 
 use super::{
     Class, Code, Gen, Op, Space, Templates, Ty, addr, convert, load_scalar, load_vec, log2,
-    pack_word, pfx, store_scalar, store_vec,
+    pack_word, pfx, store_scalar, store_vec, strided_moves,
 };
 use crate::abi::{
     FastDiv64, STRIDED_BLOCK, STRIDED_ELEMS_PER_THREAD, StridedArgsN, StridedAxis,
@@ -524,9 +524,10 @@ pub(super) fn stridedn_kernel(t: &mut Templates, name: &str, op: Op) -> String {
     const BLOCK: u64 = STRIDED_BLOCK as u64;
     const PER_THREAD: u64 = STRIDED_ELEMS_PER_THREAD as u64;
     let mut g = Gen::default();
-    let (d, s) = match op {
-        Op::Fill(e) => (e, None),
-        Op::Cast(s, d) => (d, Some(s)),
+    // The source type, of copies and casts.
+    let s = match op {
+        Op::Fill(_) => None,
+        Op::Cast(s, _) => Some(s),
     };
     let mut prologue = Code::default();
     let (extra_params, fill_val) = match op {
@@ -643,53 +644,16 @@ pub(super) fn stridedn_kernel(t: &mut Templates, name: &str, op: Op) -> String {
             body.line(format!("mad.lo.s64 {0}, {x}, %ss, {0};", so[j]));
         }
     }
-    let address = |g: &mut Gen, body: &mut Code, base: &str, off: &str, size: u64| {
-        let a = g.reg(Class::B64);
-        let t = g.reg(Class::B64);
-        body.line(format!("shl.b64 {t}, {off}, {};", log2(size)));
-        body.line(format!("add.s64 {a}, {base}, {t};"));
-        a
-    };
-    let daddrs: Vec<String> = doffs
-        .iter()
-        .map(|o| address(&mut g, &mut body, "%dst", o, d.size))
-        .collect();
-    let values: Vec<String> = match (op, &soffs) {
-        (Op::Fill(_), _) => vec![fill_val.clone().unwrap(); j_n],
-        (Op::Cast(s, d), Some(soffs)) => {
-            let saddrs: Vec<String> = soffs
-                .iter()
-                .map(|o| address(&mut g, &mut body, "%src", o, s.size))
-                .collect();
-            let loaded: Vec<String> = (0..j_n)
-                .map(|j| {
-                    load_scalar(
-                        &mut g,
-                        &mut body,
-                        s,
-                        Space::GlobalNc,
-                        &addr(&saddrs[j], 0),
-                        preds[j].as_deref(),
-                    )
-                })
-                .collect();
-            loaded
-                .iter()
-                .map(|x| convert(&mut g, &mut body, s, d, x))
-                .collect()
-        }
-        _ => unreachable!(),
-    };
-    for j in 0..j_n {
-        store_scalar(
-            &mut body,
-            d,
-            Space::Global,
-            &addr(&daddrs[j], 0),
-            &values[j],
-            preds[j].as_deref(),
-        );
-    }
+    strided_moves(
+        &mut g,
+        &mut body,
+        op,
+        fill_val.as_deref(),
+        &doffs,
+        soffs.as_deref(),
+        &preds,
+        64,
+    );
     t.render(
         "stridedn.ptx",
         &[
