@@ -1,5 +1,6 @@
 //! Checks of the embedded PTX that need an outside tool: NVIDIA's `ptxas` assembles the modules
-//! (`ptxas.rs`) and a PTX interpreter in Python runs the wide permute kernels (`ptx_sim.rs`).
+//! (`ptxas.rs`) and a PTX interpreter in Python runs the wide permute kernels (`ptx_sim.rs`) and
+//! the tiled copy kernels (`tiled_sim.rs`).
 //!
 //! Each check has a sample that plain `cargo test` runs and a full form. The full forms run when
 //! `DEVSPAN_FULL_PTX_CHECKS=1` is set (the samples are then skipped: the full forms cover them)

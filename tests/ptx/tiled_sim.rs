@@ -29,14 +29,14 @@ const SAMPLE: [&str; 4] = ["chw_hwc/3/b1", "hwc_chw/3/b4", "rev2/9/b2", "rev3/6/
 pub fn checks() -> Vec<Check> {
     vec![
         Check {
-            name: "ptx_sim::tiled_kernels_sample_in_a_ptx_interpreter",
+            name: "tiled_sim::sample_in_a_ptx_interpreter",
             full: false,
             available: crate::ptx_sim::available,
             require_var: "DEVSPAN_REQUIRE_PTXSIM",
             run: |out| run(out, true),
         },
         Check {
-            name: "ptx_sim::tiled_kernels_copy_every_element_in_a_ptx_interpreter",
+            name: "tiled_sim::tiled_kernels_copy_every_element_in_a_ptx_interpreter",
             full: true,
             available: crate::ptx_sim::available,
             require_var: "DEVSPAN_REQUIRE_PTXSIM",
