@@ -223,11 +223,7 @@ pub fn tiled_launch(
         return Ok(None);
     };
     let vector = args.vector != 0;
-    let kind = if vector {
-        devspan_kernels::abi::Kind::Tiled
-    } else {
-        devspan_kernels::abi::Kind::TiledE
-    };
+    let kind = devspan_kernels::abi::tiled_kind(args);
     let kernel = devspan_kernels::abi::Kernel::copy(kind, from, to).module_name();
     let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
     // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,

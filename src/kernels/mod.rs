@@ -14,7 +14,7 @@ use cudarc::driver::{
 };
 use devspan_kernels::abi::{
     GridOptions, Kernel, Kind, contig_grid, fill_grid, permute_grid, permute_kind, row_grid,
-    strided_grid, tiled_grid, tiled_threads, transpose_grid_sized,
+    strided_grid, tiled_grid, tiled_kind, tiled_threads, transpose_grid_sized,
 };
 
 use crate::error::{Error, Result};
@@ -256,8 +256,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             rest,
         } => {
             let vector = args.vector != 0;
-            let kind = if vector { Kind::Tiled } else { Kind::TiledE };
-            let k = Kernel::copy(kind, *from, *to);
+            let k = Kernel::copy(tiled_kind(args), *from, *to);
             let f = kernel(stream.context(), k)?;
             let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
             let per_sm = blocks_per_sm(stream.context(), k, &f, threads)?;

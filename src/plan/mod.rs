@@ -646,11 +646,7 @@ const NARROW_AXIS: usize = 16;
 /// Whether the source's fastest axis (smallest non-zero `|stride|`) is not the destination's
 /// fastest axis (axis 0 of normalised axes).
 fn is_permutation(axes: &[PAxis]) -> bool {
-    axes.iter()
-        .enumerate()
-        .filter(|(_, a)| a.src != 0)
-        .min_by_key(|(k, a)| (a.src.unsigned_abs(), *k))
-        .is_some_and(|(k, _)| k != 0)
+    permute::fastest(axes, &[], |a| a.src).is_some_and(|k| k != 0)
 }
 
 /// The tiled plan of normalised operands whose element zero is at `d` (destination) and `s`

@@ -44,7 +44,11 @@ const UNUSED: PermuteAxis = PermuteAxis {
 };
 
 /// Picks the next axis of a tile side: the unused axis with the smallest `|key|` (non-zero).
-fn fastest(axes: &[PAxis], used: &[usize], key: impl Fn(&PAxis) -> isize) -> Option<usize> {
+pub(super) fn fastest(
+    axes: &[PAxis],
+    used: &[usize],
+    key: impl Fn(&PAxis) -> isize,
+) -> Option<usize> {
     (0..axes.len())
         .filter(|k| !used.contains(k) && key(&axes[*k]) != 0)
         .min_by_key(|&k| (key(&axes[k]).unsigned_abs(), k))

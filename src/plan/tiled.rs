@@ -10,6 +10,7 @@
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
 //! a plan of its own ([`Tiled::rest`]).
 
+use super::permute::fastest;
 use super::{Normalized, PAxis};
 use devspan_kernels::abi::{TiledArgs, TiledAxis, tiled_max_volume, tiled_vectors};
 
@@ -68,7 +69,7 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
     let exact = (max / 2..=max)
         .rev()
         .step_by(g)
-        .find(|&c| c > 0 && c % g == 0 && len % c == 0);
+        .find(|&c| c > 0 && len % c == 0);
     Some(exact.unwrap_or(max))
 }
 
@@ -91,9 +92,7 @@ fn tile_for(
     let (mut dst_off, mut src_off) = (0isize, 0isize);
     // The source's fastest axis read backwards: flip it (both operands) unless it is the
     // destination's fastest axis, whose destination stride then turns negative.
-    let src_fastest = (0..r)
-        .filter(|&k| axes[k].src != 0)
-        .min_by_key(|&k| (axes[k].src.unsigned_abs(), k));
+    let src_fastest = fastest(&axes, &[], |a| a.src);
     if vector
         && let Some(k) = src_fastest
         && axes[k].src < 0
@@ -274,10 +273,8 @@ fn tile_for(
 /// side: the layouts where the tiled kernels' tiles, which span several axes, beat tiles of
 /// one or two axes per side.
 pub(crate) fn has_narrow_side(axes: &[PAxis], narrow: usize) -> bool {
-    let src_fastest = (0..axes.len())
-        .filter(|&k| axes[k].src != 0)
-        .min_by_key(|&k| (axes[k].src.unsigned_abs(), k));
-    src_fastest.is_some_and(|k| k != 0 && (axes[0].len < narrow || axes[k].len < narrow))
+    fastest(axes, &[], |a| a.src)
+        .is_some_and(|k| k != 0 && (axes[0].len < narrow || axes[k].len < narrow))
 }
 
 #[cfg(test)]
@@ -297,10 +294,14 @@ mod tests {
     }
 
     #[test]
-    fn debug_case() {
+    fn four_axes_with_a_misfit_extent_keep_every_tile_axis_whole() {
+        // u8, 36 x 8 x 5 x 32, read along the 8-axis, written along the 36-axis.
         let n = norm(&[(36, 1, 1280), (8, 36, 1), (5, 288, 256), (32, 1440, 8)]);
         let t = tile_for(&n, 0, 0, 1, 1, true, 0).unwrap();
-        eprintln!("{t:?}");
+        let a = &t.args;
+        eprintln!("{a:?}");
+        assert_eq!((a.vector, a.volume, a.tile_rank, a.tiles), (1, 4608, 3, 10));
+        assert!(t.rest.is_empty());
     }
 
     #[test]

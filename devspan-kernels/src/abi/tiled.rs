@@ -39,6 +39,7 @@
 //! threads, grid [`strided_grid`](super::strided_grid).
 
 use super::args::{FastDiv64, fast_div32, fast_div32_apply};
+use super::kernel::Kind;
 use super::param_block;
 
 /// Most tile axes of [`TiledArgs`]: a tile holds at most [`TILED_MAX_THREADS`] x 16 elements
@@ -111,6 +112,16 @@ pub const fn tiled_smem_offset(b: u64, dst_size: usize) -> u64 {
     let low = unit % per_line;
     let rot = (line ^ (line >> shift)) % per_line;
     (line * per_line + (low ^ rot)) * u + b % u
+}
+
+/// The kind of tiled kernel that runs `args`: [`Kind::Tiled`] when its loads and stores are
+/// 16-byte vectors, else the element-wise [`Kind::TiledE`].
+pub fn tiled_kind(args: &TiledArgs) -> Kind {
+    if args.vector != 0 {
+        Kind::Tiled
+    } else {
+        Kind::TiledE
+    }
 }
 
 /// Threads of a tiled kernel's block for a tile of `volume` elements: the smallest multiple
