@@ -4,8 +4,8 @@
 //! The tile grows from both ends at once: the destination's fastest axes (its *write side*,
 //! along which the kernels store) and the source's fastest axes (its *read side*, along
 //! which they load), one axis at a time on the side whose run of elements is shorter, each
-//! axis whole while the tile has room and the last one of a side cut into pieces that fill
-//! it. An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
+//! axis whole while the tile has room and the last one of a side cut into pieces; pieces
+//! then grow until the tile holds [`TILE_FILL`] elements (or more where the runs need them). An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
 //! a plan of its own ([`Tiled::rest`]).
@@ -76,6 +76,10 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 /// Bytes that each side's run reaches before the tile grows otherwise (when the tile has
 /// room): two 128-byte lines.
 const RUN_BYTES: usize = 256;
+
+/// Elements up to which pieces grow once both runs are long enough (tiles that the runs
+/// make larger stay larger).
+const TILE_FILL: usize = 2048;
 
 /// The tiled plan with (`vector`) or without 16-byte vectors, or `None`.
 fn tile_for(
@@ -178,7 +182,8 @@ fn tile_for(
             None => break,
         }
     }
-    // Then the room left: pieces grow, the shorter side's first.
+    // Then pieces grow, the shorter side's first, up to TILE_FILL elements: smaller tiles
+    // make smaller blocks, more of them resident, whose barriers stall less of the device.
     let mut cut: Vec<usize> = (0..r)
         .filter(|&k| chunk[k] > 0 && chunk[k] < axes[k].len)
         .collect();
@@ -191,8 +196,9 @@ fn tile_for(
         (ext(&worder, w) * dst_size).min(ext(&rorder, rr) * src_size)
     };
     cut.sort_by_key(|&k| bytes_of(k, &chunk));
+    let fill = max.min(volume.max(TILE_FILL));
     for k in cut {
-        let room = max / volume;
+        let room = fill / volume;
         if room < 2 {
             break;
         }
@@ -322,16 +328,17 @@ mod tests {
         assert_eq!(a.vector, 1);
         assert_eq!((a.tile_rank, a.batch_rank), (2, 1));
         // Read order: the pixels' run, then the planes; write order: planes first.
-        assert_eq!((a.read[0].len, a.read[0].src, a.read[1].len), (2048, 1, 3));
-        assert_eq!((a.write[0].len, a.write[0].read), (3, 2048));
-        assert_eq!(a.volume, 3 * 2048);
-        assert_eq!(a.tiles, (1 << 20) / 2048);
+        // Pieces of 512 pixels: the largest divisor that keeps the tile within TILE_FILL.
+        assert_eq!((a.read[0].len, a.read[0].src, a.read[1].len), (512, 1, 3));
+        assert_eq!((a.write[0].len, a.write[0].read), (3, 512));
+        assert_eq!(a.volume, 3 * 512);
+        assert_eq!(a.tiles, (1 << 20) / 512);
         assert!(t.rest.is_empty());
         // The reverse direction.
         let n = norm(&[(1 << 20, 1, 3), (3, 1 << 20, 1)]);
         let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
         assert_eq!(t.args.vector, 1);
-        assert_eq!(t.args.volume, 3 * 1024);
+        assert_eq!(t.args.volume, 3 * 512);
         // A pixel count with no good divisor leaves a rest.
         let n = norm(&[(3, 1, 1_000_003), (1_000_003, 3, 1)]);
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();

@@ -134,10 +134,11 @@ pub fn tiled_threads(volume: u64, vector: bool, src_size: usize, dst_size: usize
 }
 
 /// Grid (x) of a tiled kernel on a device that keeps `resident` of its blocks resident: one
-/// block per tile up to four waves of resident blocks, then four waves (the blocks loop over
-/// the tiles); 0 when there is nothing to do.
+/// block per tile up to one wave of resident blocks, whose blocks then loop over the tiles, so
+/// that the tiles in flight at any time lie close together in tile order; 0 when there is
+/// nothing to do.
 pub fn tiled_grid(tiles: u64, resident: u64) -> u32 {
-    tiles.min(resident.max(1) * 4).min(i32::MAX as u64) as u32
+    tiles.min(resident.max(1)).min(i32::MAX as u64) as u32
 }
 
 /// One tile axis in read order ([`TiledArgs::read`]).
@@ -635,7 +636,7 @@ mod tests {
         assert_eq!(tiled_threads(1, true, 4, 4), 32);
         assert_eq!(tiled_grid(0, 528), 0);
         assert_eq!(tiled_grid(100, 528), 100);
-        assert_eq!(tiled_grid(1 << 20, 528), 2112);
+        assert_eq!(tiled_grid(1 << 20, 528), 528);
     }
 
     /// The shared-memory permutation is a bijection on every tile size, keeps units whole and
