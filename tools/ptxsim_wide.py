@@ -247,7 +247,7 @@ class Mem:
             s.d[a+i]=x
 
 def fast_div32(d):
-    # The planner's 32-bit fast division (devspan-kernels/src/abi/args.rs: fast_div32): q = (mul.hi(x, magic) + x) >> sh.
+    # The planner's 32-bit fast division (kernels/src/abi/args.rs: fast_div32): q = (mul.hi(x, magic) + x) >> sh.
     if d<=1: return 0,0
     sh=(d-1).bit_length()
     magic=((1<<32)*((1<<sh)-d)//d+1)&M32
@@ -387,7 +387,7 @@ def vec_cases():
     ]
 
 
-# (vectors per run, slots per side, block rows): PERMUTE_WIDE in devspan-kernels/src/abi/permute.rs.
+# (vectors per run, slots per side, block rows): PERMUTE_WIDE in kernels/src/abi/permute.rs.
 VARIANTS = [(1, 32, 8), (2, 32, 16), (4, 16, 8)]
 
 

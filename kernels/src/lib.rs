@@ -6,7 +6,7 @@
 //!   sizes and limits, the fast-division parameters the kernels use, the grid rules, and the
 //!   identity of every kernel ([`abi::Kernel`]), whose [`abi::Kernel::module_name`] names
 //!   its PTX module on both sides.
-//! - `emit` (feature `emit`): expands the PTX templates in `kernels/` into one PTX module
+//! - `emit` (feature `emit`): expands the PTX templates in `templates/` into one PTX module
 //!   per kernel, with every parameter offset taken from the argument blocks of [`abi`]. A
 //!   build script calls `emit::modules()` and embeds the result; the CUDA driver
 //!   JIT-compiles the text at run time, so no CUDA toolkit is needed to build.

@@ -1,4 +1,4 @@
-//! The PTX generator: expands the templates in `kernels/` into one PTX module per
+//! The PTX generator: expands the templates in `templates/` into one PTX module per
 //! [`Kernel`], for every element size (fill, copy) and ordered pair of element types (cast).
 //!
 //! Template syntax: `{{KEY}}` is replaced by a value computed here. Every key used by a
@@ -925,59 +925,67 @@ const fn block<T: ParamBlock>() -> Option<Block> {
     Some((T::FIELDS, size_of::<T>()))
 }
 
-/// Every template: its file name in `kernels/`, its text and the argument block its
+/// Every template: its file name in `templates/`, its text and the argument block its
 /// `{{args.FIELD}}` keys refer to.
 const TEMPLATES: [(&str, &str, Option<Block>); 12] = [
-    ("header.ptx", include_str!("../../kernels/header.ptx"), None),
-    ("contig.ptx", include_str!("../../kernels/contig.ptx"), None),
+    (
+        "header.ptx",
+        include_str!("../../templates/header.ptx"),
+        None,
+    ),
+    (
+        "contig.ptx",
+        include_str!("../../templates/contig.ptx"),
+        None,
+    ),
     (
         "contig_widen.ptx",
-        include_str!("../../kernels/contig_widen.ptx"),
+        include_str!("../../templates/contig_widen.ptx"),
         None,
     ),
     (
         "fill_contig.ptx",
-        include_str!("../../kernels/fill_contig.ptx"),
+        include_str!("../../templates/fill_contig.ptx"),
         None,
     ),
     (
         "strided32.ptx",
-        include_str!("../../kernels/strided32.ptx"),
+        include_str!("../../templates/strided32.ptx"),
         block::<StridedArgs32>(),
     ),
     (
         "strided64.ptx",
-        include_str!("../../kernels/strided64.ptx"),
+        include_str!("../../templates/strided64.ptx"),
         block::<StridedArgs64>(),
     ),
     (
         "transpose.ptx",
-        include_str!("../../kernels/transpose.ptx"),
+        include_str!("../../templates/transpose.ptx"),
         block::<TransposeArgs>(),
     ),
     (
         "transpose_packed.ptx",
-        include_str!("../../kernels/transpose_packed.ptx"),
+        include_str!("../../templates/transpose_packed.ptx"),
         None,
     ),
     (
         "rows.ptx",
-        include_str!("../../kernels/rows.ptx"),
+        include_str!("../../templates/rows.ptx"),
         block::<RowArgs>(),
     ),
     (
         "permute.ptx",
-        include_str!("../../kernels/permute.ptx"),
+        include_str!("../../templates/permute.ptx"),
         block::<abi::PermuteArgs>(),
     ),
     (
         "tiled.ptx",
-        include_str!("../../kernels/tiled.ptx"),
+        include_str!("../../templates/tiled.ptx"),
         block::<abi::TiledArgs>(),
     ),
     (
         "stridedn.ptx",
-        include_str!("../../kernels/stridedn.ptx"),
+        include_str!("../../templates/stridedn.ptx"),
         block::<abi::StridedArgsN>(),
     ),
 ];

@@ -859,7 +859,7 @@ pub(super) fn permute_packed_kernel(
     };
     let doc = format!(
         "// Any-permutation copy of {}-byte elements in 4-byte words (PermuteArgs with\n\
-         // pack = {k}; see devspan-kernels/src/abi/permute.rs). Tiles of {tt} x {tt} slots, block\n\
+         // pack = {k}; see kernels/src/abi/permute.rs). Tiles of {tt} x {tt} slots, block\n\
          // (32, {by}); the block first writes tables of its A groups' source offsets and\n\
          // its B slots' destination offsets to shared memory (after the tile). A thread\n\
          // loads {k} words along the source's fastest axis per {k} x {k} block ({m} blocks),\n\
@@ -1064,7 +1064,7 @@ pub(super) fn permute_vec_kernel(t: &mut Templates, name: &str, (tt, by): (u64, 
     };
     let doc = format!(
         "// Any-permutation copy of 1-byte elements in 16-byte vectors (PermuteArgs with\n\
-         // pack = 16; see devspan-kernels/src/abi/permute.rs). Tiles of {tt} x {tt} slots, block\n\
+         // pack = 16; see kernels/src/abi/permute.rs). Tiles of {tt} x {tt} slots, block\n\
          // (32, {by}); the block first writes a table of its B slots' destination offsets to\n\
          // shared memory (after the tile). Read phase: a thread loads 4 source vectors (16\n\
          // B slots of 4 A slots), transposes them in registers (prmt) and stores 16 words at\n\
@@ -1191,7 +1191,7 @@ pub(super) fn permute_wide_kernel(
     };
     let doc = format!(
         "// Any-permutation copy of runs of {v} 16-byte vectors ({} bytes; PermuteArgs with\n\
-         // wide = {v}, strides in 16-byte units; see devspan-kernels/src/abi/permute.rs). Tiles of\n\
+         // wide = {v}, strides in 16-byte units; see kernels/src/abi/permute.rs). Tiles of\n\
          // {tt} x {tt} runs, block (32, {by}). Read phase: lane tx takes vector tx % {v} of\n\
          // B slots tx / {v} + {} i, row ty A slots ty + {by} k, so a warp reads {} whole runs\n\
          // along the source's fastest axis; vectors go to shared memory at [A][B][vector]\n\
