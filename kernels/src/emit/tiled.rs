@@ -9,8 +9,8 @@ use super::{
 };
 use crate::abi::{
     FastDiv64, STRIDED_BLOCK, STRIDED_ELEMS_PER_THREAD, StridedArgsN, StridedAxis,
-    TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis, tiled_per_thread,
-    tiled_smem_bytes, tiled_smem_unit, tiled_vectors,
+    TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis,
+    tiled_max_registers, tiled_per_thread, tiled_smem_bytes, tiled_smem_unit, tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -445,6 +445,11 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
             ("SSIZE", s.size.to_string()),
             ("UNIT", unit.to_string()),
             ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
+            (
+                "MAXNREG",
+                tiled_max_registers(vector, copy, ss, ds)
+                    .map_or(String::new(), |n| format!(".maxnreg {n}\n")),
+            ),
             ("TILE_BYTES", tiled_smem_bytes(vector, ss, ds).to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
