@@ -5,10 +5,12 @@
 
 use std::mem::offset_of;
 
-use super::{
-    Class, Code, Gen, Space, Templates, Ty, addr, bits_ty, convert, load_scalar, log2, pack_word,
-    pfx, store_scalar, transpose_words,
-};
+use super::code::{Class, Code, Gen, addr, pfx};
+use super::convert::convert;
+use super::load_store::{Space, load_scalar, pack_word, store_scalar};
+use super::templates::Templates;
+use super::transpose::transpose_words;
+use super::types::{Ty, bits_ty, log2};
 use crate::abi::{PERMUTE_AXES, PermuteArgs};
 
 const RANK: u64 = offset_of!(PermuteArgs, rank) as u64;

@@ -1,6 +1,9 @@
+use super::layout::{ROWS_OUTER, TRANSPOSE_BATCH};
+use super::templates::TEMPLATES;
 use super::*;
-use crate::abi::PermuteArgs;
+use crate::abi::{PermuteArgs, RowArgs, StridedArgs32, StridedArgs64, TransposeArgs};
 use std::collections::BTreeSet;
+use std::mem::offset_of;
 use std::sync::OnceLock;
 
 fn all() -> &'static [(String, String)] {

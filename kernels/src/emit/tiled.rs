@@ -3,10 +3,13 @@
 
 use std::mem::{offset_of, size_of};
 
-use super::{
-    Class, Code, Gen, Op, Space, Templates, Ty, addr, convert, load_scalar, load_vec, log2,
-    pack_word, pfx, store_scalar, store_vec, strided_moves,
-};
+use super::Op;
+use super::code::{Class, Code, Gen, addr, pfx};
+use super::convert::convert;
+use super::load_store::{Space, load_scalar, load_vec, pack_word, store_scalar, store_vec};
+use super::strided::strided_moves;
+use super::templates::Templates;
+use super::types::{Ty, log2};
 use crate::abi::{
     FastDiv64, STRIDED_BLOCK, STRIDED_ELEMS_PER_THREAD, StridedArgsN, StridedAxis,
     TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis,

@@ -1,0 +1,188 @@
+//! The row kernels (`*_rows_*`): rows contiguous on both sides, a team of lanes per row.
+
+use super::code::{Class, Code, Gen, addr, pfx};
+use super::convert::convert;
+use super::layout::ROWS_OUTER;
+use super::load_store::{Space, load_scalar, load_vec, store_scalar, store_vec};
+use super::templates::Templates;
+use super::types::{Ty, group_elems, log2, size_ratio};
+use crate::abi::{self, ROW_BLOCK, ROW_SCALAR_UNROLL};
+
+/// Units (16 bytes of the wider side) per lane and iteration in the row kernels.
+fn row_units_per_lane(s: Ty, d: Ty) -> u64 {
+    abi::row_units_per_lane(s.size as usize, d.size as usize)
+}
+
+/// Scalar elements per lane and iteration in the row kernels.
+const ROW_UNROLL: u64 = ROW_SCALAR_UNROLL as u64;
+
+/// Row copy/cast: rows contiguous on both sides, a team of lanes per row,
+/// units of 16 bytes of the wider side (as in the contiguous kernels, but
+/// with the team size known only at run time).
+pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
+    const BLOCK: u64 = ROW_BLOCK as u64;
+    let lay = &ROWS_OUTER;
+    let v = group_elems(s, d);
+    let r = size_ratio(s, d);
+    let unit = 16 / s.size.max(d.size);
+    let mut g = Gen::default();
+
+    let mut prologue = Code::default();
+    lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", Some("%lss"));
+
+    let mut offsets = Code::default();
+    lay.decompose(
+        &mut g,
+        &mut offsets,
+        "%rank",
+        &["%x".to_string()],
+        &["%od".to_string()],
+        Some(&["%os".to_string()]),
+        "%lds",
+        Some("%lss"),
+        "$ROW_FIN",
+    );
+
+    // Scalar elements %j + k * %sstride for k < ROW_UNROLL: loads
+    // first, then conversions and stores.
+    let mut scalar = Code::default();
+    let mut pending = Vec::new();
+    let mut jk = "%j".to_string();
+    for k in 0..ROW_UNROLL {
+        let pred = if k == 0 {
+            None
+        } else {
+            let next = g.reg(Class::B64);
+            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
+            jk = next;
+            let p = g.reg(Class::Pred);
+            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
+            Some(p)
+        };
+        let ph = g.reg(Class::Pred);
+        let e = g.reg(Class::B64);
+        let tmp = g.reg(Class::B64);
+        let sa = g.reg(Class::B64);
+        let da = g.reg(Class::B64);
+        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
+        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
+        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
+        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
+        scalar.line(format!("add.s64 {sa}, %sr, {tmp};"));
+        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(d.size)));
+        scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
+        let x = load_scalar(
+            &mut g,
+            &mut scalar,
+            s,
+            Space::GlobalNc,
+            &addr(&sa, 0),
+            pred.as_deref(),
+        );
+        pending.push((x, da, pred));
+    }
+    for (x, da, pred) in pending {
+        let y = convert(&mut g, &mut scalar, s, d, &x);
+        store_scalar(
+            &mut scalar,
+            d,
+            Space::Global,
+            &addr(&da, 0),
+            &y,
+            pred.as_deref(),
+        );
+    }
+
+    // Units %g + j * team for j < units: unit j exists if %left > j * team,
+    // that is if (%left - 1) >> tshift >= j.
+    let units = row_units_per_lane(s, d);
+    let mut body = Code::default();
+    let mut preds: Vec<Option<String>> = vec![None];
+    if units > 1 {
+        let q = g.reg(Class::B64);
+        body.line(format!("sub.u64 {q}, %left, 1;"));
+        body.line(format!("shr.u64 {q}, {q}, %tshift;"));
+        for j in 1..units {
+            let p = g.reg(Class::Pred);
+            body.line(format!("setp.ge.u64 {p}, {q}, {j};"));
+            preds.push(Some(p));
+        }
+    }
+    let mut saddrs = vec!["%gs".to_string()];
+    let mut daddrs = vec!["%gd".to_string()];
+    for _ in 1..units {
+        let a = g.reg(Class::B64);
+        body.line(format!("add.s64 {a}, {}, %sstep;", saddrs.last().unwrap()));
+        saddrs.push(a);
+        let a = g.reg(Class::B64);
+        body.line(format!("add.s64 {a}, {}, %dstep;", daddrs.last().unwrap()));
+        daddrs.push(a);
+    }
+    let loaded: Vec<Vec<String>> = (0..units as usize)
+        .map(|j| {
+            let at = addr(&saddrs[j], 0);
+            if s == d {
+                let w: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+                body.line(format!(
+                    "{}ld.global.nc.v4.u32 {{{}}}, {at};",
+                    pfx(preds[j].as_deref()),
+                    w.join(", ")
+                ));
+                w
+            } else {
+                load_vec(&mut g, &mut body, s, unit, &at, preds[j].as_deref())
+            }
+        })
+        .collect();
+    for (j, vals) in loaded.iter().enumerate() {
+        let at = addr(&daddrs[j], 0);
+        let p = preds[j].as_deref();
+        if s == d {
+            body.line(format!(
+                "{}st.global.v4.u32 {at}, {{{}}};",
+                pfx(p),
+                vals.join(", ")
+            ));
+        } else {
+            let conv: Vec<String> = vals
+                .iter()
+                .map(|x| convert(&mut g, &mut body, s, d, x))
+                .collect();
+            store_vec(&mut g, &mut body, d, &conv, Space::Global, &at, p);
+        }
+    }
+
+    let (narrow, narrow_size, other, other_size) = if d.size <= s.size {
+        ("%dr", d.size, "%sr", s.size)
+    } else {
+        ("%sr", s.size, "%dr", d.size)
+    };
+    t.render(
+        "rows.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("BLOCK", BLOCK.to_string()),
+            ("LOG2_BLOCK", log2(BLOCK).to_string()),
+            ("UNROLL", ROW_UNROLL.to_string()),
+            ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
+            ("DECLS", g.decls()),
+            ("PROLOGUE", prologue.text()),
+            ("OFFSETS", offsets.text()),
+            ("LOG2_V", log2(v).to_string()),
+            ("V_MASK", (v - 1).to_string()),
+            ("LOG2_R", log2(r).to_string()),
+            ("UNITS", units.to_string()),
+            ("LOG2_UNITS", log2(units).to_string()),
+            ("SRC_SHIFT", log2(s.size).to_string()),
+            ("DST_SHIFT", log2(d.size).to_string()),
+            ("SRC_UNIT_SHIFT", log2(unit * s.size).to_string()),
+            ("DST_UNIT_SHIFT", log2(unit * d.size).to_string()),
+            ("NARROW", narrow.to_string()),
+            ("NARROW_SHIFT", log2(narrow_size).to_string()),
+            ("OTHER", other.to_string()),
+            ("OTHER_SHIFT", log2(other_size).to_string()),
+            ("SCALAR", scalar.text()),
+            ("UNIT_BODY", body.text()),
+        ],
+    )
+}
