@@ -1,0 +1,211 @@
+//! The row kernels: block size, teams, row heads, grid, and their argument block
+//! ([`RowArgs`]).
+
+use super::contig::{CONTIG_ALIGN, contig_group_elems};
+use super::fast_div::FastDiv64;
+use super::strided::MAX_RANK;
+use crate::abi::param_block;
+
+/// Threads per block of the row kernels (required exactly).
+pub const ROW_BLOCK: u32 = 256;
+/// `log2(ROW_BLOCK)`: the largest `team_shift` (larger values act as this).
+pub const ROW_MAX_TEAM_SHIFT: u32 = 8;
+/// Largest number of outer axes of the row kernels (the row axis is the
+/// last of at most [`MAX_RANK`]).
+pub const MAX_ROW_OUTER: usize = MAX_RANK - 1;
+/// Largest grid of a row kernel in x (pieces of a row) and y (rows).
+pub const ROW_MAX_GRID: (u32, u32) = (i32::MAX as u32, 65535);
+/// Scalar elements each lane of a row kernel moves per iteration (the head,
+/// the tail, and rows that cannot be vectorised).
+pub const ROW_SCALAR_UNROLL: u32 = 4;
+
+/// Units (16 bytes of the wider side, `16 / max(size)` elements) each lane
+/// of a row kernel moves per iteration: `max(2, size ratio)`, a power of two.
+pub const fn row_units_per_lane(src_size: usize, dst_size: usize) -> u64 {
+    let (lo, hi) = if src_size < dst_size {
+        (src_size, dst_size)
+    } else {
+        (dst_size, src_size)
+    };
+    let r = (hi / lo) as u64;
+    if r > 2 { r } else { 2 }
+}
+
+/// Units of vector work in a row of `row_len` elements when it is aligned
+/// from its first element (an upper bound for any head).
+fn row_units(row_len: u64, src_size: usize, dst_size: usize) -> u64 {
+    let v = contig_group_elems(src_size, dst_size) as u64;
+    let r = (src_size.max(dst_size) / src_size.min(dst_size)) as u64;
+    row_len / v * r
+}
+
+/// Team size of the row kernels for rows of `row_len` elements, as a shift:
+/// the smallest power of two of lanes that covers the row's units in one
+/// pass ([`row_units_per_lane`] each), between 1 and [`ROW_BLOCK`] lanes.
+pub fn row_team_shift(row_len: u64, src_size: usize, dst_size: usize) -> u32 {
+    let per_lane = row_units_per_lane(src_size, dst_size);
+    let lanes = row_units(row_len, src_size, dst_size)
+        .div_ceil(per_lane)
+        .max(1);
+    lanes
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(ROW_MAX_TEAM_SHIFT)
+}
+
+/// Grid `(x, y)` of a row kernel: x covers the units of one row with one
+/// pass of a team, y the rows with one row per team, each clamped to
+/// [`ROW_MAX_GRID`]; `(0, 0)` when there is nothing to do. The kernels loop
+/// in both directions, so any grid of at least one block is correct.
+pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) {
+    if args.rows == 0 || args.row_len == 0 {
+        return (0, 0);
+    }
+    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let per_pass = row_units_per_lane(src_size, dst_size) << shift;
+    let teams_per_block = u64::from(ROW_BLOCK) >> shift;
+    let units = row_units(args.row_len, src_size, dst_size);
+    let (mx, my) = ROW_MAX_GRID;
+    (
+        units.div_ceil(per_pass).clamp(1, u64::from(mx)) as u32,
+        args.rows.div_ceil(teams_per_block).clamp(1, u64::from(my)) as u32,
+    )
+}
+
+/// The `head` a row kernel uses for a row whose first destination element
+/// is at `dst` and first source element at `src` (each aligned to its
+/// element size), computed like the kernels do: the number of elements
+/// before the narrower side (the destination when the sizes are equal)
+/// reaches a 16-byte boundary, if the other side is 16-byte aligned there
+/// too; otherwise `row_len` (the whole row moves one element at a time).
+/// Never more than `row_len`.
+pub fn row_head(dst: u64, dst_size: usize, src: u64, src_size: usize, row_len: u64) -> u64 {
+    let (narrow, narrow_size, other, other_size) = if dst_size <= src_size {
+        (dst, dst_size, src, src_size)
+    } else {
+        (src, src_size, dst, dst_size)
+    };
+    let head = (narrow.wrapping_neg() % CONTIG_ALIGN) / narrow_size as u64;
+    let other_at = other.wrapping_add(head.wrapping_mul(other_size as u64));
+    let head = if other_at % CONTIG_ALIGN == 0 {
+        head
+    } else {
+        row_len
+    };
+    head.min(row_len)
+}
+
+/// Argument block of `*_rows_*` (320 bytes).
+///
+/// Row index `q` in `[0, rows)` is split over the outer axes `0..outer_rank`
+/// (axis 0 fastest, like [`StridedArgs64`]) into element offsets `od`, `os`;
+/// for `i < row_len`, `dst + (od + i) * size(D)` receives the converted
+/// `src + (os + i) * size(S)`. `rows` must equal the product of the outer
+/// shape and be below 2^63.
+///
+/// [`StridedArgs64`]: super::StridedArgs64
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowArgs {
+    /// Byte address of the destination element at multi-index 0.
+    pub dst: u64,
+    /// Byte address of the source element at multi-index 0.
+    pub src: u64,
+    /// Elements per row (stride 1 on both sides).
+    pub row_len: u64,
+    /// Number of rows: the product of `shape[..outer_rank]`.
+    pub rows: u64,
+    /// Number of outer axes, `1..=MAX_ROW_OUTER`.
+    pub outer_rank: u32,
+    /// `log2` of the lanes per team, `0..=ROW_MAX_TEAM_SHIFT` (larger values
+    /// act as [`ROW_MAX_TEAM_SHIFT`]); see [`row_team_shift`]. Any value is
+    /// correct.
+    pub team_shift: u32,
+    /// Extent of each outer axis; 1 beyond `outer_rank`.
+    pub shape: [u64; MAX_ROW_OUTER],
+    /// Fast division by `shape[k]`.
+    pub div: [FastDiv64; MAX_ROW_OUTER],
+    /// Destination strides of the outer axes in elements.
+    pub dst_strides: [i64; MAX_ROW_OUTER],
+    /// Source strides of the outer axes in elements (may be negative or zero).
+    pub src_strides: [i64; MAX_ROW_OUTER],
+}
+
+impl RowArgs {
+    /// Builds the block for rows of `row_len` elements over the outer axes
+    /// `outer_shape` (axis 0 innermost, `1..=MAX_ROW_OUTER` axes) with the
+    /// given strides (same length), and the team size of
+    /// [`row_team_shift`]. Returns `None` if the lengths disagree, the rank
+    /// is out of range or the row count overflows 2^63.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        dst: u64,
+        src: u64,
+        row_len: u64,
+        outer_shape: &[u64],
+        dst_strides: &[i64],
+        src_strides: &[i64],
+        src_size: usize,
+        dst_size: usize,
+    ) -> Option<Self> {
+        let r = outer_shape.len();
+        if r == 0 || r > MAX_ROW_OUTER || dst_strides.len() != r || src_strides.len() != r {
+            return None;
+        }
+        let rows = outer_shape
+            .iter()
+            .try_fold(1u64, |a, &e| a.checked_mul(e))?;
+        if rows >= 1 << 63 {
+            return None;
+        }
+        let mut a = Self {
+            dst,
+            src,
+            row_len,
+            rows,
+            outer_rank: r as u32,
+            team_shift: row_team_shift(row_len, src_size, dst_size),
+            shape: [1; MAX_ROW_OUTER],
+            ..Self::default()
+        };
+        for k in 0..r {
+            a.shape[k] = outer_shape[k];
+            a.div[k] = FastDiv64::new(outer_shape[k]);
+            a.dst_strides[k] = dst_strides[k];
+            a.src_strides[k] = src_strides[k];
+        }
+        Some(a)
+    }
+
+    /// Element offsets `(dst, src)` of the first element of row `q`,
+    /// computed like the kernels do.
+    pub fn row_offsets(&self, q: u64) -> (i64, i64) {
+        let rank = self.outer_rank.clamp(1, MAX_ROW_OUTER as u32) as usize;
+        let (mut x, mut d, mut s) = (q, 0i64, 0i64);
+        for k in 0..rank - 1 {
+            let quot = self.div[k].div(x);
+            let c = x.wrapping_sub(quot.wrapping_mul(self.shape[k])) as i64;
+            d = d.wrapping_add(c.wrapping_mul(self.dst_strides[k]));
+            s = s.wrapping_add(c.wrapping_mul(self.src_strides[k]));
+            x = quot;
+        }
+        d = d.wrapping_add((x as i64).wrapping_mul(self.dst_strides[rank - 1]));
+        s = s.wrapping_add((x as i64).wrapping_mul(self.src_strides[rank - 1]));
+        (d, s)
+    }
+}
+
+// SAFETY: `#[repr(C)]`, integers and integer arrays only (the fields' coverage is
+// checked in tests).
+param_block!(RowArgs {
+    dst,
+    src,
+    row_len,
+    rows,
+    outer_rank,
+    team_shift,
+    shape,
+    div,
+    dst_strides,
+    src_strides,
+});
