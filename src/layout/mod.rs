@@ -20,10 +20,10 @@
 //! checks 1 (the others follow, against a span of its length); every operation below keeps them by construction and says which it
 //! relies on.
 
-mod ops;
 mod reshape;
 #[cfg(test)]
 mod tests;
+mod transform;
 
 use ndarray::{Dimension, Ix1};
 

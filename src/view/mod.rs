@@ -1,13 +1,14 @@
 //! `DeviceView` / `DeviceViewMut`: one generic strided view type over a typed span.
 
-mod ops;
+mod shape;
+mod transform;
 
 use std::fmt;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use ndarray::{Dimension, Order, ShapeArg};
+use ndarray::Dimension;
 
 use crate::array::{CowSpan, OwnedSpan};
 use crate::bytes::RawBytes;
@@ -733,88 +734,12 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
     }
 }
 
-impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
-    /// The view with a dynamic number of axes.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// assert_eq!(a.view().into_dyn().ndim(), 2);
-    /// # Ok(()) }
-    /// ```
-    pub fn into_dyn(self) -> DeviceBase<S, ndarray::IxDyn> {
-        let l = self.layout.clone().into_dyn();
-        self.with_layout(l)
-    }
-
-    /// The view with a fixed number of axes, or `Err(ShapeMismatch)`.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// let v = a.view().into_dyn().into_dimensionality::<ndarray::Ix2>()?;
-    /// assert_eq!(v.dim(), ndarray::Ix2(2, 3));
-    /// # Ok(()) }
-    /// ```
-    pub fn into_dimensionality<E: Dimension>(self) -> Result<DeviceBase<S, E>> {
-        let l = self.layout.clone().into_dimensionality::<E>()?;
-        Ok(self.with_layout(l))
-    }
-
-    /// The same elements with a new shape, consuming `self`, with no copy (ndarray's
-    /// `into_shape_with_order`). The elements are read in row-major order, or in the order given
-    /// with the shape (`((3, 4), Order::ColumnMajor)`). `Err(ShapeMismatch)` when the element
-    /// counts differ, `Err(IncompatibleLayout)` when the strides do not allow it without a copy
-    /// (see [`Layout::reshape`]); unlike ndarray's, it also reshapes strided layouts whose axes
-    /// can be regrouped. [`to_shape`](Self::to_shape) copies where needed.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// use ndarray::Order;
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, 12)?;
-    /// let v = a.view().into_shape_with_order((3, 4))?;
-    /// assert_eq!(v.strides(), &[4, 1]);
-    /// assert!(v.t().into_shape_with_order(12).is_err());
-    /// let f = a.into_shape_with_order(((3, 4), Order::ColumnMajor))?;
-    /// assert_eq!(f.strides(), &[1, 3]);
-    /// # Ok(()) }
-    /// ```
-    pub fn into_shape_with_order<E: ShapeArg>(self, shape: E) -> Result<DeviceBase<S, E::Dim>> {
-        let l = reshape_layout(&self.layout, shape, std::mem::size_of::<S::Elem>())?;
-        Ok(self.with_layout(l))
-    }
-}
-
 /// The error of a plain method `op` on memory with no stream of its own (`what`: view, span).
 pub(crate) fn no_stream(what: &str, op: &str) -> Error {
     Error::invalid(format!(
         "this {what} (over foreign or raw memory) has no stream of its own; call `{op}_on` with \
          the stream to use"
     ))
-}
-
-/// `layout` reshaped without a copy, reading elements in the order `shape` asks for.
-pub(crate) fn reshape_layout<D: Dimension, E: ShapeArg>(
-    layout: &Layout<D>,
-    shape: E,
-    elem_size: usize,
-) -> Result<Layout<E::Dim>> {
-    let (dim, order) = shape.into_shape_and_order();
-    match order.unwrap_or(Order::RowMajor) {
-        Order::ColumnMajor => {
-            let mut rev = dim;
-            rev.slice_mut().reverse();
-            Ok(layout
-                .clone()
-                .reversed_axes()
-                .reshape_sized(rev, elem_size)?
-                .reversed_axes())
-        }
-        _ => layout.reshape_sized(dim, elem_size),
-    }
 }
 
 /// Byte length of `span_len` elements of `T`, or `Err(Overflow)`.

@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use ndarray::{Dimension, Order, ShapeArg};
+use ndarray::Dimension;
 
-use crate::array::{DeviceArray, DeviceCowArray};
+use crate::array::DeviceArray;
 use crate::device::check_stream;
 use crate::element::DeviceElement;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::span::{DeviceSpan, DeviceSpanMut};
-use crate::view::{DeviceBase, SpanData, SpanDataMut, no_stream, reshape_layout};
+use crate::view::{DeviceBase, SpanData, SpanDataMut, no_stream};
 use devspan_kernels::abi::GridOptions;
 
 /// Byte range `[lo, hi)` reached by a view, or `None` when empty.
@@ -365,74 +365,6 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
         let mut out = unsafe { DeviceArray::<U, D>::uninit(stream, self.dim())? };
         out.assign_cast_on(stream, self)?;
         Ok(out)
-    }
-
-    /// The elements with a new shape (ndarray's `to_shape`): a view when the layout allows it
-    /// without a copy, otherwise a standard-layout copy made on the memory's stream. Elements are
-    /// read in row-major order, or in the order given with the shape
-    /// (`((3, 4), Order::ColumnMajor)`); `Err(ShapeMismatch)` when the element counts differ.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// use ndarray::{array, Order};
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::from_host(&stream, &array![[1u8, 2, 3], [4, 5, 6]])?;
-    /// assert!(a.to_shape((3, 2))?.is_view());
-    /// assert_eq!(a.to_shape(((3, 2), Order::ColumnMajor))?.to_host()?, array![[1u8, 5], [4, 3], [2, 6]]);
-    /// assert!(a.to_shape(7).is_err());
-    /// # Ok(()) }
-    /// ```
-    pub fn to_shape<E: ShapeArg>(&self, shape: E) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
-        self.to_shape_impl(None, shape)
-    }
-
-    /// [`to_shape`](Self::to_shape), copying (when it must) on `stream`.
-    ///
-    /// ```no_run
-    /// # fn main() -> devspan::Result<()> {
-    /// let stream = devspan::default_stream(0)?;
-    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
-    /// let t = a.t();
-    /// assert!(t.to_shape_on(&stream, 6)?.is_owned());
-    /// # Ok(()) }
-    /// ```
-    pub fn to_shape_on<E: ShapeArg>(
-        &self,
-        stream: &Arc<CudaStream>,
-        shape: E,
-    ) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
-        self.to_shape_impl(Some(stream), shape)
-    }
-
-    fn to_shape_impl<E: ShapeArg>(
-        &self,
-        stream: Option<&Arc<CudaStream>>,
-        shape: E,
-    ) -> Result<DeviceCowArray<'_, S::Elem, E::Dim>> {
-        let (dim, order) = shape.into_shape_and_order();
-        let order = order.unwrap_or(Order::RowMajor);
-        match reshape_layout(
-            &self.layout,
-            (dim.clone(), order),
-            std::mem::size_of::<S::Elem>(),
-        ) {
-            Ok(l) => return Ok(DeviceCowArray::borrowed(self.view().with_layout(l))),
-            Err(e) if e.kind() != &ErrorKind::IncompatibleLayout => return Err(e),
-            Err(_) => {}
-        }
-        let stream = match stream {
-            Some(s) => s.clone(),
-            None => self.own_stream("to_shape")?,
-        };
-        // A copy contiguous in the order the elements are read (column-major: the transpose's
-        // standard copy, transposed back), which reshapes in that order without a copy.
-        let copy = match order {
-            Order::ColumnMajor => self.t().to_contiguous_on(&stream)?.reversed_axes(),
-            _ => self.to_contiguous_on(&stream)?,
-        };
-        Ok(DeviceCowArray::owned(
-            copy.into_shape_with_order((dim, order))?,
-        ))
     }
 }
 
