@@ -247,7 +247,7 @@ class Mem:
             s.d[a+i]=x
 
 def fast_div32(d):
-    # The planner's 32-bit fast division (kernels/src/abi/args.rs: fast_div32): q = (mul.hi(x, magic) + x) >> sh.
+    # The planner's 32-bit fast division (kernels/src/abi/args/fast_div.rs: fast_div32): q = (mul.hi(x, magic) + x) >> sh.
     if d<=1: return 0,0
     sh=(d-1).bit_length()
     magic=((1<<32)*((1<<sh)-d)//d+1)&M32
