@@ -29,8 +29,9 @@ use crate::error::{Error, Result};
 
 pub use pinned::PinnedBuffer;
 pub use pipeline::TransferOptions;
-pub use plan::{DevicePath, HostPath};
-use plan::{Direction, plan_transfer};
+#[cfg(any(test, feature = "internals"))]
+pub use plan::DevicePath;
+pub use plan::HostPath;
 
 fn check_same_shape(host: &[usize], dev: &[usize]) -> Result<()> {
     if host != dev {
@@ -50,6 +51,7 @@ pub fn transfer_path(
     elem_size: usize,
     up: bool,
 ) -> String {
+    use plan::{Direction, plan_transfer};
     let dir = if up { Direction::Up } else { Direction::Down };
     match plan_transfer(shape, host_strides, dev_strides, elem_size, dir, None) {
         Ok(p) => format!("{:?}/{:?}", p.host, p.device).to_lowercase(),
@@ -58,7 +60,7 @@ pub fn transfer_path(
 }
 
 /// An uninitialised device temporary of `m` elements on `stream`, for the bus buffer of a
-/// transfer whose device path is [`DevicePath::Staged`].
+/// transfer whose device path is [`DevicePath::Staged`](plan::DevicePath::Staged).
 ///
 /// # Safety
 /// As [`DeviceArray::uninit`]: every element is written before it is read.
