@@ -117,11 +117,9 @@ def section(args, bw, tr, al):
         host = bw.get("host_us_per_call") or {}
         if host:
             parts.append("")
-            parts.append(
-                "Host time per call (us): "
-                + ", ".join(f"{k} {v:.2f}" for k, v in host.items())
-                + "."
-            )
+            parts.append("Host time per call (`overhead` group):")
+            parts.append("")
+            parts.append(table([(k, f"{v:.2f}") for k, v in host.items()], ["call", "us"]))
         first = bw.get("first_use_ms") or {}
         if first.get("first_process") is not None:
             parts.append("")
@@ -194,6 +192,7 @@ def svg_chart(bw, al, path):
             out.append(f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end">{t:.1f}</text>')
         out.append(f'<text x="{x0 - 36}" y="{y0 + h / 2}" transform="rotate(-90 {x0 - 36} {y0 + h / 2})" '
                    f'text-anchor="middle">{ylabel}</text>')
+        out.append(f'<text x="{x0 + w / 2}" y="{y0 + h + 18}" text-anchor="middle">cases, sorted</text>')
         ly = y0 + 14
         for name, vals in series.items():
             pts = [(i, v) for i, v in enumerate(vals) if v is not None]
