@@ -38,7 +38,7 @@ def usage(a: np.ndarray, stream: int) -> None:
         devspan.fill(v, 1)
     except devspan.ShapeMismatchError as e:
         assert_type(e, devspan.ShapeMismatchError)
-    except devspan.OverflowError:
+    except devspan.NumericOverflowError:
         pass
     except devspan.DevspanError as e:
         assert_type(e, devspan.Error)
@@ -59,7 +59,7 @@ def interface_usage(interface: dict[str, Any]) -> None:
 
 def errors() -> list[type[devspan.Error]]:
     return [
-        devspan.OutOfBoundsError, devspan.MisalignedError, devspan.ShapeMismatchError, devspan.OverflowError,
+        devspan.OutOfBoundsError, devspan.MisalignedError, devspan.ShapeMismatchError, devspan.NumericOverflowError,
         devspan.AliasingError, devspan.IncompatibleLayoutError, devspan.InvalidAxisError,
         devspan.UnsupportedDtypeError, devspan.DeviceMismatchError, devspan.NoDeviceError, devspan.DriverError,
         devspan.InvalidArgumentError, devspan.StreamCaptureError,

@@ -32,7 +32,7 @@ kind_exceptions! {
     OutOfBoundsError: "An element reachable through a layout lies outside the memory it views.";
     MisalignedError: "A pointer, offset or length is not a multiple of what the element type needs.";
     ShapeMismatchError: "Two shapes that must agree do not, or a shape cannot be reached from another.";
-    OverflowError: "A shape product, stride product, byte offset or fill value does not fit its type.";
+    NumericOverflowError: "A shape product, stride product, byte offset or fill value does not fit its type.";
     AliasingError: "A source and a destination overlap in a way the operation cannot handle, or a \
         writable view would reach one element through two indices.";
     IncompatibleLayoutError: "The layout cannot express the requested view without copying.";
@@ -63,7 +63,7 @@ pub(crate) fn to_py(e: crate::Error) -> PyErr {
         ErrorKind::OutOfBounds => OutOfBoundsError::new_err(message),
         ErrorKind::Misaligned => MisalignedError::new_err(message),
         ErrorKind::ShapeMismatch => ShapeMismatchError::new_err(message),
-        ErrorKind::Overflow => OverflowError::new_err(message),
+        ErrorKind::Overflow => NumericOverflowError::new_err(message),
         ErrorKind::Aliasing => AliasingError::new_err(message),
         ErrorKind::IncompatibleLayout => IncompatibleLayoutError::new_err(message),
         ErrorKind::InvalidAxis => InvalidAxisError::new_err(message),
@@ -128,6 +128,7 @@ mod tests {
             for kind in kinds() {
                 let name = match &kind {
                     ErrorKind::Driver(_) => "DriverError".to_string(),
+                    ErrorKind::Overflow => "NumericOverflowError".to_string(),
                     k => format!("{k:?}Error"),
                 };
                 let err = to_py(crate::Error::new(kind, "message"));

@@ -498,7 +498,7 @@ fn imported(py: Python<'_>, source: Source<'_>, stream: Option<i64>) -> PyResult
 }
 
 /// The Python value `value` as a `T`: integers and floats, converted as `T::from` would
-/// (`devspan.OverflowError` when out of range).
+/// (`devspan.NumericOverflowError` when out of range).
 fn scalar<T: DeviceElement + num_traits::NumCast>(value: &Bound<'_, PyAny>) -> PyResult<T> {
     use crate::convert::{f64_to_bf16, f64_to_f16, i128_to_f64_round_odd};
     // Floating-point elements get the value rounded once, from the value given (nearest, ties
