@@ -1,0 +1,235 @@
+//! Writes the launches of the tiled kernels for the `narrow` and `rank` cases of
+//! `benches/bandwidth.rs` (and a few casts and f64 copies), or the PTX of every module, for
+//! `harness.cu` to time on a GPU machine without a Rust toolchain. See `run` for the workflow.
+//!
+//! `tiled-variants cases [MAX_VOLUME]`: one line per case on stdout,
+//! `name|kernel|threads|tiles|elements|src size|dst size|has rest|params (hex)`, planned with
+//! the tiled kernels preferred and tiles of at most MAX_VOLUME elements (0: the kernels' limit);
+//! the parameter block's addresses are offsets from buffers at 0, which the harness adds.
+//! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
+
+use std::fmt::Write;
+
+use devspan::DType;
+use devspan_kernels::abi::Kernel;
+
+const GIB: usize = 1 << 30;
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+/// As `seeded_permutation` in benches/bandwidth.rs.
+fn seeded_permutation(rank: usize, seed: u64) -> Vec<usize> {
+    let mut state = seed;
+    let mut p: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+fn cstrides(shape: &[usize]) -> Vec<isize> {
+    let mut s = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for i in (0..shape.len()).rev() {
+        s[i] = acc;
+        acc *= shape[i] as isize;
+    }
+    s
+}
+
+/// Appends the launch line of the copy of the contiguous `shape` permuted by `perm` into a
+/// standard-layout destination (as `permute_one` in benches/bandwidth.rs), if it plans to the
+/// tiled kernels.
+fn emit(
+    out: &mut String,
+    name: &str,
+    shape: &[usize],
+    perm: &[usize],
+    from: DType,
+    to: DType,
+    cap: u32,
+) {
+    let cs = cstrides(shape);
+    let dshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let sstr: Vec<isize> = perm.iter().map(|&p| cs[p]).collect();
+    let dstr = cstrides(&dshape);
+    let n: usize = shape.iter().product();
+    let l = devspan::internals::tiled_launch(0, &dstr, to, 0, &sstr, from, &dshape, cap).unwrap();
+    let Some(l) = l else {
+        eprintln!("no tiled plan: {name}");
+        return;
+    };
+    let hex: String = l.params.iter().map(|b| format!("{b:02x}")).collect();
+    writeln!(
+        out,
+        "{name}|{}|{}|{}|{n}|{}|{}|{}|{}",
+        l.kernel,
+        l.threads,
+        l.tiles,
+        from.size(),
+        to.size(),
+        l.has_rest as u8,
+        hex
+    )
+    .unwrap();
+}
+
+/// As `narrow_layouts` in benches/bandwidth.rs.
+fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
+    let mut out = Vec::new();
+    for c in [2usize, 3, 4, 8] {
+        let mut side = 8192;
+        while c * side * side * size > GIB {
+            side /= 2;
+        }
+        out.push((format!("CHW>HWC C={c}"), vec![c, side, side], vec![1, 2, 0]));
+        out.push((format!("HWC>CHW C={c}"), vec![side, side, c], vec![2, 0, 1]));
+    }
+    for c in [3usize, 4] {
+        let (h, w) = (256, 256);
+        let n = (256 << 20) / (c * h * w * size);
+        out.push((
+            format!("NCHW>NHWC C={c}"),
+            vec![n, c, h, w],
+            vec![0, 2, 3, 1],
+        ));
+        out.push((
+            format!("NHWC>NCHW C={c}"),
+            vec![n, h, w, c],
+            vec![0, 3, 1, 2],
+        ));
+    }
+    out
+}
+
+/// As `RANK_SHAPES` in benches/bandwidth.rs.
+const RANK_SHAPES: &[&[usize]] = &[
+    &[128, 3, 4, 2, 4, 3, 4, 2, 512],
+    &[4; 14],
+    &[2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4],
+    &[2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3],
+    &[2; 27],
+    &[2; 28],
+];
+
+fn cases(cap: u32) {
+    let mut out = String::new();
+    let types = [
+        ("u8", DType::U8),
+        ("f16", DType::F16),
+        ("f32", DType::F32),
+        ("f64", DType::F64),
+    ];
+    for (tn, t) in types {
+        for (name, shape, perm) in narrow_layouts(t.size()) {
+            emit(
+                &mut out,
+                &format!("narrow {tn} {name}"),
+                &shape,
+                &perm,
+                t,
+                t,
+                cap,
+            );
+        }
+    }
+    let m = 1usize << 27;
+    for (name, shape) in [("split>inter", [2, m]), ("inter>split", [m, 2])] {
+        let name = format!("narrow f32 {name}");
+        emit(
+            &mut out,
+            &name,
+            &shape,
+            &[1, 0],
+            DType::F32,
+            DType::F32,
+            cap,
+        );
+    }
+    let casts = [
+        ("u8>f32", DType::U8, DType::F32),
+        ("f32>u8", DType::F32, DType::U8),
+        ("f32>f16", DType::F32, DType::F16),
+        ("f16>f32", DType::F16, DType::F32),
+    ];
+    for (tn, f, t) in casts {
+        for (name, shape, perm) in narrow_layouts(f.size().max(t.size())) {
+            if name.contains("C=3") {
+                emit(
+                    &mut out,
+                    &format!("cast {tn} {name}"),
+                    &shape,
+                    &perm,
+                    f,
+                    t,
+                    cap,
+                );
+            }
+        }
+    }
+    for (tn, t) in types {
+        let mut shapes: Vec<&[usize]> = RANK_SHAPES.to_vec();
+        if t.size() == 1 {
+            shapes.push(&[2; 30]);
+        }
+        for (index, shape) in shapes.into_iter().enumerate() {
+            if shape.iter().product::<usize>() * t.size() > GIB {
+                continue;
+            }
+            let rank = shape.len();
+            let mut perms = vec![
+                ("rev".to_string(), (0..rank).rev().collect::<Vec<_>>()),
+                (
+                    "cyc".to_string(),
+                    (0..rank).map(|i| (i + 1) % rank).collect(),
+                ),
+            ];
+            for k in 1..=2 {
+                let seed = 1000 * index as u64 + k;
+                perms.push((format!("rnd{seed}"), seeded_permutation(rank, seed)));
+            }
+            for (pn, perm) in perms {
+                let name = format!("rank {tn} s{index} r{rank} {pn}");
+                emit(&mut out, &name, shape, &perm, t, t, cap);
+            }
+        }
+    }
+    print!("{out}");
+}
+
+fn ptx(dir: &str, names: &[String]) {
+    std::fs::create_dir_all(dir).unwrap();
+    if names.is_empty() {
+        for (name, text) in devspan_kernels::emit::modules() {
+            std::fs::write(format!("{dir}/{name}.ptx"), text).unwrap();
+        }
+        return;
+    }
+    for name in names {
+        let k = Kernel::from_module_name(name).unwrap_or_else(|| panic!("no module {name}"));
+        std::fs::write(
+            format!("{dir}/{name}.ptx"),
+            devspan_kernels::emit::module_ptx(k),
+        )
+        .unwrap();
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("cases") => cases(args.get(1).map_or(0, |s| s.parse().expect("MAX_VOLUME"))),
+        Some("ptx") if args.len() >= 2 => ptx(&args[1], &args[2..]),
+        _ => {
+            eprintln!(
+                "usage: tiled-variants cases [MAX_VOLUME] | tiled-variants ptx DIR [MODULE...]"
+            );
+            std::process::exit(2);
+        }
+    }
+}
