@@ -272,7 +272,10 @@ pub use layout::Layout;
 pub use owner::DeviceOwner;
 pub use span::{DeviceSpan, DeviceSpanMut};
 pub use transfer::{HostPath, PinnedBuffer, Transfer, TransferOptions};
-pub use view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut, ViewData};
+pub use view::{
+    AxisChunksIter, AxisIter, AxisIterMut, DeviceBase, DeviceView, DeviceViewMut, SpanData,
+    SpanDataMut, ViewData,
+};
 
 pub use cudarc;
 pub use half;

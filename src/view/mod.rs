@@ -1,7 +1,9 @@
 //! `DeviceView` / `DeviceViewMut`: one generic strided view type over a typed span.
 
+mod iter;
 mod shape;
 mod transform;
+pub use iter::{AxisChunksIter, AxisIter, AxisIterMut};
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Every host-only test of the public API, in one test binary: DLPack metadata and deleters,
+//! Every host-only test of the public API, in one test binary: axis iterators, DLPack metadata and deleters,
 //! owners and keep-alives, layout properties against ndarray, shape overflow, and the fuzzing of
 //! every host-reachable entry point. Each topic is a
 //! module, so a test's name starts with its topic: `cargo test --test cpu layout_props::`.
@@ -7,6 +7,7 @@
 #[macro_use]
 mod cases;
 
+mod axis_iters;
 mod dlpack;
 mod fuzz;
 mod layout_props;
