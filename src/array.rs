@@ -170,6 +170,45 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         Ok(Self::from_parts_owned(data, layout))
     }
 
+    /// An array of `shape` with every element `value`, allocated and filled on `stream`
+    /// (ndarray's `from_elem`); `Err(StreamCapture)` while `stream` is capturing a graph.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::from_elem(&stream, (2, 3), 7u16)?;
+    /// assert_eq!(a.to_host()?, ndarray::Array2::from_elem((2, 3), 7u16));
+    /// # Ok(()) }
+    /// ```
+    pub fn from_elem<Sh: IntoDimension<Dim = D>>(
+        stream: &Arc<CudaStream>,
+        shape: Sh,
+        value: T,
+    ) -> Result<Self> {
+        // SAFETY: the fill below writes every element before the array is returned; on error
+        // the array is dropped unread.
+        let mut a = unsafe { Self::uninit(stream, shape)? };
+        a.fill_on(stream, value)?;
+        Ok(a)
+    }
+
+    /// An array of `shape` with every element 1, on `stream` (ndarray's `ones`); see
+    /// [`from_elem`](Self::from_elem).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<half::f16, _>::ones(&stream, 5)?;
+    /// assert!(a.to_host()?.iter().all(|x| x.to_f32() == 1.0));
+    /// # Ok(()) }
+    /// ```
+    pub fn ones<Sh: IntoDimension<Dim = D>>(stream: &Arc<CudaStream>, shape: Sh) -> Result<Self>
+    where
+        T: num_traits::One,
+    {
+        Self::from_elem(stream, shape, T::one())
+    }
+
     /// An array of `shape` whose contents are whatever the allocation held.
     ///
     /// # Safety

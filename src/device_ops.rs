@@ -318,6 +318,23 @@ impl<S: SpanData, D: Dimension> DeviceBase<S, D> {
         self.cast_on::<S::Elem>(stream)
     }
 
+    /// A copy that the caller owns, in standard layout, made on the memory's stream
+    /// (ndarray's `to_owned`; the same as [`to_contiguous`](Self::to_contiguous)). On a
+    /// [`DeviceView`](crate::DeviceView), which is `Clone`, this inherent method is what
+    /// `view.to_owned()` calls, rather than `ToOwned`, which would return another view.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// let stream = devspan::default_stream(0)?;
+    /// let a = devspan::DeviceArray::<f32, _>::zeros(&stream, (2, 3))?;
+    /// let copy: devspan::DeviceArray<f32, _> = a.t().to_owned()?;
+    /// assert_eq!(copy.strides(), &[2, 1]);
+    /// # Ok(()) }
+    /// ```
+    pub fn to_owned(&self) -> Result<DeviceArray<S::Elem, D>> {
+        self.to_contiguous()
+    }
+
     /// A device copy in standard layout, or the error that [`Clone`] on an array panics with.
     ///
     /// ```no_run

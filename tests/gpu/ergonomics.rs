@@ -381,8 +381,61 @@ fn collect_host_results(stream: &Arc<CudaStream>) -> Res {
 
 type Snippet = fn(&Arc<CudaStream>) -> Res;
 
+fn ones_from_elem_and_to_owned(stream: &Arc<CudaStream>) -> Res {
+    let ones = DeviceArray::<f16, _>::ones(stream, (3, 5))?;
+    assert_eq!(
+        ones.to_host()?,
+        Array2::from_elem((3, 5), f16::from_f32(1.0))
+    );
+    let sevens = DeviceArray::from_elem(stream, (2, 0, 4), 7i64)?;
+    assert_eq!(sevens.shape(), &[2, 0, 4]);
+    let nines = DeviceArray::from_elem(stream, 1000, 9u8)?;
+    assert_eq!(nines.to_host()?, Array1::from_elem(1000, 9u8));
+    // `to_owned` of a view is a device copy the caller owns, as in ndarray.
+    let host = host2(4, 6);
+    let dev = DeviceArray::from_host(stream, &host)?;
+    let copy: DeviceArray<f32, Ix2> = dev.slice(s![1.., ..;-2]).t().to_owned()?;
+    assert_eq!(copy.to_host()?, host.slice(s![1.., ..;-2]).t().to_owned());
+    Ok(())
+}
+
+fn rows_columns_and_axis_iterators(stream: &Arc<CudaStream>) -> Res {
+    let host = host2(4, 6);
+    let mut dev = DeviceArray::from_host(stream, &host)?;
+    assert_eq!(dev.row(2).to_host()?, host.row(2));
+    assert_eq!(dev.column(5).to_host()?, host.column(5));
+    for (dev_row, host_row) in dev.outer_iter().zip(host.outer_iter()) {
+        assert_eq!(dev_row.to_host()?, host_row);
+    }
+    for (chunk, host_chunk) in dev
+        .axis_chunks_iter(Axis(1), 4)
+        .zip(host.axis_chunks_iter(Axis(1), 4))
+    {
+        assert_eq!(chunk.to_host()?, host_chunk);
+    }
+    let mut expect = host.clone();
+    for (j, mut column) in dev.axis_iter_mut(Axis(1)).enumerate() {
+        column.fill_on(stream, j as f32)?;
+    }
+    for (j, mut column) in expect.axis_iter_mut(Axis(1)).enumerate() {
+        column.fill(j as f32);
+    }
+    dev.row_mut(1).fill_on(stream, -1.0)?;
+    expect.row_mut(1).fill(-1.0);
+    dev.column_mut(0).fill_on(stream, -2.0)?;
+    expect.column_mut(0).fill(-2.0);
+    assert_eq!(dev.to_host()?, expect);
+    assert_eq!((dev.len_of(Axis(1)), dev.raw_dim()), (6, expect.raw_dim()));
+    Ok(())
+}
+
 const SNIPPETS: &[(&str, Snippet)] = &[
     ("from_host_owned_array", from_host_owned_array),
+    ("ones_from_elem_and_to_owned", ones_from_elem_and_to_owned),
+    (
+        "rows_columns_and_axis_iterators",
+        rows_columns_and_axis_iterators,
+    ),
     (
         "from_host_view_and_transposed_view",
         from_host_view_and_transposed_view,
