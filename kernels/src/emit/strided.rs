@@ -25,55 +25,13 @@ pub(super) fn strided_kernel(t: &mut Templates, name: &str, op: Op, lay: &Layout
     };
 
     let mut prologue = Code::default();
-    let extra_params;
-    let fill_val = match op {
-        Op::Fill(e) => {
-            extra_params = ",\n\t.param .u64 p_value".to_string();
-            prologue.line("ld.param.u64 %value, [p_value];");
-            if e.size == 8 {
-                Some("%value".to_string())
-            } else {
-                let r = g.reg(Class::B32);
-                prologue.line(format!("cvt.u32.u64 {r}, %value;"));
-                Some(r)
-            }
-        }
-        Op::Cast(..) => {
-            extra_params = String::new();
-            None
-        }
-    };
+    let (extra_params, fill_val) = fill_param(&mut g, &mut prologue, op);
     lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", s.map(|_| "%lss"));
 
     let mut body = Code::default();
-    let j_n = STRIDED_PER_THREAD as usize;
-    let preds: Vec<Option<String>> = (0..j_n)
-        .map(|j| {
-            (j > 0).then(|| {
-                let p = g.reg(Class::Pred);
-                body.line(format!("setp.gt.{u} {p}, %left, {};", j as u64 * BLOCK));
-                p
-            })
-        })
-        .collect();
-    let xs: Vec<String> = (0..j_n)
-        .map(|j| {
-            let x = g.reg(cls);
-            body.line(format!("add.{u} {x}, %i, {};", j as u64 * BLOCK));
-            x
-        })
-        .collect();
-    let zero_offs = |g: &mut Gen, body: &mut Code| -> Vec<String> {
-        (0..j_n)
-            .map(|_| {
-                let o = g.reg(cls);
-                body.line(format!("mov.{b} {o}, 0;"));
-                o
-            })
-            .collect()
-    };
-    let doffs = zero_offs(&mut g, &mut body);
-    let soffs = s.map(|_| zero_offs(&mut g, &mut body));
+    let (preds, xs) = element_slots(&mut g, &mut body, cls, &u);
+    let doffs = zero_offsets(&mut g, &mut body, cls, &b);
+    let soffs = s.map(|_| zero_offsets(&mut g, &mut body, cls, &b));
     lay.decompose(
         &mut g,
         &mut body,
@@ -113,6 +71,65 @@ pub(super) fn strided_kernel(t: &mut Templates, name: &str, op: Op, lay: &Layout
             ("BODY", body.text()),
         ],
     )
+}
+
+/// The fill value's parameter of a fill (`p_value`, loaded in `prologue`) and the register
+/// that holds its bits (the low word for elements under 8 bytes); nothing for copies and casts.
+pub(super) fn fill_param(g: &mut Gen, prologue: &mut Code, op: Op) -> (String, Option<String>) {
+    match op {
+        Op::Fill(e) => {
+            prologue.line("ld.param.u64 %value, [p_value];");
+            let v = if e.size == 8 {
+                "%value".to_string()
+            } else {
+                let r = g.reg(Class::B32);
+                prologue.line(format!("cvt.u32.u64 {r}, %value;"));
+                r
+            };
+            (",\n\t.param .u64 p_value".to_string(), Some(v))
+        }
+        Op::Cast(..) => (String::new(), None),
+    }
+}
+
+/// A thread's element slots of one iteration: the predicate of slot `j > 0` (`%left > j *
+/// block`) and its linear index `%i + j * block`, in registers of class `cls` (type `u`).
+pub(super) fn element_slots(
+    g: &mut Gen,
+    body: &mut Code,
+    cls: Class,
+    u: &str,
+) -> (Vec<Option<String>>, Vec<String>) {
+    const BLOCK: u64 = STRIDED_BLOCK as u64;
+    let j_n = STRIDED_PER_THREAD as usize;
+    let preds = (0..j_n)
+        .map(|j| {
+            (j > 0).then(|| {
+                let p = g.reg(Class::Pred);
+                body.line(format!("setp.gt.{u} {p}, %left, {};", j as u64 * BLOCK));
+                p
+            })
+        })
+        .collect();
+    let xs = (0..j_n)
+        .map(|j| {
+            let x = g.reg(cls);
+            body.line(format!("add.{u} {x}, %i, {};", j as u64 * BLOCK));
+            x
+        })
+        .collect();
+    (preds, xs)
+}
+
+/// One zeroed offset register per element slot (class `cls`, type `b`).
+pub(super) fn zero_offsets(g: &mut Gen, body: &mut Code, cls: Class, b: &str) -> Vec<String> {
+    (0..STRIDED_PER_THREAD)
+        .map(|_| {
+            let o = g.reg(cls);
+            body.line(format!("mov.{b} {o}, 0;"));
+            o
+        })
+        .collect()
 }
 
 /// The per-element part of a strided kernel's iteration: for each element, the destination

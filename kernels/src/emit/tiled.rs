@@ -7,7 +7,7 @@ use super::Op;
 use super::code::{Class, Code, Gen, addr, pfx};
 use super::convert::convert;
 use super::load_store::{Space, load_scalar, load_vec, pack_word, store_scalar, store_vec};
-use super::strided::strided_moves;
+use super::strided::{element_slots, fill_param, strided_moves, zero_offsets};
 use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
@@ -538,50 +538,12 @@ pub(super) fn stridedn_kernel(t: &mut Templates, name: &str, op: Op) -> String {
         Op::Cast(s, _) => Some(s),
     };
     let mut prologue = Code::default();
-    let (extra_params, fill_val) = match op {
-        Op::Fill(e) => {
-            prologue.line("ld.param.u64 %value, [p_value];");
-            let v = if e.size == 8 {
-                "%value".to_string()
-            } else {
-                let r = g.reg(Class::B32);
-                prologue.line(format!("cvt.u32.u64 {r}, %value;"));
-                r
-            };
-            (",\n\t.param .u64 p_value".to_string(), Some(v))
-        }
-        Op::Cast(..) => (String::new(), None),
-    };
+    let (extra_params, fill_val) = fill_param(&mut g, &mut prologue, op);
 
-    let j_n = PER_THREAD as usize;
     let mut body = Code::default();
-    let preds: Vec<Option<String>> = (0..j_n)
-        .map(|j| {
-            (j > 0).then(|| {
-                let p = g.reg(Class::Pred);
-                body.line(format!("setp.gt.u64 {p}, %left, {};", j as u64 * BLOCK));
-                p
-            })
-        })
-        .collect();
-    let xs: Vec<String> = (0..j_n)
-        .map(|j| {
-            let x = g.reg(Class::B64);
-            body.line(format!("add.u64 {x}, %i, {};", j as u64 * BLOCK));
-            x
-        })
-        .collect();
-    let zeros = |g: &mut Gen, body: &mut Code| -> Vec<String> {
-        (0..j_n)
-            .map(|_| {
-                let o = g.reg(Class::B64);
-                body.line(format!("mov.b64 {o}, 0;"));
-                o
-            })
-            .collect()
-    };
-    let doffs = zeros(&mut g, &mut body);
-    let soffs = s.map(|_| zeros(&mut g, &mut body));
+    let (preds, xs) = element_slots(&mut g, &mut body, Class::B64, "u64");
+    let doffs = zero_offsets(&mut g, &mut body, Class::B64, "b64");
+    let soffs = s.map(|_| zero_offsets(&mut g, &mut body, Class::B64, "b64"));
     // Axes 0..rank-1 by division; the last axis takes what is left.
     let axes = offset_of!(StridedArgsN, axes);
     let mut ax = Code::default();
