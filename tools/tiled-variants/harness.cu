@@ -8,7 +8,9 @@
 // Each configuration names a cases file (from `tiled-variants cases`), a folder of PTX modules
 // named `<kernel>.ptx` (from `tiled-variants ptx`, edited or not), and optionally a grid rule:
 // 0 or none, the library's (one wave of resident blocks, tiled_grid); N > 0, one wave of at most
-// N blocks per multiprocessor; -W, W waves. Cases are matched by name across configurations.
+// N blocks per multiprocessor; -W, W waves; bB[mT], one wave of at most max(B / tile bytes,
+// T / threads, 1) blocks per multiprocessor (tile bytes: elements per tile times the larger
+// element size). Cases are matched by name across configurations.
 // For every case: each configuration's output is checked against the first's (a hash of the
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
 // `rest` leaves part of the destination to other launches, so those compare as far as the
@@ -29,7 +31,7 @@
 #define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s; cuGetErrorString(r_, &s); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); exit(1);} } while (0)
 
 struct Case { std::string name, kernel; unsigned threads, tiles; size_t n; int ss, ds, rest; std::vector<uint8_t> params; };
-struct Config { int cap = 0; std::string label, dir; std::map<std::string, Case> cases; std::vector<std::string> order; };
+struct Config { int cap = 0; long budget = 0, minthr = 0; std::string label, dir; std::map<std::string, Case> cases; std::vector<std::string> order; };
 
 __global__ void hashk(const uint32_t* p, size_t words, unsigned long long* out) {
   unsigned long long acc = 0;
@@ -56,7 +58,10 @@ int main(int argc, char** argv) {
   for (int a = 2; a < argc; a++) {
     std::string s = argv[a]; size_t p1 = s.find(':'), p2 = s.find(':', p1 + 1);
     Config c; c.label = s.substr(0, p1); std::string file = s.substr(p1 + 1, p2 - p1 - 1); c.dir = s.substr(p2 + 1);
-    size_t p3 = c.dir.find(':'); if (p3 != std::string::npos) { c.cap = atoi(c.dir.substr(p3 + 1).c_str()); c.dir = c.dir.substr(0, p3); }
+    size_t p3 = c.dir.find(':'); if (p3 != std::string::npos) { std::string g = c.dir.substr(p3 + 1);
+      if (g[0] == 'b') { size_t m = g.find('m'); c.budget = atol(g.substr(1, m == std::string::npos ? m : m - 1).c_str()); if (m != std::string::npos) c.minthr = atol(g.substr(m + 1).c_str()); }
+      else c.cap = atoi(g.c_str());
+      c.dir = c.dir.substr(0, p3); }
     std::ifstream f(file); std::string line;
     while (std::getline(f, line)) {
       std::vector<std::string> t; std::stringstream ss(line); std::string x; while (std::getline(ss, x, '|')) t.push_back(x);
@@ -91,6 +96,12 @@ int main(int argc, char** argv) {
     unsigned grid = 0;
     if (c.cap == 0) grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)std::max(per, 1) * sms);
     if (c.cap > 0) { per = std::min(per, c.cap); grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)per * sms); }
+    if (c.budget > 0) {
+      uint32_t vol; memcpy(&vol, &k.params[20], 4);
+      long tb = (long)vol * std::max(k.ss, k.ds);
+      long cap = std::max<long>(std::max<long>(c.budget / tb, (c.minthr + k.threads - 1) / k.threads), 1);
+      per = (int)std::min<long>(std::max(per, 1), cap); grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)per * sms);
+    }
     if (c.cap < 0) grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)std::max(per, 1) * sms * (uint64_t)(-c.cap));
     std::vector<uint8_t> p = k.params; uint64_t d, s; memcpy(&d, &p[0], 8); memcpy(&s, &p[8], 8); d += dst; s += src; memcpy(&p[0], &d, 8); memcpy(&p[8], &s, 8);
     void* args[] = {p.data()};

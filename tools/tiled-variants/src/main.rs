@@ -199,7 +199,48 @@ fn cases(cap: u32) {
             }
         }
     }
+    unlisted(&mut out, cap);
     print!("{out}");
+}
+
+/// Layouts that no bench lists: 64 seeded shapes of rank 4 to 24 whose extents are mostly 1 to
+/// 5, with a few of 16 to 512, of 64 to 512 MiB, under seeded permutations, for every element
+/// size. Named `unl <type> r<rank> #<case>`.
+fn unlisted(out: &mut String, cap: u32) {
+    let types = [
+        ("u8", DType::U8),
+        ("f16", DType::F16),
+        ("f32", DType::F32),
+        ("f64", DType::F64),
+    ];
+    let mut state = 0x5eed_u64;
+    for case in 0..64usize {
+        let (tn, t) = types[case % 4];
+        let max = (512usize << 20) / t.size();
+        let min = (64usize << 20) / t.size();
+        let rank = 4 + (splitmix64(&mut state) % 21) as usize;
+        let mut shape = Vec::new();
+        let mut n = 1usize;
+        for _ in 0..rank {
+            let r = splitmix64(&mut state);
+            let e = if r % 6 == 0 {
+                16 + (r >> 8) as usize % 497
+            } else {
+                1 + (r >> 8) as usize % 5
+            };
+            let e = e.min(max / n).max(1);
+            shape.push(e);
+            n *= e;
+        }
+        if n < min {
+            // Grow the largest extent until the copy is large enough to time.
+            let i = (0..rank).max_by_key(|&i| shape[i]).unwrap();
+            shape[i] = (shape[i] * min).div_ceil(n);
+        }
+        let perm = seeded_permutation(rank, 9000 + case as u64);
+        let name = format!("unl {tn} r{rank} #{case}");
+        emit(out, &name, &shape, &perm, t, t, cap);
+    }
 }
 
 fn ptx(dir: &str, names: &[String]) {
