@@ -40,6 +40,10 @@ pub enum ErrorKind {
     /// that has not completed (see the crate docs, "Graph capture"). Nothing was enqueued and
     /// the capture is still usable.
     StreamCapture,
+    /// A kernel compiled at run time (an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel))
+    /// could not be built: NVRTC is missing, or it refused the source (the message holds its
+    /// log).
+    Compile,
 }
 
 /// The error type of every fallible devspan operation.

@@ -204,3 +204,34 @@ impl<S: crate::SpanDataMut, D: ndarray::Dimension> crate::DeviceBase<S, D> {
         self.raw().keep.writing(stream, || f(kv))
     }
 }
+
+/// A CUDA header (`devspan.cuh`) for kernels that take devspan views: `devspan_view<T, N>`,
+/// the device-side twin of [`KernelView<N>`] (same layout), with `size()`, `offset(index)`,
+/// `offset_of_linear(i)`, `operator[](i)` (the `i`-th element in row-major order, at any
+/// strides) and `at(index)`. Prepend it to an NVRTC source, or write it to a file and
+/// `#include "devspan.cuh"`.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use cudarc::driver::{LaunchConfig, PushKernelArg};
+/// let stream = devspan::default_stream(0)?;
+/// let src = format!(
+///     "{}\nextern \"C\" __global__ void twice(devspan_view<float, 2> v) {{\n\
+///      for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < v.size(); i += gridDim.x * 256ull) v[i] *= 2.0f;\n}}",
+///     devspan::interop::DEVICE_HEADER
+/// );
+/// let ptx = cudarc::nvrtc::compile_ptx(src).expect("NVRTC");
+/// let f = stream.context().load_module(ptx)?.load_function("twice")?;
+/// let mut a = devspan::DeviceArray::<f32, _>::ones(&stream, (4, 6))?;
+/// let mut v = a.slice_mut(ndarray::s![.., ..;-2]);
+/// v.with_kernel_view_mut::<2, _>(&stream, |kv| {
+///     let mut b = stream.launch_builder(&f);
+///     b.arg(&kv);
+///     // SAFETY: `twice` takes one devspan_view<float, 2> and touches only its elements.
+///     unsafe { b.launch(LaunchConfig::for_num_elems(12))? };
+///     Ok(())
+/// })?;
+/// assert_eq!(a.to_host()?[[0, 5]], 2.0);
+/// # Ok(()) }
+/// ```
+pub const DEVICE_HEADER: &str = include_str!("devspan.cuh");

@@ -245,6 +245,7 @@ mod device;
 mod device_ops;
 pub mod dlpack;
 mod element;
+pub mod elementwise;
 mod error;
 #[cfg(feature = "internals")]
 mod fault;

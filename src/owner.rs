@@ -723,6 +723,40 @@ impl<'a> KeepAlive<'a> {
         Ok(r)
     }
 
+    /// Runs `f`, which enqueues work on `stream` that accesses every keep-alive in `ops` (each
+    /// with `true` where it is written): as [`writing_reading`](Self::writing_reading) for any
+    /// number of operands. Keep-alives that share a tracker are prepared once, as written if
+    /// any of them is.
+    pub(crate) fn accessing_all<R>(
+        ops: &[(&KeepAlive<'_>, bool)],
+        stream: &Arc<CudaStream>,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let mut unique: Vec<(&KeepAlive<'_>, bool)> = Vec::with_capacity(ops.len());
+        for &(k, write) in ops {
+            match unique.iter_mut().find(|(u, _)| u.same_tracker(k)) {
+                Some(u) => u.1 |= write,
+                None => unique.push((k, write)),
+            }
+        }
+        let mut cap = CaptureCheck::new(stream);
+        let mut tickets = Vec::with_capacity(unique.len());
+        for (k, write) in unique {
+            tickets.push(k.prepare(stream, write, &mut cap)?);
+        }
+        let r = f();
+        let mut recorded = Ok(());
+        for t in tickets {
+            let done = t.finish(stream);
+            if recorded.is_ok() {
+                recorded = done;
+            }
+        }
+        let r = r?;
+        recorded?;
+        Ok(r)
+    }
+
     /// Runs `f`, which enqueues work on `stream` that writes this memory and reads `src`'s,
     /// which lives on the device of `other` (another device, or any stream while a cross-device
     /// path is forced). `src`'s access is prepared and recorded on `other`, in its own device's

@@ -111,7 +111,7 @@ fn config(k: Kernel, (gx, gy, gz): (u32, u32, u32)) -> LaunchConfig {
 }
 
 /// The number of multiprocessors of the stream's device.
-fn sm_count(stream: &CudaStream) -> Result<u32> {
+pub(crate) fn sm_count(stream: &CudaStream) -> Result<u32> {
     let n = stream
         .context()
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;

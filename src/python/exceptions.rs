@@ -45,6 +45,8 @@ kind_exceptions! {
     InvalidArgumentError: "Any other invalid argument (a write to a read-only tensor, for example).";
     StreamCaptureError: "The stream is capturing a CUDA graph and the operation cannot be captured; \
         nothing was enqueued and the capture is still usable.";
+    CompileError: "A kernel compiled at run time could not be built: NVRTC is missing, or it \
+        refused the source (the message holds its log).";
 }
 
 /// Adds `Error`, its subclasses and `DevspanError` (another name of `Error`) to `m`.
@@ -73,6 +75,7 @@ pub(crate) fn to_py(e: crate::Error) -> PyErr {
         ErrorKind::Driver(_) => DriverError::new_err(message),
         ErrorKind::InvalidArgument => InvalidArgumentError::new_err(message),
         ErrorKind::StreamCapture => StreamCaptureError::new_err(message),
+        ErrorKind::Compile => CompileError::new_err(message),
     }
 }
 
@@ -103,6 +106,7 @@ mod tests {
             ErrorKind::Driver(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY)),
             ErrorKind::InvalidArgument,
             ErrorKind::StreamCapture,
+            ErrorKind::Compile,
         ]
     }
 

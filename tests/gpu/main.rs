@@ -16,6 +16,7 @@ mod common;
 mod any_layout;
 mod capture;
 mod dlpack;
+mod elementwise;
 mod ergonomics;
 mod faults;
 mod foundation;

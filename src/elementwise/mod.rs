@@ -1,0 +1,565 @@
+//! User elementwise kernels over strided views, compiled at run time by NVRTC.
+//!
+//! An [`ElementwiseKernel`] is a CUDA C body over typed inputs and outputs, in the manner of
+//! CuPy's `ElementwiseKernel`:
+//!
+//! ```no_run
+//! # fn main() -> devspan::Result<()> {
+//! use devspan::elementwise::{Arg, ElementwiseKernel, Out};
+//! use ndarray::s;
+//! let stream = devspan::default_stream(0)?;
+//! // SAFETY: the body reads its inputs and writes its output by name, nothing else.
+//! let saxpy = unsafe { ElementwiseKernel::new("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y")? };
+//! let x = devspan::DeviceArray::from_host(&stream, &ndarray::Array2::<f32>::ones((64, 32)))?;
+//! let y = devspan::DeviceArray::<f32, _>::from_elem(&stream, 64, 0.5)?; // broadcast as a row
+//! let mut z = devspan::DeviceArray::<f32, _>::zeros(&stream, (32, 64))?;
+//! // Any layout: a transposed input, a broadcast one, a strided output.
+//! let xt = x.t();
+//! saxpy.launch(&[Arg::scalar(2.0f32), (&xt).into(), (&y.view()).into()], &mut [(&mut z).into()])?;
+//! assert_eq!(z.to_host()?[[3, 5]], 2.5);
+//! # Ok(()) }
+//! ```
+//!
+//! - **Types.** Every element type devspan has (`u8` ... `f64`), spelt as in Rust (`f32`),
+//!   numpy (`float32`) or C (`float`). In the body, `f16` and `bf16` values are `float`: they
+//!   are converted on load and rounded to nearest-even on store.
+//! - **Operands.** Inputs are arrays (any [`DeviceView`](crate::DeviceView) or array, passed
+//!   as [`Arg`]) or scalars ([`Arg::scalar`]); outputs are writable views or arrays ([`Out`]).
+//!   At most [`MAX_ARRAYS`] arrays and [`MAX_SCALARS`] scalars. The outputs share one shape;
+//!   inputs broadcast to it by ndarray's rules.
+//! - **Layouts.** Any strides (negative, zero, permuted), any rank: the axes of all operands
+//!   are normalised together (unit axes dropped, ordered by the first output's strides,
+//!   neighbours merged where every operand allows), and at most [`MAX_RANK`] axes may remain.
+//!   All-contiguous operands take a path without index arithmetic; 32-bit index arithmetic is
+//!   used where every offset fits.
+//! - **Aliasing.** Outputs must not overlap each other. An input may be an output's own
+//!   memory element for element (same address, strides and type: an in-place update);
+//!   any other overlap between an input and an output is refused with
+//!   [`ErrorKind::Aliasing`](crate::ErrorKind::Aliasing).
+//! - **Streams and lifetimes.** [`launch`](ElementwiseKernel::launch) runs on the first output's
+//!   stream, [`launch_on`](ElementwiseKernel::launch_on) on the stream given, after the work
+//!   already queued on every operand, and keeps every operand's memory alive until the kernel
+//!   has run, as every devspan operation does. Launches can be captured into CUDA graphs.
+//! - **Compilation.** NVRTC (loaded at run time, `libnvrtc.so`) compiles each variant once per
+//!   kernel object and context: a variant is the pattern of scalar and array inputs, the
+//!   number of axes after normalisation, the index width and the contiguous path. A compile
+//!   error returns [`ErrorKind::Compile`](crate::ErrorKind::Compile) with NVRTC's log, where
+//!   the body's lines are numbered from 1 in a file named `body`.
+//!
+//! The body is CUDA C statements (a trailing `;` may be left out) that read the inputs and
+//! assign the outputs by name. It may declare locals and call CUDA's device functions (`sinf`,
+//! `fmaf`, `__fdividef`, ...); it cannot include headers. Names starting with `ds_` or `__`
+//! are reserved.
+
+mod source;
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use ndarray::Dimension;
+
+pub use source::{MAX_ARRAYS, MAX_RANK, MAX_SCALARS};
+use source::{Param, Variant};
+
+use crate::bytes::RawBytes;
+use crate::device::check_stream;
+use crate::element::{DType, DeviceElement};
+use crate::error::{Error, ErrorKind, Result};
+use crate::owner::KeepAlive;
+use crate::view::{DeviceBase, SpanData, SpanDataMut};
+
+/// A CUDA C body over typed inputs and outputs, compiled by NVRTC for the layouts it meets and
+/// launched over any strided views. See the [module docs](self).
+pub struct ElementwiseKernel {
+    inputs: Vec<Param>,
+    outputs: Vec<Param>,
+    body: String,
+    compiled: Mutex<HashMap<(usize, Variant), CudaFunction>>,
+}
+
+impl std::fmt::Debug for ElementwiseKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |p: &[Param]| {
+            p.iter()
+                .map(|p| format!("{} {}", p.dtype, p.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        f.debug_struct("ElementwiseKernel")
+            .field("inputs", &list(&self.inputs))
+            .field("outputs", &list(&self.outputs))
+            .field("body", &self.body)
+            .finish()
+    }
+}
+
+/// An array operand: its memory's handle, element type and layout (strides and offset in
+/// elements).
+struct ArrayRef<'a> {
+    raw: &'a RawBytes<'a>,
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    offset: usize,
+}
+
+impl<'a> ArrayRef<'a> {
+    fn new<S: SpanData, D: Dimension>(v: &'a DeviceBase<S, D>) -> Self {
+        ArrayRef {
+            raw: v.raw(),
+            dtype: S::Elem::DTYPE,
+            shape: v.layout.shape().to_vec(),
+            strides: v.layout.strides().to_vec(),
+            offset: v.layout.offset(),
+        }
+    }
+
+    /// Address of the element at multi-index 0; only valid once the access is prepared.
+    fn ptr(&self) -> u64 {
+        self.raw.ptr() + (self.offset * self.dtype.size()) as u64
+    }
+
+    /// Bytes `[lo, hi)` reached, or `None` for no element (valid once the access is prepared).
+    fn reach(&self, shape: &[usize], strides: &[isize]) -> Option<(u64, u64)> {
+        if shape.contains(&0) {
+            return None;
+        }
+        let (mut lo, mut hi) = (0i128, 0i128);
+        for (&len, &s) in shape.iter().zip(strides) {
+            let span = (len as i128 - 1) * s as i128;
+            if span < 0 { lo += span } else { hi += span }
+        }
+        let size = self.dtype.size() as i128;
+        let base = self.ptr() as i128;
+        Some(((base + lo * size) as u64, (base + (hi + 1) * size) as u64))
+    }
+}
+
+/// An input of [`ElementwiseKernel::launch`]: a view or array (`(&view).into()`), or a scalar
+/// ([`Arg::scalar`]).
+pub struct Arg<'a>(ArgKind<'a>);
+
+enum ArgKind<'a> {
+    Array(ArrayRef<'a>),
+    Scalar(DType, u64),
+}
+
+impl Arg<'static> {
+    /// A scalar input of `value`'s element type.
+    pub fn scalar<T: DeviceElement>(value: T) -> Self {
+        Arg(ArgKind::Scalar(T::DTYPE, value.to_bits_u64()))
+    }
+}
+
+impl<'a, S: SpanData, D: Dimension> From<&'a DeviceBase<S, D>> for Arg<'a> {
+    fn from(v: &'a DeviceBase<S, D>) -> Self {
+        Arg(ArgKind::Array(ArrayRef::new(v)))
+    }
+}
+
+/// An output of [`ElementwiseKernel::launch`]: a writable view or array
+/// (`(&mut array).into()`), borrowed exclusively.
+pub struct Out<'a>(ArrayRef<'a>, PhantomData<&'a mut ()>);
+
+impl<'a, S: SpanDataMut, D: Dimension> From<&'a mut DeviceBase<S, D>> for Out<'a> {
+    fn from(v: &'a mut DeviceBase<S, D>) -> Self {
+        let v: &'a DeviceBase<S, D> = v;
+        Out(ArrayRef::new(v), PhantomData)
+    }
+}
+
+/// The argument block of a compiled variant: its words, then unused ones (the kernel reads
+/// only the words its parameter declares).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Words([u64; source::arg_words(MAX_RANK, MAX_ARRAYS, MAX_SCALARS)]);
+
+// SAFETY: plain `#[repr(C)]` integers, valid to copy byte for byte into a parameter block; the
+// kernel's parameter is a prefix of it (`source::arg_words`).
+unsafe impl cudarc::driver::DeviceRepr for Words {}
+
+/// Broadcast strides of an input of `shape`/`strides` to `to` (ndarray's rules), or `None`.
+fn broadcast(shape: &[usize], strides: &[isize], to: &[usize]) -> Option<Vec<isize>> {
+    if shape.len() > to.len() {
+        return None;
+    }
+    let pad = to.len() - shape.len();
+    let mut out = vec![0isize; to.len()];
+    for (k, &len) in to.iter().enumerate().skip(pad) {
+        let (l, s) = (shape[k - pad], strides[k - pad]);
+        out[k] = if l == len {
+            s
+        } else if l == 1 {
+            0
+        } else {
+            return None;
+        };
+    }
+    Some(out)
+}
+
+/// Scalar bits as the kernel reads them: `f16` and `bf16` as `f32` bits, others as they are.
+fn scalar_word(t: DType, bits: u64) -> u64 {
+    match t {
+        DType::F16 => u64::from(half::f16::from_bits(bits as u16).to_f32().to_bits()),
+        DType::BF16 => u64::from(half::bf16::from_bits(bits as u16).to_f32().to_bits()),
+        _ => bits,
+    }
+}
+
+impl ElementwiseKernel {
+    /// A kernel with `inputs` and `outputs` declared as comma-separated `type name` lists
+    /// (`"f32 a, f32 x"`, `"f32 z"`) and `body`, CUDA C statements that compute the outputs
+    /// from the inputs. Nothing is compiled until the first launch.
+    ///
+    /// `Err(InvalidArgument)` for a malformed declaration, a reserved or repeated name, no
+    /// output, or more than [`MAX_ARRAYS`] declarations; `Err(UnsupportedDtype)` for an
+    /// unknown type.
+    ///
+    /// # Safety
+    /// The body runs on the GPU with no bounds checks. It must only read its inputs and assign
+    /// its outputs by name, reach no memory through pointers, and not use the generated
+    /// kernel's own names (those starting with `ds_`). devspan then guarantees that every
+    /// access is in bounds of the operands' memory and ordered after earlier work on it.
+    pub unsafe fn new(inputs: &str, outputs: &str, body: &str) -> Result<Self> {
+        let inputs = source::parse_params(inputs, "inputs")?;
+        let outputs = source::parse_params(outputs, "outputs")?;
+        if outputs.is_empty() {
+            return Err(Error::invalid(
+                "an elementwise kernel needs at least one output",
+            ));
+        }
+        if inputs.len() + outputs.len() > MAX_ARRAYS + MAX_SCALARS || outputs.len() > MAX_ARRAYS {
+            return Err(Error::invalid(format!(
+                "{} inputs and {} outputs: at most {MAX_ARRAYS} arrays and {MAX_SCALARS} scalars",
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        let mut names: Vec<&str> = inputs.iter().chain(&outputs).map(|p| &*p.name).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid(format!(
+                "parameter `{}` is declared twice",
+                w[0]
+            )));
+        }
+        if body.contains('\0') {
+            return Err(Error::invalid("the body contains a NUL character"));
+        }
+        Ok(ElementwiseKernel {
+            inputs,
+            outputs,
+            body: body.to_string(),
+            compiled: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Runs the kernel on the first output's stream: see [`launch_on`](Self::launch_on).
+    pub fn launch(&self, inputs: &[Arg<'_>], outputs: &mut [Out<'_>]) -> Result<()> {
+        let Some(first) = outputs.first() else {
+            return Err(Error::invalid(format!(
+                "{} outputs given, {} declared",
+                outputs.len(),
+                self.outputs.len()
+            )));
+        };
+        let stream = first
+            .0
+            .raw
+            .keep
+            .stream()
+            .ok_or_else(|| crate::view::no_stream("output view", "launch"))?;
+        self.launch_on(&stream, inputs, outputs)
+    }
+
+    /// Runs the kernel on `stream` over `inputs` and `outputs`, in declaration order.
+    ///
+    /// Errors, before anything is enqueued: `InvalidArgument` for the wrong number of
+    /// operands, an array where a scalar is declared (scalars may be given for array inputs,
+    /// and compile a variant of their own), or more than [`MAX_RANK`] axes left after
+    /// normalisation; `UnsupportedDtype` for an operand of another type than declared;
+    /// `ShapeMismatch` for outputs of different shapes or an input that does not broadcast to
+    /// them; `DeviceMismatch` for an operand on another device than `stream`'s; `Aliasing`
+    /// for overlapping outputs, or an input overlapping an output other than element for
+    /// element; `Compile` when NVRTC is missing or refuses the body.
+    pub fn launch_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &[Arg<'_>],
+        outputs: &mut [Out<'_>],
+    ) -> Result<()> {
+        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() {
+            return Err(Error::invalid(format!(
+                "{} inputs and {} outputs given, {} and {} declared",
+                inputs.len(),
+                outputs.len(),
+                self.inputs.len(),
+                self.outputs.len()
+            )));
+        }
+        let shape = outputs[0].0.shape.clone();
+        let mut arrays: Vec<&ArrayRef<'_>> = Vec::new();
+        let mut strides: Vec<Vec<isize>> = Vec::new();
+        for (o, p) in outputs.iter().zip(&self.outputs) {
+            check_type(o.0.dtype, p)?;
+            if o.0.shape != shape {
+                return Err(Error::shape(format!(
+                    "output `{}` has shape {:?}, the first output {:?}",
+                    p.name, o.0.shape, shape
+                )));
+            }
+            arrays.push(&o.0);
+            strides.push(o.0.strides.clone());
+        }
+        let mut scalars: Vec<u64> = Vec::new();
+        let mut scalar_inputs = Vec::with_capacity(inputs.len());
+        for (a, p) in inputs.iter().zip(&self.inputs) {
+            match &a.0 {
+                ArgKind::Scalar(t, bits) => {
+                    check_type(*t, p)?;
+                    scalars.push(scalar_word(*t, *bits));
+                    scalar_inputs.push(true);
+                }
+                ArgKind::Array(r) => {
+                    check_type(r.dtype, p)?;
+                    let s = broadcast(&r.shape, &r.strides, &shape).ok_or_else(|| {
+                        Error::shape(format!(
+                            "input `{}` of shape {:?} does not broadcast to the outputs' shape {:?}",
+                            p.name, r.shape, shape
+                        ))
+                    })?;
+                    arrays.push(r);
+                    strides.push(s);
+                    scalar_inputs.push(false);
+                }
+            }
+        }
+        if arrays.len() > MAX_ARRAYS || scalars.len() > MAX_SCALARS {
+            return Err(Error::invalid(format!(
+                "{} array and {} scalar operands: at most {MAX_ARRAYS} and {MAX_SCALARS}",
+                arrays.len(),
+                scalars.len()
+            )));
+        }
+        for (a, p) in arrays.iter().zip(
+            self.outputs.iter().chain(
+                self.inputs
+                    .iter()
+                    .zip(&scalar_inputs)
+                    .filter(|(_, s)| !**s)
+                    .map(|(p, _)| p),
+            ),
+        ) {
+            check_stream(stream, a.raw.device, &format!("operand `{}`", p.name))?;
+        }
+        if shape.contains(&0) {
+            return Ok(());
+        }
+        let norm = source::normalize(&shape, &strides);
+        if norm.shape.len() > MAX_RANK {
+            return Err(Error::invalid(format!(
+                "after merging, {} axes remain; elementwise kernels take at most {MAX_RANK}",
+                norm.shape.len()
+            )));
+        }
+        let variant = Variant {
+            scalar_inputs,
+            rank: norm.shape.len(),
+            idx32: norm.fits_32(),
+            contiguous: norm.contiguous(),
+        };
+        let f = self.function(stream, &variant)?;
+        let outs = self.outputs.len();
+        let keeps: Vec<(&KeepAlive<'_>, bool)> = arrays
+            .iter()
+            .enumerate()
+            .map(|(k, a)| (&a.raw.keep, k < outs))
+            .collect();
+        KeepAlive::accessing_all(&keeps, stream, || {
+            check_aliasing(&arrays, &strides, &shape, outs, &self.outputs)?;
+            let r = norm.shape.len();
+            let mut words = Words([0; source::arg_words(MAX_RANK, MAX_ARRAYS, MAX_SCALARS)]);
+            let mut w = 0;
+            let mut put = |v: u64| {
+                words.0[w] = v;
+                w += 1;
+            };
+            put(norm.len() as u64);
+            norm.shape.iter().for_each(|&l| put(l as u64));
+            for s in &norm.strides {
+                s.iter().for_each(|&st| put(st as i64 as u64));
+            }
+            arrays.iter().for_each(|a| put(a.ptr()));
+            scalars.iter().for_each(|&s| put(s));
+            debug_assert!(w <= source::arg_words(r, arrays.len(), scalars.len()));
+            let n = norm.len() as u64;
+            let sms = u64::from(crate::kernels::sm_count(stream)?);
+            let blocks = n.div_ceil(256).min(sms * 32).max(1) as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = stream.launch_builder(&f);
+            b.arg(&words);
+            // SAFETY: every operand's layout is validated against its span, which its
+            // keep-alive holds until the kernel has run; the offsets the kernel computes are
+            // those of the normalised layouts (the same element sets, broadcast inputs read
+            // only), in bounds; outputs do not overlap each other nor any input other than
+            // element for element (checked above), and the body touches only its operands
+            // (the contract of `ElementwiseKernel::new`).
+            unsafe { b.launch(cfg)? };
+            Ok(())
+        })
+    }
+
+    /// The compiled function of `variant` in `stream`'s context, compiling it on first use.
+    fn function(&self, stream: &Arc<CudaStream>, variant: &Variant) -> Result<CudaFunction> {
+        let ctx = stream.context();
+        let key = (ctx.cu_ctx() as usize, variant.clone());
+        let mut c = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = c.get(&key) {
+            return Ok(f.clone());
+        }
+        let src = source::source(&self.inputs, &self.outputs, &self.body, variant);
+        let (major, minor) = ctx.compute_capability()?;
+        let ptx = compile(&src, major, minor)?;
+        let f = {
+            // The first launch of a variant may happen while the stream captures a graph.
+            let _relaxed = crate::capture::RelaxedMode::enter()?;
+            ctx.load_module(ptx)?.load_function(source::ENTRY)?
+        };
+        c.insert(key, f.clone());
+        Ok(f)
+    }
+}
+
+fn check_type(t: DType, p: &Param) -> Result<()> {
+    if t == p.dtype {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::UnsupportedDtype,
+        format!("`{}` is declared {} but given {t}", p.name, p.dtype),
+    ))
+}
+
+/// Refuses overlapping outputs, and inputs overlapping an output other than element for
+/// element. `arrays` holds the outputs first (`outs` of them); `strides` are broadcast to
+/// `shape`.
+fn check_aliasing(
+    arrays: &[&ArrayRef<'_>],
+    strides: &[Vec<isize>],
+    shape: &[usize],
+    outs: usize,
+    names: &[Param],
+) -> Result<()> {
+    let reach: Vec<Option<(u64, u64)>> = arrays
+        .iter()
+        .zip(strides)
+        .map(|(a, s)| a.reach(shape, s))
+        .collect();
+    let overlap = |i: usize, j: usize| match (reach[i], reach[j]) {
+        (Some((a0, a1)), Some((b0, b1))) => {
+            arrays[i].raw.device == arrays[j].raw.device && a0 < b1 && b0 < a1
+        }
+        _ => false,
+    };
+    for o in 0..outs {
+        for j in 0..arrays.len() {
+            if j == o || !overlap(o, j) {
+                continue;
+            }
+            let same = j >= outs
+                && arrays[j].dtype == arrays[o].dtype
+                && arrays[j].ptr() == arrays[o].ptr()
+                && strides[j] == strides[o];
+            if !same {
+                return Err(Error::aliasing(format!(
+                    "output `{}` overlaps {} operand {j} (outputs must not overlap each other, nor an input other than element for element)",
+                    names[o].name,
+                    if j < outs { "output" } else { "input" }
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// PTX of `src` for compute capability `major.minor`, or `Err(Compile)` with NVRTC's log.
+fn compile(src: &str, major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx> {
+    // SAFETY: probing for the library only loads it (no NVRTC call), so that a missing library
+    // is an error instead of cudarc's panic.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::new(
+            ErrorKind::Compile,
+            "NVRTC (libnvrtc.so) could not be loaded; install the CUDA toolkit's NVRTC or put its library on LD_LIBRARY_PATH",
+        ));
+    }
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
+        name: Some("devspan_elementwise.cu".into()),
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| {
+        let message = match &e {
+            cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                format!("NVRTC refused the kernel:\n{}", log.to_string_lossy())
+            }
+            other => format!("NVRTC failed: {other:?}"),
+        };
+        Error::new(ErrorKind::Compile, message)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(i: &str, o: &str) -> ErrorKind {
+        // SAFETY: nothing is compiled or launched.
+        unsafe { ElementwiseKernel::new(i, o, "z = x") }
+            .unwrap_err()
+            .kind()
+            .clone()
+    }
+
+    #[test]
+    fn declarations_are_checked_when_the_kernel_is_made() {
+        assert_eq!(new("f32 x", ""), ErrorKind::InvalidArgument);
+        assert_eq!(new("f32 x, f32 x", "f32 z"), ErrorKind::InvalidArgument);
+        assert_eq!(new("f32 x", "f32 x"), ErrorKind::InvalidArgument);
+        assert_eq!(new("f32 x", "c64 z"), ErrorKind::UnsupportedDtype);
+        let many = (0..17)
+            .map(|i| format!("f32 x{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert_eq!(new(&many, "f32 z"), ErrorKind::InvalidArgument);
+        // SAFETY: nothing is compiled or launched.
+        let k = unsafe { ElementwiseKernel::new("bf16 x, i64 n", "f64 z", "z = x * n") }.unwrap();
+        let d = format!("{k:?}");
+        assert!(d.contains("bf16 x, i64 n") && d.contains("f64 z"), "{d}");
+    }
+
+    #[test]
+    fn broadcasting_follows_ndarray() {
+        assert_eq!(broadcast(&[3], &[1], &[2, 3]), Some(vec![0, 1]));
+        assert_eq!(broadcast(&[2, 1], &[5, 7], &[2, 3]), Some(vec![5, 0]));
+        assert_eq!(broadcast(&[2, 3], &[3, 1], &[2, 3]), Some(vec![3, 1]));
+        assert_eq!(broadcast(&[2], &[1], &[2, 3]), None);
+        assert_eq!(broadcast(&[1, 2, 3], &[6, 3, 1], &[2, 3]), None);
+        assert_eq!(broadcast(&[], &[], &[2, 3]), Some(vec![0, 0]));
+    }
+
+    #[test]
+    fn half_scalars_reach_the_kernel_as_f32() {
+        let h = half::f16::from_f32(1.5).to_bits() as u64;
+        assert_eq!(scalar_word(DType::F16, h), u64::from(1.5f32.to_bits()));
+        let b = half::bf16::from_f32(-2.0).to_bits() as u64;
+        assert_eq!(scalar_word(DType::BF16, b), u64::from((-2.0f32).to_bits()));
+        assert_eq!(scalar_word(DType::I32, 7), 7);
+    }
+}

@@ -1,0 +1,447 @@
+//! Host-side pieces of [`ElementwiseKernel`](super::ElementwiseKernel) that need no GPU: the
+//! signature parser, the layout normaliser shared by every operand, and the CUDA C source of
+//! one compiled variant.
+
+use std::fmt::Write;
+
+use crate::element::DType;
+use crate::error::{Error, Result};
+
+/// Most array operands (inputs and outputs together) of one kernel.
+pub const MAX_ARRAYS: usize = 8;
+/// Most scalar operands of one kernel.
+pub const MAX_SCALARS: usize = 8;
+/// Most axes left after merging (see [`normalize`]); the argument block holds a shape and one
+/// stride per array operand for each.
+pub const MAX_RANK: usize = 24;
+
+/// One declared parameter: `f32 x`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Param {
+    pub(crate) dtype: DType,
+    pub(crate) name: String,
+}
+
+/// The element type named `s`: devspan's Rust names (`f32`, `bf16`, ...), numpy's (`float32`,
+/// `uint8`, ...) or the C names of the same widths (`float`, `double`, `int`, ...).
+pub(crate) fn parse_dtype(s: &str) -> Option<DType> {
+    Some(match s {
+        "u8" | "uint8" | "unsigned char" => DType::U8,
+        "i8" | "int8" | "signed char" => DType::I8,
+        "u16" | "uint16" | "unsigned short" => DType::U16,
+        "i16" | "int16" | "short" => DType::I16,
+        "u32" | "uint32" | "unsigned int" => DType::U32,
+        "i32" | "int32" | "int" => DType::I32,
+        "u64" | "uint64" | "unsigned long long" => DType::U64,
+        "i64" | "int64" | "long long" => DType::I64,
+        "f16" | "float16" | "half" => DType::F16,
+        "bf16" | "bfloat16" => DType::BF16,
+        "f32" | "float32" | "float" => DType::F32,
+        "f64" | "float64" | "double" => DType::F64,
+        _ => return None,
+    })
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(f) if f == '_' || f.is_ascii_alphabetic())
+        && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
+}
+
+/// Parses a comma-separated list of `type name` declarations (`"f32 a, f32 x"`); `what` names
+/// the list in errors. An empty or blank string is an empty list.
+pub(crate) fn parse_params(list: &str, what: &str) -> Result<Vec<Param>> {
+    let mut out: Vec<Param> = Vec::new();
+    if list.trim().is_empty() {
+        return Ok(out);
+    }
+    for decl in list.split(',') {
+        let decl = decl.trim();
+        let Some(split) = decl.rfind(|c: char| c.is_whitespace()) else {
+            return Err(Error::invalid(format!(
+                "{what}: `{decl}` is not a declaration of the form `type name` (`f32 x`)"
+            )));
+        };
+        let (ty, name) = (decl[..split].trim(), decl[split..].trim());
+        let ty = ty.split_whitespace().collect::<Vec<_>>().join(" ");
+        let Some(dtype) = parse_dtype(&ty) else {
+            return Err(Error::new(
+                crate::ErrorKind::UnsupportedDtype,
+                format!(
+                    "{what}: unknown element type `{ty}` in `{decl}` (u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, f32, f64)"
+                ),
+            ));
+        };
+        if !is_identifier(name) || name.starts_with("ds_") || name.starts_with("__") {
+            return Err(Error::invalid(format!(
+                "{what}: `{name}` is not a valid parameter name (a C identifier, not starting with `ds_` or `__`)"
+            )));
+        }
+        out.push(Param {
+            dtype,
+            name: name.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// The operands' common layout after normalisation: every axis of extent 1 dropped, the axes
+/// ordered by the first operand's stride (largest first, so the last axis is its fastest) and
+/// neighbours merged wherever every operand steps over them as over one axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Normalized {
+    /// Extents, outermost first; at least one axis (`[1]` for a single element).
+    pub(crate) shape: Vec<usize>,
+    /// For each operand, its strides in elements, in the order of `shape`.
+    pub(crate) strides: Vec<Vec<isize>>,
+}
+
+/// Normalises `shape` with one stride vector per operand (all of `shape`'s length, in
+/// elements). The first operand should be an output (no zero strides), which decides the order
+/// of the axes.
+pub(crate) fn normalize(shape: &[usize], strides: &[Vec<isize>]) -> Normalized {
+    let mut axes: Vec<usize> = (0..shape.len()).filter(|&k| shape[k] != 1).collect();
+    if let Some(first) = strides.first() {
+        // Stable, so that equal strides (broadcast axes of the first operand) keep their order.
+        axes.sort_by_key(|&k| std::cmp::Reverse(first[k].unsigned_abs()));
+    }
+    let mut out_shape: Vec<usize> = Vec::new();
+    let mut out_strides: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];
+    for &k in &axes {
+        let len = shape[k];
+        if let Some(&prev) = out_shape.last() {
+            // The previous (outer) axis absorbs this one when, for every operand, stepping the
+            // outer axis once is stepping this one `len` times.
+            let merge = strides.iter().zip(&out_strides).all(|(s, o)| {
+                let outer = *o.last().unwrap();
+                s[k].checked_mul(len as isize) == Some(outer)
+            });
+            if merge {
+                let last = out_shape.len() - 1;
+                out_shape[last] = prev * len;
+                for (o, s) in out_strides.iter_mut().zip(strides) {
+                    *o.last_mut().unwrap() = s[k];
+                }
+                continue;
+            }
+        }
+        out_shape.push(len);
+        for (o, s) in out_strides.iter_mut().zip(strides) {
+            o.push(s[k]);
+        }
+    }
+    if out_shape.is_empty() {
+        out_shape.push(1);
+        for o in &mut out_strides {
+            o.push(1);
+        }
+    }
+    Normalized {
+        shape: out_shape,
+        strides: out_strides,
+    }
+}
+
+impl Normalized {
+    /// Number of elements.
+    pub(crate) fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether 32-bit index arithmetic covers every element and every offset: fewer than 2^31
+    /// elements, and every operand's offsets within ±2^31 elements of its first element.
+    pub(crate) fn fits_32(&self) -> bool {
+        if self.len() >= 1 << 31 {
+            return false;
+        }
+        self.strides.iter().all(|s| {
+            let reach: u128 = s
+                .iter()
+                .zip(&self.shape)
+                .map(|(&st, &len)| st.unsigned_abs() as u128 * (len as u128 - 1))
+                .sum();
+            reach < 1 << 31
+        })
+    }
+
+    /// Whether every operand in `arrays` is one contiguous run (one axis, stride 1).
+    pub(crate) fn contiguous(&self) -> bool {
+        self.shape.len() == 1 && self.strides.iter().all(|s| s[0] == 1)
+    }
+}
+
+/// What one compiled variant is specialised for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Variant {
+    /// For each input, whether it is a scalar (else an array).
+    pub(crate) scalar_inputs: Vec<bool>,
+    /// Axes after normalisation.
+    pub(crate) rank: usize,
+    /// 32-bit index arithmetic.
+    pub(crate) idx32: bool,
+    /// Every array operand contiguous (one axis, stride 1).
+    pub(crate) contiguous: bool,
+}
+
+/// Name of the generated kernel function.
+pub(crate) const ENTRY: &str = "devspan_elementwise";
+
+/// The C type a parameter has in the body: its own, except `float` for `f16` and `bf16`
+/// (loaded and stored with a conversion, so that the body computes in `f32`).
+fn body_type(t: DType) -> &'static str {
+    match t {
+        DType::U8 => "unsigned char",
+        DType::I8 => "signed char",
+        DType::U16 => "unsigned short",
+        DType::I16 => "short",
+        DType::U32 => "unsigned int",
+        DType::I32 => "int",
+        DType::U64 => "unsigned long long",
+        DType::I64 => "long long",
+        DType::F16 | DType::BF16 | DType::F32 => "float",
+        DType::F64 => "double",
+    }
+}
+
+/// The C type of the element in memory.
+fn storage_type(t: DType) -> &'static str {
+    match t {
+        DType::F16 | DType::BF16 => "unsigned short",
+        DType::F32 => "float",
+        other => body_type(other),
+    }
+}
+
+/// The expression loading element `off` of array `k` as its body type.
+fn load(t: DType, k: usize, off: &str) -> String {
+    let raw = format!("((const {}*)ds_a.ptr[{k}])[{off}]", storage_type(t));
+    match t {
+        DType::F16 => format!("ds_f16_to_f32({raw})"),
+        DType::BF16 => format!("ds_bf16_to_f32({raw})"),
+        _ => raw,
+    }
+}
+
+/// The statement storing `value` (a body-type value) as element `off` of array `k`.
+fn store(t: DType, k: usize, off: &str, value: &str) -> String {
+    let v = match t {
+        DType::F16 => format!("ds_f32_to_f16({value})"),
+        DType::BF16 => format!("ds_f32_to_bf16({value})"),
+        _ => value.to_string(),
+    };
+    format!("(({}*)ds_a.ptr[{k}])[{off}] = {v};", storage_type(t))
+}
+
+/// The expression reading scalar slot `s` (8 bytes, the value in its low bytes; `f16` and
+/// `bf16` scalars arrive as `f32`).
+fn scalar(t: DType, s: usize) -> String {
+    let w = format!("ds_a.scalar[{s}]");
+    match t {
+        DType::F16 | DType::BF16 | DType::F32 => format!("__uint_as_float((unsigned int){w})"),
+        DType::F64 => format!("__longlong_as_double((long long){w})"),
+        other => format!("({}){w}", body_type(other)),
+    }
+}
+
+const PRELUDE: &str = r#"// Generated by devspan's ElementwiseKernel.
+static __device__ __forceinline__ float ds_f16_to_f32(unsigned short h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+static __device__ __forceinline__ unsigned short ds_f32_to_f16(float f) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+static __device__ __forceinline__ float ds_bf16_to_f32(unsigned short h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+static __device__ __forceinline__ unsigned short ds_f32_to_bf16(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+"#;
+
+/// Words (8 bytes each) of the argument block of `variant` with `arrays` array operands and
+/// `scalars` scalar ones: `n`, `shape[rank]`, `strides[arrays][rank]`, `ptr[arrays]`,
+/// `scalar[max(scalars, 1)]`.
+pub(crate) const fn arg_words(rank: usize, arrays: usize, scalars: usize) -> usize {
+    1 + rank + arrays * rank + arrays + if scalars > 1 { scalars } else { 1 }
+}
+
+/// The CUDA C source of `variant` of the kernel with these inputs, outputs and body. Array
+/// operands are numbered outputs first, then the array inputs, in declaration order.
+pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Variant) -> String {
+    let arrays = outputs.len() + v.scalar_inputs.iter().filter(|s| !**s).count();
+    let scalars = v.scalar_inputs.iter().filter(|s| **s).count();
+    let (idx, sidx) = if v.idx32 {
+        ("unsigned int", "int")
+    } else {
+        ("unsigned long long", "long long")
+    };
+    let r = v.rank;
+    let mut s = String::from(PRELUDE);
+    let _ = writeln!(
+        s,
+        "struct ds_args {{ unsigned long long n; unsigned long long shape[{r}]; long long strides[{arrays}][{r}]; unsigned long long ptr[{arrays}]; unsigned long long scalar[{}]; }};",
+        scalars.max(1)
+    );
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void {ENTRY}(const ds_args ds_a) {{"
+    );
+    let _ = writeln!(s, "  const {idx} ds_n = ({idx})ds_a.n;");
+    let _ = writeln!(
+        s,
+        "  for ({idx} ds_i = ({idx})blockIdx.x * blockDim.x + threadIdx.x; ds_i < ds_n; ds_i += ({idx})gridDim.x * blockDim.x) {{"
+    );
+    // Offsets of every array operand.
+    if v.contiguous {
+        for k in 0..arrays {
+            let _ = writeln!(s, "    const {sidx} ds_o{k} = ({sidx})ds_i;");
+        }
+    } else {
+        for k in 0..arrays {
+            let _ = writeln!(s, "    {sidx} ds_o{k} = 0;");
+        }
+        let _ = writeln!(s, "    {idx} ds_r = ds_i;");
+        for axis in (0..r).rev() {
+            if axis == 0 {
+                for k in 0..arrays {
+                    let _ = writeln!(
+                        s,
+                        "    ds_o{k} += ({sidx})ds_r * ({sidx})ds_a.strides[{k}][0];"
+                    );
+                }
+            } else {
+                let _ = writeln!(
+                    s,
+                    "    {{ const {idx} ds_q = ds_r / ({idx})ds_a.shape[{axis}]; const {idx} ds_c = ds_r - ds_q * ({idx})ds_a.shape[{axis}]; ds_r = ds_q;"
+                );
+                for k in 0..arrays {
+                    let _ = writeln!(
+                        s,
+                        "      ds_o{k} += ({sidx})ds_c * ({sidx})ds_a.strides[{k}][{axis}];"
+                    );
+                }
+                let _ = writeln!(s, "    }}");
+            }
+        }
+    }
+    // Inputs: arrays loaded, scalars read.
+    let mut array = outputs.len();
+    let mut slot = 0;
+    for (p, &is_scalar) in inputs.iter().zip(&v.scalar_inputs) {
+        let value = if is_scalar {
+            slot += 1;
+            scalar(p.dtype, slot - 1)
+        } else {
+            array += 1;
+            load(p.dtype, array - 1, &format!("ds_o{}", array - 1))
+        };
+        let _ = writeln!(s, "    const {} {} = {value};", body_type(p.dtype), p.name);
+    }
+    for p in outputs {
+        let _ = writeln!(s, "    {} {};", body_type(p.dtype), p.name);
+    }
+    let _ = writeln!(s, "    {{\n#line 1 \"body\"\n{body}\n    ;}}");
+    for (k, p) in outputs.iter().enumerate() {
+        let _ = writeln!(s, "    {}", store(p.dtype, k, &format!("ds_o{k}"), &p.name));
+    }
+    s.push_str("  }\n}\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_parse_with_every_spelling_and_bad_ones_are_refused() {
+        let p = parse_params(" f32 a, float32 x ,unsigned char  c,long long n", "inputs").unwrap();
+        let got: Vec<(DType, &str)> = p.iter().map(|p| (p.dtype, p.name.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (DType::F32, "a"),
+                (DType::F32, "x"),
+                (DType::U8, "c"),
+                (DType::I64, "n")
+            ]
+        );
+        assert!(parse_params("  ", "inputs").unwrap().is_empty());
+        let kind = |s: &str| parse_params(s, "inputs").unwrap_err().kind().clone();
+        assert_eq!(kind("f32"), crate::ErrorKind::InvalidArgument);
+        assert_eq!(kind("complex64 z"), crate::ErrorKind::UnsupportedDtype);
+        assert_eq!(kind("f32 1x"), crate::ErrorKind::InvalidArgument);
+        assert_eq!(kind("f32 ds_x"), crate::ErrorKind::InvalidArgument);
+        assert_eq!(kind("f32 a,"), crate::ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn normalize_drops_unit_axes_orders_by_the_first_operand_and_merges() {
+        // A contiguous 2x3x4 output, a transposed input and a broadcast row.
+        let n = normalize(&[2, 3, 4], &[vec![12, 4, 1], vec![12, 4, 1], vec![0, 0, 1]]);
+        assert_eq!(n.shape, [6, 4]);
+        assert_eq!(n.strides, [vec![4, 1], vec![4, 1], vec![0, 1]]);
+        let n = normalize(&[2, 3, 4], &[vec![12, 4, 1], vec![12, 4, 1]]);
+        assert_eq!((n.shape.clone(), n.contiguous()), (vec![24], true));
+        // The output's order decides: a transposed output puts its fastest axis last.
+        let n = normalize(&[4, 3], &[vec![1, 4], vec![3, 1]]);
+        assert_eq!(n.shape, [3, 4]);
+        assert_eq!(n.strides, [vec![4, 1], vec![1, 3]]);
+        // Unit axes vanish, a single element keeps one axis; negative strides do not merge
+        // with positive ones.
+        let n = normalize(&[1, 1], &[vec![5, 1], vec![7, -1]]);
+        assert_eq!((n.shape.clone(), n.len()), (vec![1], 1));
+        let n = normalize(&[2, 3], &[vec![3, 1], vec![-3, 1]]);
+        assert_eq!(n.shape, [2, 3]);
+        // Both axes reversed is one reversed run.
+        let n = normalize(&[2, 3], &[vec![3, 1], vec![-3, -1]]);
+        assert_eq!(
+            (n.shape.clone(), n.strides.clone()),
+            (vec![6], vec![vec![1], vec![-1]])
+        );
+        let n = normalize(&[2, 3], &[vec![-3, -1], vec![-3, -1]]);
+        assert_eq!(
+            (n.shape.clone(), n.strides.clone()),
+            (vec![6], vec![vec![-1], vec![-1]])
+        );
+    }
+
+    #[test]
+    fn index_width_follows_elements_and_reach() {
+        let small = normalize(&[1 << 20], &[vec![1], vec![2]]);
+        assert!(small.fits_32());
+        let far = normalize(&[1 << 20], &[vec![1], vec![1 << 12]]);
+        assert!(!far.fits_32());
+        let many = normalize(&[1 << 31], &[vec![1]]);
+        assert!(!many.fits_32());
+    }
+
+    #[test]
+    fn generated_source_declares_every_parameter_once_and_stores_every_output() {
+        let inputs = parse_params("f32 a, f16 x, f32 y", "inputs").unwrap();
+        let outputs = parse_params("f16 z", "outputs").unwrap();
+        let v = Variant {
+            scalar_inputs: vec![true, false, false],
+            rank: 2,
+            idx32: true,
+            contiguous: false,
+        };
+        let src = source(&inputs, &outputs, "z = a * x + y", &v);
+        assert!(src.contains("const float a = __uint_as_float((unsigned int)ds_a.scalar[0]);"));
+        assert!(src.contains(
+            "const float x = ds_f16_to_f32(((const unsigned short*)ds_a.ptr[1])[ds_o1]);"
+        ));
+        assert!(src.contains("const float y = ((const float*)ds_a.ptr[2])[ds_o2];"));
+        assert!(src.contains("((unsigned short*)ds_a.ptr[0])[ds_o0] = ds_f32_to_f16(z);"));
+        assert!(src.contains("long long strides[3][2]"));
+        assert_eq!(arg_words(2, 3, 1), 1 + 2 + 6 + 3 + 1);
+        let c = Variant {
+            contiguous: true,
+            rank: 1,
+            ..v
+        };
+        assert!(source(&inputs, &outputs, "z = x", &c).contains("const int ds_o2 = (int)ds_i;"));
+    }
+}

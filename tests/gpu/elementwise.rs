@@ -1,0 +1,587 @@
+//! GPU tests of `devspan::elementwise::ElementwiseKernel`: NVRTC-compiled bodies over views of
+//! ranks 0 to 10 with permuted, reversed, sliced and broadcast operands, mixed element types
+//! and two outputs, in-place updates, refused overlaps and bad calls, a busy second stream with
+//! inputs dropped right after the launch, graph capture and replay, and more than 2^31
+//! elements.
+//!
+//! Each case draws its layout and data from its own seed (printed on failure) and compares with
+//! ndarray (`Zip`); outputs are views into larger arrays poisoned before the launch, whose
+//! elements outside the view must keep their poison.
+
+use std::sync::Arc;
+
+use devspan::elementwise::{Arg, ElementwiseKernel};
+use devspan::testing::gpu_stream;
+use devspan::{DeviceArray, ErrorKind};
+use half::f16;
+use ndarray::{ArrayD, IxDyn, SliceInfo, SliceInfoElem, Zip};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+use crate::common::{busy, gpu_shared};
+
+/// A random layout of `shape` carved out of a larger base array: the base's shape, the axis
+/// permutation applied to it, then the slicing (steps of 1 or 2, some reversed).
+#[derive(Debug, Clone)]
+struct Carve {
+    base: Vec<usize>,
+    perm: Vec<usize>,
+    slices: Vec<SliceInfoElem>,
+}
+
+fn carve(rng: &mut StdRng, shape: &[usize]) -> Carve {
+    let r = shape.len();
+    let mut perm: Vec<usize> = (0..r).collect();
+    for i in (1..r).rev() {
+        perm.swap(i, rng.random_range(0..=i));
+    }
+    let mut base = vec![0; r];
+    let mut slices = Vec::with_capacity(r);
+    for k in 0..r {
+        let step: isize = if rng.random_bool(0.3) { 2 } else { 1 };
+        let len = shape[k] * step as usize + usize::from(rng.random_bool(0.3));
+        base[perm[k]] = len;
+        let reversed = rng.random_bool(0.3);
+        slices.push(SliceInfoElem::Slice {
+            start: 0,
+            end: Some((shape[k] * step as usize) as isize),
+            step: if reversed { -step } else { step },
+        });
+    }
+    Carve { base, perm, slices }
+}
+
+fn info(c: &Carve) -> SliceInfo<Vec<SliceInfoElem>, IxDyn, IxDyn> {
+    SliceInfo::<_, IxDyn, IxDyn>::try_from(c.slices.clone()).unwrap()
+}
+
+fn random_shape(rng: &mut StdRng, rank: usize) -> Vec<usize> {
+    let big = rng.random_range(0..rank.max(1));
+    (0..rank)
+        .map(|k| {
+            if k == big {
+                rng.random_range(1..=64)
+            } else {
+                rng.random_range(1..=4)
+            }
+        })
+        .collect()
+}
+
+/// The shape of an input that broadcasts to `shape`: some leading axes dropped, some axes 1.
+fn broadcast_shape(rng: &mut StdRng, shape: &[usize]) -> Vec<usize> {
+    let drop = rng.random_range(0..=shape.len());
+    shape[drop..]
+        .iter()
+        .map(|&l| if rng.random_bool(0.3) { 1 } else { l })
+        .collect()
+}
+
+fn uniform<T: Copy>(rng: &mut StdRng, shape: &[usize], f: impl Fn(f64) -> T) -> ArrayD<T> {
+    ArrayD::from_shape_fn(IxDyn(shape), |_| f(rng.random_range(-1.0..1.0)))
+}
+
+/// Equal within `tol` times the larger of 1 and the expected magnitude (the device may fuse a
+/// multiply and an add that the host rounds twice).
+fn close(got: f64, want: f64, tol: f64) -> bool {
+    (got - want).abs() <= tol * want.abs().max(1.0)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn saxpy_matches_ndarray_on_random_layouts_of_rank_0_to_10() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its inputs and assigns its output by name.
+    let k =
+        unsafe { ElementwiseKernel::new("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y") }.unwrap();
+    for case in 0..88u64 {
+        let seed = 0xe1e0_0000 + case;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let rank = (case % 11) as usize;
+        let shape = random_shape(&mut rng, rank);
+        let a: f32 = rng.random_range(-2.0..2.0);
+        let (cx, cz) = (carve(&mut rng, &shape), carve(&mut rng, &shape));
+        let yshape = broadcast_shape(&mut rng, &shape);
+        let cy = carve(&mut rng, &yshape);
+        let what =
+            format!("seed {seed:#x}: shape {shape:?}, x {cx:?}, y {cy:?} of {yshape:?}, z {cz:?}");
+        let hx = uniform(&mut rng, &cx.base, |v| v as f32);
+        let hy = uniform(&mut rng, &cy.base, |v| v as f32);
+        let poison = uniform(&mut rng, &cz.base, |v| (v * 1e6) as f32);
+        let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+        let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+        let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+        let xv = dx.view().permuted_axes(cx.perm.clone());
+        let xv = xv.slice(info(&cx));
+        let yv = dy.view().permuted_axes(cy.perm.clone());
+        let yv = yv.slice(info(&cy));
+        {
+            let zv = dz.view_mut().permuted_axes(cz.perm.clone());
+            let mut zv = zv.slice_move(info(&cz));
+            k.launch(
+                &[Arg::scalar(a), (&xv).into(), (&yv).into()],
+                &mut [(&mut zv).into()],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+        }
+        let got = dz.to_host().unwrap();
+        let mut want = poison.clone();
+        {
+            let hxv = hx.view().permuted_axes(cx.perm.clone());
+            let hxv = hxv.slice(info(&cx));
+            let hyv = hy.view().permuted_axes(cy.perm.clone());
+            let hyv = hyv.slice(info(&cy));
+            let wv = want.view_mut().permuted_axes(cz.perm.clone());
+            let wv = wv.slice_move(info(&cz));
+            Zip::from(wv)
+                .and(&hxv)
+                .and_broadcast(&hyv)
+                .for_each(|w, &x, &y| *w = a * x + y);
+        }
+        for (i, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+            assert!(
+                close(f64::from(*g), f64::from(*w), 1e-6),
+                "{what}: element {i} of the base: got {g}, expected {w}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn four_inputs_of_mixed_types_and_two_outputs_match_ndarray() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its inputs and assigns its outputs by name.
+    let k = unsafe {
+        ElementwiseKernel::new(
+            "f16 x, i32 n, float64 w, u8 m",
+            "f32 s, f16 t",
+            "s = x * n + m; t = (float)(w - x)",
+        )
+    }
+    .unwrap();
+    for case in 0..40u64 {
+        let seed = 0xe2e0_0000 + case;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let rank = (case % 7) as usize;
+        let shape = random_shape(&mut rng, rank);
+        let cs = carve(&mut rng, &shape);
+        let ct = carve(&mut rng, &shape);
+        let cx = carve(&mut rng, &shape);
+        let wshape = broadcast_shape(&mut rng, &shape);
+        let cw = carve(&mut rng, &wshape);
+        let what = format!(
+            "seed {seed:#x}: shape {shape:?}, s {cs:?}, t {ct:?}, x {cx:?}, w {cw:?} of {wshape:?}"
+        );
+        let n: i32 = rng.random_range(-5..5);
+        let m: u8 = rng.random();
+        let hx = uniform(&mut rng, &cx.base, |v| f16::from_f64(v * 4.0));
+        let hw = uniform(&mut rng, &cw.base, |v| v * 100.0);
+        let ps = uniform(&mut rng, &cs.base, |v| (v * 1e6) as f32);
+        let pt = uniform(&mut rng, &ct.base, |v| f16::from_f64(v * 1e4));
+        let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+        let dw = DeviceArray::from_host(&stream, &hw).unwrap();
+        let mut ds = DeviceArray::from_host(&stream, &ps).unwrap();
+        let mut dt = DeviceArray::from_host(&stream, &pt).unwrap();
+        let xv = dx.view().permuted_axes(cx.perm.clone());
+        let xv = xv.slice(info(&cx));
+        let wv = dw.view().permuted_axes(cw.perm.clone());
+        let wv = wv.slice(info(&cw));
+        {
+            let sv = ds.view_mut().permuted_axes(cs.perm.clone());
+            let mut sv = sv.slice_move(info(&cs));
+            let tv = dt.view_mut().permuted_axes(ct.perm.clone());
+            let mut tv = tv.slice_move(info(&ct));
+            k.launch(
+                &[(&xv).into(), Arg::scalar(n), (&wv).into(), Arg::scalar(m)],
+                &mut [(&mut sv).into(), (&mut tv).into()],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+        }
+        let (gs, gt) = (ds.to_host().unwrap(), dt.to_host().unwrap());
+        let (mut ws, mut wt) = (ps.clone(), pt.clone());
+        {
+            let hxv = hx.view().permuted_axes(cx.perm.clone());
+            let hxv = hxv.slice(info(&cx));
+            let hwv = hw.view().permuted_axes(cw.perm.clone());
+            let hwv = hwv.slice(info(&cw));
+            let sv = ws.view_mut().permuted_axes(cs.perm.clone());
+            let sv = sv.slice_move(info(&cs));
+            let tv = wt.view_mut().permuted_axes(ct.perm.clone());
+            let tv = tv.slice_move(info(&ct));
+            Zip::from(sv)
+                .and(tv)
+                .and(&hxv)
+                .and_broadcast(&hwv)
+                .for_each(|s, t, &x, &w| {
+                    *s = x.to_f32() * n as f32 + f32::from(m);
+                    *t = f16::from_f32((w - f64::from(x.to_f32())) as f32);
+                });
+        }
+        for (i, (g, w)) in gs.iter().zip(ws.iter()).enumerate() {
+            assert!(
+                close(f64::from(*g), f64::from(*w), 1e-6),
+                "{what}: s[{i}]: got {g}, expected {w}"
+            );
+        }
+        for (i, (g, w)) in gt.iter().zip(wt.iter()).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{what}: t[{i}]: got {g}, expected {w}"
+            );
+        }
+    }
+}
+
+/// Memory the test itself holds (a `CudaSlice` kept alive until the test has synchronised).
+struct Held;
+impl devspan::DeviceOwner for Held {}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn in_place_updates_run_and_overlaps_are_refused() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the bodies read their inputs and assign their outputs by name.
+    let double = unsafe { ElementwiseKernel::new("f64 x", "f64 y", "y = 2 * x") }.unwrap();
+    let split =
+        unsafe { ElementwiseKernel::new("f64 x", "f64 y, f64 z", "y = x; z = -x") }.unwrap();
+    let host: Vec<f64> = (0..1000).map(|i| i as f64 + 0.5).collect();
+    let slice = stream.clone_htod(&host).unwrap();
+    let ptr = devspan::interop::cuda_slice_address(&slice);
+    let held = || -> Arc<dyn devspan::DeviceOwner> { Arc::new(Held) };
+    // SAFETY: `slice` holds 1000 f64 at `ptr` until the end of the test, after the stream has
+    // synchronised; the two views of it are what the aliasing check is tested on (it runs
+    // before anything is enqueued, and allows only the element-for-element case, where each
+    // element is read and then written by one thread).
+    let (input, mut output, shifted) = unsafe {
+        (
+            devspan::DeviceView::<f64, _>::from_raw_parts(
+                ptr,
+                1000,
+                ndarray::Ix1(1000),
+                &[1],
+                0,
+                0,
+                held(),
+            )
+            .unwrap(),
+            devspan::DeviceViewMut::<f64, _>::from_raw_parts_mut(
+                ptr,
+                1000,
+                ndarray::Ix1(999),
+                &[1],
+                0,
+                0,
+                held(),
+            )
+            .unwrap(),
+            devspan::DeviceView::<f64, _>::from_raw_parts(
+                ptr,
+                1000,
+                ndarray::Ix1(999),
+                &[1],
+                1,
+                0,
+                held(),
+            )
+            .unwrap(),
+        )
+    };
+    // Element for element: an in-place update.
+    let same = input.slice(ndarray::s![..999]);
+    double
+        .launch_on(&stream, &[(&same).into()], &mut [(&mut output).into()])
+        .unwrap();
+    let got = input.to_host_on(&stream).unwrap();
+    let want: Vec<f64> = host
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| if i < 999 { 2.0 * v } else { v })
+        .collect();
+    assert_eq!(got.as_slice().unwrap(), &want[..]);
+    // Shifted by one element, or reversed: refused, nothing written.
+    let reversed = input.slice(ndarray::s![..999;-1]);
+    for (what, src) in [("shifted", &shifted), ("reversed", &reversed)] {
+        let e = double
+            .launch_on(&stream, &[src.into()], &mut [(&mut output).into()])
+            .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::Aliasing, "{what}: {e}");
+    }
+    assert_eq!(
+        input.to_host_on(&stream).unwrap().as_slice().unwrap(),
+        &want[..]
+    );
+    // Two outputs over the same memory: refused.
+    let mut other = DeviceArray::<f64, _>::zeros(&stream, 999).unwrap();
+    let mut again = unsafe {
+        // SAFETY: as above; the launch is refused before anything is enqueued.
+        devspan::DeviceViewMut::<f64, _>::from_raw_parts_mut(
+            ptr,
+            1000,
+            ndarray::Ix1(999),
+            &[1],
+            1,
+            0,
+            held(),
+        )
+        .unwrap()
+    };
+    let e = split
+        .launch_on(
+            &stream,
+            &[(&other.view()).into()],
+            &mut [(&mut output).into(), (&mut again).into()],
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Aliasing, "{e}");
+    // Disjoint outputs: both written.
+    let src = DeviceArray::from_host(&stream, &ndarray::Array1::from_shape_fn(999, |i| i as f64))
+        .unwrap();
+    split
+        .launch(
+            &[(&src.view()).into()],
+            &mut [(&mut other).into(), (&mut output).into()],
+        )
+        .unwrap();
+    let o = other.to_host().unwrap();
+    let n = output.to_host_on(&stream).unwrap();
+    for i in 0..999 {
+        assert_eq!((o[i], n[i]), (i as f64, -(i as f64)), "element {i}");
+    }
+    stream.synchronize().unwrap();
+    drop(slice);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_calls_are_refused_with_their_kinds() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the bodies read their inputs and assign their outputs by name.
+    let k = unsafe { ElementwiseKernel::new("f32 x, f32 y", "f32 z", "z = x + y") }.unwrap();
+    let x = DeviceArray::<f32, _>::ones(&stream, (4, 5)).unwrap();
+    let y64 = DeviceArray::<f64, _>::ones(&stream, (4, 5)).unwrap();
+    let wide = DeviceArray::<f32, _>::ones(&stream, (4, 6)).unwrap();
+    let mut z = DeviceArray::<f32, _>::zeros(&stream, (4, 5)).unwrap();
+    let kind = |r: devspan::Result<()>| r.unwrap_err().kind().clone();
+    assert_eq!(
+        kind(k.launch(
+            &[(&x.view()).into(), (&y64.view()).into()],
+            &mut [(&mut z).into()]
+        )),
+        ErrorKind::UnsupportedDtype
+    );
+    assert_eq!(
+        kind(k.launch(&[(&x.view()).into()], &mut [(&mut z).into()])),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        kind(k.launch(
+            &[(&x.view()).into(), (&wide.view()).into()],
+            &mut [(&mut z).into()]
+        )),
+        ErrorKind::ShapeMismatch
+    );
+    assert_eq!(
+        kind(k.launch(
+            &[(&x.view()).into(), Arg::scalar(1.0f64)],
+            &mut [(&mut z).into()]
+        )),
+        ErrorKind::UnsupportedDtype
+    );
+    // A scalar for an array input compiles a variant of its own.
+    k.launch(
+        &[(&x.view()).into(), Arg::scalar(2.5f32)],
+        &mut [(&mut z).into()],
+    )
+    .unwrap();
+    assert!(z.to_host().unwrap().iter().all(|&v| v == 3.5));
+    // NVRTC's log names the body's line.
+    let broken =
+        unsafe { ElementwiseKernel::new("f32 x", "f32 z", "z = x +;\nz = undefined_name") }
+            .unwrap();
+    let e = broken
+        .launch(&[(&x.view()).into()], &mut [(&mut z).into()])
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Compile, "{e}");
+    assert!(
+        e.to_string().contains("body(1)") && e.to_string().contains("undefined_name"),
+        "{e}"
+    );
+    // Nothing was written by the refused calls.
+    assert!(z.to_host().unwrap().iter().all(|&v| v == 3.5));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn busy_streams_and_inputs_dropped_after_launch_keep_their_values() {
+    let _gpu = gpu_shared();
+    let a = gpu_stream();
+    let b = devspan::new_stream(0).unwrap();
+    // SAFETY: the body reads its inputs and assigns its output by name.
+    let k = unsafe { ElementwiseKernel::new("u32 x, u32 y", "u32 z", "z = x * 3u + y") }.unwrap();
+    let n = 1 << 22;
+    let hx = ndarray::Array1::from_shape_fn(n, |i| i as u32);
+    let hy = ndarray::Array1::from_shape_fn(n, |i| (i as u32).wrapping_mul(2_654_435_761));
+    for round in 0..4 {
+        let x = DeviceArray::from_host(&a, &hx).unwrap();
+        let y = DeviceArray::from_host(&a, &hy).unwrap();
+        let mut z = DeviceArray::<u32, _>::zeros(&a, n).unwrap();
+        // `a` stays busy: the launch on `b` must wait for the uploads queued on `a`, and the
+        // inputs are dropped right after it, while it has not run.
+        busy(&a, 20);
+        let xr = x.slice(ndarray::s![..;-1]);
+        k.launch_on(
+            &b,
+            &[(&xr).into(), (&y.view()).into()],
+            &mut [(&mut z).into()],
+        )
+        .unwrap();
+        drop(xr);
+        drop((x, y));
+        // Reallocate and overwrite memory of the same size, on the stream that freed it.
+        let mut junk = DeviceArray::<u32, _>::zeros(&a, n).unwrap();
+        junk.fill(0xdead_beef).unwrap();
+        let got = z.to_host_on(&b).unwrap();
+        for i in (0..n).step_by(997).chain([0, n - 1]) {
+            let want = ((n - 1 - i) as u32).wrapping_mul(3).wrapping_add(hy[i]);
+            assert_eq!(got[i], want, "round {round}, element {i}");
+        }
+        drop(junk);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_launch_replays_on_new_data() {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its inputs and assigns its output by name.
+    let k = unsafe { ElementwiseKernel::new("f32 a, f32 x", "f32 z", "z = a * x") }.unwrap();
+    let mut x = DeviceArray::<f32, _>::from_elem(&stream, (64, 48), 1.0).unwrap();
+    let mut z = DeviceArray::<f32, _>::zeros(&stream, (48, 64)).unwrap();
+    // Compile outside the capture, then capture the same variant.
+    k.launch(
+        &[Arg::scalar(3.0f32), (&x.t()).into()],
+        &mut [(&mut z).into()],
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    let r = k.launch(
+        &[Arg::scalar(3.0f32), (&x.t()).into()],
+        &mut [(&mut z).into()],
+    );
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("a graph");
+    r.unwrap();
+    x.fill(2.0).unwrap();
+    z.fill(0.0).unwrap();
+    graph.launch().unwrap();
+    assert!(z.to_host().unwrap().iter().all(|&v| v == 6.0));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn more_than_2_pow_31_elements_take_64_bit_indices() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its inputs and assigns its output by name.
+    let k =
+        unsafe { ElementwiseKernel::new("u8 x", "u8 y", "y = (unsigned char)(x + 1)") }.unwrap();
+    let n = (1usize << 31) + 4099;
+    let mut x = DeviceArray::<u8, _>::zeros(&stream, n).unwrap();
+    x.slice_mut(ndarray::s![n - 4096..]).fill(41).unwrap();
+    let mut y = DeviceArray::<u8, _>::zeros(&stream, n).unwrap();
+    y.fill(7).unwrap();
+    k.launch(&[(&x.view()).into()], &mut [(&mut y).into()])
+        .unwrap();
+    let tail = y.slice(ndarray::s![n - 8192..]).to_host().unwrap();
+    for (i, &v) in tail.iter().enumerate() {
+        assert_eq!(v, if i < 4096 { 1 } else { 42 }, "element {}", n - 8192 + i);
+    }
+    let head = y.slice(ndarray::s![..4096]).to_host().unwrap();
+    assert!(head.iter().all(|&v| v == 1));
+    // Strided too: every other element of the second half, reversed.
+    let mut z = DeviceArray::<u8, _>::zeros(&stream, n / 4).unwrap();
+    let xs = x.slice(ndarray::s![n / 2..;-2]);
+    let xs = xs.slice(ndarray::s![..n / 4]);
+    k.launch(&[(&xs).into()], &mut [(&mut z).into()]).unwrap();
+    let zt = z.slice(ndarray::s![..4]).to_host().unwrap();
+    assert_eq!(zt.to_vec(), vec![42, 42, 42, 42]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_device_header_indexes_kernel_views_like_ndarray() {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // Each element of the view gets its logical index (operator[]) plus 1000 times the element
+    // that `at` reads at the reversed multi-index.
+    let src = format!(
+        "{}\n{}",
+        devspan::interop::DEVICE_HEADER,
+        r#"extern "C" __global__ void mark(devspan_view<double, 3> v, devspan_view<double, 3> r) {
+  const unsigned long long n = v.size();
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    unsigned long long q = i;
+    const unsigned long long c = q % v.shape[2]; q /= v.shape[2];
+    const unsigned long long b = q % v.shape[1]; q /= v.shape[1];
+    const unsigned long long idx[3] = {v.shape[0] - 1 - q, v.shape[1] - 1 - b, v.shape[2] - 1 - c};
+    v[i] = (double)i + 1000.0 * r.at(idx);
+  }
+}"#
+    );
+    let ptx = cudarc::nvrtc::compile_ptx(src).expect("NVRTC compiles the header");
+    let f = stream
+        .context()
+        .load_module(ptx)
+        .unwrap()
+        .load_function("mark")
+        .unwrap();
+    let mut rng = StdRng::seed_from_u64(0xcu64);
+    let base = uniform(&mut rng, &[7, 6, 9], |v| v);
+    let poison = uniform(&mut rng, &[7, 6, 9], |v| v * 1e9);
+    let r = DeviceArray::from_host(&stream, &base).unwrap();
+    let mut d = DeviceArray::from_host(&stream, &poison).unwrap();
+    let rv = r.slice(ndarray::s![1..;2, ..;-1, 2..8]);
+    {
+        let mut v = d.slice_mut(ndarray::s![..;-2, 1..4, ..;3]);
+        v.swap_axes(0, 2);
+        assert_eq!(v.shape(), &[3, 3, 4]);
+        let rsub = rv.slice(ndarray::s![..3, ..3, ..4]);
+        let rk = rsub.kernel_view::<3>().unwrap();
+        v.with_kernel_view_mut::<3, _>(&stream, |kv| {
+            let mut b = stream.launch_builder(&f);
+            b.arg(&kv).arg(&rk);
+            // SAFETY: `mark` takes two devspan_view<double, 3>; it writes only the elements of
+            // the first and reads elements of the second inside its extents; `r` outlives the
+            // synchronising download below.
+            unsafe { b.launch(LaunchConfig::for_num_elems(36)) }.unwrap();
+            Ok(())
+        })
+        .unwrap();
+    }
+    let got = d.to_host().unwrap();
+    let mut want = poison.clone();
+    {
+        let mut v = want.slice_mut(ndarray::s![..;-2, 1..4, ..;3]);
+        v.swap_axes(0, 2);
+        let hr = base.slice(ndarray::s![1..;2, ..;-1, 2..8]);
+        let hr = hr.slice(ndarray::s![..3, ..3, ..4]);
+        for (i, ((a, b, c), w)) in v.indexed_iter_mut().enumerate() {
+            *w = i as f64 + 1000.0 * hr[[2 - a, 2 - b, 3 - c]];
+        }
+    }
+    assert_eq!(got, want);
+}
