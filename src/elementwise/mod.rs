@@ -365,11 +365,15 @@ impl ElementwiseKernel {
                 norm.shape.len()
             )));
         }
+        let tiled = norm.tiled();
+        let iterations = norm.iterations(tiled);
         let variant = Variant {
             scalar_inputs,
             rank: norm.shape.len(),
-            idx32: norm.fits_32(),
+            // The iteration index must fit as well as the elements' offsets.
+            idx32: norm.fits_32() && iterations < 1 << 31,
             contiguous: norm.contiguous(),
+            tiled,
         };
         let f = self.function(stream, &variant)?;
         let outs = self.outputs.len();
@@ -387,7 +391,7 @@ impl ElementwiseKernel {
                 words.0[w] = v;
                 w += 1;
             };
-            put(norm.len() as u64);
+            put(iterations as u64);
             norm.shape.iter().for_each(|&l| put(l as u64));
             for s in &norm.strides {
                 s.iter().for_each(|&st| put(st as i64 as u64));
@@ -395,12 +399,12 @@ impl ElementwiseKernel {
             arrays.iter().for_each(|a| put(a.ptr()));
             scalars.iter().for_each(|&s| put(s));
             debug_assert!(w <= source::arg_words(r, arrays.len(), scalars.len()));
-            let n = norm.len() as u64;
+            let per_block = (source::THREADS * source::PER_THREAD) as u64;
             let sms = u64::from(crate::kernels::sm_count(stream)?);
-            let blocks = n.div_ceil(256).min(sms * 32).max(1) as u32;
+            let blocks = (iterations as u64).div_ceil(per_block).min(sms * 16).max(1) as u32;
             let cfg = LaunchConfig {
                 grid_dim: (blocks, 1, 1),
-                block_dim: (256, 1, 1),
+                block_dim: (source::THREADS as u32, 1, 1),
                 shared_mem_bytes: 0,
             };
             let mut b = stream.launch_builder(&f);
@@ -500,7 +504,11 @@ fn compile(src: &str, major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx> {
         ));
     }
     let opts = cudarc::nvrtc::CompileOptions {
-        options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
+        // 177: a helper the variant does not use (the prelude defines them all).
+        options: vec![
+            format!("--gpu-architecture=compute_{major}{minor}"),
+            "--diag-suppress=177".into(),
+        ],
         name: Some("devspan_elementwise.cu".into()),
         ..Default::default()
     };

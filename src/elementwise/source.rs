@@ -164,6 +164,31 @@ impl Normalized {
         })
     }
 
+    /// Whether to walk the last two axes in tiles: both at least [`TILE`] / 2 long, and some
+    /// operand steps the second-to-last axis with a smaller stride than the last (its fastest
+    /// axis is not the first operand's).
+    pub(crate) fn tiled(&self) -> bool {
+        let r = self.shape.len();
+        r >= 2
+            && self.shape[r - 2] >= TILE / 2
+            && self.shape[r - 1] >= TILE / 2
+            && self.strides.iter().any(|s| {
+                s[r - 2] != 0
+                    && (s[r - 1] == 0 || s[r - 2].unsigned_abs() < s[r - 1].unsigned_abs())
+            })
+    }
+
+    /// Indices the kernel iterates over: the elements, or for the tiled variant the slots of
+    /// every whole tile of the last two axes (some past the extents).
+    pub(crate) fn iterations(&self, tiled: bool) -> usize {
+        if !tiled {
+            return self.len();
+        }
+        let r = self.shape.len();
+        let outer: usize = self.shape[..r - 2].iter().product();
+        outer * self.shape[r - 2].div_ceil(TILE) * self.shape[r - 1].div_ceil(TILE) * TILE * TILE
+    }
+
     /// Whether every operand in `arrays` is one contiguous run (one axis, stride 1).
     pub(crate) fn contiguous(&self) -> bool {
         self.shape.len() == 1 && self.strides.iter().all(|s| s[0] == 1)
@@ -181,6 +206,8 @@ pub(crate) struct Variant {
     pub(crate) idx32: bool,
     /// Every array operand contiguous (one axis, stride 1).
     pub(crate) contiguous: bool,
+    /// The last two axes walked in tiles ([`Normalized::tiled`]).
+    pub(crate) tiled: bool,
 }
 
 /// Name of the generated kernel function.
@@ -268,8 +295,21 @@ pub(crate) const fn arg_words(rank: usize, arrays: usize, scalars: usize) -> usi
     1 + rank + arrays * rank + arrays + if scalars > 1 { scalars } else { 1 }
 }
 
+/// Elements each thread handles per iteration: their offsets, then all their loads, then the
+/// body and the stores, so that a thread has that many loads in flight.
+pub(crate) const PER_THREAD: usize = 4;
+/// Threads per block of the generated kernel.
+pub(crate) const THREADS: usize = 256;
+/// Side of the square tiles of the tiled variant.
+pub(crate) const TILE: usize = 32;
+
 /// The CUDA C source of `variant` of the kernel with these inputs, outputs and body. Array
 /// operands are numbered outputs first, then the array inputs, in declaration order.
+///
+/// Each thread takes [`PER_THREAD`] elements per iteration of a grid-stride loop, `THREADS`
+/// apart. The tiled variant walks the last two axes in [`TILE`]-square tiles (the last axis
+/// fastest inside a tile), so that operands whose fastest axis is the second-to-last read a
+/// tile's rows while they are cached; elements past the extents are skipped.
 pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Variant) -> String {
     let arrays = outputs.len() + v.scalar_inputs.iter().filter(|s| !**s).count();
     let scalars = v.scalar_inputs.iter().filter(|s| **s).count();
@@ -279,6 +319,7 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
         ("unsigned long long", "long long")
     };
     let r = v.rank;
+    let u = PER_THREAD;
     let mut s = String::from(PRELUDE);
     let _ = writeln!(
         s,
@@ -287,67 +328,125 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
     );
     let _ = writeln!(
         s,
-        "extern \"C\" __global__ void {ENTRY}(const ds_args ds_a) {{"
+        "extern \"C\" __global__ void __launch_bounds__({THREADS}) {ENTRY}(const ds_args ds_a) {{"
     );
+    // `n` is the number of iterations' indices: elements, or whole tiles' slots when tiled.
     let _ = writeln!(s, "  const {idx} ds_n = ({idx})ds_a.n;");
     let _ = writeln!(
         s,
-        "  for ({idx} ds_i = ({idx})blockIdx.x * blockDim.x + threadIdx.x; ds_i < ds_n; ds_i += ({idx})gridDim.x * blockDim.x) {{"
+        "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {u}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {u})) {{"
     );
-    // Offsets of every array operand.
+    let _ = writeln!(s, "    bool ds_ok[{u}];");
+    for k in 0..arrays {
+        let _ = writeln!(s, "    {sidx} ds_o{k}[{u}];");
+    }
+    let _ = writeln!(
+        s,
+        "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{"
+    );
+    let _ = writeln!(s, "      {idx} ds_r = ds_base + ({idx})ds_u * {THREADS};");
+    let _ = writeln!(s, "      ds_ok[ds_u] = ds_r < ds_n;");
     if v.contiguous {
         for k in 0..arrays {
-            let _ = writeln!(s, "    const {sidx} ds_o{k} = ({sidx})ds_i;");
+            let _ = writeln!(s, "      ds_o{k}[ds_u] = ({sidx})ds_r;");
         }
     } else {
         for k in 0..arrays {
-            let _ = writeln!(s, "    {sidx} ds_o{k} = 0;");
+            let _ = writeln!(s, "      ds_o{k}[ds_u] = 0;");
         }
-        let _ = writeln!(s, "    {idx} ds_r = ds_i;");
-        for axis in (0..r).rev() {
+        // The axes to decompose, innermost first: the tiled variant takes its last two axes
+        // from the tile's coordinates first.
+        let mut plain_axes = r;
+        if v.tiled {
+            plain_axes = r - 2;
+            let (a, b) = (r - 2, r - 1);
+            let _ = writeln!(
+                s,
+                "      {{ const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n        const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {TILE} - 1) / {TILE};\n        const {idx} ds_bi = ds_r % {TILE}; ds_r /= {TILE}; const {idx} ds_ai = ds_r % {TILE}; ds_r /= {TILE};\n        const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;\n        const {idx} ds_ca = ds_at * {TILE} + ds_ai, ds_cb = ds_bt * {TILE} + ds_bi;\n        ds_ok[ds_u] = ds_ok[ds_u] && ds_ca < ds_la && ds_cb < ds_lb;"
+            );
+            for k in 0..arrays {
+                let _ = writeln!(
+                    s,
+                    "        ds_o{k}[ds_u] += ({sidx})ds_ca * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb * ({sidx})ds_a.strides[{k}][{b}];"
+                );
+            }
+            let _ = writeln!(s, "      }}");
+        }
+        for axis in (0..plain_axes).rev() {
             if axis == 0 {
                 for k in 0..arrays {
                     let _ = writeln!(
                         s,
-                        "    ds_o{k} += ({sidx})ds_r * ({sidx})ds_a.strides[{k}][0];"
+                        "      ds_o{k}[ds_u] += ({sidx})ds_r * ({sidx})ds_a.strides[{k}][0];"
                     );
                 }
             } else {
                 let _ = writeln!(
                     s,
-                    "    {{ const {idx} ds_q = ds_r / ({idx})ds_a.shape[{axis}]; const {idx} ds_c = ds_r - ds_q * ({idx})ds_a.shape[{axis}]; ds_r = ds_q;"
+                    "      {{ const {idx} ds_q = ds_r / ({idx})ds_a.shape[{axis}]; const {idx} ds_c = ds_r - ds_q * ({idx})ds_a.shape[{axis}]; ds_r = ds_q;"
                 );
                 for k in 0..arrays {
                     let _ = writeln!(
                         s,
-                        "      ds_o{k} += ({sidx})ds_c * ({sidx})ds_a.strides[{k}][{axis}];"
+                        "        ds_o{k}[ds_u] += ({sidx})ds_c * ({sidx})ds_a.strides[{k}][{axis}];"
                     );
                 }
-                let _ = writeln!(s, "    }}");
+                let _ = writeln!(s, "      }}");
             }
         }
     }
-    // Inputs: arrays loaded, scalars read.
+    let _ = writeln!(s, "    }}");
+    // Every array input's loads for all slots, before any store.
     let mut array = outputs.len();
-    let mut slot = 0;
+    let mut loaded = Vec::with_capacity(inputs.len());
     for (p, &is_scalar) in inputs.iter().zip(&v.scalar_inputs) {
-        let value = if is_scalar {
-            slot += 1;
-            scalar(p.dtype, slot - 1)
-        } else {
-            array += 1;
-            load(p.dtype, array - 1, &format!("ds_o{}", array - 1))
+        if is_scalar {
+            loaded.push(None);
+            continue;
+        }
+        let k = array;
+        array += 1;
+        let t = body_type(p.dtype);
+        let _ = writeln!(
+            s,
+            "    {t} ds_v{k}[{u}];\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) ds_v{k}[ds_u] = ds_ok[ds_u] ? {} : ({t})0;",
+            load(p.dtype, k, &format!("ds_o{k}[ds_u]"))
+        );
+        loaded.push(Some(k));
+    }
+    let _ = writeln!(
+        s,
+        "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{"
+    );
+    let _ = writeln!(s, "      if (!ds_ok[ds_u]) continue;");
+    let mut slot = 0;
+    for (p, k) in inputs.iter().zip(&loaded) {
+        let value = match k {
+            Some(k) => format!("ds_v{k}[ds_u]"),
+            None => {
+                slot += 1;
+                scalar(p.dtype, slot - 1)
+            }
         };
-        let _ = writeln!(s, "    const {} {} = {value};", body_type(p.dtype), p.name);
+        let _ = writeln!(
+            s,
+            "      const {} {} = {value};",
+            body_type(p.dtype),
+            p.name
+        );
     }
     for p in outputs {
-        let _ = writeln!(s, "    {} {};", body_type(p.dtype), p.name);
+        let _ = writeln!(s, "      {} {};", body_type(p.dtype), p.name);
     }
-    let _ = writeln!(s, "    {{\n#line 1 \"body\"\n{body}\n    ;}}");
+    let _ = writeln!(s, "      {{\n#line 1 \"body\"\n{body}\n      ;}}");
     for (k, p) in outputs.iter().enumerate() {
-        let _ = writeln!(s, "    {}", store(p.dtype, k, &format!("ds_o{k}"), &p.name));
+        let _ = writeln!(
+            s,
+            "      {}",
+            store(p.dtype, k, &format!("ds_o{k}[ds_u]"), &p.name)
+        );
     }
-    s.push_str("  }\n}\n");
+    s.push_str("    }\n  }\n}\n");
     s
 }
 
@@ -409,6 +508,20 @@ mod tests {
     }
 
     #[test]
+    fn tiles_are_taken_where_an_operand_runs_along_the_second_to_last_axis() {
+        // A transposed input beside a contiguous output: tiled, 3 x 2 tiles of 32 x 32.
+        let t = normalize(&[70, 40], &[vec![40, 1], vec![1, 70]]);
+        assert!(t.tiled());
+        assert_eq!(t.iterations(true), 3 * 2 * 1024);
+        // A broadcast row is not a reason to tile; a broadcast column is.
+        assert!(!normalize(&[70, 40], &[vec![40, 1], vec![0, 1]]).tiled());
+        assert!(normalize(&[70, 40], &[vec![40, 1], vec![1, 0]]).tiled());
+        // Short axes are not tiled.
+        assert!(!normalize(&[70, 8], &[vec![8, 1], vec![1, 70]]).tiled());
+        assert_eq!(t.iterations(false), 2800);
+    }
+
+    #[test]
     fn index_width_follows_elements_and_reach() {
         let small = normalize(&[1 << 20], &[vec![1], vec![2]]);
         assert!(small.fits_32());
@@ -427,21 +540,23 @@ mod tests {
             rank: 2,
             idx32: true,
             contiguous: false,
+            tiled: false,
         };
         let src = source(&inputs, &outputs, "z = a * x + y", &v);
         assert!(src.contains("const float a = __uint_as_float((unsigned int)ds_a.scalar[0]);"));
-        assert!(src.contains(
-            "const float x = ds_f16_to_f32(((const unsigned short*)ds_a.ptr[1])[ds_o1]);"
-        ));
-        assert!(src.contains("const float y = ((const float*)ds_a.ptr[2])[ds_o2];"));
-        assert!(src.contains("((unsigned short*)ds_a.ptr[0])[ds_o0] = ds_f32_to_f16(z);"));
+        assert!(src.contains("ds_v1[ds_u] = ds_ok[ds_u] ? ds_f16_to_f32(((const unsigned short*)ds_a.ptr[1])[ds_o1[ds_u]]) : (float)0;"));
+        assert!(src.contains("const float x = ds_v1[ds_u];"));
+        assert!(src.contains("const float y = ds_v2[ds_u];"));
+        assert!(src.contains("((unsigned short*)ds_a.ptr[0])[ds_o0[ds_u]] = ds_f32_to_f16(z);"));
         assert!(src.contains("long long strides[3][2]"));
         assert_eq!(arg_words(2, 3, 1), 1 + 2 + 6 + 3 + 1);
         let c = Variant {
             contiguous: true,
             rank: 1,
-            ..v
+            ..v.clone()
         };
-        assert!(source(&inputs, &outputs, "z = x", &c).contains("const int ds_o2 = (int)ds_i;"));
+        assert!(source(&inputs, &outputs, "z = x", &c).contains("ds_o2[ds_u] = (int)ds_r;"));
+        let t = Variant { tiled: true, ..v };
+        assert!(source(&inputs, &outputs, "z = x", &t).contains("ds_cb < ds_lb"));
     }
 }

@@ -585,3 +585,63 @@ fn the_device_header_indexes_kernel_views_like_ndarray() {
     }
     assert_eq!(got, want);
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn transposed_operands_walk_tiles_and_match_ndarray() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its inputs and assigns its output by name.
+    let k = unsafe { ElementwiseKernel::new("f32 x, f64 c", "f32 z", "z = x - (float)c") }.unwrap();
+    // Extents around and past whole tiles of 32, a batch axis, both orders of the operands.
+    let shapes: [&[usize]; 6] = [
+        &[70, 45],
+        &[32, 32],
+        &[16, 100],
+        &[3, 33, 65],
+        &[2, 5, 40, 17],
+        &[129, 31],
+    ];
+    for (case, shape) in shapes.iter().enumerate() {
+        let seed = 0xe7e0_0000 + case as u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let r = shape.len();
+        // x: stored with its last two axes swapped (a transposed view); c: a broadcast column.
+        let mut stored = shape.to_vec();
+        stored.swap(r - 1, r - 2);
+        let hx = uniform(&mut rng, &stored, |v| v as f32);
+        let mut cshape = shape.to_vec();
+        cshape[r - 1] = 1;
+        let hc = uniform(&mut rng, &cshape, |v| v * 10.0);
+        let cz = carve(&mut rng, shape);
+        let poison = uniform(&mut rng, &cz.base, |v| (v * 1e6) as f32);
+        let what = format!("seed {seed:#x}: shape {shape:?}, z {cz:?}");
+        let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+        let dc = DeviceArray::from_host(&stream, &hc).unwrap();
+        let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+        let mut xv = dx.view();
+        xv.swap_axes(r - 1, r - 2);
+        {
+            let zv = dz.view_mut().permuted_axes(cz.perm.clone());
+            let mut zv = zv.slice_move(info(&cz));
+            k.launch(
+                &[(&xv).into(), (&dc.view()).into()],
+                &mut [(&mut zv).into()],
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+        }
+        let got = dz.to_host().unwrap();
+        let mut want = poison.clone();
+        {
+            let mut hxv = hx.view();
+            hxv.swap_axes(r - 1, r - 2);
+            let wv = want.view_mut().permuted_axes(cz.perm.clone());
+            let wv = wv.slice_move(info(&cz));
+            Zip::from(wv)
+                .and(&hxv)
+                .and_broadcast(&hc)
+                .for_each(|w, &x, &c| *w = x - c as f32);
+        }
+        assert_eq!(got, want, "{what}");
+    }
+}
