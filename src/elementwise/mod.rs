@@ -367,15 +367,25 @@ impl ElementwiseKernel {
         }
         let tiled = norm.tiled();
         let iterations = norm.iterations(tiled);
-        let variant = Variant {
+        let input_sizes: Vec<usize> = arrays[self.outputs.len()..]
+            .iter()
+            .map(|a| source::body_size(a.dtype))
+            .collect();
+        let staged = if tiled {
+            norm.staged(self.outputs.len(), &input_sizes)
+        } else {
+            vec![false; input_sizes.len()]
+        };
+        let mut variant = Variant {
             scalar_inputs,
             rank: norm.shape.len(),
             // The iteration index must fit as well as the elements' offsets.
             idx32: norm.fits_32() && iterations < 1 << 31,
             contiguous: norm.contiguous(),
             tiled,
+            staged,
+            vector: false,
         };
-        let f = self.function(stream, &variant)?;
         let outs = self.outputs.len();
         let keeps: Vec<(&KeepAlive<'_>, bool)> = arrays
             .iter()
@@ -384,6 +394,9 @@ impl ElementwiseKernel {
             .collect();
         KeepAlive::accessing_all(&keeps, stream, || {
             check_aliasing(&arrays, &strides, &shape, outs, &self.outputs)?;
+            // Addresses are known once the accesses are prepared.
+            variant.vector = variant.contiguous && arrays.iter().all(|a| a.ptr() % 16 == 0);
+            let f = self.function(stream, &variant)?;
             let r = norm.shape.len();
             let mut words = Words([0; source::arg_words(MAX_RANK, MAX_ARRAYS, MAX_SCALARS)]);
             let mut w = 0;
@@ -399,7 +412,12 @@ impl ElementwiseKernel {
             arrays.iter().for_each(|a| put(a.ptr()));
             scalars.iter().for_each(|&s| put(s));
             debug_assert!(w <= source::arg_words(r, arrays.len(), scalars.len()));
-            let per_block = (source::THREADS * source::PER_THREAD) as u64;
+            let per_block = if variant.vector {
+                let types: Vec<DType> = arrays.iter().map(|a| a.dtype).collect();
+                (source::THREADS * source::vector_width(&types)) as u64
+            } else {
+                (source::THREADS * source::PER_THREAD) as u64
+            };
             let sms = u64::from(crate::kernels::sm_count(stream)?);
             let blocks = (iterations as u64).div_ceil(per_block).min(sms * 16).max(1) as u32;
             let cfg = LaunchConfig {

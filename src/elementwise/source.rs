@@ -178,6 +178,29 @@ impl Normalized {
             })
     }
 
+    /// For each operand from `first` on (the array inputs), whether the tiled variant stages
+    /// it through shared memory: its fastest axis is the second-to-last, and the staged tiles
+    /// (of `body_sizes`' bytes per element) fit in [`STAGE_BYTES`].
+    pub(crate) fn staged(&self, first: usize, body_sizes: &[usize]) -> Vec<bool> {
+        let r = self.shape.len();
+        let mut bytes = 0;
+        self.strides[first..]
+            .iter()
+            .zip(body_sizes)
+            .map(|(s, &size)| {
+                let across = s[r - 2] != 0
+                    && (s[r - 1] == 0 || s[r - 2].unsigned_abs() < s[r - 1].unsigned_abs());
+                let tile = TILE * (TILE + 1) * size;
+                if across && bytes + tile <= STAGE_BYTES {
+                    bytes += tile;
+                    true
+                } else {
+                    false
+                }
+            })
+            .collect()
+    }
+
     /// Indices the kernel iterates over: the elements, or for the tiled variant the slots of
     /// every whole tile of the last two axes (some past the extents).
     pub(crate) fn iterations(&self, tiled: bool) -> usize {
@@ -208,10 +231,22 @@ pub(crate) struct Variant {
     pub(crate) contiguous: bool,
     /// The last two axes walked in tiles ([`Normalized::tiled`]).
     pub(crate) tiled: bool,
+    /// For each array input, whether the tiled variant stages it through shared memory.
+    pub(crate) staged: Vec<bool>,
+    /// Contiguous operands moved as 16-byte vectors (every address aligned).
+    pub(crate) vector: bool,
 }
 
 /// Name of the generated kernel function.
 pub(crate) const ENTRY: &str = "devspan_elementwise";
+
+/// Bytes of a parameter's body type (its shared-memory element when staged).
+pub(crate) fn body_size(t: DType) -> usize {
+    match t {
+        DType::F16 | DType::BF16 => 4,
+        other => other.size(),
+    }
+}
 
 /// The C type a parameter has in the body: its own, except `float` for `f16` and `bf16`
 /// (loaded and stored with a conversion, so that the body computes in `f32`).
@@ -246,6 +281,24 @@ fn load(t: DType, k: usize, off: &str) -> String {
         DType::F16 => format!("ds_f16_to_f32({raw})"),
         DType::BF16 => format!("ds_bf16_to_f32({raw})"),
         _ => raw,
+    }
+}
+
+/// A stored element `e` of type `t` as its body type.
+fn convert_in(t: DType, e: &str) -> String {
+    match t {
+        DType::F16 => format!("ds_f16_to_f32({e})"),
+        DType::BF16 => format!("ds_bf16_to_f32({e})"),
+        _ => e.to_string(),
+    }
+}
+
+/// A body-type value `v` as the stored type of `t`.
+fn convert_out(t: DType, v: &str) -> String {
+    match t {
+        DType::F16 => format!("ds_f32_to_f16({v})"),
+        DType::BF16 => format!("ds_f32_to_bf16({v})"),
+        _ => v.to_string(),
     }
 }
 
@@ -300,18 +353,82 @@ pub(crate) const fn arg_words(rank: usize, arrays: usize, scalars: usize) -> usi
 pub(crate) const PER_THREAD: usize = 4;
 /// Threads per block of the generated kernel.
 pub(crate) const THREADS: usize = 256;
-/// Side of the square tiles of the tiled variant.
+/// Side of the square tiles of the tiled variant. One block's iteration (`THREADS` x
+/// `PER_THREAD` slots) is one tile.
 pub(crate) const TILE: usize = 32;
+/// Most bytes of shared memory the staged inputs of a tiled variant may take.
+pub(crate) const STAGE_BYTES: usize = 40 * 1024;
+
+/// Elements per thread of the vector variant: one 16-byte vector of the narrowest operand.
+pub(crate) fn vector_width(types: &[DType]) -> usize {
+    16 / types.iter().map(|t| t.size()).min().unwrap_or(16).min(16)
+}
+
+/// Array operands in kernel order (outputs first, then array inputs) with their types.
+fn array_types(inputs: &[Param], outputs: &[Param], v: &Variant) -> Vec<DType> {
+    outputs
+        .iter()
+        .map(|p| p.dtype)
+        .chain(
+            inputs
+                .iter()
+                .zip(&v.scalar_inputs)
+                .filter(|(_, s)| !**s)
+                .map(|(p, _)| p.dtype),
+        )
+        .collect()
+}
+
+/// The body for one element: the inputs bound from `value(k)` (array operand `k`'s loaded
+/// value) or their scalar slots, the outputs declared, the body, then `store(k, name)` for
+/// each output.
+fn element(
+    inputs: &[Param],
+    outputs: &[Param],
+    body: &str,
+    v: &Variant,
+    indent: &str,
+    value: &dyn Fn(usize) -> String,
+    store: &dyn Fn(usize, &Param) -> String,
+) -> String {
+    let mut s = String::new();
+    let mut array = outputs.len();
+    let mut slot = 0;
+    for (p, &is_scalar) in inputs.iter().zip(&v.scalar_inputs) {
+        let x = if is_scalar {
+            slot += 1;
+            scalar(p.dtype, slot - 1)
+        } else {
+            array += 1;
+            value(array - 1)
+        };
+        let _ = writeln!(s, "{indent}const {} {} = {x};", body_type(p.dtype), p.name);
+    }
+    for p in outputs {
+        let _ = writeln!(s, "{indent}{} {};", body_type(p.dtype), p.name);
+    }
+    let _ = writeln!(s, "{indent}{{\n#line 1 \"body\"\n{body}\n{indent};}}");
+    for (k, p) in outputs.iter().enumerate() {
+        let _ = writeln!(s, "{indent}{}", store(k, p));
+    }
+    s
+}
 
 /// The CUDA C source of `variant` of the kernel with these inputs, outputs and body. Array
 /// operands are numbered outputs first, then the array inputs, in declaration order.
 ///
-/// Each thread takes [`PER_THREAD`] elements per iteration of a grid-stride loop, `THREADS`
-/// apart. The tiled variant walks the last two axes in [`TILE`]-square tiles (the last axis
-/// fastest inside a tile), so that operands whose fastest axis is the second-to-last read a
-/// tile's rows while they are cached; elements past the extents are skipped.
+/// - The vector variant (contiguous operands, every address 16-byte aligned) gives each
+///   thread [`vector_width`] consecutive elements, moved as 16-byte vectors, and the last
+///   elements (fewer than that width) one by one.
+/// - The others give each thread [`PER_THREAD`] elements per iteration of a grid-stride loop,
+///   `THREADS` apart: their offsets, then all their loads, then the body and the stores.
+/// - The tiled variant walks the last two axes in [`TILE`]-square tiles (the last axis fastest
+///   inside a tile, one tile per block iteration). Its staged inputs (those whose fastest axis
+///   is the second-to-last) are read along that axis into shared memory, and each thread takes
+///   its elements from there; elements past the extents are skipped.
 pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Variant) -> String {
-    let arrays = outputs.len() + v.scalar_inputs.iter().filter(|s| !**s).count();
+    let types = array_types(inputs, outputs, v);
+    let arrays = types.len();
     let scalars = v.scalar_inputs.iter().filter(|s| **s).count();
     let (idx, sidx) = if v.idx32 {
         ("unsigned int", "int")
@@ -330,8 +447,79 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
         s,
         "extern \"C\" __global__ void __launch_bounds__({THREADS}) {ENTRY}(const ds_args ds_a) {{"
     );
-    // `n` is the number of iterations' indices: elements, or whole tiles' slots when tiled.
     let _ = writeln!(s, "  const {idx} ds_n = ({idx})ds_a.n;");
+    if v.vector {
+        let w = vector_width(&types);
+        let _ = writeln!(
+            s,
+            "  const {idx} ds_groups = ds_n / {w};\n  const {idx} ds_stride = ({idx})gridDim.x * blockDim.x;\n  const {idx} ds_tid = ({idx})blockIdx.x * blockDim.x + threadIdx.x;"
+        );
+        let _ = writeln!(
+            s,
+            "  for ({idx} ds_g = ds_tid; ds_g < ds_groups; ds_g += ds_stride) {{"
+        );
+        for (k, &t) in types.iter().enumerate() {
+            let st = storage_type(t);
+            let chunks = w * t.size() / 16;
+            let _ = writeln!(s, "    __align__(16) {st} ds_e{k}[{w}];");
+            if k >= outputs.len() {
+                let _ = writeln!(
+                    s,
+                    "#pragma unroll\n    for (int ds_c = 0; ds_c < {chunks}; ++ds_c) reinterpret_cast<uint4*>(ds_e{k})[ds_c] = reinterpret_cast<const uint4*>(ds_a.ptr[{k}])[ds_g * {chunks} + ds_c];"
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "#pragma unroll\n    for (int ds_j = 0; ds_j < {w}; ++ds_j) {{"
+        );
+        s += &element(
+            inputs,
+            outputs,
+            body,
+            v,
+            "      ",
+            &|k| convert_in(types[k], &format!("ds_e{k}[ds_j]")),
+            &|k, p| format!("ds_e{k}[ds_j] = {};", convert_out(p.dtype, &p.name)),
+        );
+        let _ = writeln!(s, "    }}");
+        for (k, &t) in types.iter().enumerate().take(outputs.len()) {
+            let chunks = w * t.size() / 16;
+            let _ = writeln!(
+                s,
+                "#pragma unroll\n    for (int ds_c = 0; ds_c < {chunks}; ++ds_c) reinterpret_cast<uint4*>(ds_a.ptr[{k}])[ds_g * {chunks} + ds_c] = reinterpret_cast<const uint4*>(ds_e{k})[ds_c];"
+            );
+        }
+        let _ = writeln!(s, "  }}");
+        let _ = writeln!(
+            s,
+            "  for ({idx} ds_i = ds_groups * {w} + ds_tid; ds_i < ds_n; ds_i += ds_stride) {{"
+        );
+        s += &element(
+            inputs,
+            outputs,
+            body,
+            v,
+            "    ",
+            &|k| load(types[k], k, "ds_i"),
+            &|k, p| store(p.dtype, k, "ds_i", &p.name),
+        );
+        s.push_str("  }\n}\n");
+        return s;
+    }
+    // Shared-memory tiles of the staged inputs (padded rows: conflict-free both ways).
+    let staged: Vec<usize> = (outputs.len()..arrays)
+        .filter(|&k| v.staged.get(k - outputs.len()).copied().unwrap_or(false))
+        .collect();
+    for &k in &staged {
+        let _ = writeln!(
+            s,
+            "  __shared__ {} ds_sm{k}[{TILE}][{}];",
+            body_type(types[k]),
+            TILE + 1
+        );
+    }
+    // `n` is the number of iteration indices: elements, or whole tiles' slots when tiled.
     let _ = writeln!(
         s,
         "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {u}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {u})) {{"
@@ -339,6 +527,15 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
     let _ = writeln!(s, "    bool ds_ok[{u}];");
     for k in 0..arrays {
         let _ = writeln!(s, "    {sidx} ds_o{k}[{u}];");
+    }
+    if !staged.is_empty() {
+        let _ = writeln!(
+            s,
+            "    bool ds_okp[{u}]; unsigned int ds_ai[{u}], ds_bi[{u}];"
+        );
+        for &k in &staged {
+            let _ = writeln!(s, "    {sidx} ds_p{k}[{u}];");
+        }
     }
     let _ = writeln!(
         s,
@@ -362,7 +559,7 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
             let (a, b) = (r - 2, r - 1);
             let _ = writeln!(
                 s,
-                "      {{ const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n        const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {TILE} - 1) / {TILE};\n        const {idx} ds_bi = ds_r % {TILE}; ds_r /= {TILE}; const {idx} ds_ai = ds_r % {TILE}; ds_r /= {TILE};\n        const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;\n        const {idx} ds_ca = ds_at * {TILE} + ds_ai, ds_cb = ds_bt * {TILE} + ds_bi;\n        ds_ok[ds_u] = ds_ok[ds_u] && ds_ca < ds_la && ds_cb < ds_lb;"
+                "      {{ const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n        const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {TILE} - 1) / {TILE};\n        const {idx} ds_bi_ = ds_r % {TILE}; ds_r /= {TILE}; const {idx} ds_ai_ = ds_r % {TILE}; ds_r /= {TILE};\n        const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;\n        const {idx} ds_ca = ds_at * {TILE} + ds_ai_, ds_cb = ds_bt * {TILE} + ds_bi_;\n        ds_ok[ds_u] = ds_ok[ds_u] && ds_ca < ds_la && ds_cb < ds_lb;"
             );
             for k in 0..arrays {
                 let _ = writeln!(
@@ -370,14 +567,37 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
                     "        ds_o{k}[ds_u] += ({sidx})ds_ca * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb * ({sidx})ds_a.strides[{k}][{b}];"
                 );
             }
+            if !staged.is_empty() {
+                // The same tile read the other way round: this slot's thread reads along the
+                // second-to-last axis.
+                let _ = writeln!(
+                    s,
+                    "        ds_ai[ds_u] = (unsigned int)ds_ai_; ds_bi[ds_u] = (unsigned int)ds_bi_;\n        const {idx} ds_ca2 = ds_at * {TILE} + ds_bi_, ds_cb2 = ds_bt * {TILE} + ds_ai_;\n        ds_okp[ds_u] = ds_ca2 < ds_la && ds_cb2 < ds_lb;"
+                );
+                for &k in &staged {
+                    let _ = writeln!(
+                        s,
+                        "        ds_p{k}[ds_u] = ({sidx})ds_ca2 * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb2 * ({sidx})ds_a.strides[{k}][{b}];"
+                    );
+                }
+            }
             let _ = writeln!(s, "      }}");
         }
         for axis in (0..plain_axes).rev() {
+            let targets: Vec<String> = (0..arrays)
+                .map(|k| format!("ds_o{k}[ds_u]"))
+                .chain(staged.iter().map(|k| format!("ds_p{k}[ds_u]")))
+                .collect();
+            let stride_of = |t: &str| -> usize {
+                let k: String = t[4..].chars().take_while(|c| c.is_ascii_digit()).collect();
+                k.parse().unwrap()
+            };
             if axis == 0 {
-                for k in 0..arrays {
+                for t in &targets {
                     let _ = writeln!(
                         s,
-                        "      ds_o{k}[ds_u] += ({sidx})ds_r * ({sidx})ds_a.strides[{k}][0];"
+                        "      {t} += ({sidx})ds_r * ({sidx})ds_a.strides[{}][0];",
+                        stride_of(t)
                     );
                 }
             } else {
@@ -385,10 +605,11 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
                     s,
                     "      {{ const {idx} ds_q = ds_r / ({idx})ds_a.shape[{axis}]; const {idx} ds_c = ds_r - ds_q * ({idx})ds_a.shape[{axis}]; ds_r = ds_q;"
                 );
-                for k in 0..arrays {
+                for t in &targets {
                     let _ = writeln!(
                         s,
-                        "        ds_o{k}[ds_u] += ({sidx})ds_c * ({sidx})ds_a.strides[{k}][{axis}];"
+                        "        {t} += ({sidx})ds_c * ({sidx})ds_a.strides[{}][{axis}];",
+                        stride_of(t)
                     );
                 }
                 let _ = writeln!(s, "      }}");
@@ -396,57 +617,52 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
         }
     }
     let _ = writeln!(s, "    }}");
-    // Every array input's loads for all slots, before any store.
-    let mut array = outputs.len();
-    let mut loaded = Vec::with_capacity(inputs.len());
-    for (p, &is_scalar) in inputs.iter().zip(&v.scalar_inputs) {
-        if is_scalar {
-            loaded.push(None);
-            continue;
+    // Every array input's loads for all slots, before any store; staged inputs through shared
+    // memory.
+    for (k, &t) in types.iter().enumerate().skip(outputs.len()) {
+        let bt = body_type(t);
+        if staged.contains(&k) {
+            let _ = writeln!(
+                s,
+                "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) if (ds_okp[ds_u]) ds_sm{k}[ds_bi[ds_u]][ds_ai[ds_u]] = {};",
+                load(t, k, &format!("ds_p{k}[ds_u]"))
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "    {bt} ds_v{k}[{u}];\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) ds_v{k}[ds_u] = ds_ok[ds_u] ? {} : ({bt})0;",
+                load(t, k, &format!("ds_o{k}[ds_u]"))
+            );
         }
-        let k = array;
-        array += 1;
-        let t = body_type(p.dtype);
-        let _ = writeln!(
-            s,
-            "    {t} ds_v{k}[{u}];\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) ds_v{k}[ds_u] = ds_ok[ds_u] ? {} : ({t})0;",
-            load(p.dtype, k, &format!("ds_o{k}[ds_u]"))
-        );
-        loaded.push(Some(k));
+    }
+    if !staged.is_empty() {
+        s.push_str("    __syncthreads();\n");
     }
     let _ = writeln!(
         s,
         "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{"
     );
     let _ = writeln!(s, "      if (!ds_ok[ds_u]) continue;");
-    let mut slot = 0;
-    for (p, k) in inputs.iter().zip(&loaded) {
-        let value = match k {
-            Some(k) => format!("ds_v{k}[ds_u]"),
-            None => {
-                slot += 1;
-                scalar(p.dtype, slot - 1)
+    s += &element(
+        inputs,
+        outputs,
+        body,
+        v,
+        "      ",
+        &|k| {
+            if staged.contains(&k) {
+                format!("ds_sm{k}[ds_ai[ds_u]][ds_bi[ds_u]]")
+            } else {
+                format!("ds_v{k}[ds_u]")
             }
-        };
-        let _ = writeln!(
-            s,
-            "      const {} {} = {value};",
-            body_type(p.dtype),
-            p.name
-        );
+        },
+        &|k, p| store(p.dtype, k, &format!("ds_o{k}[ds_u]"), &p.name),
+    );
+    s.push_str("    }\n");
+    if !staged.is_empty() {
+        s.push_str("    __syncthreads();\n");
     }
-    for p in outputs {
-        let _ = writeln!(s, "      {} {};", body_type(p.dtype), p.name);
-    }
-    let _ = writeln!(s, "      {{\n#line 1 \"body\"\n{body}\n      ;}}");
-    for (k, p) in outputs.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "      {}",
-            store(p.dtype, k, &format!("ds_o{k}[ds_u]"), &p.name)
-        );
-    }
-    s.push_str("    }\n  }\n}\n");
+    s.push_str("  }\n}\n");
     s
 }
 
@@ -541,6 +757,8 @@ mod tests {
             idx32: true,
             contiguous: false,
             tiled: false,
+            staged: vec![false, false],
+            vector: false,
         };
         let src = source(&inputs, &outputs, "z = a * x + y", &v);
         assert!(src.contains("const float a = __uint_as_float((unsigned int)ds_a.scalar[0]);"));

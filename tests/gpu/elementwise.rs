@@ -645,3 +645,62 @@ fn transposed_operands_walk_tiles_and_match_ndarray() {
         assert_eq!(got, want, "{what}");
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn contiguous_operands_of_any_length_and_offset_match_ndarray() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its inputs and assigns its outputs by name.
+    let k = unsafe {
+        ElementwiseKernel::new(
+            "f16 x, f64 y, i8 c",
+            "f64 w, f16 z",
+            "w = x * y + c; z = x + 1.0f",
+        )
+    }
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(0xe8e0_0000);
+    // Lengths around the vector width (8 elements of f16) and offsets that break the 16-byte
+    // alignment of some operands (the vector path needs all of them aligned).
+    for &n in &[1usize, 7, 8, 9, 15, 16, 17, 63, 1000, 1_000_003] {
+        for &(ox, oy, ow) in &[(0usize, 0usize, 0usize), (1, 0, 0), (0, 0, 3), (8, 2, 2)] {
+            let what = format!("n {n}, offsets x {ox}, y {oy}, w {ow}");
+            let hx = uniform(&mut rng, &[n + ox], |v| f16::from_f64(v * 8.0));
+            let hy = uniform(&mut rng, &[n + oy], |v| v * 3.0);
+            let hc = uniform(&mut rng, &[n], |v| (v * 100.0) as i8);
+            let pw = uniform(&mut rng, &[n + ow], |v| v * 1e9);
+            let pz = uniform(&mut rng, &[n], |v| f16::from_f64(v * 1e4));
+            let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+            let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+            let dc = DeviceArray::from_host(&stream, &hc).unwrap();
+            let mut dw = DeviceArray::from_host(&stream, &pw).unwrap();
+            let mut dz = DeviceArray::from_host(&stream, &pz).unwrap();
+            {
+                let xv = dx.slice(ndarray::s![ox..]);
+                let yv = dy.slice(ndarray::s![oy..]);
+                let mut wv = dw.slice_mut(ndarray::s![ow..]);
+                k.launch(
+                    &[(&xv).into(), (&yv).into(), (&dc.view()).into()],
+                    &mut [(&mut wv).into(), (&mut dz).into()],
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+            let (gw, gz) = (dw.to_host().unwrap(), dz.to_host().unwrap());
+            for i in 0..n {
+                let x = f64::from(hx[ox + i].to_f32());
+                let want = x * hy[oy + i] + f64::from(hc[i]);
+                assert!(
+                    close(gw[ow + i], want, 1e-12),
+                    "{what}: w[{i}] = {}, expected {want}",
+                    gw[ow + i]
+                );
+                let wz = f16::from_f32(hx[ox + i].to_f32() + 1.0);
+                assert_eq!(gz[i].to_bits(), wz.to_bits(), "{what}: z[{i}]");
+            }
+            for i in 0..ow {
+                assert_eq!(gw[i], pw[i], "{what}: w[{i}] outside the view");
+            }
+        }
+    }
+}
