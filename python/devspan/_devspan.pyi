@@ -7,6 +7,7 @@ from typing_extensions import CapsuleType, TypeAlias
 
 __all__ = [
     "Tensor",
+    "ElementwiseKernel",
     "Error",
     "DevspanError",
     "OutOfBoundsError",
@@ -101,6 +102,15 @@ def from_cuda_array_interface(
 def fill(dst: _TensorLike, value: _Scalar, stream: int | None = None) -> None:
     """Sets every element of dst to value, on stream (None: the current stream of the
     framework that made dst, else the legacy default stream)."""
+
+@final
+class ElementwiseKernel:
+    """A CUDA C body over typed inputs and outputs, compiled by NVRTC and run over tensors of
+    any layout: ElementwiseKernel("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y")."""
+
+    def __new__(cls, in_params: str, out_params: str, operation: str) -> ElementwiseKernel: ...
+    def __call__(self, *args: _TensorLike | _Scalar, stream: int | None = None) -> None:
+        """Runs the kernel: the inputs (tensors or scalars), then the outputs (tensors)."""
 
 def copy(dst: _TensorLike, src: _TensorLike, stream: int | None = None) -> None:
     """Copies src into dst on stream, converting the element type and broadcasting src."""

@@ -19,7 +19,7 @@ from dlpack_ctypes import BOOL, FLOAT, KDLCPU, KDLCUDA, Managed, capsule_name
 KINDS = [
     "OutOfBounds", "Misaligned", "ShapeMismatch", "NumericOverflow", "Aliasing", "IncompatibleLayout", "InvalidAxis",
     "UnsupportedDtype", "DeviceMismatch", "NoDevice", "Driver", "InvalidArgument",
-    "StreamCapture",
+    "StreamCapture", "Compile",
 ]
 
 
@@ -314,3 +314,19 @@ def test_no_framework_is_imported_for_other_objects():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_elementwise_kernel_declarations_are_checked_without_a_gpu():
+    k = devspan.ElementwiseKernel("f32 a, float16 x", "f64 z", "z = a * x")
+    assert "f32 a, f16 x" in repr(k) and "f64 z" in repr(k)
+    with pytest.raises(devspan.InvalidArgumentError):
+        devspan.ElementwiseKernel("f32 x", "", "x")
+    with pytest.raises(devspan.InvalidArgumentError):
+        devspan.ElementwiseKernel("f32 x, f32 x", "f32 z", "z = x")
+    with pytest.raises(devspan.InvalidArgumentError):
+        devspan.ElementwiseKernel("f32 ds_x", "f32 z", "z = ds_x")
+    with pytest.raises(devspan.UnsupportedDtypeError):
+        devspan.ElementwiseKernel("complex64 x", "f32 z", "z = x")
+    # Argument counts are checked before any tensor is looked at.
+    with pytest.raises(TypeError):
+        k(1.0, object())

@@ -95,10 +95,27 @@ impl std::fmt::Debug for ElementwiseKernel {
     }
 }
 
+/// An operand's memory handle: borrowed from a view, or held (an operand made from raw parts).
+enum RawRef<'a> {
+    Borrowed(&'a RawBytes<'a>),
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    Owned(RawBytes<'a>),
+}
+
+impl<'a> std::ops::Deref for RawRef<'a> {
+    type Target = RawBytes<'a>;
+    fn deref(&self) -> &RawBytes<'a> {
+        match self {
+            RawRef::Borrowed(r) => r,
+            RawRef::Owned(r) => r,
+        }
+    }
+}
+
 /// An array operand: its memory's handle, element type and layout (strides and offset in
 /// elements).
 struct ArrayRef<'a> {
-    raw: &'a RawBytes<'a>,
+    raw: RawRef<'a>,
     dtype: DType,
     shape: Vec<usize>,
     strides: Vec<isize>,
@@ -108,7 +125,7 @@ struct ArrayRef<'a> {
 impl<'a> ArrayRef<'a> {
     fn new<S: SpanData, D: Dimension>(v: &'a DeviceBase<S, D>) -> Self {
         ArrayRef {
-            raw: v.raw(),
+            raw: RawRef::Borrowed(v.raw()),
             dtype: S::Elem::DTYPE,
             shape: v.layout.shape().to_vec(),
             strides: v.layout.strides().to_vec(),
@@ -150,6 +167,42 @@ impl Arg<'static> {
     /// A scalar input of `value`'s element type.
     pub fn scalar<T: DeviceElement>(value: T) -> Self {
         Arg(ArgKind::Scalar(T::DTYPE, value.to_bits_u64()))
+    }
+}
+
+/// An input or output made from raw parts (the Python binding's tensors).
+#[cfg(feature = "python")]
+pub(crate) enum Operand<'a> {
+    Input(Arg<'a>),
+    Output(Out<'a>),
+}
+
+#[cfg(feature = "python")]
+impl Operand<'static> {
+    /// An operand over `raw` (its handle, with its keep-alive) with this element type and
+    /// layout (strides and offset in elements), which the caller has validated against the
+    /// span; for an output (`write`), the caller also guarantees that no two indices reach
+    /// one element and that the memory may be written.
+    pub(crate) fn from_raw(
+        raw: RawBytes<'static>,
+        write: bool,
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+    ) -> Self {
+        let a = ArrayRef {
+            raw: RawRef::Owned(raw),
+            dtype,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+        };
+        if write {
+            Operand::Output(Out(a, PhantomData))
+        } else {
+            Operand::Input(Arg(ArgKind::Array(a)))
+        }
     }
 }
 
@@ -255,6 +308,16 @@ impl ElementwiseKernel {
             body: body.to_string(),
             compiled: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The declared inputs, as (name, element type).
+    pub fn inputs(&self) -> impl Iterator<Item = (&str, DType)> {
+        self.inputs.iter().map(|p| (p.name.as_str(), p.dtype))
+    }
+
+    /// The declared outputs, as (name, element type).
+    pub fn outputs(&self) -> impl Iterator<Item = (&str, DType)> {
+        self.outputs.iter().map(|p| (p.name.as_str(), p.dtype))
     }
 
     /// Runs the kernel on the first output's stream: see [`launch_on`](Self::launch_on).

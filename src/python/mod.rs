@@ -85,6 +85,7 @@
 mod cai;
 mod capsule;
 mod cuda;
+mod elementwise;
 mod exceptions;
 mod framework;
 mod tensor;
@@ -175,6 +176,7 @@ pub(crate) use with_dtype;
 /// ```
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tensor>()?;
+    m.add_class::<elementwise::PyElementwiseKernel>()?;
     exceptions::add(m)?;
     m.add(
         "DTYPES",

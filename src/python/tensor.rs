@@ -241,6 +241,31 @@ impl Tensor {
         self
     }
 
+    /// The tensor as an operand of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel)
+    /// (its memory handle shares the tensor's keep-alive): an input, or with `write` an output
+    /// (`Err(InvalidArgument)` for a read-only tensor).
+    pub(crate) fn elementwise_operand(
+        &self,
+        write: bool,
+    ) -> crate::Result<crate::elementwise::Operand<'static>> {
+        let p = &self.place;
+        if write && !self.writable {
+            return Err(Error::invalid(format!(
+                "the output tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
+                p.shape, p.strides
+            )));
+        }
+        let raw = crate::bytes::RawBytes::new(
+            p.base,
+            p.span_len * p.dtype.size(),
+            p.device,
+            self.keep.clone(),
+        )?;
+        Ok(crate::elementwise::Operand::from_raw(
+            raw, write, p.dtype, &p.shape, &p.strides, p.offset,
+        ))
+    }
+
     /// A read-only view of the elements as `T` (which must be the tensor's element type).
     pub(crate) fn view<T: DeviceElement>(&self) -> crate::Result<DeviceView<'static, T, IxDyn>> {
         let p = &self.place;

@@ -1,0 +1,145 @@
+//! `devspan.ElementwiseKernel`: [`crate::elementwise::ElementwiseKernel`] over DLPack and CUDA
+//! Array Interface tensors.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
+
+use super::{Arg, Source, call_stream, check_stream, cuda, scalar, to_py, with_dtype};
+use crate::Error;
+use crate::element::DType;
+use crate::elementwise::{Arg as EwArg, ElementwiseKernel, Operand};
+
+/// A CUDA C body over typed inputs and outputs, compiled by NVRTC and run over tensors of any
+/// layout (DLPack or CUDA Array Interface producers: PyTorch, CuPy, JAX, Numba, devspan), in
+/// the manner of CuPy's ``ElementwiseKernel``::
+///
+///     saxpy = devspan.ElementwiseKernel("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y")
+///     saxpy(2.0, x, y.T, z)            # inputs, then outputs
+///
+/// Declarations are ``type name`` lists (``f32``/``float32``/``float`` ...); ``f16`` and
+/// ``bf16`` are ``float`` in the body. Python ``int``/``float``/``bool`` arguments are scalars of
+/// the declared type; anything else is a tensor. Inputs broadcast to the outputs' shape;
+/// outputs must not overlap each other, nor an input other than element for element. The
+/// call runs on ``stream`` (None: the current stream of the framework that made the first
+/// output, else of the first input that has one, else the legacy default stream), after
+/// devspan's earlier work on every operand.
+///
+/// The body runs unchecked on the GPU: it must only read its inputs and assign its outputs by
+/// name. Errors: ``CompileError`` (with NVRTC's log), ``UnsupportedDtypeError``,
+/// ``ShapeMismatchError``, ``AliasingError``, ``DeviceMismatchError``,
+/// ``InvalidArgumentError``; ``TypeError`` for the wrong number of arguments.
+#[pyclass(frozen, name = "ElementwiseKernel", module = "devspan")]
+pub struct PyElementwiseKernel {
+    kernel: ElementwiseKernel,
+}
+
+#[pymethods]
+impl PyElementwiseKernel {
+    #[new]
+    fn new(in_params: &str, out_params: &str, operation: &str) -> PyResult<Self> {
+        // SAFETY: the class documents the body's contract (it reads its inputs and assigns its
+        // outputs by name), which Python callers take on as CuPy's do.
+        let kernel =
+            unsafe { ElementwiseKernel::new(in_params, out_params, operation) }.map_err(to_py)?;
+        Ok(Self { kernel })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.kernel)
+    }
+
+    #[pyo3(signature = (*args, stream = None))]
+    fn __call__(&self, args: &Bound<'_, PyTuple>, stream: Option<i64>) -> PyResult<()> {
+        let _current = cuda::CurrentContext::save();
+        check_stream(stream)?;
+        let ins: Vec<(String, DType)> = self
+            .kernel
+            .inputs()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect();
+        let outs: Vec<(String, DType)> = self
+            .kernel
+            .outputs()
+            .map(|(n, t)| (n.to_string(), t))
+            .collect();
+        if args.len() != ins.len() + outs.len() {
+            return Err(PyTypeError::new_err(format!(
+                "{} arguments given; the kernel takes {} inputs then {} outputs",
+                args.len(),
+                ins.len(),
+                outs.len()
+            )));
+        }
+        let items: Vec<Bound<'_, PyAny>> = args.iter().collect();
+        let is_scalar = |o: &Bound<'_, PyAny>| {
+            o.is_instance_of::<PyFloat>()
+                || o.is_instance_of::<PyInt>()
+                || o.is_instance_of::<PyBool>()
+        };
+        // The tensors, outputs first (their framework's stream comes first), with their slot.
+        let mut sources: Vec<(usize, Source<'_>)> = Vec::new();
+        for (k, item) in items.iter().enumerate().skip(ins.len()) {
+            sources.push((k, Source::of(item)?));
+        }
+        for (k, item) in items.iter().enumerate().take(ins.len()) {
+            if !is_scalar(item) {
+                sources.push((k, Source::of(item)?));
+            }
+        }
+        let refs: Vec<&Source<'_>> = sources.iter().map(|(_, s)| s).collect();
+        let stream = call_stream(&refs, stream)?;
+        let mut imported: Vec<(usize, Arg<'_>)> = Vec::with_capacity(sources.len());
+        for (k, source) in sources {
+            imported.push((k, source.import(stream)?));
+        }
+        let tensor = |k: usize| imported.iter().find(|(i, _)| *i == k).map(|(_, a)| a.get());
+        let first = imported[0].1.get();
+        for (_, a) in &imported {
+            if a.get().device() != first.device() {
+                return Err(to_py(Error::device_mismatch(format!(
+                    "operands on CUDA devices {} and {}",
+                    first.device(),
+                    a.get().device()
+                ))));
+            }
+        }
+        let s = cuda::stream(first.ctx(), stream)?;
+        let mut in_args = Vec::with_capacity(ins.len());
+        for (k, (_, t)) in ins.iter().enumerate() {
+            match tensor(k) {
+                Some(tensor) => match tensor.elementwise_operand(false).map_err(to_py)? {
+                    Operand::Input(a) => in_args.push(a),
+                    Operand::Output(_) => unreachable!("an input operand"),
+                },
+                None => in_args.push(with_dtype!(*t, T => EwArg::scalar(scalar::<T>(&items[k])?))),
+            }
+        }
+        let mut out_args = Vec::with_capacity(outs.len());
+        for k in ins.len()..args.len() {
+            let tensor = tensor(k).expect("every output is a tensor");
+            match tensor.elementwise_operand(true).map_err(to_py)? {
+                Operand::Output(o) => out_args.push(o),
+                Operand::Input(_) => unreachable!("an output operand"),
+            }
+        }
+        for (k, a) in &imported {
+            a.get().before(&s, *k >= ins.len())?;
+        }
+        let done = self
+            .kernel
+            .launch_on(&s, &in_args, &mut out_args)
+            .map_err(to_py);
+        let record = || {
+            let mut r = Ok(());
+            for (k, a) in &imported {
+                let x = a.get().after(&s, *k >= ins.len());
+                if r.is_ok() {
+                    r = x;
+                }
+            }
+            r
+        };
+        cuda::settle(done, record, || cuda::synchronize(&s))
+    }
+}
