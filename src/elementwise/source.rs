@@ -414,6 +414,43 @@ fn element(
     s
 }
 
+/// Adds to `target(k)`, for every array operand `k`, the offset of the index `ds_r` decomposed
+/// over `axes` (innermost first, the last one outermost and taking the quotient whole).
+fn decompose(
+    s: &mut String,
+    axes: impl Iterator<Item = usize>,
+    arrays: usize,
+    idx: &str,
+    sidx: &str,
+    indent: &str,
+    target: impl Fn(usize) -> String,
+) {
+    for axis in axes {
+        if axis == 0 {
+            for k in 0..arrays {
+                let _ = writeln!(
+                    s,
+                    "{indent}{} += ({sidx})ds_r * ({sidx})ds_a.strides[{k}][0];",
+                    target(k)
+                );
+            }
+        } else {
+            let _ = writeln!(
+                s,
+                "{indent}{{ const {idx} ds_q = ds_r / ({idx})ds_a.shape[{axis}]; const {idx} ds_c = ds_r - ds_q * ({idx})ds_a.shape[{axis}]; ds_r = ds_q;"
+            );
+            for k in 0..arrays {
+                let _ = writeln!(
+                    s,
+                    "{indent}  {} += ({sidx})ds_c * ({sidx})ds_a.strides[{k}][{axis}];",
+                    target(k)
+                );
+            }
+            let _ = writeln!(s, "{indent}}}");
+        }
+    }
+}
+
 /// The CUDA C source of `variant` of the kernel with these inputs, outputs and body. Array
 /// operands are numbered outputs first, then the array inputs, in declaration order.
 ///
@@ -454,43 +491,44 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
             s,
             "  const {idx} ds_groups = ds_n / {w};\n  const {idx} ds_stride = ({idx})gridDim.x * blockDim.x;\n  const {idx} ds_tid = ({idx})blockIdx.x * blockDim.x + threadIdx.x;"
         );
+        // Two groups per iteration, `ds_stride` apart: all their loads before any store.
         let _ = writeln!(
             s,
-            "  for ({idx} ds_g = ds_tid; ds_g < ds_groups; ds_g += ds_stride) {{"
+            "  for ({idx} ds_g0 = ds_tid; ds_g0 < ds_groups; ds_g0 += 2 * ds_stride) {{\n    const bool ds_okh[2] = {{true, ds_g0 + ds_stride < ds_groups}};"
         );
         for (k, &t) in types.iter().enumerate() {
             let st = storage_type(t);
             let chunks = w * t.size() / 16;
-            let _ = writeln!(s, "    __align__(16) {st} ds_e{k}[{w}];");
+            let _ = writeln!(s, "    __align__(16) {st} ds_e{k}[2][{w}];");
             if k >= outputs.len() {
                 let _ = writeln!(
                     s,
-                    "#pragma unroll\n    for (int ds_c = 0; ds_c < {chunks}; ++ds_c) reinterpret_cast<uint4*>(ds_e{k})[ds_c] = reinterpret_cast<const uint4*>(ds_a.ptr[{k}])[ds_g * {chunks} + ds_c];"
+                    "#pragma unroll\n    for (int ds_h = 0; ds_h < 2; ++ds_h) if (ds_okh[ds_h]) {{\n#pragma unroll\n      for (int ds_c = 0; ds_c < {chunks}; ++ds_c) reinterpret_cast<uint4*>(ds_e{k}[ds_h])[ds_c] = reinterpret_cast<const uint4*>(ds_a.ptr[{k}])[(ds_g0 + ds_h * ds_stride) * {chunks} + ds_c];\n    }}"
                 );
             }
         }
         let _ = writeln!(
             s,
-            "#pragma unroll\n    for (int ds_j = 0; ds_j < {w}; ++ds_j) {{"
+            "#pragma unroll\n    for (int ds_h = 0; ds_h < 2; ++ds_h) {{\n      if (!ds_okh[ds_h]) continue;\n#pragma unroll\n      for (int ds_j = 0; ds_j < {w}; ++ds_j) {{"
         );
         s += &element(
             inputs,
             outputs,
             body,
             v,
-            "      ",
-            &|k| convert_in(types[k], &format!("ds_e{k}[ds_j]")),
-            &|k, p| format!("ds_e{k}[ds_j] = {};", convert_out(p.dtype, &p.name)),
+            "        ",
+            &|k| convert_in(types[k], &format!("ds_e{k}[ds_h][ds_j]")),
+            &|k, p| format!("ds_e{k}[ds_h][ds_j] = {};", convert_out(p.dtype, &p.name)),
         );
-        let _ = writeln!(s, "    }}");
+        let _ = writeln!(s, "      }}");
         for (k, &t) in types.iter().enumerate().take(outputs.len()) {
             let chunks = w * t.size() / 16;
             let _ = writeln!(
                 s,
-                "#pragma unroll\n    for (int ds_c = 0; ds_c < {chunks}; ++ds_c) reinterpret_cast<uint4*>(ds_a.ptr[{k}])[ds_g * {chunks} + ds_c] = reinterpret_cast<const uint4*>(ds_e{k})[ds_c];"
+                "#pragma unroll\n      for (int ds_c = 0; ds_c < {chunks}; ++ds_c) reinterpret_cast<uint4*>(ds_a.ptr[{k}])[(ds_g0 + ds_h * ds_stride) * {chunks} + ds_c] = reinterpret_cast<const uint4*>(ds_e{k}[ds_h])[ds_c];"
             );
         }
-        let _ = writeln!(s, "  }}");
+        let _ = writeln!(s, "    }}\n  }}");
         let _ = writeln!(
             s,
             "  for ({idx} ds_i = ds_groups * {w} + ds_tid; ds_i < ds_n; ds_i += ds_stride) {{"
@@ -537,83 +575,62 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
             let _ = writeln!(s, "    {sidx} ds_p{k}[{u}];");
         }
     }
-    let _ = writeln!(
-        s,
-        "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{"
-    );
-    let _ = writeln!(s, "      {idx} ds_r = ds_base + ({idx})ds_u * {THREADS};");
-    let _ = writeln!(s, "      ds_ok[ds_u] = ds_r < ds_n;");
-    if v.contiguous {
+    if v.tiled {
+        // One block iteration is one tile: its coordinates and the offsets of the other axes
+        // once, then each slot's row (`THREADS / TILE` rows apart) and column.
+        let (a, b) = (r - 2, r - 1);
+        let _ = writeln!(
+            s,
+            "    {idx} ds_r = ds_base / ({THREADS} * {u});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {TILE} - 1) / {TILE};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
+        );
         for k in 0..arrays {
-            let _ = writeln!(s, "      ds_o{k}[ds_u] = ({sidx})ds_r;");
+            let _ = writeln!(s, "    {sidx} ds_t{k} = 0;");
         }
-    } else {
+        decompose(&mut s, (0..a).rev(), arrays, idx, sidx, "    ", |k| {
+            format!("ds_t{k}")
+        });
+        let _ = writeln!(
+            s,
+            "    const unsigned int ds_b0 = threadIdx.x % {TILE}, ds_a0 = threadIdx.x / {TILE};\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      const {idx} ds_ai_ = ds_a0 + ds_u * ({THREADS} / {TILE}), ds_bi_ = ds_b0;\n      const {idx} ds_ca = ds_at * {TILE} + ds_ai_, ds_cb = ds_bt * {TILE} + ds_bi_;\n      ds_ok[ds_u] = ds_ca < ds_la && ds_cb < ds_lb;"
+        );
         for k in 0..arrays {
-            let _ = writeln!(s, "      ds_o{k}[ds_u] = 0;");
-        }
-        // The axes to decompose, innermost first: the tiled variant takes its last two axes
-        // from the tile's coordinates first.
-        let mut plain_axes = r;
-        if v.tiled {
-            plain_axes = r - 2;
-            let (a, b) = (r - 2, r - 1);
             let _ = writeln!(
                 s,
-                "      {{ const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n        const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {TILE} - 1) / {TILE};\n        const {idx} ds_bi_ = ds_r % {TILE}; ds_r /= {TILE}; const {idx} ds_ai_ = ds_r % {TILE}; ds_r /= {TILE};\n        const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;\n        const {idx} ds_ca = ds_at * {TILE} + ds_ai_, ds_cb = ds_bt * {TILE} + ds_bi_;\n        ds_ok[ds_u] = ds_ok[ds_u] && ds_ca < ds_la && ds_cb < ds_lb;"
+                "      ds_o{k}[ds_u] = ds_t{k} + ({sidx})ds_ca * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb * ({sidx})ds_a.strides[{k}][{b}];"
             );
-            for k in 0..arrays {
-                let _ = writeln!(
-                    s,
-                    "        ds_o{k}[ds_u] += ({sidx})ds_ca * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb * ({sidx})ds_a.strides[{k}][{b}];"
-                );
-            }
-            if !staged.is_empty() {
-                // The same tile read the other way round: this slot's thread reads along the
-                // second-to-last axis.
-                let _ = writeln!(
-                    s,
-                    "        ds_ai[ds_u] = (unsigned int)ds_ai_; ds_bi[ds_u] = (unsigned int)ds_bi_;\n        const {idx} ds_ca2 = ds_at * {TILE} + ds_bi_, ds_cb2 = ds_bt * {TILE} + ds_ai_;\n        ds_okp[ds_u] = ds_ca2 < ds_la && ds_cb2 < ds_lb;"
-                );
-                for &k in &staged {
-                    let _ = writeln!(
-                        s,
-                        "        ds_p{k}[ds_u] = ({sidx})ds_ca2 * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb2 * ({sidx})ds_a.strides[{k}][{b}];"
-                    );
-                }
-            }
-            let _ = writeln!(s, "      }}");
         }
-        for axis in (0..plain_axes).rev() {
-            let targets: Vec<String> = (0..arrays)
-                .map(|k| format!("ds_o{k}[ds_u]"))
-                .chain(staged.iter().map(|k| format!("ds_p{k}[ds_u]")))
-                .collect();
-            let stride_of = |t: &str| -> usize {
-                let k: String = t[4..].chars().take_while(|c| c.is_ascii_digit()).collect();
-                k.parse().unwrap()
-            };
-            if axis == 0 {
-                for t in &targets {
-                    let _ = writeln!(
-                        s,
-                        "      {t} += ({sidx})ds_r * ({sidx})ds_a.strides[{}][0];",
-                        stride_of(t)
-                    );
-                }
-            } else {
+        if !staged.is_empty() {
+            // The same tile read the other way round: this slot's thread reads along the
+            // second-to-last axis.
+            let _ = writeln!(
+                s,
+                "      ds_ai[ds_u] = (unsigned int)ds_ai_; ds_bi[ds_u] = (unsigned int)ds_bi_;\n      const {idx} ds_ca2 = ds_at * {TILE} + ds_bi_, ds_cb2 = ds_bt * {TILE} + ds_ai_;\n      ds_okp[ds_u] = ds_ca2 < ds_la && ds_cb2 < ds_lb;"
+            );
+            for &k in &staged {
                 let _ = writeln!(
                     s,
-                    "      {{ const {idx} ds_q = ds_r / ({idx})ds_a.shape[{axis}]; const {idx} ds_c = ds_r - ds_q * ({idx})ds_a.shape[{axis}]; ds_r = ds_q;"
+                    "      ds_p{k}[ds_u] = ds_t{k} + ({sidx})ds_ca2 * ({sidx})ds_a.strides[{k}][{a}] + ({sidx})ds_cb2 * ({sidx})ds_a.strides[{k}][{b}];"
                 );
-                for t in &targets {
-                    let _ = writeln!(
-                        s,
-                        "        {t} += ({sidx})ds_c * ({sidx})ds_a.strides[{}][{axis}];",
-                        stride_of(t)
-                    );
-                }
-                let _ = writeln!(s, "      }}");
             }
+        }
+    } else {
+        let _ = writeln!(
+            s,
+            "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{"
+        );
+        let _ = writeln!(s, "      {idx} ds_r = ds_base + ({idx})ds_u * {THREADS};");
+        let _ = writeln!(s, "      ds_ok[ds_u] = ds_r < ds_n;");
+        for k in 0..arrays {
+            if v.contiguous {
+                let _ = writeln!(s, "      ds_o{k}[ds_u] = ({sidx})ds_r;");
+            } else {
+                let _ = writeln!(s, "      ds_o{k}[ds_u] = 0;");
+            }
+        }
+        if !v.contiguous {
+            decompose(&mut s, (0..r).rev(), arrays, idx, sidx, "      ", |k| {
+                format!("ds_o{k}[ds_u]")
+            });
         }
     }
     let _ = writeln!(s, "    }}");

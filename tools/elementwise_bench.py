@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""`z = a * x + y` side by side: devspan.ElementwiseKernel, CuPy's ElementwiseKernel and PyTorch
+eager (`torch.add(y, x, alpha=a, out=z)`, one kernel), in one process, on the same tensors.
+
+Usage, on a machine with a CUDA GPU, PyTorch and NVRTC (CuPy and devspan are optional; a
+missing one is skipped, and the script says so):
+
+    bash python/build.sh          # or: pip install ./python
+    python3 tools/elementwise_bench.py [--reps 21] [--side 16384]
+
+Cases, in f32 and f16, on SIDE x SIDE outputs: contiguous operands; x and y transposed
+(`x.T` of a contiguous tensor); x and y sliced `[:, ::2]` from tensors twice as wide. Each
+call is timed with CUDA events (3 warm-up calls, then the median of --reps) on one torch
+stream, which CuPy is given as an external stream and devspan finds as the tensors' current
+stream. A cell is the ratio of the time of a device-to-device copy of the same traffic (the
+bytes read plus the bytes written, halved: `dst.copy_(src)` of uint8 tensors) to the call's
+time. The first call of each framework, which compiles, is reported apart. Results are
+checked against PyTorch's.
+"""
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+# The repository's python/devspan (with the extension module python/build.sh places there)
+# comes first; an installed devspan otherwise.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--side", type=int, default=16384)
+    args = ap.parse_args()
+    import torch
+
+    try:
+        import devspan
+    except ImportError as e:
+        devspan = None
+        print(f"devspan not importable ({e}); skipped")
+    try:
+        import cupy
+    except ImportError as e:
+        cupy = None
+        print(f"cupy not importable ({e}); skipped")
+    dev = torch.device("cuda")
+    stream = torch.cuda.Stream()
+    torch.cuda.set_stream(stream)
+    side = args.side
+
+    def timed(f):
+        for _ in range(3):
+            f()
+        ts = []
+        for _ in range(args.reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            f()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+        return statistics.median(ts)
+
+    def memcpy_ms(nbytes):
+        s = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        d = torch.empty_like(s)
+        return timed(lambda: d.copy_(s))
+
+    print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}"
+          + (f"; cupy {cupy.__version__}" if cupy else ""))
+    header = f"{'case':<28} {'memcpy ms':>10} {'devspan':>9} {'cupy':>9} {'torch':>9}"
+    print(header)
+    for dtype, cname, ctype in ((torch.float32, "f32", "float32"), (torch.float16, "f16", "float16")):
+        ds = devspan.ElementwiseKernel(f"f32 a, {cname} x, {cname} y", f"{cname} z", "z = a * x + y") if devspan else None
+        cp = None
+        if cupy:
+            cp = cupy.ElementwiseKernel(f"float32 a, {ctype} x, {ctype} y", f"{ctype} z", "z = a * x + y", "saxpy")
+        g = torch.Generator(device=dev).manual_seed(7)
+        x = torch.randn(side, side, device=dev, generator=g).to(dtype)
+        y = torch.randn(side, side, device=dev, generator=g).to(dtype)
+        xw = torch.randn(side, 2 * side, device=dev, generator=g).to(dtype)
+        yw = torch.randn(side, 2 * side, device=dev, generator=g).to(dtype)
+        z = torch.empty(side, side, device=dev, dtype=dtype)
+        cases = [("contiguous", x, y), ("transposed", x.T, y.T), ("sliced [:, ::2]", xw[:, ::2], yw[:, ::2])]
+        traffic = 3 * side * side * x.element_size() // 2
+        base = memcpy_ms(traffic)
+        for name, xs, ys in cases:
+            want = torch.add(ys, xs, alpha=2.0)
+            cells, first = {}, {}
+            if ds:
+                t0 = time.perf_counter()
+                ds(2.0, xs, ys, z)
+                torch.cuda.synchronize()
+                first["devspan"] = (time.perf_counter() - t0) * 1e3
+                torch.testing.assert_close(z, want, rtol=2e-3, atol=2e-3)
+                cells["devspan"] = base / timed(lambda: ds(2.0, xs, ys, z))
+            if cp:
+                with cupy.cuda.Stream.from_external(stream):
+                    cx, cy, cz = cupy.from_dlpack(xs), cupy.from_dlpack(ys), cupy.from_dlpack(z)
+                    t0 = time.perf_counter()
+                    cp(2.0, cx, cy, cz)
+                    torch.cuda.synchronize()
+                    first["cupy"] = (time.perf_counter() - t0) * 1e3
+                    torch.testing.assert_close(z, want, rtol=2e-3, atol=2e-3)
+                    cells["cupy"] = base / timed(lambda: cp(2.0, cx, cy, cz))
+            cells["torch"] = base / timed(lambda: torch.add(ys, xs, alpha=2.0, out=z))
+            row = f"{cname + ' ' + name:<28} {base:10.3f}"
+            for k in ("devspan", "cupy", "torch"):
+                row += f" {cells[k]:9.3f}" if k in cells else f" {'-':>9}"
+            print(row + "   first call ms: " + ", ".join(f"{k} {v:.1f}" for k, v in first.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
