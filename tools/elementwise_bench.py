@@ -6,7 +6,7 @@ Usage, on a machine with a CUDA GPU, PyTorch and NVRTC (CuPy and devspan are opt
 missing one is skipped, and the script says so):
 
     bash python/build.sh          # or: pip install ./python
-    python3 tools/elementwise_bench.py [--reps 21] [--side 16384]
+    python3 tools/elementwise_bench.py [--reps 21] [--side 16384] [--queued]
 
 Cases, in f32 and f16, on SIDE x SIDE outputs: contiguous operands; x and y transposed
 (`x.T` of a contiguous tensor); x and y sliced `[:, ::2]` from tensors twice as wide. Each
@@ -15,7 +15,10 @@ stream, which CuPy is given as an external stream and devspan finds as the tenso
 stream. A cell is the ratio of the time of a device-to-device copy of the same traffic (the
 bytes read plus the bytes written, halved: `dst.copy_(src)` of uint8 tensors) to the call's
 time. The first call of each framework, which compiles, is reported apart. Results are
-checked against PyTorch's.
+checked against PyTorch's. With --queued, a GPU sleep of about a millisecond precedes each
+timed call, so that its host work overlaps the sleep and the events time the device work
+alone; without it, a call's host time before its launch counts too, as a caller sees it. Last,
+the host time per call (launch included) on 1024-element f32 tensors.
 """
 
 import argparse
@@ -41,6 +44,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=21)
     ap.add_argument("--side", type=int, default=16384)
+    ap.add_argument("--queued", action="store_true",
+                    help="sleep the stream about a millisecond before each timed call, so that the "
+                         "events time the device work alone, not the call's host work")
     args = ap.parse_args()
     import torch
 
@@ -65,6 +71,8 @@ def main():
         ts = []
         for _ in range(args.reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if args.queued:
+                torch.cuda._sleep(2_000_000)
             a.record()
             f()
             b.record()
@@ -119,6 +127,28 @@ def main():
             for k in ("devspan", "cupy", "torch"):
                 row += f" {cells[k]:9.3f}" if k in cells else f" {'-':>9}"
             print(row + "   first call ms: " + ", ".join(f"{k} {v:.1f}" for k, v in first.items()))
+    # Host time per call on a small tensor (1024 f32), the launch included.
+    x = torch.randn(1024, device=dev)
+    y = torch.randn(1024, device=dev)
+    z = torch.empty(1024, device=dev)
+    calls = {"torch": lambda: torch.add(y, x, alpha=2.0, out=z)}
+    if devspan:
+        k = devspan.ElementwiseKernel("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y")
+        calls["devspan"] = lambda: k(2.0, x, y, z)
+    if cupy:
+        kc = cupy.ElementwiseKernel("float32 a, float32 x, float32 y", "float32 z", "z = a * x + y", "saxpy")
+        cx, cy, cz = cupy.from_dlpack(x), cupy.from_dlpack(y), cupy.from_dlpack(z)
+        calls["cupy"] = lambda: kc(2.0, cx, cy, cz)
+    for name, f in calls.items():
+        for _ in range(100):
+            f()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            f()
+        us = (time.perf_counter() - t0) / 2000 * 1e6
+        torch.cuda.synchronize()
+        print(f"host time per call, 1024 f32: {name} {us:.1f} us")
     return 0
 
 

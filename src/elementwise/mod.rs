@@ -475,14 +475,19 @@ impl ElementwiseKernel {
             arrays.iter().for_each(|a| put(a.ptr()));
             scalars.iter().for_each(|&s| put(s));
             debug_assert!(w <= source::arg_words(r, arrays.len(), scalars.len()));
+            // One pass of blocks covers everything (a block's threads take two groups of
+            // vectors each on the vector path, `PER_THREAD` elements or one tile otherwise);
+            // the kernels' grid-stride loops also take smaller grids.
             let per_block = if variant.vector {
                 let types: Vec<DType> = arrays.iter().map(|a| a.dtype).collect();
-                (source::THREADS * source::vector_width(&types)) as u64
+                (source::THREADS * 2 * source::vector_width(&types)) as u64
             } else {
                 (source::THREADS * source::PER_THREAD) as u64
             };
-            let sms = u64::from(crate::kernels::sm_count(stream)?);
-            let blocks = (iterations as u64).div_ceil(per_block).min(sms * 16).max(1) as u32;
+            let blocks = (iterations as u64)
+                .div_ceil(per_block)
+                .min(i32::MAX as u64)
+                .max(1) as u32;
             let cfg = LaunchConfig {
                 grid_dim: (blocks, 1, 1),
                 block_dim: (source::THREADS as u32, 1, 1),
