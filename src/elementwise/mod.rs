@@ -320,6 +320,71 @@ impl ElementwiseKernel {
         self.outputs.iter().map(|p| (p.name.as_str(), p.dtype))
     }
 
+    /// Runs a kernel with one output of type `U` into a new array, on `stream`: the
+    /// device form of ndarray's `mapv` and `Zip::map_collect`. The array's shape is the array
+    /// inputs' shapes broadcast together (ndarray's co-broadcasting: axes aligned at the end,
+    /// extents equal or 1); a 0-d array when every input is a scalar.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use devspan::elementwise::{Arg, ElementwiseKernel};
+    /// let stream = devspan::default_stream(0)?;
+    /// // SAFETY: the body reads its inputs and assigns its output by name.
+    /// let hypot = unsafe { ElementwiseKernel::new("f32 x, f32 y", "f32 r", "r = sqrtf(x * x + y * y)")? };
+    /// let col = devspan::DeviceArray::<f32, _>::from_elem(&stream, (3, 1), 3.0)?;
+    /// let row = devspan::DeviceArray::<f32, _>::from_elem(&stream, 4, 4.0)?;
+    /// let r = hypot.apply::<f32>(&stream, &[(&col.view()).into(), (&row.view()).into()])?;
+    /// assert_eq!(r.shape(), &[3, 4]);
+    /// assert_eq!(r.to_host()?[[2, 3]], 5.0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// The array is allocated on `stream`, so `apply` is refused (`StreamCapture`) while the
+    /// stream captures a graph; [`launch_on`](Self::launch_on) into an existing array is not.
+    ///
+    /// Errors: as [`launch_on`](Self::launch_on); `InvalidArgument` for a kernel with more than
+    /// one output, `UnsupportedDtype` when `U` is not its output's type, `ShapeMismatch` for
+    /// inputs that do not broadcast together.
+    pub fn apply<U: DeviceElement>(
+        &self,
+        stream: &Arc<CudaStream>,
+        inputs: &[Arg<'_>],
+    ) -> Result<crate::DeviceArray<U, ndarray::IxDyn>> {
+        if self.outputs.len() != 1 {
+            return Err(Error::invalid(format!(
+                "apply needs a kernel with one output; this one has {}",
+                self.outputs.len()
+            )));
+        }
+        check_type(U::DTYPE, &self.outputs[0])?;
+        let mut shape: Vec<usize> = Vec::new();
+        for (a, p) in inputs.iter().zip(&self.inputs) {
+            let ArgKind::Array(r) = &a.0 else { continue };
+            if r.shape.len() > shape.len() {
+                let pad = r.shape.len() - shape.len();
+                shape.splice(0..0, std::iter::repeat_n(1, pad));
+            }
+            let off = shape.len() - r.shape.len();
+            for (k, &len) in r.shape.iter().enumerate() {
+                let have = &mut shape[off + k];
+                if *have == 1 {
+                    *have = len;
+                } else if len != 1 && len != *have {
+                    return Err(Error::shape(format!(
+                        "input `{}` of shape {:?} does not broadcast with the other inputs (shape so far {:?})",
+                        p.name, r.shape, shape
+                    )));
+                }
+            }
+        }
+        // SAFETY: the launch below writes every element before the array is returned; on
+        // error the array is dropped unread.
+        let mut out =
+            unsafe { crate::DeviceArray::<U, _>::uninit(stream, ndarray::IxDyn(&shape))? };
+        self.launch_on(stream, inputs, &mut [(&mut out).into()])?;
+        Ok(out)
+    }
+
     /// Runs the kernel on the first output's stream: see [`launch_on`](Self::launch_on).
     pub fn launch(&self, inputs: &[Arg<'_>], outputs: &mut [Out<'_>]) -> Result<()> {
         let Some(first) = outputs.first() else {

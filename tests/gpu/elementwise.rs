@@ -704,3 +704,68 @@ fn contiguous_operands_of_any_length_and_offset_match_ndarray() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn apply_collects_into_a_new_array_of_the_broadcast_shape() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the bodies read their inputs and assign their outputs by name.
+    let k =
+        unsafe { ElementwiseKernel::new("f64 x, i16 n, f64 y", "f64 r", "r = x * n - y") }.unwrap();
+    let mut rng = StdRng::seed_from_u64(0xe9e0_0000);
+    let hx = uniform(&mut rng, &[5, 1, 7], |v| v);
+    let hy = uniform(&mut rng, &[6, 1], |v| v * 10.0);
+    let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+    let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+    let xr = dx.slice(ndarray::s![..;-1, .., ..]);
+    let r = k
+        .apply::<f64>(
+            &stream,
+            &[(&xr).into(), Arg::scalar(3i16), (&dy.view()).into()],
+        )
+        .unwrap();
+    assert_eq!(r.shape(), &[5, 6, 7]);
+    let got = r.to_host().unwrap();
+    let hxr = hx.slice(ndarray::s![..;-1, .., ..]);
+    for ((i, j, l), g) in got.indexed_iter().map(|(ix, g)| ((ix[0], ix[1], ix[2]), g)) {
+        let want = hxr[[i, 0, l]] * 3.0 - hy[[j, 0]];
+        assert!(
+            close(*g, want, 1e-12),
+            "[{i}, {j}, {l}]: got {g}, expected {want}"
+        );
+    }
+    // Scalars only: a 0-d array.
+    let s = k
+        .apply::<f64>(
+            &stream,
+            &[Arg::scalar(2.0f64), Arg::scalar(4i16), Arg::scalar(1.0f64)],
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            s.shape(),
+            s.to_host().unwrap().iter().copied().collect::<Vec<_>>()
+        ),
+        (&[][..], vec![7.0])
+    );
+    // Refusals: the output type, shapes that do not broadcast together, two outputs.
+    let e = k
+        .apply::<f32>(
+            &stream,
+            &[(&xr).into(), Arg::scalar(3i16), (&dy.view()).into()],
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::UnsupportedDtype);
+    let bad = DeviceArray::<f64, _>::zeros(&stream, (4, 1)).unwrap();
+    let e = k
+        .apply::<f64>(
+            &stream,
+            &[(&xr).into(), Arg::scalar(3i16), (&bad.view()).into()],
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::ShapeMismatch, "{e}");
+    let two = unsafe { ElementwiseKernel::new("f64 x", "f64 a, f64 b", "a = x; b = x") }.unwrap();
+    let e = two.apply::<f64>(&stream, &[(&xr).into()]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
+}
