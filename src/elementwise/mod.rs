@@ -35,7 +35,7 @@
 //! - **Aliasing.** Outputs must not overlap each other. An input may be an output's own
 //!   memory element for element (same address, strides and type: an in-place update);
 //!   any other overlap between an input and an output is refused with
-//!   [`ErrorKind::Aliasing`](crate::ErrorKind::Aliasing).
+//!   `ErrorKind::Aliasing`.
 //! - **Streams and lifetimes.** [`launch`](ElementwiseKernel::launch) runs on the first output's
 //!   stream, [`launch_on`](ElementwiseKernel::launch_on) on the stream given, after the work
 //!   already queued on every operand, and keeps every operand's memory alive until the kernel
@@ -43,7 +43,7 @@
 //! - **Compilation.** NVRTC (loaded at run time, `libnvrtc.so`) compiles each variant once per
 //!   kernel object and context: a variant is the pattern of scalar and array inputs, the
 //!   number of axes after normalisation, the index width and the contiguous path. A compile
-//!   error returns [`ErrorKind::Compile`](crate::ErrorKind::Compile) with NVRTC's log, where
+//!   error returns `ErrorKind::Compile` with NVRTC's log, where
 //!   the body's lines are numbered from 1 in a file named `body`.
 //!
 //! The body is CUDA C statements (a trailing `;` may be left out) that read the inputs and

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 pub const MAX_ARRAYS: usize = 8;
 /// Most scalar operands of one kernel.
 pub const MAX_SCALARS: usize = 8;
-/// Most axes left after merging (see [`normalize`]); the argument block holds a shape and one
+/// Most axes left after the operands' axes are merged; the argument block holds a shape and one
 /// stride per array operand for each.
 pub const MAX_RANK: usize = 24;
 
