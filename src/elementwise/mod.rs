@@ -170,39 +170,59 @@ impl Arg<'static> {
     }
 }
 
-/// An input or output made from raw parts (the Python binding's tensors).
+/// Operands made from raw parts (the Python binding's tensors): `raw` is the handle (with its
+/// keep-alive), and the layout (strides and offset in elements) has been validated against
+/// its span by the caller.
 #[cfg(feature = "python")]
-pub(crate) enum Operand<'a> {
-    Input(Arg<'a>),
-    Output(Out<'a>),
-}
-
-#[cfg(feature = "python")]
-impl Operand<'static> {
-    /// An operand over `raw` (its handle, with its keep-alive) with this element type and
-    /// layout (strides and offset in elements), which the caller has validated against the
-    /// span; for an output (`write`), the caller also guarantees that no two indices reach
-    /// one element and that the memory may be written.
-    pub(crate) fn from_raw(
+impl ArrayRef<'static> {
+    fn owned(
         raw: RawBytes<'static>,
-        write: bool,
         dtype: DType,
         shape: &[usize],
         strides: &[isize],
         offset: usize,
     ) -> Self {
-        let a = ArrayRef {
+        ArrayRef {
             raw: RawRef::Owned(raw),
             dtype,
             shape: shape.to_vec(),
             strides: strides.to_vec(),
             offset,
-        };
-        if write {
-            Operand::Output(Out(a, PhantomData))
-        } else {
-            Operand::Input(Arg(ArgKind::Array(a)))
         }
+    }
+}
+
+#[cfg(feature = "python")]
+impl Arg<'static> {
+    /// An array input over raw parts (see [`ArrayRef::owned`]).
+    pub(crate) fn from_raw(
+        raw: RawBytes<'static>,
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+    ) -> Self {
+        Arg(ArgKind::Array(ArrayRef::owned(
+            raw, dtype, shape, strides, offset,
+        )))
+    }
+}
+
+#[cfg(feature = "python")]
+impl Out<'static> {
+    /// An output over raw parts (see [`ArrayRef::owned`]); the caller also guarantees that no
+    /// two indices reach one element and that the memory may be written.
+    pub(crate) fn from_raw(
+        raw: RawBytes<'static>,
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+    ) -> Self {
+        Out(
+            ArrayRef::owned(raw, dtype, shape, strides, offset),
+            PhantomData,
+        )
     }
 }
 
@@ -430,6 +450,7 @@ impl ElementwiseKernel {
         }
         let shape = outputs[0].0.shape.clone();
         let mut arrays: Vec<&ArrayRef<'_>> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
         let mut strides: Vec<Vec<isize>> = Vec::new();
         for (o, p) in outputs.iter().zip(&self.outputs) {
             check_type(o.0.dtype, p)?;
@@ -440,6 +461,7 @@ impl ElementwiseKernel {
                 )));
             }
             arrays.push(&o.0);
+            names.push(&p.name);
             strides.push(o.0.strides.clone());
         }
         let mut scalars: Vec<u64> = Vec::new();
@@ -460,6 +482,7 @@ impl ElementwiseKernel {
                         ))
                     })?;
                     arrays.push(r);
+                    names.push(&p.name);
                     strides.push(s);
                     scalar_inputs.push(false);
                 }
@@ -472,16 +495,8 @@ impl ElementwiseKernel {
                 scalars.len()
             )));
         }
-        for (a, p) in arrays.iter().zip(
-            self.outputs.iter().chain(
-                self.inputs
-                    .iter()
-                    .zip(&scalar_inputs)
-                    .filter(|(_, s)| !**s)
-                    .map(|(p, _)| p),
-            ),
-        ) {
-            check_stream(stream, a.raw.device, &format!("operand `{}`", p.name))?;
+        for (a, name) in arrays.iter().zip(&names) {
+            check_stream(stream, a.raw.device, &format!("operand `{name}`"))?;
         }
         if shape.contains(&0) {
             return Ok(());

@@ -172,24 +172,19 @@ impl Normalized {
         r >= 2
             && self.shape[r - 2] >= TILE / 2
             && self.shape[r - 1] >= TILE / 2
-            && self.strides.iter().any(|s| {
-                s[r - 2] != 0
-                    && (s[r - 1] == 0 || s[r - 2].unsigned_abs() < s[r - 1].unsigned_abs())
-            })
+            && self.strides.iter().any(|s| runs_across(s))
     }
 
     /// For each operand from `first` on (the array inputs), whether the tiled variant stages
     /// it through shared memory: its fastest axis is the second-to-last, and the staged tiles
     /// (of `body_sizes`' bytes per element) fit in [`STAGE_BYTES`].
     pub(crate) fn staged(&self, first: usize, body_sizes: &[usize]) -> Vec<bool> {
-        let r = self.shape.len();
         let mut bytes = 0;
         self.strides[first..]
             .iter()
             .zip(body_sizes)
             .map(|(s, &size)| {
-                let across = s[r - 2] != 0
-                    && (s[r - 1] == 0 || s[r - 2].unsigned_abs() < s[r - 1].unsigned_abs());
+                let across = runs_across(s);
                 let tile = TILE * (TILE + 1) * size;
                 if across && bytes + tile <= STAGE_BYTES {
                     bytes += tile;
@@ -216,6 +211,14 @@ impl Normalized {
     pub(crate) fn contiguous(&self) -> bool {
         self.shape.len() == 1 && self.strides.iter().all(|s| s[0] == 1)
     }
+}
+
+/// Whether an operand with these strides (of at least two axes) runs along the second-to-last
+/// axis rather than the last: it steps the second-to-last, and by less than the last (or the
+/// last is broadcast).
+fn runs_across(s: &[isize]) -> bool {
+    let r = s.len();
+    s[r - 2] != 0 && (s[r - 1] == 0 || s[r - 2].unsigned_abs() < s[r - 1].unsigned_abs())
 }
 
 /// What one compiled variant is specialised for.
@@ -276,12 +279,10 @@ fn storage_type(t: DType) -> &'static str {
 
 /// The expression loading element `off` of array `k` as its body type.
 fn load(t: DType, k: usize, off: &str) -> String {
-    let raw = format!("((const {}*)ds_a.ptr[{k}])[{off}]", storage_type(t));
-    match t {
-        DType::F16 => format!("ds_f16_to_f32({raw})"),
-        DType::BF16 => format!("ds_bf16_to_f32({raw})"),
-        _ => raw,
-    }
+    convert_in(
+        t,
+        &format!("((const {}*)ds_a.ptr[{k}])[{off}]", storage_type(t)),
+    )
 }
 
 /// A stored element `e` of type `t` as its body type.
@@ -304,12 +305,11 @@ fn convert_out(t: DType, v: &str) -> String {
 
 /// The statement storing `value` (a body-type value) as element `off` of array `k`.
 fn store(t: DType, k: usize, off: &str, value: &str) -> String {
-    let v = match t {
-        DType::F16 => format!("ds_f32_to_f16({value})"),
-        DType::BF16 => format!("ds_f32_to_bf16({value})"),
-        _ => value.to_string(),
-    };
-    format!("(({}*)ds_a.ptr[{k}])[{off}] = {v};", storage_type(t))
+    format!(
+        "(({}*)ds_a.ptr[{k}])[{off}] = {};",
+        storage_type(t),
+        convert_out(t, value)
+    )
 }
 
 /// The expression reading scalar slot `s` (8 bytes, the value in its low bytes; `f16` and

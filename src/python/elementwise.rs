@@ -8,7 +8,7 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 use super::{Arg, Source, call_stream, check_stream, cuda, scalar, to_py, with_dtype};
 use crate::Error;
 use crate::element::DType;
-use crate::elementwise::{Arg as EwArg, ElementwiseKernel, Operand};
+use crate::elementwise::{Arg as EwArg, ElementwiseKernel};
 
 /// A CUDA C body over typed inputs and outputs, compiled by NVRTC and run over tensors of any
 /// layout (DLPack or CUDA Array Interface producers: PyTorch, CuPy, JAX, Numba, devspan), in
@@ -108,20 +108,14 @@ impl PyElementwiseKernel {
         let mut in_args = Vec::with_capacity(ins.len());
         for (k, (_, t)) in ins.iter().enumerate() {
             match tensor(k) {
-                Some(tensor) => match tensor.elementwise_operand(false).map_err(to_py)? {
-                    Operand::Input(a) => in_args.push(a),
-                    Operand::Output(_) => unreachable!("an input operand"),
-                },
+                Some(tensor) => in_args.push(tensor.elementwise_input().map_err(to_py)?),
                 None => in_args.push(with_dtype!(*t, T => EwArg::scalar(scalar::<T>(&items[k])?))),
             }
         }
         let mut out_args = Vec::with_capacity(outs.len());
         for k in ins.len()..args.len() {
             let tensor = tensor(k).expect("every output is a tensor");
-            match tensor.elementwise_operand(true).map_err(to_py)? {
-                Operand::Output(o) => out_args.push(o),
-                Operand::Input(_) => unreachable!("an output operand"),
-            }
+            out_args.push(tensor.elementwise_output().map_err(to_py)?);
         }
         for (k, a) in &imported {
             a.get().before(&s, *k >= ins.len())?;

@@ -241,28 +241,45 @@ impl Tensor {
         self
     }
 
-    /// The tensor as an operand of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel)
-    /// (its memory handle shares the tensor's keep-alive): an input, or with `write` an output
-    /// (`Err(InvalidArgument)` for a read-only tensor).
-    pub(crate) fn elementwise_operand(
-        &self,
-        write: bool,
-    ) -> crate::Result<crate::elementwise::Operand<'static>> {
+    /// The tensor's memory handle, sharing its keep-alive.
+    fn raw_bytes(&self) -> crate::Result<crate::bytes::RawBytes<'static>> {
         let p = &self.place;
-        if write && !self.writable {
+        crate::bytes::RawBytes::new(
+            p.base,
+            p.span_len * p.dtype.size(),
+            p.device,
+            self.keep.clone(),
+        )
+    }
+
+    /// The tensor as an input of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel).
+    pub(crate) fn elementwise_input(&self) -> crate::Result<crate::elementwise::Arg<'static>> {
+        let p = &self.place;
+        Ok(crate::elementwise::Arg::from_raw(
+            self.raw_bytes()?,
+            p.dtype,
+            &p.shape,
+            &p.strides,
+            p.offset,
+        ))
+    }
+
+    /// The tensor as an output of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel);
+    /// `Err(InvalidArgument)` for a read-only tensor.
+    pub(crate) fn elementwise_output(&self) -> crate::Result<crate::elementwise::Out<'static>> {
+        let p = &self.place;
+        if !self.writable {
             return Err(Error::invalid(format!(
                 "the output tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
                 p.shape, p.strides
             )));
         }
-        let raw = crate::bytes::RawBytes::new(
-            p.base,
-            p.span_len * p.dtype.size(),
-            p.device,
-            self.keep.clone(),
-        )?;
-        Ok(crate::elementwise::Operand::from_raw(
-            raw, write, p.dtype, &p.shape, &p.strides, p.offset,
+        Ok(crate::elementwise::Out::from_raw(
+            self.raw_bytes()?,
+            p.dtype,
+            &p.shape,
+            &p.strides,
+            p.offset,
         ))
     }
 
