@@ -208,7 +208,7 @@ def test_calls_without_a_stream_follow_cupys_current_stream():
         devspan.fill(v, 7.0)  # on s, after the addition
         h = devspan.cast(v, "f64")  # a devspan result, which follows CuPy as well
         got = (float(x.astype(cp.float64).sum()), float(cp.from_dlpack(h).sum()))
-        # A CuPy array imported for the call (devspan waits for such a call's work).
+        # A CuPy array imported for the call, queued on s like the calls above.
         devspan.fill(x[::2], 5.0)
         total = float(x.astype(cp.float64).sum())
     assert got == (8.0 * (n // 2), 7.0 * (n // 2))

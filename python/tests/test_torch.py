@@ -367,7 +367,7 @@ def test_calls_without_a_stream_follow_torchs_current_stream():
         devspan.fill(v, 7.0)  # on s, after fill_
         h = devspan.cast(v, "f64")  # a devspan result, which follows PyTorch as well
         got = (x.double().sum().item(), torch.from_dlpack(h).sum().item())
-        # A torch tensor imported for the call (devspan waits for such a call's work).
+        # A torch tensor imported for the call, queued on s like the calls above.
         devspan.fill(x[::2], 5.0)
         total = x.double().sum().item()
     assert got == (8.0 * (n // 2), 7.0 * (n // 2))
@@ -421,3 +421,99 @@ def test_bf16_tensors_have_no_cuda_array_interface():
     assert not hasattr(v, "__cuda_array_interface__")
     with pytest.raises(AttributeError, match="bf16"):
         v.__cuda_array_interface__
+
+
+def test_calls_on_torch_tensors_return_before_their_work_and_hold_the_memory():
+    """A call on torch tensors imported for it is queued behind a busy side stream and returns
+    at once. The tensors go away in the meantime; PyTorch's next allocations of the same size
+    must not get their memory while the call's work is queued, and the fill must land."""
+    s2 = torch.cuda.Stream()
+    n = 1 << 24
+    for _ in range(3):
+        t = torch.zeros(n, device="cuda")
+        src = torch.full((n,), 3.0, device="cuda")
+        ptrs = {t.data_ptr(), src.data_ptr()}
+        s2.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s2):
+            torch.cuda._sleep(200_000_000)  # about 0.1 s of device cycles
+        devspan.copy(t, src, stream=s2.cuda_stream)
+        assert not s2.query(), "the call waited for its work"
+        keep = t  # the destination stays; the source goes
+        del src, t
+        gc.collect()
+        u = [torch.empty(n, device="cuda") for _ in range(2)]
+        for x in u:
+            assert x.data_ptr() not in ptrs or s2.query(), "memory went back before the work"
+            x.fill_(-1.0)
+        s2.synchronize()
+        torch.cuda.synchronize()
+        assert bool((keep == 3.0).all())
+        del keep, u
+
+
+def test_torch_tensors_of_a_call_go_back_to_pytorch_after_its_work():
+    """Without any later devspan call, the tensors of a call are released once its work has
+    completed (a devspan thread checks every 10 ms while tensors are held)."""
+    import time
+    import weakref
+
+    s2 = torch.cuda.Stream()
+    t = torch.zeros(1 << 20, device="cuda")
+    alive = weakref.ref(t)
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(50_000_000)
+    devspan.fill(t, 2.0, stream=s2.cuda_stream)
+    del t
+    gc.collect()
+    s2.synchronize()
+    deadline = time.monotonic() + 5.0
+    while alive() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert alive() is None, "the tensor is still held 5 s after its work completed"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(24.0, device="cuda").reshape(2, 3, 4),
+    lambda: torch.arange(24.0, device="cuda").reshape(2, 3, 4).permute(2, 0, 1),
+    lambda: torch.arange(48, dtype=torch.int16, device="cuda").reshape(4, 12)[1:, ::3],
+    lambda: torch.arange(6.0, device="cuda").expand(4, 6),
+    lambda: torch.tensor(5.0, device="cuda"),
+    lambda: torch.zeros(0, 3, device="cuda"),
+    lambda: torch.nn.Parameter(torch.arange(4.0, device="cuda"), requires_grad=False),
+])
+def test_torch_tensors_read_directly_and_through_dlpack_agree(make):
+    """Plain torch tensors are read from their own attributes, the rest through __dlpack__:
+    both give the same view, and the same results."""
+    x = make()
+    direct = devspan.from_dlpack(x)
+    through = devspan.from_dlpack(x.__dlpack__(max_version=(1, 0)))
+    assert direct.shape == through.shape == tuple(x.shape)
+    if x.numel() > 0:
+        assert direct.data_ptr == through.data_ptr == x.data_ptr()
+        assert same_strides(tuple(x.shape), direct.strides, through.strides)
+    assert direct.dtype == through.dtype
+    assert direct.readonly == through.readonly
+    same(torch.from_dlpack(devspan.to_contiguous(x)), x.contiguous().detach())
+
+
+def test_torch_tensors_that_require_grad_are_refused_as_pytorch_refuses_their_export():
+    x = torch.zeros(3, device="cuda", requires_grad=True)
+    with pytest.raises((RuntimeError, BufferError)):
+        devspan.from_dlpack(x)
+    with pytest.raises((RuntimeError, BufferError)):
+        devspan.fill(x, 1.0)
+    assert bool((x == 0).all())
+
+
+def test_torch_tensors_on_another_stream_wait_for_pytorchs_current_stream():
+    """A torch tensor imported directly for a call on a side stream: the side stream first
+    waits for PyTorch's current stream, where the tensor's data is still being written."""
+    s2 = torch.cuda.Stream()
+    n = 1 << 24
+    x = torch.zeros(n, device="cuda")
+    y = torch.empty(n, device="cuda")
+    torch.cuda._sleep(200_000_000)  # on PyTorch's current stream
+    x.fill_(4.0)
+    devspan.copy(y, x, stream=s2.cuda_stream)
+    s2.synchronize()
+    assert bool((y == 4.0).all())

@@ -1,6 +1,6 @@
 //! Contexts, framework stream handles and the events that order work between them.
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, Weak};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
 use pyo3::PyResult;
@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 
 use super::to_py;
 pub(crate) use crate::device::CurrentContext;
+use crate::owner::KeepAlive;
 
 /// The primary context of `device`, one `CudaContext` per device for the life of the process
 /// (frameworks such as PyTorch and CuPy use the same primary contexts).
@@ -159,16 +160,28 @@ pub(crate) fn pointer_device(ptr: u64) -> PyResult<usize> {
     })
 }
 
+/// An event recorded on a stream, with the stream's handle (as an address), so that work on
+/// the same stream, already ordered after it, need not wait for it.
+struct Mark {
+    event: CudaEvent,
+    stream: usize,
+}
+
+fn handle(stream: &CudaStream) -> usize {
+    stream.cu_stream() as usize
+}
+
 /// Work queued on a tensor's memory by devspan that later work on other streams must wait
-/// for: the last write and the reads since then; and the streams of other libraries that work
-/// on the memory too ([`Link`]).
+/// for: the last write and the reads since then (at most one per stream: a later read on a
+/// stream covers the earlier ones); and the streams of other libraries that work on the memory
+/// too ([`Link`]). Events are recorded again rather than made anew.
 ///
 /// Dropping it drops CUDA events and streams, which makes their context current: callers hold
 /// a [`CurrentContext`] while they do.
 #[derive(Default)]
 pub(crate) struct Pending {
-    write: Option<CudaEvent>,
-    reads: Vec<CudaEvent>,
+    write: Option<Mark>,
+    reads: Vec<Mark>,
     links: Vec<Link>,
 }
 
@@ -208,14 +221,14 @@ fn same(a: &CudaStream, b: &CudaStream) -> bool {
 
 impl Pending {
     /// Makes `stream` wait for the last write (and, before a write, for the reads as well), and
-    /// for the work queued so far on every linked stream.
+    /// for the work queued so far on every linked stream. Work recorded on `stream` itself is
+    /// already ordered before anything queued there next.
     pub(crate) fn order_before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        if let Some(w) = &self.write {
-            stream.wait(w).map_err(|e| to_py(e.into()))?;
-        }
-        if writing {
-            for r in &self.reads {
-                stream.wait(r).map_err(|e| to_py(e.into()))?;
+        let on = handle(stream);
+        let reads = if writing { &self.reads[..] } else { &[] };
+        for m in self.write.iter().chain(reads) {
+            if m.stream != on {
+                stream.wait(&m.event).map_err(|e| to_py(e.into()))?;
             }
         }
         for l in self.links.iter().filter(|l| !same(&l.stream, stream)) {
@@ -224,21 +237,44 @@ impl Pending {
         Ok(())
     }
 
+    /// `mark` recorded again on `stream`, or a new mark there.
+    fn record(mark: Option<Mark>, stream: &CudaStream) -> PyResult<Mark> {
+        let to_py_err = |e: cudarc::driver::DriverError| to_py(e.into());
+        let event = match mark {
+            Some(m) => {
+                m.event.record(stream).map_err(to_py_err)?;
+                m.event
+            }
+            None => stream.record_event(None).map_err(to_py_err)?,
+        };
+        Ok(Mark {
+            event,
+            stream: handle(stream),
+        })
+    }
+
     /// Records that `stream` has just queued a write.
     pub(crate) fn wrote(&mut self, stream: &CudaStream) -> PyResult<()> {
-        let e = stream.record_event(None).map_err(|e| to_py(e.into()))?;
-        self.hold_links(stream, &e)?;
-        self.write = Some(e);
+        let m = Self::record(self.write.take(), stream)?;
+        self.hold_links(stream, &m.event)?;
+        self.write = Some(m);
         self.reads.clear();
         Ok(())
     }
 
     /// Records that `stream` has just queued a read.
     pub(crate) fn read(&mut self, stream: &CudaStream) -> PyResult<()> {
-        self.reads.retain(|r| !r.is_complete());
-        let e = stream.record_event(None).map_err(|e| to_py(e.into()))?;
-        self.hold_links(stream, &e)?;
-        self.reads.push(e);
+        let on = handle(stream);
+        let earlier = match self.reads.iter().position(|r| r.stream == on) {
+            Some(i) => Some(self.reads.swap_remove(i)),
+            None => {
+                self.reads.retain(|r| !r.event.is_complete());
+                None
+            }
+        };
+        let m = Self::record(earlier, stream)?;
+        self.hold_links(stream, &m.event)?;
+        self.reads.push(m);
         Ok(())
     }
 
@@ -282,6 +318,14 @@ impl Pending {
         self.write.is_none() && self.reads.is_empty() && self.links.is_empty()
     }
 
+    /// Whether all recorded work has completed and no stream was created for consumers: the
+    /// memory can go back to its producer without waiting. An event whose query fails counts as
+    /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
+    pub(crate) fn is_settled(&self) -> bool {
+        let done = |m: &Mark| !matches!(m.event.try_is_complete(), Ok(false));
+        self.write.iter().chain(&self.reads).all(done) && !self.links.iter().any(|l| l.created)
+    }
+
     /// Blocks the calling thread until all recorded work is complete, and the work queued on
     /// the streams devspan created for consumers. A wait that fails is tried once more: cudarc
     /// reports an error stored in the context before waiting, and the first call clears it.
@@ -291,11 +335,8 @@ impl Pending {
                 let _ = e.synchronize();
             }
         };
-        if let Some(w) = self.write.take() {
-            wait(&w);
-        }
-        for r in self.reads.drain(..) {
-            wait(&r);
+        for m in self.write.take().into_iter().chain(self.reads.drain(..)) {
+            wait(&m.event);
         }
         for l in self.links.iter().filter(|l| l.created) {
             let _ = synchronize(&l.stream);
@@ -315,6 +356,119 @@ pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
         .synchronize()
         .or_else(|_| stream.synchronize())
         .map_err(|e| to_py(e.into()))
+}
+
+/// An imported tensor whose memory goes back to its producer once devspan's work on it has
+/// completed: its record of that work, and the keep-alive that holds the producer.
+struct Release {
+    pending: Arc<Mutex<Pending>>,
+    _keep: KeepAlive<'static>,
+}
+
+/// The tensors imported for one call, released without making the call wait for its work.
+///
+/// The call leaves its tensors here. Each devspan call first releases those whose work has
+/// completed, and so does a thread of devspan's every 10 ms while some are left, so that the
+/// memory goes back within about that time also when no further call comes. Until then a
+/// tensor's record stays listed in [`TENSORS`], so later work on overlapping memory is still
+/// ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is waited for on
+/// the host (without the GIL), which bounds the memory held back.
+pub(crate) struct Releases {
+    list: Mutex<Vec<Release>>,
+    wake: Condvar,
+    reaper: Once,
+}
+
+/// How many tensors [`Releases`] holds before a new one makes the host wait.
+const RELEASES_KEPT: usize = 256;
+
+/// The tensors waiting for their work before going back to their producers.
+pub(crate) static RELEASES: Releases = Releases {
+    list: Mutex::new(Vec::new()),
+    wake: Condvar::new(),
+    reaper: Once::new(),
+};
+
+impl Releases {
+    fn list(&self) -> MutexGuard<'_, Vec<Release>> {
+        self.list.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Releases `keep` once the work recorded in `pending` has completed (now, if it has).
+    pub(crate) fn defer(&'static self, pending: Arc<Mutex<Pending>>, keep: KeepAlive<'static>) {
+        let release = Release {
+            pending,
+            _keep: keep,
+        };
+        if lock(&release.pending).is_settled() {
+            let _current = CurrentContext::save();
+            drop(release);
+            return;
+        }
+        let (was_empty, oldest) = {
+            let mut list = self.list();
+            let was_empty = list.is_empty();
+            list.push(release);
+            (
+                was_empty,
+                (list.len() > RELEASES_KEPT).then(|| list.remove(0)),
+            )
+        };
+        self.reaper.call_once(|| {
+            // Without the thread, the calls still release what they find completed.
+            let _ = std::thread::Builder::new()
+                .name("devspan-release".into())
+                .spawn(move || self.reap_periodically());
+        });
+        if was_empty {
+            // The thread sleeps on `wake` only while the list is empty.
+            self.wake.notify_one();
+        }
+        if let Some(r) = oldest {
+            let _current = CurrentContext::save();
+            let mut work = std::mem::take(&mut *lock(&r.pending));
+            pyo3::Python::attach(|py| py.detach(move || work.wait_host()));
+            drop(r);
+        }
+    }
+
+    /// Releases the tensors whose work has completed. The caller is attached to Python.
+    pub(crate) fn reap(&self) {
+        let done: Vec<Release> = {
+            let mut list = self.list();
+            if list.is_empty() {
+                return;
+            }
+            let (done, left) = std::mem::take(&mut *list)
+                .into_iter()
+                .partition(|r| lock(&r.pending).is_settled());
+            *list = left;
+            done
+        };
+        if !done.is_empty() {
+            let _current = CurrentContext::save();
+            drop(done);
+        }
+    }
+
+    /// The release thread: while tensors wait, every 10 ms, releases those whose work has
+    /// completed (attached to Python, which some producers' deleters need). It stops when the
+    /// interpreter can no longer be attached to.
+    fn reap_periodically(&self) {
+        loop {
+            {
+                let mut list = self.list();
+                while list.is_empty() {
+                    list = self.wake.wait(list).unwrap_or_else(|p| p.into_inner());
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            let ready = self.list().iter().any(|r| lock(&r.pending).is_settled());
+            if ready && pyo3::Python::try_attach(|_| self.reap()).is_none() {
+                return;
+            }
+        }
+    }
 }
 
 /// `result`, the outcome of queuing work on a stream, returned only once that work is accounted

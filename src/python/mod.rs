@@ -72,8 +72,15 @@
 //!   freed (stream-ordered) after that work, whoever releases it last.
 //! - Other work that a framework queues on memory devspan also uses is ordered by the user (as
 //!   with every DLPack exchange): devspan does not see it.
-//! - Arguments that are not `devspan.Tensor`s are imported for the call only; the call then
-//!   waits for its work before releasing them.
+//! - Arguments that are not `devspan.Tensor`s are imported for the call only. The call does
+//!   not wait for its work: devspan holds them until that work has completed, and then
+//!   releases them, at its next call or within about 10 ms (a devspan thread checks while any
+//!   are held). Until then later devspan work on the same memory is ordered after it.
+//! - A plain `torch.Tensor` (the class itself, in CUDA memory, strided, not requiring
+//!   gradients, with no negative bit, not empty) is imported from its own `data_ptr()`,
+//!   `shape` and `stride()` rather than through `__dlpack__`, with the same ordering: the call's
+//!   stream waits for PyTorch's current stream on the tensor's device unless it is that stream.
+//!   The view holds the tensor object. Other PyTorch tensors go through `__dlpack__`.
 //! - Every call leaves the calling thread's current CUDA context as it found it.
 //!
 //! Errors: a subclass of `devspan.Error` per [`ErrorKind`](crate::ErrorKind), named after the
@@ -102,7 +109,7 @@ use crate::dlpack::DLDeviceType;
 use crate::element::{DType, DeviceElement};
 use crate::{DeviceArray, DeviceView, DeviceViewMut, Error};
 pub(crate) use exceptions::to_py;
-use framework::Framework;
+use framework::{Framework, TorchLayout};
 pub use tensor::Tensor;
 
 /// Runs `$body` with `$T` bound to the element type named by a [`DType`].
@@ -243,6 +250,11 @@ enum Source<'py> {
         obj: Bound<'py, PyAny>,
         interface: cai::Interface,
     },
+    /// A plain PyTorch tensor whose layout was read from it directly ([`TorchLayout`]).
+    Torch {
+        obj: Bound<'py, PyAny>,
+        layout: TorchLayout,
+    },
     /// Anything else: a DLPack capsule, or an object devspan refuses when it imports it.
     Capsule(Bound<'py, PyAny>),
 }
@@ -254,6 +266,14 @@ impl<'py> Source<'py> {
     fn of(obj: &Bound<'py, PyAny>) -> PyResult<Source<'py>> {
         if let Ok(t) = obj.cast::<Tensor>() {
             return Ok(Source::Tensor(t.clone()));
+        }
+        if Framework::of(obj) == Some(Framework::Torch)
+            && let Some(layout) = TorchLayout::of(obj)
+        {
+            return Ok(Source::Torch {
+                obj: obj.clone(),
+                layout,
+            });
         }
         if obj.hasattr("__dlpack__")? {
             let (device_type, device) = dlpack_device(obj)?;
@@ -298,6 +318,9 @@ impl<'py> Source<'py> {
                 current(py, t.framework(), Some(t.device()))
             }
             Source::Dlpack { obj, device, .. } => current(obj.py(), Framework::of(obj), *device),
+            Source::Torch { obj, layout } => {
+                current(obj.py(), Some(Framework::Torch), Some(layout.device))
+            }
             Source::Cai { obj, interface } => match (interface.stream, Framework::of(obj)) {
                 (Some(s), _) => Ok(Some(s)),
                 (None, None) => Ok(None),
@@ -307,8 +330,9 @@ impl<'py> Source<'py> {
         }
     }
 
-    /// The argument as a devspan tensor: itself, or imported (for the call only, unless the
-    /// caller keeps it) to be used on `stream`, a resolved stream value.
+    /// The argument as a devspan tensor: itself, or imported for the call only (see
+    /// [`cuda::Releases`]; [`imported`] keeps it instead) to be used on `stream`, a resolved
+    /// stream value.
     fn import(self, stream: i64) -> PyResult<Arg<'py>> {
         let t = match self {
             Source::Tensor(t) => return Ok(Arg::Shared(t)),
@@ -322,9 +346,10 @@ impl<'py> Source<'py> {
                 let framework = Framework::of(&obj);
                 import_cai(&obj, interface, stream)?.following(framework)
             }
+            Source::Torch { obj, layout } => Tensor::import_torch(&obj, layout, stream)?,
             Source::Capsule(obj) => Tensor::import(capsule::take(&obj)?, stream, None)?,
         };
-        Ok(Arg::Temporary(t))
+        Ok(Arg::Temporary(t.for_call(true)))
     }
 }
 
@@ -345,8 +370,9 @@ fn call_stream(sources: &[&Source<'_>], stream: Option<i64>) -> PyResult<i64> {
 }
 
 /// Refuses a stream value that cannot name a stream (`ValueError`), before anything else is
-/// done.
+/// done; first releases the tensors of earlier calls whose work has completed.
 fn check_stream(stream: Option<i64>) -> PyResult<()> {
+    cuda::RELEASES.reap();
     match stream {
         Some(s) => cuda::check_stream_value(s).map_err(PyValueError::new_err),
         None => Ok(()),
@@ -495,7 +521,7 @@ fn imported(py: Python<'_>, source: Source<'_>, stream: Option<i64>) -> PyResult
     let s = call_stream(&[&source], stream)?;
     match source.import(s)? {
         Arg::Shared(t) => Ok(t.unbind()),
-        Arg::Temporary(t) => Py::new(py, t),
+        Arg::Temporary(t) => Py::new(py, t.for_call(false)),
     }
 }
 

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::cuda::{self, CurrentContext, Pending, Region};
-use super::framework::Framework;
+use super::framework::{Framework, TorchLayout};
 use super::{cai, capsule, to_py, with_dtype};
 use crate::dlpack::{DLDeviceType, DlpackTensor};
 use crate::element::{DType, DeviceElement};
@@ -23,6 +23,25 @@ struct Held<V: Send + Sync + 'static>(#[allow(dead_code)] V);
 impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
     fn describe(&self) -> String {
         "DLPack or CUDA Array Interface producer".into()
+    }
+}
+
+/// Keeps a Python object alive (a PyTorch tensor whose layout devspan read directly) behind a
+/// devspan owner handle. The reference is released attached to Python where the interpreter
+/// can be attached to; otherwise PyO3 releases it at the next attach.
+struct HeldObject(Option<Py<PyAny>>);
+
+impl DeviceOwner for HeldObject {
+    fn describe(&self) -> String {
+        "PyTorch tensor".into()
+    }
+}
+
+impl Drop for HeldObject {
+    fn drop(&mut self) {
+        if let Some(obj) = self.0.take() {
+            let _ = Python::try_attach(move |_| drop(obj));
+        }
     }
 }
 
@@ -176,11 +195,19 @@ pub struct Tensor {
     /// The framework whose current stream the tensor's operations use when a call names no
     /// stream: the producer's, or for devspan's own results their source's.
     framework: Option<Framework>,
+    /// Whether the tensor was imported for one call only: its release goes to
+    /// [`cuda::RELEASES`] rather than waiting for its work.
+    for_call: bool,
 }
 
 impl Drop for Tensor {
     fn drop(&mut self) {
         if self.self_releasing {
+            return;
+        }
+        if self.for_call {
+            let keep = std::mem::replace(&mut self.keep, KeepAlive::borrow());
+            cuda::RELEASES.defer(self.pending.clone(), keep);
             return;
         }
         let _current = CurrentContext::save();
@@ -212,6 +239,7 @@ impl Tensor {
             pending,
             self_releasing,
             framework: None,
+            for_call: false,
         }
     }
 
@@ -233,6 +261,12 @@ impl Tensor {
 
     pub(crate) fn framework(&self) -> Option<Framework> {
         self.framework
+    }
+
+    /// The tensor, imported for one call only (`true`) or kept (`false`); see `for_call`.
+    pub(crate) fn for_call(mut self, yes: bool) -> Tensor {
+        self.for_call = yes;
+        self
     }
 
     /// The tensor with `framework` as the framework whose current stream it follows.
@@ -413,6 +447,65 @@ impl Tensor {
         }
         tensor.after(&s, true)?;
         Ok(tensor)
+    }
+
+    /// A tensor over a plain PyTorch tensor's memory, `obj`, whose layout `l` was read from it
+    /// ([`TorchLayout`]), to be used on `stream` (a stream value). It keeps `obj` alive. As
+    /// PyTorch's `__dlpack__(stream=...)` does, `stream` first waits for PyTorch's current
+    /// stream on the tensor's device, unless it is that stream.
+    pub(crate) fn import_torch(
+        obj: &Bound<'_, PyAny>,
+        l: TorchLayout,
+        stream: i64,
+    ) -> PyResult<Tensor> {
+        let _current = CurrentContext::save();
+        // The span from the element at index zero to the farthest one (PyTorch strides are
+        // never negative; an empty tensor is never read this way).
+        let span_len = l
+            .shape
+            .iter()
+            .zip(&l.strides)
+            .try_fold(1usize, |acc, (&n, &s)| {
+                let s = usize::try_from(s).ok()?;
+                acc.checked_add(n.checked_sub(1)?.checked_mul(s)?)
+            })
+            .ok_or_else(|| {
+                to_py(Error::invalid(format!(
+                    "a PyTorch tensor of shape {:?} and strides {:?} has no span devspan can view",
+                    l.shape, l.strides
+                )))
+            })?;
+        let owner: Arc<dyn DeviceOwner> = Arc::new(HeldObject(Some(obj.clone().unbind())));
+        let place = with_dtype!(l.dtype, T => {
+            // SAFETY: `data_ptr()`, `shape` and `stride()` of a live CUDA tensor describe
+            // memory of device `device` that the tensor owns, which `owner` keeps alive by
+            // holding the tensor; the constructor checks the layout against the span.
+            let v = unsafe {
+                DeviceView::<T, IxDyn>::from_raw_parts(
+                    l.data,
+                    span_len,
+                    IxDyn(&l.shape),
+                    &l.strides,
+                    0,
+                    l.device,
+                    owner.clone(),
+                )
+            }
+            .map_err(to_py)?;
+            Placement::of(&v)
+        });
+        let ctx = cuda::context(place.device)?;
+        let mut tensor = Tensor::new(place, owner, ctx, Arc::default(), false);
+        tensor.writable = true;
+        tensor.writable = with_dtype!(l.dtype, T => tensor.view_mut::<T>().is_ok());
+        let s = cuda::stream(&tensor.ctx, stream)?;
+        let current = Framework::Torch.current_stream(obj.py(), Some(l.device))?;
+        if !(matches!((stream, current), (0 | 1, 0 | 1)) || stream == current) {
+            let c = cuda::stream(&tensor.ctx, current)?;
+            s.join(&c).map_err(|e| to_py(e.into()))?;
+        }
+        tensor.after(&s, true)?;
+        Ok(tensor.following(Some(Framework::Torch)))
     }
 
     /// A writable tensor owning a new devspan array, with the allocation (queued on the

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Host time per call of small operations from Python: devspan beside PyTorch's own call for the
+same operation, on the same tensors, in one process.
+
+Usage, on a machine with a CUDA GPU and PyTorch:
+
+    bash python/build.sh          # or: pip install ./python
+    python3 tools/host_time_bench.py [--n 1024] [--calls 2000] [--rounds 7] [--path DIR]
+
+`--path DIR` puts DIR first on the import path (a directory holding a `devspan` package), so
+that two builds can be compared by running the script once with each.
+
+Rows, on f32 tensors of N elements (a square of about N elements for the transposed copy):
+- `copy`: `b.copy_(a)` against `devspan.copy(b, a)`;
+- `copy, cast`: `b.copy_(h)` with `h` f16 against `devspan.copy(b, h)`;
+- `copy, transposed`: `b.copy_(a.T)` against `devspan.copy(b, a.T)`;
+- `fill`: `b.fill_(0.5)` against `devspan.fill(b, 0.5)`;
+- `from_dlpack`: `devspan.from_dlpack(a)` alone (the view is dropped at once), beside
+  `torch.from_dlpack(a)`.
+
+Each devspan call is timed twice: on the torch tensors themselves (imported for the call) and
+on devspan tensors imported once beforehand (`devspan.from_dlpack`). The parts a torch
+argument costs on its own are listed last: PyTorch's `__dlpack__` and `__dlpack_device__`, and
+`torch.cuda.current_stream`.
+
+A cell is the median over ROUNDS of (wall time of CALLS calls) / CALLS, in microseconds, after
+200 warm-up calls; the GPU is synchronised between rounds, outside the timing. The operations
+are small enough that the GPU keeps up, so the time is the host's.
+"""
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+
+def per_call_us(f, calls, rounds, sync):
+    for _ in range(200):
+        f()
+    sync()
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            f()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+        sync()
+    return statistics.median(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--path", default=None)
+    args = ap.parse_args()
+    first = args.path or str(pathlib.Path(__file__).resolve().parents[1] / "python")
+    sys.path.insert(0, first)
+    import torch
+    import devspan
+
+    print(f"devspan from {pathlib.Path(devspan.__file__).resolve().parent}")
+    dev = "cuda"
+    n = args.n
+    side = max(1, round(n ** 0.5))
+    a = torch.randn(n, device=dev)
+    b = torch.empty(n, device=dev)
+    h = torch.randn(n, device=dev).half()
+    sq = torch.randn(side, side, device=dev)
+    bsq = torch.empty(side, side, device=dev)
+    sync = torch.cuda.synchronize
+    va, vb, vh = devspan.from_dlpack(a), devspan.from_dlpack(b), devspan.from_dlpack(h)
+    vsqt, vbsq = devspan.from_dlpack(sq.T), devspan.from_dlpack(bsq)
+
+    def t(f):
+        return per_call_us(f, args.calls, args.rounds, sync)
+
+    rows = [
+        ("copy", lambda: b.copy_(a), lambda: devspan.copy(b, a), lambda: devspan.copy(vb, va)),
+        ("copy, cast", lambda: b.copy_(h), lambda: devspan.copy(b, h), lambda: devspan.copy(vb, vh)),
+        ("copy, transposed", lambda: bsq.copy_(sq.T), lambda: devspan.copy(bsq, sq.T),
+         lambda: devspan.copy(vbsq, vsqt)),
+        ("fill", lambda: b.fill_(0.5), lambda: devspan.fill(b, 0.5), lambda: devspan.fill(vb, 0.5)),
+        ("from_dlpack", lambda: torch.from_dlpack(a), lambda: devspan.from_dlpack(a), None),
+    ]
+    print(f"host time per call, us ({n} f32; transposed {side}x{side}); "
+          f"median of {args.rounds} rounds of {args.calls} calls")
+    print(f"{'call':<18} {'torch':>8} {'devspan':>9} {'ratio':>7} {'devspan on devspan tensors':>28}")
+    for name, tf, df, vf in rows:
+        tt, dt = t(tf), t(df)
+        vt = f"{t(vf):.1f}" if vf else "-"
+        print(f"{name:<18} {tt:8.1f} {dt:9.1f} {dt / tt:7.2f} {vt:>28}")
+    # Check that the calls did what they say.
+    devspan.copy(b, a)
+    sync()
+    assert torch.equal(b, a)
+    devspan.copy(bsq, sq.T)
+    sync()
+    assert torch.equal(bsq, sq.T)
+    s = torch.cuda.current_stream().cuda_stream
+    parts = [
+        ("a.__dlpack__", lambda: a.__dlpack__(stream=1 if s == 0 else s, max_version=(1, 1))),
+        ("a.__dlpack_device__", lambda: a.__dlpack_device__()),
+        ("current_stream", lambda: torch.cuda.current_stream(0).cuda_stream),
+    ]
+    print("parts a torch argument costs on its own, us:")
+    for name, f in parts:
+        print(f"  {name:<22} {t(f):6.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
