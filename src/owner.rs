@@ -431,26 +431,63 @@ impl OwnerCell {
         write: bool,
         cap: &mut CaptureCheck<'_>,
     ) -> Result<bool> {
-        let capturing = cap.capturing()?;
-        let log = lock(&self.log);
-        let earlier = log
-            .iter()
-            .filter(|u| *u.stream != *stream && (write || u.wrote));
-        if capturing {
-            // The log's events are recorded outside any capture (nothing is recorded inside
-            // one), so querying them is allowed, in the relaxed mode.
-            let _relaxed = RelaxedMode::enter()?;
-            for u in earlier {
-                if !crate::capture::completed(&u.event)? {
-                    return Err(crate::capture::pending(write));
-                }
-            }
-            return Ok(false);
+        if !cap.capturing()? {
+            self.order_before(stream, write)?;
+            return Ok(true);
         }
-        for u in earlier {
+        let log = lock(&self.log);
+        // The log's events are recorded outside any capture (nothing is recorded inside one),
+        // so querying them is allowed, in the relaxed mode.
+        let _relaxed = RelaxedMode::enter()?;
+        for u in log
+            .iter()
+            .filter(|u| *u.stream != *stream && (write || u.wrote))
+        {
+            if !crate::capture::completed(&u.event)? {
+                return Err(crate::capture::pending(write));
+            }
+        }
+        Ok(false)
+    }
+
+    /// Makes `stream` (not capturing a graph) wait for devspan's work on other streams that an
+    /// access conflicts with: writes, and for a write every earlier access.
+    pub(crate) fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
+        let log = lock(&self.log);
+        for u in log
+            .iter()
+            .filter(|u| *u.stream != *stream && (write || u.wrote))
+        {
             stream.wait(&u.event)?;
         }
-        Ok(true)
+        Ok(())
+    }
+
+    /// Records an access enqueued on `stream` by work outside devspan's operations (an import
+    /// whose data is ready on `stream`, a consumer's stream), as an operation records its own.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn record(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+        self.finish(stream, write)
+    }
+
+    /// Whether every recorded access has completed. An event whose query fails counts as
+    /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn is_settled(&self) -> bool {
+        lock(&self.log)
+            .iter()
+            .all(|u| !matches!(u.event.try_is_complete(), Ok(false)))
+    }
+
+    /// Blocks the calling thread until every recorded access has completed; a failed wait is
+    /// tried once more (cudarc first reports, and clears, an error stored in the context).
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn wait_host(&self) {
+        for u in lock(&self.log).iter() {
+            if u.event.synchronize().is_err() {
+                let _ = u.event.synchronize();
+            }
+        }
     }
 
     /// Records an access enqueued on `stream`.
@@ -633,6 +670,15 @@ impl<'a> KeepAlive<'a> {
 
     pub(crate) fn owner(owner: Arc<dyn DeviceOwner>) -> Self {
         KeepAlive::Owner(OwnerCell::new(owner))
+    }
+
+    /// The owner's cell, for a keep-alive of a shared owner.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn cell(&self) -> Option<&Arc<OwnerCell>> {
+        match self {
+            KeepAlive::Owner(o) => Some(o),
+            _ => None,
+        }
     }
 
     fn same_tracker(&self, other: &KeepAlive<'_>) -> bool {

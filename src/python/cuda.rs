@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 
 use super::to_py;
 pub(crate) use crate::device::CurrentContext;
-use crate::owner::KeepAlive;
+use crate::owner::OwnerCell;
 
 /// The primary context of `device`, one `CudaContext` per device for the life of the process
 /// (frameworks such as PyTorch and CuPy use the same primary contexts).
@@ -91,8 +91,9 @@ pub(crate) fn stream_of(ctx: &Arc<CudaContext>, handle: i64) -> Result<Arc<CudaS
             // SAFETY: 1. the handle is a live stream (trusted, above) of this context (checked
             // above); 2. the wrapper is used during the call that made it, or kept in a
             // [`Link`] only while the object that keeps the stream alive is held (a CUDA Array
-            // Interface producer keeps its exported stream alive as long as itself); events
-            // recorded on it outlive it harmlessly; 3. ordering with the stream owner's work is
+            // Interface producer keeps its exported stream alive as long as itself), or in the
+            // log of an owner, which only compares its handle with other streams' and never
+            // queues work on it; events recorded on it outlive it harmlessly; 3. ordering with the stream owner's work is
             // what the caller asked for by naming the stream.
             Ok(unsafe { ctx.wrap_borrowed_stream(cu_stream) })
         }
@@ -160,28 +161,14 @@ pub(crate) fn pointer_device(ptr: u64) -> PyResult<usize> {
     })
 }
 
-/// An event recorded on a stream, with the stream's handle (as an address), so that work on
-/// the same stream, already ordered after it, need not wait for it.
-struct Mark {
-    event: CudaEvent,
-    stream: usize,
-}
-
-fn handle(stream: &CudaStream) -> usize {
-    stream.cu_stream() as usize
-}
-
-/// Work queued on a tensor's memory by devspan that later work on other streams must wait
-/// for: the last write and the reads since then (at most one per stream: a later read on a
-/// stream covers the earlier ones); and the streams of other libraries that work on the memory
-/// too ([`Link`]). Events are recorded again rather than made anew.
+/// The streams of other libraries that work on a tensor's memory too ([`Link`]), kept in step
+/// with devspan's work on it. (devspan's own work on the memory is ordered by the log of the
+/// tensor's owner, as for every view.)
 ///
-/// Dropping it drops CUDA events and streams, which makes their context current: callers hold
-/// a [`CurrentContext`] while they do.
+/// Dropping it destroys the streams devspan created, which makes their context current:
+/// callers hold a [`CurrentContext`] while they do.
 #[derive(Default)]
-pub(crate) struct Pending {
-    write: Option<Mark>,
-    reads: Vec<Mark>,
+pub(crate) struct Links {
     links: Vec<Link>,
 }
 
@@ -219,72 +206,22 @@ fn same(a: &CudaStream, b: &CudaStream) -> bool {
     a.cu_stream() == b.cu_stream()
 }
 
-impl Pending {
-    /// Makes `stream` wait for the last write (and, before a write, for the reads as well), and
-    /// for the work queued so far on every linked stream. Work recorded on `stream` itself is
-    /// already ordered before anything queued there next.
-    pub(crate) fn order_before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        let on = handle(stream);
-        let reads = if writing { &self.reads[..] } else { &[] };
-        for m in self.write.iter().chain(reads) {
-            if m.stream != on {
-                stream.wait(&m.event).map_err(|e| to_py(e.into()))?;
-            }
-        }
+impl Links {
+    /// Makes `stream` wait for the work queued so far on every linked stream.
+    pub(crate) fn order_before(&self, stream: &CudaStream) -> PyResult<()> {
         for l in self.links.iter().filter(|l| !same(&l.stream, stream)) {
             stream.join(&l.stream).map_err(|e| to_py(e.into()))?;
         }
         Ok(())
     }
 
-    /// `mark` recorded again on `stream`, or a new mark there.
-    fn record(mark: Option<Mark>, stream: &CudaStream) -> PyResult<Mark> {
-        let to_py_err = |e: cudarc::driver::DriverError| to_py(e.into());
-        let event = match mark {
-            Some(m) => {
-                m.event.record(stream).map_err(to_py_err)?;
-                m.event
-            }
-            None => stream.record_event(None).map_err(to_py_err)?,
-        };
-        Ok(Mark {
-            event,
-            stream: handle(stream),
-        })
-    }
-
-    /// Records that `stream` has just queued a write.
-    pub(crate) fn wrote(&mut self, stream: &CudaStream) -> PyResult<()> {
-        let m = Self::record(self.write.take(), stream)?;
-        self.hold_links(stream, &m.event)?;
-        self.write = Some(m);
-        self.reads.clear();
-        Ok(())
-    }
-
-    /// Records that `stream` has just queued a read.
-    pub(crate) fn read(&mut self, stream: &CudaStream) -> PyResult<()> {
-        let on = handle(stream);
-        let earlier = match self.reads.iter().position(|r| r.stream == on) {
-            Some(i) => Some(self.reads.swap_remove(i)),
-            None => {
-                self.reads.retain(|r| !r.event.is_complete());
-                None
-            }
-        };
-        let m = Self::record(earlier, stream)?;
-        self.hold_links(stream, &m.event)?;
-        self.reads.push(m);
-        Ok(())
-    }
-
     /// Whether streams are linked.
-    pub(crate) fn has_links(&self) -> bool {
-        !self.links.is_empty()
+    pub(crate) fn is_empty(&self) -> bool {
+        self.links.is_empty()
     }
 
     /// Makes every linked stream other than `stream` wait for `done`, recorded on `stream`.
-    pub(crate) fn hold_links(&self, stream: &CudaStream, done: &CudaEvent) -> PyResult<()> {
+    pub(crate) fn hold(&self, stream: &CudaStream, done: &CudaEvent) -> PyResult<()> {
         for l in self.links.iter().filter(|l| !same(&l.stream, stream)) {
             l.stream.wait(done).map_err(|e| to_py(e.into()))?;
         }
@@ -313,44 +250,19 @@ impl Pending {
         Ok(stream)
     }
 
-    /// Whether nothing is recorded.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.write.is_none() && self.reads.is_empty() && self.links.is_empty()
-    }
-
-    /// Whether all recorded work has completed and no stream was created for consumers: the
-    /// memory can go back to its producer without waiting. An event whose query fails counts as
-    /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
-    pub(crate) fn is_settled(&self) -> bool {
-        let done = |m: &Mark| !matches!(m.event.try_is_complete(), Ok(false));
-        self.write.iter().chain(&self.reads).all(done) && !self.links.iter().any(|l| l.created)
-    }
-
-    /// Blocks the calling thread until all recorded work is complete, and the work queued on
-    /// the streams devspan created for consumers. A wait that fails is tried once more: cudarc
-    /// reports an error stored in the context before waiting, and the first call clears it.
-    pub(crate) fn wait_host(&mut self) {
-        let wait = |e: &CudaEvent| {
-            if e.synchronize().is_err() {
-                let _ = e.synchronize();
-            }
-        };
-        for m in self.write.take().into_iter().chain(self.reads.drain(..)) {
-            wait(&m.event);
-        }
-        for l in self.links.iter().filter(|l| l.created) {
-            let _ = synchronize(&l.stream);
-        }
+    /// The streams devspan created for consumers.
+    pub(crate) fn created(&self) -> impl Iterator<Item = &Arc<CudaStream>> {
+        self.links.iter().filter(|l| l.created).map(|l| &l.stream)
     }
 }
 
-/// Locks a record of pending work (a poisoned lock still holds a consistent record).
-pub(crate) fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
-    pending.lock().unwrap_or_else(|p| p.into_inner())
+/// Locks a tensor's links (a poisoned lock still holds a consistent list).
+pub(crate) fn lock(links: &Mutex<Links>) -> MutexGuard<'_, Links> {
+    links.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Blocks until `stream` has finished its work; a failure is retried once, as in
-/// [`Pending::wait_host`].
+/// Blocks until `stream` has finished its work; a failure is retried once (cudarc first
+/// reports, and clears, an error stored in the context).
 pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
     stream
         .synchronize()
@@ -358,23 +270,17 @@ pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
         .map_err(|e| to_py(e.into()))
 }
 
-/// An imported tensor whose memory goes back to its producer once devspan's work on it has
-/// completed: its record of that work, and the keep-alive that holds the producer.
-struct Release {
-    pending: Arc<Mutex<Pending>>,
-    _keep: KeepAlive<'static>,
-}
-
-/// The tensors imported for one call, released without making the call wait for its work.
+/// The tensors imported for one call, released without making the call wait for its work: the
+/// keep-alive of each, whose owner's log records devspan's work on it.
 ///
 /// The call leaves its tensors here. Each devspan call first releases those whose work has
 /// completed, and so does a thread of devspan's every 10 ms while some are left, so that the
 /// memory goes back within about that time also when no further call comes. Until then a
-/// tensor's record stays listed in [`TENSORS`], so later work on overlapping memory is still
+/// tensor's owner stays listed in [`TENSORS`], so later work on overlapping memory is still
 /// ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is waited for on
 /// the host (without the GIL), which bounds the memory held back.
 pub(crate) struct Releases {
-    list: Mutex<Vec<Release>>,
+    list: Mutex<Vec<Arc<OwnerCell>>>,
     wake: Condvar,
     reaper: Once,
 }
@@ -390,25 +296,22 @@ pub(crate) static RELEASES: Releases = Releases {
 };
 
 impl Releases {
-    fn list(&self) -> MutexGuard<'_, Vec<Release>> {
+    fn list(&self) -> MutexGuard<'_, Vec<Arc<OwnerCell>>> {
         self.list.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Releases `keep` once the work recorded in `pending` has completed (now, if it has).
-    pub(crate) fn defer(&'static self, pending: Arc<Mutex<Pending>>, keep: KeepAlive<'static>) {
-        let release = Release {
-            pending,
-            _keep: keep,
-        };
-        if lock(&release.pending).is_settled() {
+    /// Releases `cell` (a tensor's owner) once the work in its log has completed (now, if it
+    /// has).
+    pub(crate) fn defer(&'static self, cell: Arc<OwnerCell>) {
+        if cell.is_settled() {
             let _current = CurrentContext::save();
-            drop(release);
+            drop(cell);
             return;
         }
         let (was_empty, oldest) = {
             let mut list = self.list();
             let was_empty = list.is_empty();
-            list.push(release);
+            list.push(cell);
             (
                 was_empty,
                 (list.len() > RELEASES_KEPT).then(|| list.remove(0)),
@@ -424,24 +327,23 @@ impl Releases {
             // The thread sleeps on `wake` only while the list is empty.
             self.wake.notify_one();
         }
-        if let Some(r) = oldest {
+        if let Some(cell) = oldest {
             let _current = CurrentContext::save();
-            let mut work = std::mem::take(&mut *lock(&r.pending));
-            pyo3::Python::attach(|py| py.detach(move || work.wait_host()));
-            drop(r);
+            pyo3::Python::attach(|py| py.detach(|| cell.wait_host()));
+            drop(cell);
         }
     }
 
     /// Releases the tensors whose work has completed. The caller is attached to Python.
     pub(crate) fn reap(&self) {
-        let done: Vec<Release> = {
+        let done: Vec<Arc<OwnerCell>> = {
             let mut list = self.list();
             if list.is_empty() {
                 return;
             }
             let (done, left) = std::mem::take(&mut *list)
                 .into_iter()
-                .partition(|r| lock(&r.pending).is_settled());
+                .partition(|c| c.is_settled());
             *list = left;
             done
         };
@@ -463,7 +365,7 @@ impl Releases {
                 }
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
-            let ready = self.list().iter().any(|r| lock(&r.pending).is_settled());
+            let ready = self.list().iter().any(|c| c.is_settled());
             if ready && pyo3::Python::try_attach(|_| self.reap()).is_none() {
                 return;
             }
@@ -502,7 +404,7 @@ impl Region {
     }
 }
 
-/// Items (the records of pending work of live devspan tensors) by the memory they describe,
+/// Items (the owners of live devspan tensors, or their links) by the memory they describe,
 /// so that work on one tensor can be ordered after devspan's work on every other tensor over
 /// overlapping memory: the same producer tensor imported twice, or an export imported again.
 ///
@@ -541,8 +443,12 @@ impl<T> Users<T> {
     }
 }
 
-/// The records of pending work of all live devspan tensors.
-pub(crate) static TENSORS: Users<Mutex<Pending>> = Users::new();
+/// The owners of all live devspan tensors (and of their exports and of tensors still waiting
+/// in [`RELEASES`]), whose logs record devspan's work on their memory.
+pub(crate) static TENSORS: Users<OwnerCell> = Users::new();
+
+/// The links of the live devspan tensors that have any.
+pub(crate) static LINKED: Users<Mutex<Links>> = Users::new();
 
 /// Run with `cargo test --features python --lib python` (the test binary links libpython). The
 /// `#[ignore]`d tests need a CUDA GPU (`--include-ignored`, as the GPU runner does).

@@ -52,12 +52,13 @@
 //! - Importing `obj` on stream `s` passes `s` to `obj.__dlpack__(stream=...)`, so the producer
 //!   makes `s` wait for its pending work on the tensor (the DLPack protocol).
 //! - devspan records a CUDA event after each operation on a tensor (also after one that
-//!   failed part way). A later operation on another stream waits for it: an operation on the
-//!   same `devspan.Tensor`, and one on any other live `devspan.Tensor` whose memory overlaps
-//!   it, such as a second import of the same producer tensor (`from_dlpack(x, stream=s1)` and
-//!   `from_dlpack(x[::2], stream=s2)`) or an export imported again. Overlap is judged on the
-//!   whole span a tensor may reach, so tensors that share an allocation but no element may wait
-//!   for each other.
+//!   failed part way), in the log of the tensor's owner, which every devspan view keeps (the
+//!   ordering of the Rust API). A later operation on another stream waits for it: an
+//!   operation on the same `devspan.Tensor`, and one on any other live `devspan.Tensor` whose
+//!   memory overlaps it, such as a second import of the same producer tensor
+//!   (`from_dlpack(x, stream=s1)` and `from_dlpack(x[::2], stream=s2)`) or an export imported
+//!   again. Overlap is judged on the whole span a tensor may reach, so tensors that share an
+//!   allocation but no element may wait for each other.
 //! - `Tensor.__dlpack__(stream=c)` makes the consumer's stream `c` wait for devspan's work on
 //!   the tensor (None: the legacy default stream; -1: no ordering), as the DLPack protocol asks
 //!   of producers.

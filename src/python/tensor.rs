@@ -8,12 +8,12 @@ use pyo3::exceptions::{PyAttributeError, PyBufferError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::cuda::{self, CurrentContext, Pending, Region};
+use super::cuda::{self, CurrentContext, Links, Region};
 use super::framework::{Framework, TorchLayout};
 use super::{cai, capsule, to_py, with_dtype};
 use crate::dlpack::{DLDeviceType, DlpackTensor};
 use crate::element::{DType, DeviceElement};
-use crate::owner::{DeviceOwner, KeepAlive};
+use crate::owner::{DeviceOwner, KeepAlive, OwnerCell};
 use crate::view::{DeviceView, DeviceViewMut};
 use crate::{DeviceArray, Error, ErrorKind, Layout};
 
@@ -46,15 +46,14 @@ impl Drop for HeldObject {
 }
 
 /// Device memory that devspan allocated for a tensor (the results of `cast` and
-/// `to_contiguous`): the [`DeviceArray`] and the tensor's record of devspan's work on it.
+/// `to_contiguous`).
 ///
-/// It is dropped after the last view and export of the memory, on whichever thread drops that:
-/// it makes the array's context current, makes the array's stream (the legacy default stream,
-/// where the memory was allocated) wait for every use recorded in `pending`, frees the memory
-/// there (stream-ordered), and restores the thread's current context.
+/// It is dropped after the last view and export of the memory, on whichever thread drops that,
+/// once the owner's log has made the array's stream (the legacy default stream, where the
+/// memory was allocated) wait for devspan's work on it: it makes the array's context current,
+/// frees the memory there (stream-ordered), and restores the thread's current context.
 struct Allocation<T: DeviceElement> {
     array: Option<DeviceArray<T, IxDyn>>,
-    pending: Arc<Mutex<Pending>>,
 }
 
 impl<T: DeviceElement> DeviceOwner for Allocation<T> {
@@ -77,9 +76,7 @@ impl<T: DeviceElement> Drop for Allocation<T> {
             return;
         };
         let _current = CurrentContext::save();
-        let mut pending = std::mem::take(&mut *cuda::lock(&self.pending));
-        let home = array.as_cuda_slice().stream().clone();
-        let ctx = home.context();
+        let ctx = array.as_cuda_slice().stream().context().clone();
         // cudarc frees without making the slice's context current, and the legacy default
         // stream's handle means the default stream of whatever context is current: bind first.
         // A failed bind is tried once more (cudarc first reports, and clears, an error stored
@@ -90,13 +87,9 @@ impl<T: DeviceElement> Drop for Allocation<T> {
             std::mem::forget(array);
             return;
         }
-        if pending.order_before(&home, true).is_err() {
-            pending.wait_host();
-        }
-        // Frees on `home` (`cuMemFreeAsync`; without memory pools, after synchronising `home`).
+        // Frees on the array's stream (`cuMemFreeAsync`; without memory pools, after
+        // synchronising it).
         drop(array);
-        // The events are released while the guard still holds the saved context.
-        drop(pending);
     }
 }
 
@@ -183,14 +176,16 @@ impl Placement {
 pub struct Tensor {
     place: Placement,
     writable: bool,
-    /// What keeps the memory alive (the producer, or an [`Allocation`]), shared by every view of
-    /// the tensor: one log of devspan's streams on it.
+    /// What keeps the memory alive (the producer, or an [`Allocation`]), shared by every view
+    /// and export of the tensor: its owner's log records devspan's work on the memory.
     keep: KeepAlive<'static>,
+    /// The owner's cell of `keep`, listed (weakly) in [`cuda::TENSORS`].
+    cell: Arc<OwnerCell>,
     ctx: Arc<CudaContext>,
-    /// devspan's work on the memory; also listed (weakly) in [`cuda::TENSORS`], and for
-    /// devspan's own allocations shared with the [`Allocation`] that frees the memory.
-    pending: Arc<Mutex<Pending>>,
-    /// Whether the owner is an [`Allocation`], which orders its own release after `pending`.
+    /// Streams of other libraries kept in step with devspan's work on the memory; listed
+    /// (weakly) in [`cuda::LINKED`] once it holds any.
+    links: Arc<Mutex<Links>>,
+    /// Whether the owner is an [`Allocation`], whose release is ordered on its own stream.
     self_releasing: bool,
     /// The framework whose current stream the tensor's operations use when a call names no
     /// stream: the producer's, or for devspan's own results their source's.
@@ -202,49 +197,62 @@ pub struct Tensor {
 
 impl Drop for Tensor {
     fn drop(&mut self) {
-        if self.self_releasing {
-            return;
+        let _current = CurrentContext::save();
+        {
+            // The work queued on the streams made for consumers counts as work on the memory:
+            // the release follows it.
+            let links = cuda::lock(&self.links);
+            for s in links.created() {
+                if self.cell.record(s, true).is_err() {
+                    let _ = cuda::synchronize(s);
+                }
+            }
         }
         if self.for_call {
-            let keep = std::mem::replace(&mut self.keep, KeepAlive::borrow());
-            cuda::RELEASES.defer(self.pending.clone(), keep);
+            cuda::RELEASES.defer(self.cell.clone());
             return;
         }
-        let _current = CurrentContext::save();
-        let mut pending = std::mem::take(&mut *cuda::lock(&self.pending));
-        if pending.is_empty() {
+        if self.self_releasing || self.cell.is_settled() {
             return;
         }
         // Wait without holding the GIL: other Python threads go on, and work queued on the
         // streams (a host callback, say) may itself need the GIL.
-        Python::attach(|py| py.detach(move || pending.wait_host()));
+        let cell = self.cell.clone();
+        Python::attach(|py| py.detach(move || cell.wait_host()));
     }
 }
 
 impl Tensor {
-    /// A tensor over `place`, listed in [`cuda::TENSORS`].
+    /// A tensor over `place`, its owner listed in [`cuda::TENSORS`].
     fn new(
         place: Placement,
         owner: Arc<dyn DeviceOwner>,
         ctx: Arc<CudaContext>,
-        pending: Arc<Mutex<Pending>>,
         self_releasing: bool,
     ) -> Tensor {
-        cuda::TENSORS.register(place.region(), &pending);
+        let keep = KeepAlive::owner(owner);
+        let cell = keep.cell().expect("an owner's keep-alive").clone();
+        cuda::TENSORS.register(place.region(), &cell);
         Tensor {
             place,
             writable: false,
-            keep: KeepAlive::owner(owner),
+            keep,
+            cell,
             ctx,
-            pending,
+            links: Arc::default(),
             self_releasing,
             framework: None,
             for_call: false,
         }
     }
 
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        cuda::lock(&self.pending)
+    fn links(&self) -> MutexGuard<'_, Links> {
+        cuda::lock(&self.links)
+    }
+
+    /// Records a write of the memory queued on `stream` by others than devspan's operations.
+    fn record_write(&self, stream: &Arc<CudaStream>) -> PyResult<()> {
+        self.cell.record(stream, true).map_err(to_py)
     }
 
     pub(crate) fn dtype(&self) -> DType {
@@ -327,8 +335,8 @@ impl Tensor {
             ));
         }
         // SAFETY: the same parts were validated when the tensor was made, over memory that
-        // `owner` (held by `keep`) keeps alive; devspan's users of the view order their work
-        // with `pending`.
+        // `owner` (held by `keep`) keeps alive; devspan's operations on the view order their
+        // work through the owner's log, and with other tensors through `before`.
         unsafe {
             DeviceView::from_raw_parts_kept(
                 p.base,
@@ -375,37 +383,45 @@ impl Tensor {
     }
 
     /// Makes `stream` wait for devspan's earlier work that a read (or write) of this tensor
-    /// must follow: on this tensor and on every live devspan tensor over overlapping memory.
+    /// must follow on every other live devspan tensor over overlapping memory, and for the work
+    /// queued so far on the streams linked to this tensor or to those. (devspan's operations
+    /// order themselves after the earlier work on the tensor's own memory.)
     pub(crate) fn before(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        self.pending().order_before(stream, writing)?;
-        for other in cuda::TENSORS.overlapping(self.place.region()) {
-            if !Arc::ptr_eq(&other, &self.pending) {
-                cuda::lock(&other).order_before(stream, writing)?;
+        let region = self.place.region();
+        for other in cuda::TENSORS.overlapping(region) {
+            if !Arc::ptr_eq(&other, &self.cell) {
+                other.order_before(stream, writing).map_err(to_py)?;
+            }
+        }
+        self.links().order_before(stream)?;
+        for other in cuda::LINKED.overlapping(region) {
+            if !Arc::ptr_eq(&other, &self.links) {
+                cuda::lock(&other).order_before(stream)?;
             }
         }
         Ok(())
     }
 
-    /// Records that `stream` has queued a write (or a read) of this tensor, and makes the
-    /// streams linked to it, or to any live devspan tensor over overlapping memory, wait for it.
-    pub(crate) fn after(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
-        {
-            let mut p = self.pending();
-            if writing {
-                p.wrote(stream)?;
-            } else {
-                p.read(stream)?;
-            }
-        }
-        let linked: Vec<_> = cuda::TENSORS
+    /// [`before`](Self::before), and the earlier work on this tensor too: for a stream that
+    /// works on the memory outside devspan's operations (a consumer's).
+    fn before_all(&self, stream: &CudaStream, writing: bool) -> PyResult<()> {
+        self.cell.order_before(stream, writing).map_err(to_py)?;
+        self.before(stream, writing)
+    }
+
+    /// Makes the streams linked to this tensor, or to any live devspan tensor over overlapping
+    /// memory, wait for the work `stream` has queued (devspan's operations record that work in
+    /// the owner's log themselves).
+    pub(crate) fn after(&self, stream: &CudaStream, _writing: bool) -> PyResult<()> {
+        let linked: Vec<_> = cuda::LINKED
             .overlapping(self.place.region())
             .into_iter()
-            .filter(|o| !Arc::ptr_eq(o, &self.pending) && cuda::lock(o).has_links())
+            .filter(|o| !cuda::lock(o).is_empty())
             .collect();
         if !linked.is_empty() {
             let done = stream.record_event(None).map_err(|e| to_py(e.into()))?;
             for o in linked {
-                cuda::lock(&o).hold_links(stream, &done)?;
+                cuda::lock(&o).hold(stream, &done)?;
             }
         }
         Ok(())
@@ -426,7 +442,7 @@ impl Tensor {
             (place, owner)
         });
         let ctx = cuda::context(place.device)?;
-        let mut tensor = Tensor::new(place, owner, ctx, Arc::default(), false);
+        let mut tensor = Tensor::new(place, owner, ctx, false);
         // Writable unless the producer said otherwise or the layout reaches an element twice
         // (a broadcast), which `view_mut` refuses.
         tensor.writable = !read_only;
@@ -440,12 +456,15 @@ impl Tensor {
                     "the stream of __cuda_array_interface__: {m}"
                 )))
             })?;
-            let mut pending = tensor.pending();
-            pending.link(producer);
-            // `s` waits for the work queued on the producer's stream.
-            pending.order_before(&s, true)?;
+            {
+                let mut links = tensor.links();
+                links.link(producer);
+                // `s` waits for the work queued on the producer's stream.
+                links.order_before(&s)?;
+            }
+            cuda::LINKED.register(tensor.place.region(), &tensor.links);
         }
-        tensor.after(&s, true)?;
+        tensor.record_write(&s)?;
         Ok(tensor)
     }
 
@@ -495,7 +514,7 @@ impl Tensor {
             Placement::of(&v)
         });
         let ctx = cuda::context(place.device)?;
-        let mut tensor = Tensor::new(place, owner, ctx, Arc::default(), false);
+        let mut tensor = Tensor::new(place, owner, ctx, false);
         tensor.writable = true;
         tensor.writable = with_dtype!(l.dtype, T => tensor.view_mut::<T>().is_ok());
         let s = cuda::stream(&tensor.ctx, stream)?;
@@ -504,7 +523,7 @@ impl Tensor {
             let c = cuda::stream(&tensor.ctx, current)?;
             s.join(&c).map_err(|e| to_py(e.into()))?;
         }
-        tensor.after(&s, true)?;
+        tensor.record_write(&s)?;
         Ok(tensor.following(Some(Framework::Torch)))
     }
 
@@ -517,11 +536,7 @@ impl Tensor {
         let (len, device) = (array.as_cuda_slice().len(), array.device());
         let home = array.as_cuda_slice().stream().clone();
         let ctx = home.context().clone();
-        let pending: Arc<Mutex<Pending>> = Arc::default();
-        let owner: Arc<dyn DeviceOwner> = Arc::new(Allocation {
-            array: Some(array),
-            pending: pending.clone(),
-        });
+        let owner: Arc<dyn DeviceOwner> = Arc::new(Allocation { array: Some(array) });
         let strides = Layout::contiguous(dim.clone()).strides().to_vec();
         // SAFETY: the array owns `len` elements of `T` at `ptr` on `device` and lives in
         // `owner`, which the tensor's views keep alive.
@@ -537,9 +552,9 @@ impl Tensor {
             )
         }
         .map_err(to_py)?;
-        let mut tensor = Tensor::new(Placement::of(&v), owner, ctx, pending, true);
+        let mut tensor = Tensor::new(Placement::of(&v), owner, ctx, true);
         tensor.writable = true;
-        tensor.after(&home, true)?;
+        tensor.record_write(&home)?;
         Ok(tensor)
     }
 }
@@ -602,9 +617,17 @@ impl Tensor {
             ))
         })?;
         let _current = CurrentContext::save();
-        let export = self.pending().consumer_stream(&self.ctx)?;
+        let export = {
+            let mut links = self.links();
+            let first = links.is_empty();
+            let export = links.consumer_stream(&self.ctx)?;
+            if first {
+                cuda::LINKED.register(p.region(), &self.links);
+            }
+            export
+        };
         // The consumer may write: its stream waits for devspan's reads as well.
-        self.before(&export, true)?;
+        self.before_all(&export, true)?;
         let size = p.dtype.size() as isize;
         let empty = p.shape.contains(&0);
         let d = PyDict::new(py);
@@ -668,7 +691,7 @@ impl Tensor {
         if stream != Some(-1) {
             let s = cuda::stream(&self.ctx, stream.unwrap_or(1))?;
             // The consumer may write: it waits for devspan's reads as well.
-            self.before(&s, true)?;
+            self.before_all(&s, true)?;
         }
         with_dtype!(self.place.dtype, T => {
             if self.writable {
