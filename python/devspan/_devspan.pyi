@@ -1,6 +1,8 @@
 # Type stubs of the extension module devspan._devspan (src/python/ in the devspan crate).
 # `python -m mypy.stubtest devspan` checks them against the built module.
 
+import os
+import pathlib
 from typing import Any, Protocol, SupportsFloat, SupportsIndex, final
 
 from typing_extensions import CapsuleType, TypeAlias
@@ -108,7 +110,12 @@ class ElementwiseKernel:
     """A CUDA C body over typed inputs and outputs, compiled by NVRTC and run over tensors of
     any layout: ElementwiseKernel("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y")."""
 
-    def __new__(cls, in_params: str, out_params: str, operation: str) -> ElementwiseKernel: ...
+    def __new__(
+        cls, in_params: str, out_params: str, operation: str, *, cache_dir: str | os.PathLike[str] | None = None
+    ) -> ElementwiseKernel: ...
+    @property
+    def cache_dir(self) -> pathlib.Path | None:
+        """The directory compiled variants are kept in, or None."""
     def __call__(self, *args: _TensorLike | _Scalar, stream: int | None = None) -> None:
         """Runs the kernel: the inputs (tensors or scalars), then the outputs (tensors)."""
 

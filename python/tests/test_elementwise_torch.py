@@ -66,3 +66,18 @@ def test_bad_calls_raise_their_exceptions():
     with pytest.raises(devspan.CompileError, match="body"):
         broken(x, z)
     assert bool((z == 0).all())
+
+
+def test_a_cache_dir_is_written_and_read_by_a_later_kernel(tmp_path):
+    x = torch.arange(1000, dtype=torch.float32, device=DEV)
+    z = torch.full_like(x, float("nan"))
+    k = devspan.ElementwiseKernel("f32 x", "f32 z", "z = x * 3.0f", cache_dir=tmp_path / "k")
+    k(x, z)
+    torch.testing.assert_close(z, x * 3.0)
+    files = list((tmp_path / "k").glob("*.ptx"))
+    assert len(files) == 1 and files[0].stat().st_size > 100
+    again = devspan.ElementwiseKernel("f32 x", "f32 z", "z = x * 3.0f", cache_dir=str(tmp_path / "k"))
+    z.fill_(float("nan"))
+    again(x, z)
+    torch.testing.assert_close(z, x * 3.0)
+    assert list((tmp_path / "k").glob("*")) == files

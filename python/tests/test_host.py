@@ -330,3 +330,8 @@ def test_elementwise_kernel_declarations_are_checked_without_a_gpu():
     # Argument counts are checked before any tensor is looked at.
     with pytest.raises(TypeError):
         k(1.0, object())
+    assert k.cache_dir is None
+    c = devspan.ElementwiseKernel("f32 x", "f32 z", "z = x", cache_dir="/tmp/devspan-kernels")
+    assert str(c.cache_dir) == "/tmp/devspan-kernels"
+    with pytest.raises(TypeError):
+        devspan.ElementwiseKernel("f32 x", "f32 z", "z = x", "/tmp/positional")

@@ -44,17 +44,21 @@
 //!   kernel object and context: a variant is the pattern of scalar and array inputs, the
 //!   number of axes after normalisation, the index width and the contiguous path. A compile
 //!   error returns `ErrorKind::Compile` with NVRTC's log, where
-//!   the body's lines are numbered from 1 in a file named `body`.
+//!   the body's lines are numbered from 1 in a file named `body`. With
+//!   [`with_cache_dir`](ElementwiseKernel::with_cache_dir) the PTX of each variant is also kept
+//!   on disk and read back by later processes instead of compiling.
 //!
 //! The body is CUDA C statements (a trailing `;` may be left out) that read the inputs and
 //! assign the outputs by name. It may declare locals and call CUDA's device functions (`sinf`,
 //! `fmaf`, `__fdividef`, ...); it cannot include headers. Names starting with `ds_` or `__`
 //! are reserved.
 
+mod cache;
 mod source;
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -77,6 +81,8 @@ pub struct ElementwiseKernel {
     outputs: Vec<Param>,
     body: String,
     compiled: Mutex<HashMap<(usize, Variant), CudaFunction>>,
+    /// Where compiled variants are kept between processes, if anywhere.
+    cache_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ElementwiseKernel {
@@ -91,6 +97,7 @@ impl std::fmt::Debug for ElementwiseKernel {
             .field("inputs", &list(&self.inputs))
             .field("outputs", &list(&self.outputs))
             .field("body", &self.body)
+            .field("cache_dir", &self.cache_dir)
             .finish()
     }
 }
@@ -327,7 +334,36 @@ impl ElementwiseKernel {
             outputs,
             body: body.to_string(),
             compiled: Mutex::new(HashMap::new()),
+            cache_dir: None,
         })
+    }
+
+    /// The kernel, keeping the PTX of each variant it compiles in directory `dir` (made when
+    /// first written) and reading it from there instead of compiling where it was kept before,
+    /// by this or another process, for the same generated source and compile options. A cache
+    /// file is used only where the source and options stored in it match exactly. The cache
+    /// is best effort: a directory that cannot be read or written costs a compile, never an
+    /// error. The driver still turns the PTX into machine code at the module load (its own
+    /// JIT cache keeps that).
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use devspan::elementwise::ElementwiseKernel;
+    /// // SAFETY: the body reads `x` and assigns `z`, nothing else.
+    /// let k = unsafe { ElementwiseKernel::new("f32 x", "f32 z", "z = 2.0f * x") }?
+    ///     .with_cache_dir(std::env::temp_dir().join("my-app-kernels"));
+    /// assert!(k.cache_dir().is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// The directory compiled variants are kept in ([`with_cache_dir`](Self::with_cache_dir)).
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache_dir.as_deref()
     }
 
     /// The declared inputs, as (name, element type).
@@ -596,11 +632,27 @@ impl ElementwiseKernel {
         }
         let src = source::source(&self.inputs, &self.outputs, &self.body, variant);
         let (major, minor) = ctx.compute_capability()?;
-        let ptx = compile(&src, major, minor)?;
-        let f = {
+        let options = compile_options(major, minor);
+        let load = |ptx: String| -> Result<CudaFunction> {
             // The first launch of a variant may happen while the stream captures a graph.
             let _relaxed = crate::capture::RelaxedMode::enter()?;
-            ctx.load_module(ptx)?.load_function(source::ENTRY)?
+            let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))?;
+            Ok(module.load_function(source::ENTRY)?)
+        };
+        let dir = self.cache_dir.as_deref();
+        let cached = dir
+            .and_then(|d| cache::load(d, &src, &options.join(" ")))
+            .and_then(|ptx| load(ptx).ok());
+        let f = match cached {
+            Some(f) => f,
+            None => {
+                let ptx = compile(&src, &options)?.to_src();
+                if let Some(d) = dir {
+                    // Best effort: a cache that cannot be written only costs later compiles.
+                    let _ = cache::store(d, &src, &options.join(" "), &ptx);
+                }
+                load(ptx)?
+            }
         };
         c.insert(key, f.clone());
         Ok(f)
@@ -659,8 +711,18 @@ fn check_aliasing(
     Ok(())
 }
 
-/// PTX of `src` for compute capability `major.minor`, or `Err(Compile)` with NVRTC's log.
-fn compile(src: &str, major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx> {
+/// NVRTC's options for compute capability `major.minor`.
+fn compile_options(major: i32, minor: i32) -> Vec<String> {
+    // 177: a helper the variant does not use (the prelude defines them all); 550: the direct
+    // offsets of an input the variant reads through shared memory instead.
+    vec![
+        format!("--gpu-architecture=compute_{major}{minor}"),
+        "--diag-suppress=177,550".into(),
+    ]
+}
+
+/// PTX of `src` compiled with `options`, or `Err(Compile)` with NVRTC's log.
+fn compile(src: &str, options: &[String]) -> Result<cudarc::nvrtc::Ptx> {
     // SAFETY: probing for the library only loads it (no NVRTC call), so that a missing library
     // is an error instead of cudarc's panic.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -670,12 +732,7 @@ fn compile(src: &str, major: i32, minor: i32) -> Result<cudarc::nvrtc::Ptx> {
         ));
     }
     let opts = cudarc::nvrtc::CompileOptions {
-        // 177: a helper the variant does not use (the prelude defines them all); 550: the
-        // direct offsets of an input the variant reads through shared memory instead.
-        options: vec![
-            format!("--gpu-architecture=compute_{major}{minor}"),
-            "--diag-suppress=177,550".into(),
-        ],
+        options: options.to_vec(),
         name: Some("devspan_elementwise.cu".into()),
         ..Default::default()
     };

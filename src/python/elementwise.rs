@@ -25,6 +25,10 @@ use crate::elementwise::{Arg as EwArg, ElementwiseKernel};
 /// output, else of the first input that has one, else the legacy default stream), after
 /// devspan's earlier work on every operand.
 ///
+/// With ``cache_dir`` (a path), the PTX of each compiled variant is kept in that directory and
+/// read back by later kernels and processes with the same source instead of compiling (best
+/// effort: an unusable directory costs a compile, never an error).
+///
 /// The body runs unchecked on the GPU: it must only read its inputs and assign its outputs by
 /// name. Errors: ``CompileError`` (with NVRTC's log), ``UnsupportedDtypeError``,
 /// ``ShapeMismatchError``, ``AliasingError``, ``DeviceMismatchError``,
@@ -37,12 +41,27 @@ pub struct PyElementwiseKernel {
 #[pymethods]
 impl PyElementwiseKernel {
     #[new]
-    fn new(in_params: &str, out_params: &str, operation: &str) -> PyResult<Self> {
+    #[pyo3(signature = (in_params, out_params, operation, *, cache_dir = None))]
+    fn new(
+        in_params: &str,
+        out_params: &str,
+        operation: &str,
+        cache_dir: Option<std::path::PathBuf>,
+    ) -> PyResult<Self> {
         // SAFETY: the class documents the body's contract (it reads its inputs and assigns its
         // outputs by name), which Python callers take on as CuPy's do.
-        let kernel =
+        let mut kernel =
             unsafe { ElementwiseKernel::new(in_params, out_params, operation) }.map_err(to_py)?;
+        if let Some(dir) = cache_dir {
+            kernel = kernel.with_cache_dir(dir);
+        }
         Ok(Self { kernel })
+    }
+
+    /// The directory compiled variants are kept in (``cache_dir=``), or None.
+    #[getter]
+    fn cache_dir(&self) -> Option<std::path::PathBuf> {
+        self.kernel.cache_dir().map(std::path::Path::to_path_buf)
     }
 
     fn __repr__(&self) -> String {

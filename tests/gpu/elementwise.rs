@@ -770,3 +770,83 @@ fn apply_collects_into_a_new_array_of_the_broadcast_shape() {
     let e = two.apply::<f64>(&stream, &[(&xr).into()]).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::InvalidArgument);
 }
+
+/// The bytes of a cache file up to the end of its stored source: the magic line, the options
+/// line, the source's length line and that many bytes.
+fn through_source(file: &str) -> usize {
+    let mut at = 0;
+    for _ in 0..2 {
+        at += file[at..].find('\n').unwrap() + 1;
+    }
+    let len_end = at + file[at..].find('\n').unwrap();
+    let len: usize = file[at..len_end].parse().unwrap();
+    len_end + 1 + len
+}
+
+fn ptx_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_cache_dir_keeps_compiled_variants_for_later_kernels() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let root = std::env::temp_dir().join(format!("devspan-ew-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (plus1, plus2) = (root.join("plus1"), root.join("plus2"));
+    let mut rng = StdRng::seed_from_u64(0xcace_0000);
+    let hx = uniform(&mut rng, &[300], |v| v as f32);
+    let x = DeviceArray::from_host(&stream, &hx).unwrap();
+    let run = |k: &ElementwiseKernel| -> Vec<f32> {
+        let mut z = DeviceArray::<f32, _>::zeros(&stream, IxDyn(&[300])).unwrap();
+        z.fill(f32::NAN).unwrap();
+        k.launch(&[(&x.view()).into()], &mut [(&mut z).into()])
+            .unwrap();
+        z.to_host().unwrap().iter().copied().collect()
+    };
+    // SAFETY: the bodies read `x` and assign `z`.
+    let make = |body: &str, dir: &std::path::Path| {
+        unsafe { ElementwiseKernel::new("f32 x", "f32 z", body) }
+            .unwrap()
+            .with_cache_dir(dir)
+    };
+    let a = make("z = x + 1.0f", &plus1);
+    assert_eq!(a.cache_dir(), Some(plus1.as_path()));
+    let want1: Vec<f32> = hx.iter().map(|v| v + 1.0).collect();
+    assert_eq!(run(&a), want1);
+    let files = ptx_files(&plus1);
+    assert_eq!(files.len(), 1, "one variant compiled, one file: {files:?}");
+    // A second kernel object with the same body reads the file: proven by a file whose PTX
+    // was swapped for the PTX of `z = x + 2.0f` (source and options still those of `+ 1`).
+    let c = make("z = x + 2.0f", &plus2);
+    assert_eq!(run(&c), hx.iter().map(|v| v + 2.0).collect::<Vec<_>>());
+    let one = std::fs::read_to_string(&files[0]).unwrap();
+    let two = std::fs::read_to_string(&ptx_files(&plus2)[0]).unwrap();
+    let swapped = format!(
+        "{}{}",
+        &one[..through_source(&one)],
+        &two[through_source(&two)..]
+    );
+    std::fs::write(&files[0], swapped).unwrap();
+    let b = make("z = x + 1.0f", &plus1);
+    assert_eq!(
+        run(&b),
+        hx.iter().map(|v| v + 2.0).collect::<Vec<_>>(),
+        "the kernel compiled instead of reading its cache file"
+    );
+    // A damaged file is compiled again and rewritten.
+    std::fs::write(&files[0], "devspan elementwise ptx 1\ngarbage").unwrap();
+    assert_eq!(run(&make("z = x + 1.0f", &plus1)), want1);
+    assert_eq!(ptx_files(&plus1), files);
+    assert!(std::fs::read_to_string(&files[0]).unwrap().len() > 100);
+    // A directory that cannot be made (its parent is a file) costs a compile, not an error.
+    let blocked = root.join("file");
+    std::fs::write(&blocked, "not a directory").unwrap();
+    assert_eq!(run(&make("z = x + 1.0f", &blocked.join("sub"))), want1);
+    std::fs::remove_dir_all(&root).unwrap();
+}
