@@ -1,0 +1,165 @@
+//! [`OwnerCell`]: a shared owner with the log of the streams devspan used its memory on, and
+//! the drop that orders the owner's release after that work.
+
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaEvent, CudaStream};
+
+use super::{DeviceOwner, lock};
+use crate::capture::{CaptureCheck, RelaxedMode};
+use crate::error::Result;
+
+/// One stream's part in an [`OwnerCell`]'s log.
+struct StreamUse {
+    stream: Arc<CudaStream>,
+    /// Recorded after the latest devspan operation on the memory on `stream`.
+    event: CudaEvent,
+    /// Whether any of those operations wrote the memory.
+    wrote: bool,
+}
+
+/// A [`DeviceOwner`] with the log of the streams devspan used its memory on; views hold it by
+/// `Arc`, and its drop orders the owner's release after that work.
+pub(crate) struct OwnerCell {
+    /// Taken, and dropped or leaked, in `OwnerCell`'s drop.
+    pub(super) owner: ManuallyDrop<Arc<dyn DeviceOwner>>,
+    log: Mutex<Vec<StreamUse>>,
+}
+
+impl OwnerCell {
+    pub(crate) fn new(owner: Arc<dyn DeviceOwner>) -> Arc<Self> {
+        Arc::new(OwnerCell {
+            owner: ManuallyDrop::new(owner),
+            log: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Makes `stream` wait for devspan's work on other streams that conflicts with this access
+    /// (writes, and for a write every earlier access); `Ok(true)`: the access is to be recorded.
+    /// Inside a capture (`cap`) the stream waits for nothing: that work must have completed
+    /// (`Err(StreamCapture)` otherwise), and `Ok(false)`: nothing is recorded.
+    pub(super) fn prepare(
+        &self,
+        stream: &CudaStream,
+        write: bool,
+        cap: &mut CaptureCheck<'_>,
+    ) -> Result<bool> {
+        if !cap.capturing()? {
+            self.order_before(stream, write)?;
+            return Ok(true);
+        }
+        let log = lock(&self.log);
+        // The log's events are recorded outside any capture (nothing is recorded inside one),
+        // so querying them is allowed, in the relaxed mode.
+        let _relaxed = RelaxedMode::enter()?;
+        for u in log
+            .iter()
+            .filter(|u| *u.stream != *stream && (write || u.wrote))
+        {
+            if !crate::capture::completed(&u.event)? {
+                return Err(crate::capture::pending(write));
+            }
+        }
+        Ok(false)
+    }
+
+    /// Makes `stream` (not capturing a graph) wait for devspan's work on other streams that an
+    /// access conflicts with: writes, and for a write every earlier access.
+    pub(crate) fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
+        let log = lock(&self.log);
+        for u in log
+            .iter()
+            .filter(|u| *u.stream != *stream && (write || u.wrote))
+        {
+            stream.wait(&u.event)?;
+        }
+        Ok(())
+    }
+
+    /// Records an access enqueued on `stream` by work outside devspan's operations (an import
+    /// whose data is ready on `stream`, a consumer's stream), as an operation records its own.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn record(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+        self.finish(stream, write)
+    }
+
+    /// Whether every recorded access has completed. An event whose query fails counts as
+    /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn is_settled(&self) -> bool {
+        lock(&self.log)
+            .iter()
+            .all(|u| !matches!(u.event.try_is_complete(), Ok(false)))
+    }
+
+    /// Blocks the calling thread until every recorded access has completed; a failed wait is
+    /// tried once more (cudarc first reports, and clears, an error stored in the context).
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn wait_host(&self) {
+        for u in lock(&self.log).iter() {
+            if u.event.synchronize().is_err() {
+                let _ = u.event.synchronize();
+            }
+        }
+    }
+
+    /// Records an access enqueued on `stream`.
+    pub(super) fn finish(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+        let mut log = lock(&self.log);
+        if let Some(u) = log.iter_mut().find(|u| *u.stream == **stream) {
+            u.event.record(stream)?;
+            u.wrote |= write;
+            return Ok(());
+        }
+        let event = stream.context().new_event(None)?;
+        event.record(stream)?;
+        log.push(StreamUse {
+            stream: stream.clone(),
+            event,
+            wrote: write,
+        });
+        Ok(())
+    }
+}
+
+impl Drop for OwnerCell {
+    fn drop(&mut self) {
+        // SAFETY: `owner` is taken once, here, and not used again.
+        let owner = unsafe { ManuallyDrop::take(&mut self.owner) };
+        // The waits below, and an owner that frees through a stream, make a context current;
+        // the thread's own is restored afterwards.
+        let _current = crate::device::CurrentContext::save();
+        let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
+        // The host waits below are allowed while a stream captures a graph in the relaxed
+        // capture mode only. (A log with entries means the driver is loaded.)
+        let _relaxed = if log.is_empty() {
+            None
+        } else {
+            RelaxedMode::enter().ok()
+        };
+        let release = owner.release_stream();
+        // Stream-ordered release: the release stream waits for the work of every other stream
+        // (unless it is capturing a graph, which cannot wait on work outside it); otherwise the
+        // host waits for all of it.
+        let ordered = release.as_ref().is_some_and(|rs| {
+            let mut others = log.iter().filter(|u| *u.stream != **rs).peekable();
+            others.peek().is_none()
+                || (matches!(crate::capture::is_capturing(rs), Ok(false))
+                    && others.all(|u| rs.wait(&u.event).is_ok()))
+        });
+        if !ordered && !log.iter().all(|u| u.event.synchronize().is_ok()) {
+            // The driver could neither order nor wait for the work, which may still use the
+            // memory: never release it.
+            std::mem::forget(owner);
+            return;
+        }
+        drop(log);
+        if let Some(rs) = release {
+            // An owner that frees through a stream (cudarc's `CudaSlice`) needs that stream's
+            // context current, and this thread may have another one or none.
+            let _ = crate::device::bind(rs.context());
+        }
+        drop(owner);
+    }
+}
