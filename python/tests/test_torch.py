@@ -517,3 +517,44 @@ def test_torch_tensors_on_another_stream_wait_for_pytorchs_current_stream():
     devspan.copy(y, x, stream=s2.cuda_stream)
     s2.synchronize()
     assert bool((y == 4.0).all())
+
+
+def test_a_torch_tensor_pointed_elsewhere_keeps_the_viewed_memory():
+    """The view holds the storage it reads, not the user's tensor object: `set_` on that object
+    must not free the memory devspan still writes."""
+    n = 1 << 20
+    x = torch.zeros(n, device="cuda")
+    old = x.data_ptr()
+    v = devspan.from_dlpack(x)
+    x.set_(torch.ones(n, device="cuda"))
+    gc.collect()
+    u = torch.full((n,), 3.0, device="cuda")
+    assert u.data_ptr() != old, "the viewed memory went back to PyTorch"
+    devspan.fill(v, 7.0)
+    torch.cuda.synchronize()
+    assert bool((u == 3.0).all()) and bool((x == 1.0).all())
+    del v
+
+
+EXIT_SCRIPT = """
+import sys
+sys.path.insert(0, {path!r})
+import torch, devspan
+s = torch.cuda.Stream()
+x = [torch.randn(1 << 20, device="cuda") for _ in range(8)]
+with torch.cuda.stream(s):
+    torch.cuda._sleep(100_000_000)
+for t in x:
+    devspan.fill(t, 1.0, stream=s.cuda_stream)  # still queued when the interpreter exits
+print("queued")
+"""
+
+
+def test_a_process_exits_cleanly_with_calls_still_queued():
+    import pathlib
+
+    path = str(pathlib.Path(devspan.__file__).resolve().parents[1])
+    script = textwrap.dedent(EXIT_SCRIPT).format(path=path)
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and "queued" in r.stdout, r.stdout + r.stderr

@@ -52,7 +52,8 @@ pub(crate) fn decode<'f>(file: &'f str, src: &str, options: &str) -> Option<&'f 
     let stored = rest.get(..len)?;
     let (ptx_len, ptx) = rest.get(len..)?.split_once('\n')?;
     let ptx_len: usize = ptx_len.parse().ok()?;
-    (opts == options && stored == src && ptx.len() == ptx_len).then_some(ptx)
+    // PTX is text without NUL bytes (a file zero-filled by a crash has some).
+    (opts == options && stored == src && ptx.len() == ptx_len && !ptx.contains('\0')).then_some(ptx)
 }
 
 /// The cached PTX of `src` compiled with `options`, if `dir` holds it.
@@ -109,6 +110,8 @@ mod tests {
         assert_eq!(decode(&format!("{file}x"), SRC, OPTS), None);
         assert_eq!(decode(&file.replacen("ptx 1", "ptx 2", 1), SRC, OPTS), None);
         assert_eq!(decode("", SRC, OPTS), None);
+        let zeroed = encode(SRC, OPTS, &"\0".repeat(PTX.len()));
+        assert_eq!(decode(&zeroed, SRC, OPTS), None, "zero-filled PTX");
     }
 
     #[test]

@@ -346,12 +346,15 @@ impl ElementwiseKernel {
     /// error. The driver still turns the PTX into machine code at the module load (its own
     /// JIT cache keeps that).
     ///
+    /// The files are loaded and run as GPU code: give a directory that only trusted users can
+    /// write (not a shared temporary directory).
+    ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// use devspan::elementwise::ElementwiseKernel;
     /// // SAFETY: the body reads `x` and assigns `z`, nothing else.
     /// let k = unsafe { ElementwiseKernel::new("f32 x", "f32 z", "z = 2.0f * x") }?
-    ///     .with_cache_dir(std::env::temp_dir().join("my-app-kernels"));
+    ///     .with_cache_dir("kernel-cache");
     /// assert!(k.cache_dir().is_some());
     /// # Ok(())
     /// # }

@@ -66,11 +66,17 @@ impl OwnerCell {
 
     /// Makes `stream` (not capturing a graph) wait for devspan's work on other streams that an
     /// access conflicts with: writes, and for a write every earlier access.
+    ///
+    /// The entry of a stream with `stream`'s handle is waited for too: a handle may name
+    /// another stream than the one logged (the per-thread default stream of another thread, or
+    /// a destroyed stream's handle given to a new one), and on the same stream the wait orders
+    /// nothing new. [`finish`](Self::finish) then records that entry's event again, and the
+    /// new record covers the old one's work either way.
     pub(crate) fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
         let log = lock(&self.log);
         for u in log
             .iter()
-            .filter(|u| *u.stream != *stream && (write || u.wrote))
+            .filter(|u| write || u.wrote || *u.stream == *stream)
         {
             stream.wait(&u.event)?;
         }
@@ -94,12 +100,24 @@ impl OwnerCell {
     }
 
     /// Blocks the calling thread until every recorded access has completed; a failed wait is
-    /// tried once more (cudarc first reports, and clears, an error stored in the context).
+    /// tried once more (cudarc first reports, and clears, an error stored in the context). The
+    /// log is not locked while the thread waits, so other threads may order work after it.
     #[cfg_attr(not(feature = "python"), allow(dead_code))]
     pub(crate) fn wait_host(&self) {
-        for u in lock(&self.log).iter() {
-            if u.event.synchronize().is_err() {
-                let _ = u.event.synchronize();
+        let events: Vec<_> = lock(&self.log)
+            .iter()
+            .map(|u| (u.event.context().clone(), u.event.cu_event()))
+            .collect();
+        for (ctx, event) in events {
+            let wait = || {
+                ctx.bind_to_thread()?;
+                // SAFETY: the event belongs to an entry of this log; entries are dropped only
+                // with the cell, which `self` keeps alive. Recording it again meanwhile only
+                // makes the wait cover later work too.
+                unsafe { cudarc::driver::result::event::synchronize(event) }
+            };
+            if wait().is_err() {
+                let _ = wait();
             }
         }
     }
@@ -139,14 +157,16 @@ impl Drop for OwnerCell {
             RelaxedMode::enter().ok()
         };
         let release = owner.release_stream();
-        // Stream-ordered release: the release stream waits for the work of every other stream
-        // (unless it is capturing a graph, which cannot wait on work outside it); otherwise the
-        // host waits for all of it.
+        // Stream-ordered release: the release stream waits for every entry, its own handle's
+        // too (which may name another stream, as in `order_before`); a release stream that is
+        // capturing a graph cannot wait on work outside it, and is taken as ordered only when
+        // all the work was queued on its handle. Otherwise the host waits for all of it.
         let ordered = release.as_ref().is_some_and(|rs| {
-            let mut others = log.iter().filter(|u| *u.stream != **rs).peekable();
-            others.peek().is_none()
-                || (matches!(crate::capture::is_capturing(rs), Ok(false))
-                    && others.all(|u| rs.wait(&u.event).is_ok()))
+            log.is_empty()
+                || match crate::capture::is_capturing(rs) {
+                    Ok(false) => log.iter().all(|u| rs.wait(&u.event).is_ok()),
+                    _ => log.iter().all(|u| *u.stream == **rs),
+                }
         });
         if !ordered && !log.iter().all(|u| u.event.synchronize().is_ok()) {
             // The driver could neither order nor wait for the work, which may still use the

@@ -1,5 +1,6 @@
 //! Contexts, framework stream handles and the events that order work between them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, Weak};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
@@ -283,6 +284,10 @@ pub(crate) struct Releases {
     list: Mutex<Vec<Arc<OwnerCell>>>,
     wake: Condvar,
     reaper: Once,
+    /// Set at interpreter exit ([`shut_down`](Self::shut_down)): the thread attaches no more.
+    stop: AtomicBool,
+    /// Whether the thread is attaching to Python (or attached).
+    attaching: AtomicBool,
 }
 
 /// How many tensors [`Releases`] holds before a new one makes the host wait.
@@ -293,6 +298,8 @@ pub(crate) static RELEASES: Releases = Releases {
     list: Mutex::new(Vec::new()),
     wake: Condvar::new(),
     reaper: Once::new(),
+    stop: AtomicBool::new(false),
+    attaching: AtomicBool::new(false),
 };
 
 impl Releases {
@@ -303,6 +310,13 @@ impl Releases {
     /// Releases `cell` (a tensor's owner) once the work in its log has completed (now, if it
     /// has).
     pub(crate) fn defer(&'static self, cell: Arc<OwnerCell>) {
+        if self.stop.load(Ordering::SeqCst) {
+            // The interpreter is exiting: no thread releases it later.
+            let _current = CurrentContext::save();
+            cell.wait_host();
+            drop(cell);
+            return;
+        }
         if cell.is_settled() {
             let _current = CurrentContext::save();
             drop(cell);
@@ -365,26 +379,59 @@ impl Releases {
                 }
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
-            let ready = self.list().iter().any(|c| c.is_settled());
-            if ready && pyo3::Python::try_attach(|_| self.reap()).is_none() {
+            if !self.list().iter().any(|c| c.is_settled()) {
+                continue;
+            }
+            // `attaching` is set before `stop` is read, and `shut_down` sets `stop` before it
+            // reads `attaching`: the thread never attaches after `shut_down` has returned.
+            self.attaching.store(true, Ordering::SeqCst);
+            let attached = !self.stop.load(Ordering::SeqCst)
+                && pyo3::Python::try_attach(|_| self.reap()).is_some();
+            self.attaching.store(false, Ordering::SeqCst);
+            if !attached {
                 return;
             }
+        }
+    }
+
+    /// At interpreter exit (an `atexit` handler, run attached): stops the release thread from
+    /// attaching again (a thread that attaches while the interpreter finalizes may be ended
+    /// mid-call), lets one that waits for the GIL finish, and releases what is still held, after
+    /// its work.
+    pub(crate) fn shut_down(&self, py: pyo3::Python<'_>) {
+        self.stop.store(true, Ordering::SeqCst);
+        py.detach(|| {
+            let start = std::time::Instant::now();
+            while self.attaching.load(Ordering::SeqCst)
+                && start.elapsed() < std::time::Duration::from_secs(1)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        let held = std::mem::take(&mut *self.list());
+        let _current = CurrentContext::save();
+        for cell in held {
+            py.detach(|| cell.wait_host());
+            drop(cell);
         }
     }
 }
 
 /// `result`, the outcome of queuing work on a stream, returned only once that work is accounted
 /// for, whether it failed or not: `record` notes it for later users (records CUDA events), and
-/// where that fails `synchronize` waits for it. The first error is the one returned.
+/// where that fails, or the work itself failed (and may be missing from the owner's log),
+/// `synchronize` waits for it. The first error is the one returned.
 pub(crate) fn settle<R, E>(
     result: Result<R, E>,
     record: impl FnOnce() -> Result<(), E>,
     synchronize: impl FnOnce() -> Result<(), E>,
 ) -> Result<R, E> {
     // On a recording error the synchronisation's own error is dropped: the first is reported.
-    let accounted = record().inspect_err(|_| {
+    // Work that failed part way may not be in the owner's log: it is waited for as well.
+    let accounted = record();
+    if result.is_err() || accounted.is_err() {
         let _ = synchronize();
-    });
+    }
     let out = result?;
     accounted.map(|()| out)
 }
@@ -522,20 +569,20 @@ mod tests {
         };
         assert_eq!(settle(Ok(7), record(true), sync), Ok(7));
         assert_eq!((records.get(), syncs.get()), (1, 0));
-        // A failed launch is still recorded: part of it may have been queued.
+        // A failed launch is still recorded (part of it may have been queued), and waited for.
         assert_eq!(
             settle(Err::<u8, _>("launch"), record(true), sync),
             Err("launch")
         );
-        assert_eq!((records.get(), syncs.get()), (2, 0));
-        // No event: the stream is synchronised instead, and the first error is reported.
+        assert_eq!((records.get(), syncs.get()), (2, 1));
+        // No event: the stream is synchronised once, and the first error is reported.
         assert_eq!(
             settle(Err::<u8, _>("launch"), record(false), sync),
             Err("launch")
         );
-        assert_eq!((records.get(), syncs.get()), (3, 1));
+        assert_eq!((records.get(), syncs.get()), (3, 2));
         assert_eq!(settle(Ok(7), record(false), sync), Err("record"));
-        assert_eq!((records.get(), syncs.get()), (4, 2));
+        assert_eq!((records.get(), syncs.get()), (4, 3));
     }
 
     #[test]

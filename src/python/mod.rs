@@ -76,12 +76,14 @@
 //! - Arguments that are not `devspan.Tensor`s are imported for the call only. The call does
 //!   not wait for its work: devspan holds them until that work has completed, and then
 //!   releases them, at its next call or within about 10 ms (a devspan thread checks while any
-//!   are held). Until then later devspan work on the same memory is ordered after it.
+//!   are held; at interpreter exit, an `atexit` handler waits for what is left). Until then
+//!   later devspan work on the same memory is ordered after it.
 //! - A plain `torch.Tensor` (the class itself, in CUDA memory, strided, not requiring
 //!   gradients, with no negative bit, not empty) is imported from its own `data_ptr()`,
 //!   `shape` and `stride()` rather than through `__dlpack__`, with the same ordering: the call's
 //!   stream waits for PyTorch's current stream on the tensor's device unless it is that stream.
-//!   The view holds the tensor object. Other PyTorch tensors go through `__dlpack__`.
+//!   The view holds `detach()` of the tensor (the same storage, whatever later becomes of the
+//!   tensor object). Other PyTorch tensors go through `__dlpack__`.
 //! - Every call leaves the calling thread's current CUDA context as it found it.
 //!
 //! Errors: a subclass of `devspan.Error` per [`ErrorKind`](crate::ErrorKind), named after the
@@ -196,7 +198,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy, m)?)?;
     m.add_function(wrap_pyfunction!(cast, m)?)?;
     m.add_function(wrap_pyfunction!(to_contiguous, m)?)?;
+    // Not an attribute of the module: only `atexit` holds it.
+    let release_at_exit = wrap_pyfunction!(release_at_exit, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (release_at_exit,))?;
     Ok(())
+}
+
+/// Run by `atexit`: see [`cuda::Releases::shut_down`].
+#[pyfunction]
+fn release_at_exit(py: Python<'_>) {
+    cuda::RELEASES.shut_down(py);
 }
 
 /// The element type named by `name`: devspan's names ("f32"), NumPy's ("float32"),

@@ -26,9 +26,11 @@ impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
     }
 }
 
-/// Keeps a Python object alive (a PyTorch tensor whose layout devspan read directly) behind a
-/// devspan owner handle. The reference is released attached to Python where the interpreter
-/// can be attached to; otherwise PyO3 releases it at the next attach.
+/// Keeps a PyTorch tensor's memory alive behind a devspan owner handle: `detach()` of the tensor
+/// whose layout devspan read, a second tensor over the same storage, so that pointing the
+/// user's tensor at other memory (`set_`, `.data = ...`) does not free this memory. The
+/// reference is released attached to Python where the interpreter can be attached to;
+/// otherwise PyO3 releases it at the next attach.
 struct HeldObject(Option<Py<PyAny>>);
 
 impl DeviceOwner for HeldObject {
@@ -469,7 +471,8 @@ impl Tensor {
     }
 
     /// A tensor over a plain PyTorch tensor's memory, `obj`, whose layout `l` was read from it
-    /// ([`TorchLayout`]), to be used on `stream` (a stream value). It keeps `obj` alive. As
+    /// ([`TorchLayout`]), to be used on `stream` (a stream value). It keeps `obj.detach()`
+    /// alive (the same storage). As
     /// PyTorch's `__dlpack__(stream=...)` does, `stream` first waits for PyTorch's current
     /// stream on the tensor's device, unless it is that stream.
     pub(crate) fn import_torch(
@@ -494,7 +497,8 @@ impl Tensor {
                     l.shape, l.strides
                 )))
             })?;
-        let owner: Arc<dyn DeviceOwner> = Arc::new(HeldObject(Some(obj.clone().unbind())));
+        let held = obj.call_method0(pyo3::intern!(obj.py(), "detach"))?;
+        let owner: Arc<dyn DeviceOwner> = Arc::new(HeldObject(Some(held.unbind())));
         let place = with_dtype!(l.dtype, T => {
             // SAFETY: `data_ptr()`, `shape` and `stride()` of a live CUDA tensor describe
             // memory of device `device` that the tensor owns, which `owner` keeps alive by
