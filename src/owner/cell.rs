@@ -83,13 +83,6 @@ impl OwnerCell {
         Ok(())
     }
 
-    /// Records an access enqueued on `stream` by work outside devspan's operations (an import
-    /// whose data is ready on `stream`, a consumer's stream), as an operation records its own.
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn record(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
-        self.finish(stream, write)
-    }
-
     /// Whether every recorded access has completed. An event whose query fails counts as
     /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
     #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -122,8 +115,9 @@ impl OwnerCell {
         }
     }
 
-    /// Records an access enqueued on `stream`.
-    pub(super) fn finish(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+    /// Records an access enqueued on `stream`: by a devspan operation, or by work outside them
+    /// (an import whose data is ready on `stream`, a consumer's stream).
+    pub(crate) fn finish(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
         let mut log = lock(&self.log);
         if let Some(u) = log.iter_mut().find(|u| *u.stream == **stream) {
             u.event.record(stream)?;

@@ -520,15 +520,6 @@ impl<'a> KeepAlive<'a> {
         KeepAlive::Owner(OwnerCell::new(owner))
     }
 
-    /// The owner's cell, for a keep-alive of a shared owner.
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn cell(&self) -> Option<&Arc<OwnerCell>> {
-        match self {
-            KeepAlive::Owner(o) => Some(o),
-            _ => None,
-        }
-    }
-
     fn same_tracker(&self, other: &KeepAlive<'_>) -> bool {
         match (self, other) {
             (KeepAlive::Cuda(a, _), KeepAlive::Cuda(b, _)) => {

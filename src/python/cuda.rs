@@ -310,16 +310,14 @@ impl Releases {
     /// Releases `cell` (a tensor's owner) once the work in its log has completed (now, if it
     /// has).
     pub(crate) fn defer(&'static self, cell: Arc<OwnerCell>) {
-        if self.stop.load(Ordering::SeqCst) {
-            // The interpreter is exiting: no thread releases it later.
-            let _current = CurrentContext::save();
-            cell.wait_host();
-            drop(cell);
-            return;
-        }
         if cell.is_settled() {
             let _current = CurrentContext::save();
             drop(cell);
+            return;
+        }
+        if self.stop.load(Ordering::SeqCst) {
+            // The interpreter is exiting: no thread releases it later.
+            release_after_work(cell);
             return;
         }
         let (was_empty, oldest) = {
@@ -342,9 +340,7 @@ impl Releases {
             self.wake.notify_one();
         }
         if let Some(cell) = oldest {
-            let _current = CurrentContext::save();
-            pyo3::Python::attach(|py| py.detach(|| cell.wait_host()));
-            drop(cell);
+            release_after_work(cell);
         }
     }
 
@@ -408,13 +404,17 @@ impl Releases {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         });
-        let held = std::mem::take(&mut *self.list());
-        let _current = CurrentContext::save();
-        for cell in held {
-            py.detach(|| cell.wait_host());
-            drop(cell);
+        for cell in std::mem::take(&mut *self.list()) {
+            release_after_work(cell);
         }
     }
+}
+
+/// Releases `cell` now, once the host has waited (without the GIL) for the work in its log.
+fn release_after_work(cell: Arc<OwnerCell>) {
+    let _current = CurrentContext::save();
+    pyo3::Python::attach(|py| py.detach(|| cell.wait_host()));
+    drop(cell);
 }
 
 /// `result`, the outcome of queuing work on a stream, returned only once that work is accounted
@@ -627,7 +627,7 @@ mod tests {
             let mut v = t.view_mut::<f32>().expect("view");
             t.before(&side, true).expect("order");
             v.fill_on(&side, 1.0).expect("fill");
-            t.after(&side, true).expect("record");
+            t.after(&side).expect("record");
             drop(v);
             set_current(std::ptr::null_mut());
             drop(t);

@@ -145,8 +145,8 @@ impl PyElementwiseKernel {
             .map_err(to_py);
         let record = || {
             let mut r = Ok(());
-            for (k, a) in &imported {
-                let x = a.get().after(&s, *k >= ins.len());
+            for (_, a) in &imported {
+                let x = a.get().after(&s);
                 if r.is_ok() {
                     r = x;
                 }

@@ -604,7 +604,7 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
         let mut view = t.view_mut::<T>().map_err(to_py)?;
         t.before(&s, true)?;
         let done = view.fill_on(&s, v).map_err(to_py);
-        cuda::settle(done, || t.after(&s, true), || cuda::synchronize(&s))?;
+        cuda::settle(done, || t.after(&s), || cuda::synchronize(&s))?;
     });
     Ok(())
 }
@@ -690,8 +690,8 @@ fn ordered_cast<T: DeviceElement, U: DeviceElement>(
     src.before(stream, false)?;
     let done = dv.assign_cast_on(stream, sv).map_err(to_py);
     let record = || {
-        let read = src.after(stream, false);
-        let written = dst.after(stream, true);
+        let read = src.after(stream);
+        let written = dst.after(stream);
         read.and(written)
     };
     cuda::settle(done, record, || cuda::synchronize(stream))

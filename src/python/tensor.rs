@@ -179,9 +179,8 @@ pub struct Tensor {
     place: Placement,
     writable: bool,
     /// What keeps the memory alive (the producer, or an [`Allocation`]), shared by every view
-    /// and export of the tensor: its owner's log records devspan's work on the memory.
-    keep: KeepAlive<'static>,
-    /// The owner's cell of `keep`, listed (weakly) in [`cuda::TENSORS`].
+    /// and export of the tensor: its log records devspan's work on the memory. Listed (weakly)
+    /// in [`cuda::TENSORS`].
     cell: Arc<OwnerCell>,
     ctx: Arc<CudaContext>,
     /// Streams of other libraries kept in step with devspan's work on the memory; listed
@@ -205,7 +204,7 @@ impl Drop for Tensor {
             // the release follows it.
             let links = cuda::lock(&self.links);
             for s in links.created() {
-                if self.cell.record(s, true).is_err() {
+                if self.cell.finish(s, true).is_err() {
                     let _ = cuda::synchronize(s);
                 }
             }
@@ -232,13 +231,11 @@ impl Tensor {
         ctx: Arc<CudaContext>,
         self_releasing: bool,
     ) -> Tensor {
-        let keep = KeepAlive::owner(owner);
-        let cell = keep.cell().expect("an owner's keep-alive").clone();
+        let cell = OwnerCell::new(owner);
         cuda::TENSORS.register(place.region(), &cell);
         Tensor {
             place,
             writable: false,
-            keep,
             cell,
             ctx,
             links: Arc::default(),
@@ -254,7 +251,12 @@ impl Tensor {
 
     /// Records a write of the memory queued on `stream` by others than devspan's operations.
     fn record_write(&self, stream: &Arc<CudaStream>) -> PyResult<()> {
-        self.cell.record(stream, true).map_err(to_py)
+        self.cell.finish(stream, true).map_err(to_py)
+    }
+
+    /// The keep-alive of the tensor's views: its owner, with its log.
+    fn keep(&self) -> KeepAlive<'static> {
+        KeepAlive::Owner(self.cell.clone())
     }
 
     pub(crate) fn dtype(&self) -> DType {
@@ -288,12 +290,7 @@ impl Tensor {
     /// The tensor's memory handle, sharing its keep-alive.
     fn raw_bytes(&self) -> crate::Result<crate::bytes::RawBytes<'static>> {
         let p = &self.place;
-        crate::bytes::RawBytes::new(
-            p.base,
-            p.span_len * p.dtype.size(),
-            p.device,
-            self.keep.clone(),
-        )
+        crate::bytes::RawBytes::new(p.base, p.span_len * p.dtype.size(), p.device, self.keep())
     }
 
     /// The tensor as an input of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel).
@@ -347,7 +344,7 @@ impl Tensor {
                 &p.strides,
                 p.offset,
                 p.device,
-                self.keep.clone(),
+                self.keep(),
             )
         }
     }
@@ -379,7 +376,7 @@ impl Tensor {
                 &p.strides,
                 p.offset,
                 p.device,
-                self.keep.clone(),
+                self.keep(),
             )
         }
     }
@@ -414,7 +411,7 @@ impl Tensor {
     /// Makes the streams linked to this tensor, or to any live devspan tensor over overlapping
     /// memory, wait for the work `stream` has queued (devspan's operations record that work in
     /// the owner's log themselves).
-    pub(crate) fn after(&self, stream: &CudaStream, _writing: bool) -> PyResult<()> {
+    pub(crate) fn after(&self, stream: &CudaStream) -> PyResult<()> {
         let linked: Vec<_> = cuda::LINKED
             .overlapping(self.place.region())
             .into_iter()
@@ -481,22 +478,17 @@ impl Tensor {
         stream: i64,
     ) -> PyResult<Tensor> {
         let _current = CurrentContext::save();
-        // The span from the element at index zero to the farthest one (PyTorch strides are
-        // never negative; an empty tensor is never read this way).
-        let span_len = l
-            .shape
-            .iter()
-            .zip(&l.strides)
-            .try_fold(1usize, |acc, (&n, &s)| {
-                let s = usize::try_from(s).ok()?;
-                acc.checked_add(n.checked_sub(1)?.checked_mul(s)?)
-            })
-            .ok_or_else(|| {
-                to_py(Error::invalid(format!(
+        // The span from the element at index zero to the farthest one: PyTorch strides are never
+        // negative, and an empty tensor is never read this way.
+        let span_len = match crate::layout::reach(&l.shape, &l.strides).map_err(to_py)? {
+            Some((0, hi)) => hi as usize + 1,
+            _ => {
+                return Err(to_py(Error::invalid(format!(
                     "a PyTorch tensor of shape {:?} and strides {:?} has no span devspan can view",
                     l.shape, l.strides
-                )))
-            })?;
+                ))));
+            }
+        };
         let held = obj.call_method0(pyo3::intern!(obj.py(), "detach"))?;
         let owner: Arc<dyn DeviceOwner> = Arc::new(HeldObject(Some(held.unbind())));
         let place = with_dtype!(l.dtype, T => {
