@@ -166,7 +166,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
     pub fn zeros<Sh: IntoDimension<Dim = D>>(stream: &Arc<CudaStream>, shape: Sh) -> Result<Self> {
         let (layout, n) = Self::layout_for(shape)?;
         refuse_in_capture(stream)?;
-        let data = stream.alloc_zeros::<T>(n)?;
+        let data = crate::driver::alloc_zeros::<T>(stream, n)?;
         Ok(Self::from_parts_owned(data, layout))
     }
 
@@ -232,7 +232,7 @@ impl<T: DeviceElement, D: Dimension> DeviceArray<T, D> {
         let (layout, n) = Self::layout_for(shape)?;
         refuse_in_capture(stream)?;
         // SAFETY: the caller promises to write every element before reading it.
-        let data = unsafe { stream.alloc::<T>(n)? };
+        let data = unsafe { crate::driver::alloc::<T>(stream, n)? };
         Ok(Self::from_parts_owned(data, layout))
     }
 

@@ -32,17 +32,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{
-    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError, result, sys,
-};
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError};
 
-use crate::error::{Error, Result};
+use crate::driver::{self, CUstreamCaptureMode, CUstreamCaptureStatus};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Whether `stream` is capturing a graph. `Err(StreamCapture)` for a stream whose capture has
 /// been invalidated, and for the legacy default stream while another stream of its context
 /// captures (the driver forbids using it then).
 pub(crate) fn is_capturing(stream: &CudaStream) -> Result<bool> {
-    use sys::CUstreamCaptureStatus::*;
+    use CUstreamCaptureStatus::*;
     let cs = stream.cu_stream();
     // The handles of the legacy and per-thread default streams (null, `CU_STREAM_LEGACY`,
     // `CU_STREAM_PER_THREAD`) name the stream of the current context; other handles name their
@@ -51,13 +50,13 @@ pub(crate) fn is_capturing(stream: &CudaStream) -> Result<bool> {
     // fail, once more with it current.
     let special = (cs as usize) <= 2;
     // SAFETY: `stream` is a live stream; the call writes one status.
-    let unbound = (!special).then(|| unsafe { result::stream::is_capturing(cs) });
+    let unbound = (!special).then(|| unsafe { driver::capture_status(cs) });
     let status = match unbound {
         Some(Ok(status)) => Ok(status),
         _ => {
             stream.context().bind_to_thread()?;
             // SAFETY: as above, with the stream's context current.
-            unsafe { result::stream::is_capturing(cs) }
+            unsafe { driver::capture_status(cs) }
         }
     };
     match status {
@@ -67,11 +66,18 @@ pub(crate) fn is_capturing(stream: &CudaStream) -> Result<bool> {
             "the stream's graph capture has been invalidated by an earlier call; end the capture \
              (which then fails) before enqueuing work on the stream",
         )),
-        Err(DriverError(sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)) => Err(Error::capture(
-            "the legacy default stream cannot be used while another stream of its context is \
-             capturing a graph; use a stream created for the work",
-        )),
-        Err(e) => Err(e.into()),
+        Err(e)
+            if e.kind()
+                == &ErrorKind::Driver(DriverError(
+                    driver::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                )) =>
+        {
+            Err(Error::capture(
+                "the legacy default stream cannot be used while another stream of its context \
+                 is capturing a graph; use a stream created for the work",
+            ))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -128,24 +134,21 @@ impl<'s> CaptureCheck<'s> {
 /// (`cuThreadExchangeStreamCaptureMode`): under it the thread may make the "potentially unsafe"
 /// calls (event and stream queries, host waits, module loads) that the global and thread-local
 /// modes forbid during a capture, and that would otherwise fail and invalidate it.
-pub(crate) struct RelaxedMode(sys::CUstreamCaptureMode);
+pub(crate) struct RelaxedMode(CUstreamCaptureMode);
 
 impl RelaxedMode {
     /// Switches the calling thread to the relaxed mode. Only called once the driver is loaded
     /// (a context has been made current).
     pub(crate) fn enter() -> Result<Self> {
-        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-        // SAFETY: the driver reads the new mode from, and writes the previous one to, the
-        // pointer it is given, which is valid for the call.
-        unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }.result()?;
-        Ok(RelaxedMode(mode))
+        driver::exchange_capture_mode(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+            .map(RelaxedMode)
     }
 }
 
 impl Drop for RelaxedMode {
     fn drop(&mut self) {
-        // SAFETY: as in `enter`; this restores the mode `enter` replaced.
-        let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut self.0) };
+        // Restores the mode `enter` replaced.
+        let _ = driver::exchange_capture_mode(self.0);
     }
 }
 
@@ -195,7 +198,7 @@ impl Probe {
     /// not through cudarc's `new_stream`, which synchronises the context when it makes the
     /// context's first stream (invalid while a stream of it captures).
     fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
-        let cu_stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+        let cu_stream = driver::create_stream()?;
         // SAFETY: 1. `cu_stream` is a live stream of `ctx` (current on this thread when it was
         // created); 2. it stays alive until the probe's drop destroys it, after the wrapper's
         // last use (the probe holds the only handle on the wrapper); 3. only devspan uses it.
@@ -210,7 +213,7 @@ impl Drop for Probe {
         // SAFETY: the stream was created by `Probe::new` and is destroyed once, here; a stream
         // destroyed with pending waits is released once they complete. Probes in a capture are
         // never dropped (they are kept until it ends).
-        let _ = unsafe { result::stream::destroy(self.stream.cu_stream()) };
+        let _ = unsafe { driver::destroy_stream(self.stream.cu_stream()) };
     }
 }
 
@@ -222,19 +225,19 @@ const KEPT_PROBES: usize = 8;
 
 /// The state of a probe stream. The calling thread is in the relaxed capture mode.
 fn probe_state(probe: &CudaStream) -> Result<ProbeState> {
-    use sys::CUstreamCaptureStatus::*;
+    use CUstreamCaptureStatus::*;
     // SAFETY: the probe is a live stream of the context current on this thread (bound by the
-    // caller); the call writes one status.
-    match unsafe { result::stream::is_capturing(probe.cu_stream()) }? {
+    // caller).
+    match unsafe { driver::capture_status(probe.cu_stream()) }? {
         CU_STREAM_CAPTURE_STATUS_ACTIVE => return Ok(ProbeState::Captured),
         CU_STREAM_CAPTURE_STATUS_INVALIDATED => return Ok(ProbeState::Invalidated),
         CU_STREAM_CAPTURE_STATUS_NONE => {}
     }
     // SAFETY: as above; the stream is not capturing, so querying it is allowed.
-    match unsafe { sys::cuStreamQuery(probe.cu_stream()) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(ProbeState::Idle),
-        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(ProbeState::Waiting),
-        e => Err(DriverError(e).into()),
+    if unsafe { driver::stream_idle(probe.cu_stream()) }? {
+        Ok(ProbeState::Idle)
+    } else {
+        Ok(ProbeState::Waiting)
     }
 }
 

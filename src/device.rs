@@ -14,13 +14,11 @@ fn driver_status() -> &'static std::result::Result<usize, String> {
         if cfg!(miri) {
             return Err("the CUDA driver cannot be loaded under Miri".into());
         }
-        // SAFETY: `is_culib_present` only tries to dlopen the driver library by its known names
-        // and drops the handle; it has no preconditions.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !crate::driver::library_present() {
             return Err("the CUDA driver library (libcuda) could not be loaded: no NVIDIA driver on this machine".into());
         }
-        if let Err(e) = cudarc::driver::result::init() {
-            return Err(format!("the CUDA driver failed to initialise: {e}"));
+        if let Err(e) = crate::driver::init() {
+            return Err(format!("the CUDA driver failed to initialise: {e:#}"));
         }
         match CudaContext::device_count() {
             Ok(0) => Err("the CUDA driver reports no device".into()),
@@ -131,7 +129,7 @@ pub(crate) fn check_stream(stream: &CudaStream, device: usize, what: &str) -> Re
 ///
 /// Every entry point of the Python bindings, and every release of memory (whose drop may run on
 /// any thread), saves the current context before anything that can make another one current.
-pub(crate) struct CurrentContext(Option<cudarc::driver::sys::CUcontext>);
+pub(crate) struct CurrentContext(Option<crate::driver::CUcontext>);
 
 impl CurrentContext {
     /// The calling thread's current context (possibly none). With no usable CUDA driver nothing
@@ -146,13 +144,8 @@ impl CurrentContext {
 
 /// The calling thread's current context (null for none), or `None` when the driver cannot say.
 /// Only called once the driver is known to be loaded and initialised.
-pub(crate) fn current() -> Option<cudarc::driver::sys::CUcontext> {
-    let mut ctx: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: `cuCtxGetCurrent` writes one handle to the valid pointer it is given; the driver
-    // library is loaded and initialised (the callers check `gpu_available` first).
-    let ok = unsafe { cudarc::driver::sys::cuCtxGetCurrent(&mut ctx) }
-        == cudarc::driver::sys::CUresult::CUDA_SUCCESS;
-    ok.then_some(ctx)
+pub(crate) fn current() -> Option<crate::driver::CUcontext> {
+    crate::driver::current_context().ok()
 }
 
 impl Drop for CurrentContext {
@@ -163,9 +156,7 @@ impl Drop for CurrentContext {
             // SAFETY: `ctx` was the thread's current context (or null) when saved; primary
             // contexts stay alive while devspan's `CudaContext` retains them. Setting null is
             // allowed and unbinds.
-            unsafe {
-                let _ = cudarc::driver::sys::cuCtxSetCurrent(ctx);
-            }
+            let _ = unsafe { crate::driver::set_current_context(ctx) };
         }
     }
 }

@@ -204,6 +204,14 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
     /// (ndarray's rules). Overlapping source and destination give `Err(Aliasing)` unless they
     /// are the very same elements.
     ///
+    /// A copy from another device changes process-wide driver state where the destination's
+    /// device can read the source's: it enables peer access from the destination's primary
+    /// context to the source's (for the life of both, for every user of them), and, for a
+    /// source from a stream-ordered memory pool, grants the destination's device read-write
+    /// access to that pool (every allocation of the pool, whoever made it). This holds for
+    /// every copy that reaches [`assign`](Self::assign): `assign_on`, `assign_cast(_on)`, and
+    /// `to_contiguous_on` / `cast_on` with a stream of another device.
+    ///
     /// ```no_run
     /// # fn main() -> devspan::Result<()> {
     /// use ndarray::array;

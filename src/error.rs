@@ -219,11 +219,7 @@ impl fmt::Display for DriverText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         static DRIVER_PRESENT: OnceLock<bool> = OnceLock::new();
         write!(f, "{:?}", self.0.0)?;
-        // Miri cannot load a shared library: the driver counts as absent there.
-        // SAFETY: `is_culib_present` only tries to dlopen the driver library by its known names
-        // and drops the handle; it has no preconditions.
-        let present = *DRIVER_PRESENT
-            .get_or_init(|| !cfg!(miri) && unsafe { cudarc::driver::sys::is_culib_present() });
+        let present = *DRIVER_PRESENT.get_or_init(crate::driver::library_present);
         if present && let Ok(text) = self.0.error_string() {
             write!(f, " ({})", text.to_string_lossy())?;
         }
@@ -245,9 +241,7 @@ mod tests {
 
     /// Whether cudarc can format a `DriverError`: it asks libcuda for the description.
     fn driver_present() -> bool {
-        // Miri cannot load a shared library.
-        // SAFETY: `is_culib_present` only tries to dlopen the driver library and drops it.
-        !cfg!(miri) && unsafe { cudarc::driver::sys::is_culib_present() }
+        crate::driver::library_present()
     }
 
     /// Every link of the chain on its own line, as `Box<dyn Error>` reporters print it.

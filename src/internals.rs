@@ -6,8 +6,9 @@
 //! [`assign_cast_steered`]), name the path that a copy, fill or transfer takes
 //! ([`copy_path`], [`fill_path`], [`transfer_path`]) and list the embedded PTX
 //! ([`ptx_modules`]). None of them changes what an operation writes, only which kernel writes
-//! it and with how many blocks. [`inject`] arms a one-shot [`Fault`] in the transfer code: the
-//! chosen allocation or chunk copy returns the driver's error without calling the driver.
+//! it and with how many blocks. [`inject`] arms a one-shot [`Fault`] at the driver boundary:
+//! the chosen allocation or host <-> device copy returns the driver's error without calling the
+//! driver; [`intercept`] runs a hook at every such call instead.
 //! [`force_cross_device`] sends the calling thread's copies through the cross-device machinery
 //! with a chosen [`CrossPath`], also for operands on one device.
 //!
@@ -65,7 +66,7 @@ use crate::error::Result;
 use crate::plan::{self, PlanOptions};
 use crate::view::{DeviceView, DeviceViewMut};
 
-pub use crate::fault::{Fault, FaultGuard, inject};
+pub use crate::driver::fault::{Call, Fault, FaultGuard, Intercept, inject, intercept};
 /// The architectures machine code was embedded for at build time (empty without `ptxas`), with
 /// the number of modules of each.
 pub use crate::kernels::ptx::cubin_archs;

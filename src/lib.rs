@@ -244,11 +244,10 @@ mod convert;
 mod device;
 mod device_ops;
 pub mod dlpack;
+mod driver;
 mod element;
 pub mod elementwise;
 mod error;
-#[cfg(feature = "internals")]
-mod fault;
 #[cfg(feature = "internals")]
 pub mod internals;
 pub mod interop;

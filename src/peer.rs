@@ -25,10 +25,11 @@
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaStream, sys};
+use cudarc::driver::{CudaContext, CudaStream};
 use ndarray::Dimension;
 
 use crate::array::DeviceArray;
+use crate::driver;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
 use crate::plan::PlanOptions;
@@ -88,23 +89,17 @@ fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr
     if dst_ctx.ordinal() == src_ctx.ordinal() {
         return true;
     }
-    let mut can: std::ffi::c_int = 0;
-    // SAFETY: the call writes one int; both device handles come from live contexts.
-    let r =
-        unsafe { sys::cuDeviceCanAccessPeer(&mut can, dst_ctx.cu_device(), src_ctx.cu_device()) };
-    if r != sys::CUresult::CUDA_SUCCESS || can == 0 || dst_ctx.bind_to_thread().is_err() {
+    let can = driver::can_access_peer(dst_ctx.cu_device(), src_ctx.cu_device()).unwrap_or(false);
+    if !can || dst_ctx.bind_to_thread().is_err() {
         return false;
     }
     let pair = (dst_ctx.ordinal(), src_ctx.ordinal());
     {
         let mut enabled = ENABLED.lock().unwrap_or_else(|p| p.into_inner());
         if !enabled.contains(&pair) {
-            // SAFETY: `dst_ctx` is current (bound above) and `src_ctx` is a live context; the
-            // call maps the peer's allocations into the current context.
-            let r = unsafe { sys::cuCtxEnablePeerAccess(src_ctx.cu_ctx(), 0) };
-            if r != sys::CUresult::CUDA_SUCCESS
-                && r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-            {
+            // SAFETY: `src_ctx` is a live context; the call maps the peer's allocations into the
+            // current context (`dst_ctx`, bound above).
+            if unsafe { driver::enable_peer_access(src_ctx.cu_ctx()) }.is_err() {
                 return false;
             }
             enabled.push(pair);
@@ -112,57 +107,18 @@ fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr
     }
     // Memory from a stream-ordered pool is reachable from another device only once the pool
     // grants it access.
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: the attribute is one pool handle, written to the pointer given.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut pool as *mut sys::CUmemoryPool).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-            src_ptr,
-        )
-    };
-    if r == sys::CUresult::CUDA_SUCCESS && !pool.is_null() && !grant_pool(pool, dst_ctx.ordinal()) {
-        return false;
+    if let Ok(Some(pool)) = driver::pointer_pool(src_ptr) {
+        let Ok(device) = std::ffi::c_int::try_from(dst_ctx.ordinal()) else {
+            return false;
+        };
+        // SAFETY: the pool is that of live memory (the source view keeps it alive), so the
+        // pool is live.
+        if unsafe { driver::grant_pool_access(pool, device) }.is_err() {
+            return false;
+        }
     }
-    // What the destination's context may do with the memory, as the driver reports it.
-    let mut flags: std::ffi::c_uint = 0;
-    // SAFETY: the attribute is one unsigned int, written to the pointer given; the destination's
-    // context is current.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut flags as *mut std::ffi::c_uint).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_ACCESS_FLAGS,
-            src_ptr,
-        )
-    };
-    r == sys::CUresult::CUDA_SUCCESS && flags != 0
-}
-
-/// Grants device `device` read-write access to `pool` unless it has it: `false` when the
-/// driver refuses.
-fn grant_pool(pool: sys::CUmemoryPool, device: usize) -> bool {
-    let Ok(id) = std::ffi::c_int::try_from(device) else {
-        return false;
-    };
-    let mut location = sys::CUmemLocation {
-        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-        id,
-    };
-    let mut flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
-    // SAFETY: the call reads `location` and writes one flags value.
-    let r = unsafe { sys::cuMemPoolGetAccess(&mut flags, pool, &mut location) };
-    if r == sys::CUresult::CUDA_SUCCESS
-        && flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-    {
-        return true;
-    }
-    let desc = sys::CUmemAccessDesc {
-        location,
-        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-    };
-    // SAFETY: one access descriptor, read by the call.
-    let r = unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) };
-    r == sys::CUresult::CUDA_SUCCESS
+    // What the destination's context (current) may do with the memory, as the driver reports it.
+    driver::pointer_access_flags(src_ptr).is_ok_and(|flags| flags != 0)
 }
 
 /// The stream of the source's device that its accesses are ordered and recorded on.
@@ -256,7 +212,7 @@ fn staged<T: DeviceElement, U: DeviceElement, D: Dimension>(
         // both kept alive); the copy is stream-ordered on `stream`, which has waited for the
         // source's stream.
         unsafe {
-            sys::cuMemcpyPeerAsync(
+            driver::copy_peer(
                 to,
                 stream.context().cu_ctx(),
                 from,
@@ -265,8 +221,6 @@ fn staged<T: DeviceElement, U: DeviceElement, D: Dimension>(
                 stream.cu_stream(),
             )
         }
-        .result()?;
-        Ok(())
     };
     if T::DTYPE == U::DTYPE && dst.is_standard_layout() {
         let to = dst.device_ptr();

@@ -726,9 +726,8 @@ fn compile_options(major: i32, minor: i32) -> Vec<String> {
 
 /// PTX of `src` compiled with `options`, or `Err(Compile)` with NVRTC's log.
 fn compile(src: &str, options: &[String]) -> Result<cudarc::nvrtc::Ptx> {
-    // SAFETY: probing for the library only loads it (no NVRTC call), so that a missing library
-    // is an error instead of cudarc's panic.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    // A missing library is an error instead of cudarc's panic.
+    if !crate::driver::nvrtc_present() {
         return Err(Error::new(
             ErrorKind::Compile,
             "NVRTC (libnvrtc.so) could not be loaded; install the CUDA toolkit's NVRTC or put its library on LD_LIBRARY_PATH",

@@ -8,7 +8,6 @@ pub(crate) mod ptx;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::sys;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
@@ -17,6 +16,7 @@ use devspan_kernels::abi::{
     strided_grid, tiled_grid, tiled_kind, tiled_threads, transpose_grid_sized,
 };
 
+use crate::driver;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use param::Param;
@@ -114,7 +114,7 @@ fn config(k: Kernel, (gx, gy, gz): (u32, u32, u32)) -> LaunchConfig {
 pub(crate) fn sm_count(stream: &CudaStream) -> Result<u32> {
     let n = stream
         .context()
-        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        .attribute(driver::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     Ok(n.max(1) as u32)
 }
 
@@ -132,21 +132,13 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
     match plan {
         Plan::Nothing => Ok(()),
         Plan::Memset { dst, n, size, bits } => {
-            // SAFETY: `dst..dst + n * size` lies in a live allocation (function contract).
-            let r = unsafe {
-                match size {
-                    1 => sys::cuMemsetD8Async(*dst, *bits as u8, *n, cs),
-                    2 => sys::cuMemsetD16Async(*dst, *bits as u16, *n, cs),
-                    4 => sys::cuMemsetD32Async(*dst, *bits as u32, *n, cs),
-                    _ => return Err(Error::invalid(format!("memset of {size}-byte elements"))),
-                }
-            };
-            Ok(r.result()?)
+            // SAFETY: `dst..dst + n * size` lies in a live allocation (function contract) of the
+            // context bound above, whose stream `cs` is.
+            unsafe { driver::memset(*dst, *bits, *n, *size, cs) }
         }
         Plan::Memcpy { dst, src, bytes } => {
             // SAFETY: both ranges lie in live allocations and do not overlap (contract).
-            unsafe { cudarc::driver::result::memcpy_dtod_async(*dst, *src, *bytes, cs)? };
-            Ok(())
+            unsafe { driver::copy_dtod(*dst, *src, *bytes, cs) }
         }
         Plan::FillContig {
             dst,

@@ -107,7 +107,7 @@ impl OwnerCell {
                 // SAFETY: the event belongs to an entry of this log; entries are dropped only
                 // with the cell, which `self` keeps alive. Recording it again meanwhile only
                 // makes the wait cover later work too.
-                unsafe { cudarc::driver::result::event::synchronize(event) }
+                unsafe { crate::driver::synchronize_event(event) }
             };
             if wait().is_err() {
                 let _ = wait();

@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
-    result, sys,
 };
 
 use crate::capture::CaptureCheck;
@@ -153,7 +152,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A raw event of a cudarc allocation, valid for as long as the borrow of that allocation.
 #[derive(Clone, Copy)]
-pub(crate) struct RawEvent(sys::CUevent);
+pub(crate) struct RawEvent(crate::driver::CUevent);
 
 // SAFETY: a `CUevent` is a handle that the driver lets any thread use.
 unsafe impl Send for RawEvent {}
@@ -382,13 +381,9 @@ impl<X: CudaTrack> SharedTrack for Tracked<X> {
         // while the tracker is used), in `stream`'s context, bound above.
         unsafe {
             if !same_stream {
-                result::stream::wait_event(
-                    stream.cu_stream(),
-                    event.0,
-                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                )?;
+                crate::driver::stream_wait_event(stream.cu_stream(), event.0)?;
             }
-            result::event::record(event.0, stream.cu_stream())?;
+            crate::driver::record_event(event.0, stream.cu_stream())?;
         }
         *last = Some(LastRecord {
             event: key,

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, Weak};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, sys};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use pyo3::PyResult;
 use pyo3::exceptions::PyValueError;
 
@@ -65,6 +65,14 @@ pub(crate) fn check_stream_value(handle: i64) -> Result<(), String> {
     }
 }
 
+/// The driver's name for the error of a failed driver call (`CUDA_ERROR_INVALID_HANDLE`).
+fn driver_code(e: &crate::Error) -> String {
+    match e.kind() {
+        crate::ErrorKind::Driver(d) => format!("{:?}", d.0),
+        kind => format!("{kind:?}"),
+    }
+}
+
 /// [`stream`] with the reason for a refusal as a message.
 pub(crate) fn stream_of(ctx: &Arc<CudaContext>, handle: i64) -> Result<Arc<CudaStream>, String> {
     check_stream_value(handle)?;
@@ -72,17 +80,18 @@ pub(crate) fn stream_of(ctx: &Arc<CudaContext>, handle: i64) -> Result<Arc<CudaS
         0 | 1 => Ok(ctx.default_stream()),
         2 => Ok(ctx.per_thread_stream()),
         h => {
-            let cu_stream = h as usize as sys::CUstream;
-            let mut owner: sys::CUcontext = std::ptr::null_mut();
+            let cu_stream = h as usize as crate::driver::CUstream;
             // SAFETY: the handle is trusted to be a live `CUstream` (the documented contract of
-            // the Python API; the driver dereferences it); `cuStreamGetCtx` writes one context
-            // handle to the valid pointer it is given.
-            let r = unsafe { sys::cuStreamGetCtx(cu_stream, &mut owner) };
-            if r != sys::CUresult::CUDA_SUCCESS {
-                return Err(format!(
-                    "stream 0x{h:x} is not a CUDA stream the driver knows ({r:?})"
-                ));
-            }
+            // the Python API; the driver dereferences it).
+            let owner = match unsafe { crate::driver::stream_context(cu_stream) } {
+                Ok(owner) => owner,
+                Err(e) => {
+                    return Err(format!(
+                        "stream 0x{h:x} is not a CUDA stream the driver knows ({})",
+                        driver_code(&e)
+                    ));
+                }
+            };
             if owner != ctx.cu_ctx() {
                 return Err(format!(
                     "stream 0x{h:x} belongs to another CUDA context than the primary context of device {}",
@@ -107,10 +116,7 @@ fn create_stream(ctx: &Arc<CudaContext>) -> PyResult<Link> {
     crate::device::bind(ctx).map_err(to_py)?;
     // The stream is created here rather than with `CudaContext::new_stream`, which synchronises
     // the whole context when it makes its first stream.
-    let raw = cudarc::driver::result::stream::create(
-        cudarc::driver::result::stream::StreamKind::NonBlocking,
-    )
-    .map_err(|e| to_py(e.into()))?;
+    let raw = crate::driver::create_stream().map_err(to_py)?;
     // SAFETY: `raw` is a stream just created in `ctx` (current, bound above); the `Link` made
     // here is its only holder and destroys it when dropped, after every use of the wrapper.
     let stream = unsafe { ctx.wrap_borrowed_stream(raw) };
@@ -127,34 +133,19 @@ fn create_stream(ctx: &Arc<CudaContext>) -> PyResult<Link> {
 pub(crate) fn pointer_device(ptr: u64) -> PyResult<usize> {
     crate::device::device_count().map_err(to_py)?;
     if ptr == 0 {
-        let mut device: sys::CUdevice = 0;
-        // SAFETY: `cuCtxGetDevice` writes one device ordinal to the valid pointer it is given;
-        // the driver is loaded and initialised (`device_count` succeeded).
-        let r = unsafe { sys::cuCtxGetDevice(&mut device) };
-        let ok = r == sys::CUresult::CUDA_SUCCESS;
-        return Ok(if ok {
-            usize::try_from(device).unwrap_or(0)
-        } else {
-            0
-        });
+        // The driver is loaded and initialised (`device_count` succeeded).
+        return Ok(crate::driver::current_device()
+            .ok()
+            .and_then(|d| usize::try_from(d).ok())
+            .unwrap_or(0));
     }
-    let mut ordinal: std::ffi::c_int = -1;
-    // SAFETY: the driver is loaded and initialised (`device_count` succeeded); the attribute
-    // `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` writes one `int` to the valid pointer it is given,
-    // and the driver answers with an error for addresses it does not know.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            (&mut ordinal as *mut std::ffi::c_int).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-            ptr,
-        )
-    };
-    if r != sys::CUresult::CUDA_SUCCESS {
-        return Err(to_py(crate::Error::device_mismatch(format!(
-            "address 0x{ptr:x} is not memory that the CUDA driver knows ({r:?}): a CUDA Array \
-             Interface must describe device-accessible memory"
-        ))));
-    }
+    let ordinal = crate::driver::pointer_device(ptr).map_err(|e| {
+        to_py(crate::Error::device_mismatch(format!(
+            "address 0x{ptr:x} is not memory that the CUDA driver knows ({}): a CUDA Array \
+             Interface must describe device-accessible memory",
+            driver_code(&e)
+        )))
+    })?;
     usize::try_from(ordinal).map_err(|_| {
         to_py(crate::Error::device_mismatch(format!(
             "the CUDA driver reports device {ordinal} for address 0x{ptr:x}"
@@ -196,9 +187,7 @@ impl Drop for Link {
         if crate::device::bind(self.stream.context()).is_ok() {
             // SAFETY: the stream was created by `create_stream` and this link is its only
             // holder; the driver releases its resources once the work queued on it completes.
-            unsafe {
-                let _ = cudarc::driver::result::stream::destroy(self.stream.cu_stream());
-            }
+            let _ = unsafe { crate::driver::destroy_stream(self.stream.cu_stream()) };
         }
     }
 }
@@ -507,10 +496,9 @@ mod tests {
     use crate::device::current;
 
     /// Sets the calling thread's current context (null unbinds).
-    fn set_current(ctx: sys::CUcontext) {
+    fn set_current(ctx: crate::driver::CUcontext) {
         // SAFETY: `ctx` is null or a context that the caller keeps alive.
-        let r = unsafe { sys::cuCtxSetCurrent(ctx) };
-        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+        unsafe { crate::driver::set_current_context(ctx) }.unwrap();
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! Page-locked memory ([`PinnedBuffer`], or any view the driver knows as page-locked) is copied
 //! directly.
 
-mod dma;
 mod pack;
 mod pinned;
 mod pinned_host_slice;
@@ -68,8 +67,6 @@ unsafe fn device_temporary<T: DeviceElement>(
     stream: &Arc<CudaStream>,
     m: usize,
 ) -> Result<DeviceArray<T, Ix1>> {
-    #[cfg(feature = "internals")]
-    crate::fault::check(crate::fault::Fault::DeviceAlloc)?;
     // SAFETY: the caller's contract.
     unsafe { DeviceArray::<T, Ix1>::uninit(stream, m) }
 }

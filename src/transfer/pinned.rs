@@ -5,12 +5,12 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result, sys};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use ndarray::Dimension;
 
 use crate::array::DeviceArray;
 use crate::element::DeviceElement;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 
 /// A buffer of `T` in page-locked (pinned) host memory, which the GPU's copy engines read and
@@ -94,10 +94,6 @@ impl<T> std::fmt::Debug for PinnedBuffer<T> {
     }
 }
 
-/// Allocation flags: portable (usable from every context), not write-combined (the host reads
-/// the staging chunks of downloads).
-pub(super) const FLAGS: u32 = sys::CU_MEMHOSTALLOC_PORTABLE;
-
 impl<T: DeviceElement> PinnedBuffer<T> {
     /// A zero-filled buffer of `len` elements, page-locked through `ctx`.
     ///
@@ -146,11 +142,8 @@ impl<T: DeviceElement> PinnedBuffer<T> {
         let ptr = if bytes == 0 {
             NonNull::dangling()
         } else {
-            #[cfg(feature = "internals")]
-            crate::fault::check(crate::fault::Fault::PinnedAlloc)?;
             ctx.bind_to_thread()?;
-            // SAFETY: a plain allocation call; the memory is initialised by the callers.
-            let p = unsafe { result::malloc_host(bytes, FLAGS)? };
+            let p = crate::driver::malloc_host(bytes)?;
             NonNull::new(p.cast::<T>())
                 .ok_or_else(|| Error::invalid("cuMemHostAlloc returned a null pointer"))?
         };
@@ -328,7 +321,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
             // SAFETY: `len <= self.len` writable pinned elements owned by the buffer, which
             // `&mut self` keeps from every other access until the copy's event completes (host
             // access and Drop wait for it); the source is the caller's contract.
-            unsafe { super::dma::dtoh(stream, dst, src, len) }
+            unsafe { crate::driver::copy_dtoh(stream, dst, src, len) }
         })
     }
 
@@ -375,7 +368,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
                     // event recorded after this copy) and not written by the host before it
                     // completes (host writes need `&mut self`, which waits); the destination
                     // is `len` contiguous elements of the view's validated span.
-                    unsafe { super::dma::htod(stream, d, src, self.len) }
+                    unsafe { crate::driver::copy_htod(stream, d, src, self.len) }
                 })
             } else {
                 // SAFETY: every element is written by the DMA below before the kernel reads it.
@@ -385,7 +378,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
                     let d = tv.device_ptr();
                     tv.raw().keep.writing(stream, || {
                         // SAFETY: as above; `tmp` holds `len` contiguous elements.
-                        unsafe { super::dma::htod(stream, d, src, self.len) }
+                        unsafe { crate::driver::copy_htod(stream, d, src, self.len) }
                     })?;
                 }
                 dst.assign_on(stream, &tmp)
@@ -426,7 +419,7 @@ impl<T: DeviceElement> PinnedBuffer<T> {
                 // keeps from every other access until the copy's event completes (host access
                 // and Drop wait for it); the source is `len` contiguous elements of a
                 // validated span.
-                unsafe { super::dma::dtoh(stream, dst, s, len) }
+                unsafe { crate::driver::copy_dtoh(stream, dst, s, len) }
             })
         };
         self.enqueue_on(stream, || {
@@ -455,9 +448,13 @@ impl<T> Drop for PinnedBuffer<T> {
             return;
         }
         self.ctx.record_err(self.ctx.bind_to_thread());
-        // SAFETY: `ptr` came from `cuMemHostAlloc` and no copy uses it any longer.
-        self.ctx
-            .record_err(unsafe { result::free_host(self.ptr.as_ptr().cast()) });
+        // SAFETY: `ptr` came from `driver::malloc_host` and no copy uses it any longer.
+        let freed = unsafe { crate::driver::free_host(self.ptr.as_ptr().cast()) };
+        if let Err(e) = freed
+            && let ErrorKind::Driver(d) = e.kind()
+        {
+            self.ctx.record_err(Err::<(), _>(*d));
+        }
     }
 }
 
@@ -500,24 +497,26 @@ pub(crate) fn give_back_chunks(chunks: Vec<PinnedBuffer<u8>>) {
     }
 }
 
+/// Empties the staging pool (its chunks are idle, so they are freed).
+#[cfg(test)]
+pub(crate) fn drain_pool() {
+    let drained = std::mem::take(&mut *POOL.lock().unwrap_or_else(|p| p.into_inner()));
+    drop(drained);
+}
+
+/// Chunks of at least `bytes` bytes in the staging pool.
+#[cfg(test)]
+pub(crate) fn pooled(bytes: usize) -> usize {
+    let pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    pool.iter().filter(|c| c.len >= bytes).count()
+}
+
 /// Whether the `bytes` bytes at `ptr` are page-locked memory known to the driver (allocated by
 /// `cuMemHostAlloc` or registered). Both ends are checked; a wrong answer costs speed only.
 pub(crate) fn is_page_locked(ctx: &Arc<CudaContext>, ptr: *const u8, bytes: usize) -> bool {
     if bytes == 0 || ctx.bind_to_thread().is_err() {
         return false;
     }
-    let probe = |p: *const u8| {
-        let mut attr = [sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE];
-        let mut memory_type = 0u32;
-        let mut data = [(&mut memory_type as *mut u32).cast::<std::ffi::c_void>()];
-        // SAFETY: a query with one attribute whose value (a `CUmemorytype`, 32 bits) goes to
-        // `memory_type`. Unlike `cuMemHostGetFlags`, this call succeeds for addresses unknown to
-        // the driver (ordinary pageable memory), leaving the value 0.
-        let r = unsafe {
-            sys::cuPointerGetAttributes(1, attr.as_mut_ptr(), data.as_mut_ptr(), p as u64)
-        };
-        r == sys::cudaError_enum::CUDA_SUCCESS
-            && memory_type == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
-    };
+    let probe = |p: *const u8| crate::driver::is_host_page_locked(p).unwrap_or(false);
     probe(ptr) && probe(ptr.wrapping_add(bytes - 1))
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, PinnedHostSlice};
 
-use super::pinned::{FLAGS, PinnedBuffer};
+use super::pinned::PinnedBuffer;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
 
@@ -89,11 +89,9 @@ impl<T: DeviceElement> PinnedBuffer<T> {
                 data.len()
             )));
         }
-        #[cfg(feature = "internals")]
-        crate::fault::check(crate::fault::Fault::PinnedAlloc)?;
         // SAFETY: the slice's memory is uninitialised; every element is written below before
         // anything reads it, and only through a raw pointer.
-        let mut out = unsafe { ctx.alloc_pinned_with_flags::<T>(data.len(), FLAGS)? };
+        let mut out = unsafe { crate::driver::alloc_pinned_slice::<T>(ctx, data.len())? };
         // Waits for the new slice's event, which no copy has recorded yet.
         let dst = out.as_mut_ptr()?;
         // SAFETY: `dst` is a fresh allocation of `data.len()` elements of `T` (cudarc checked

@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
-use super::dma;
 use super::pack::{pack, unpack};
 use super::pinned::{PinnedBuffer, give_back_chunks, take_chunks};
 use super::plan::{HostAxis, HostPath};
+use crate::driver;
 use crate::error::{Error, Result};
 
 /// How a host <-> device copy moves pageable host memory: the options of
@@ -227,15 +227,11 @@ where
     let out = run_scoped(&mut chunks, 2, g.threads, work);
     if out.err.is_none() && out.panic.is_none() {
         // Every worker waited for the events of all its copies.
-        #[cfg(test)]
-        fault::released(stream, true);
         give_back_chunks(chunks);
         return Ok(());
     }
     // A failed or unwinding worker may have left copies in flight.
     let synced = stream.synchronize().is_ok();
-    #[cfg(test)]
-    fault::released(stream, synced);
     if synced {
         give_back_chunks(chunks);
     } else {
@@ -339,8 +335,6 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
                 if inf.used[s] {
                     inf.ev[s].synchronize()?;
                 }
-                #[cfg(test)]
-                fault::chunk_started(stream, w, j, abort);
                 let start = k * g.chunk;
                 let len = g.chunk.min(m - start);
                 let buf = chunks[s].as_mut_ptr().cast::<T>();
@@ -349,12 +343,12 @@ pub(crate) unsafe fn upload<T: Copy + Send>(
                 // (page-aligned) and its previous copy has completed (event waited above).
                 unsafe { pack(host.get().cast_const(), runs, start, buf, len) };
                 inf.used[s] = true;
-                #[cfg(feature = "internals")]
-                crate::fault::check(crate::fault::Fault::ChunkCopy)?;
                 // SAFETY: the chunk stays alive and unwritten until `ev[s]` completes (waited
                 // before reuse, at the end, and by `Inflight`'s drop when unwinding); the
                 // destination range lies inside `dev`.
-                unsafe { dma::htod(stream, dev + (start * size) as u64, buf.cast_const(), len)? };
+                unsafe {
+                    driver::copy_htod(stream, dev + (start * size) as u64, buf.cast_const(), len)?
+                };
                 inf.ev[s].record(stream)?;
             }
             Ok(())
@@ -399,14 +393,12 @@ pub(crate) unsafe fn download<T: Copy + Send>(
                 let s = j % 2;
                 let start = mine[j] * g.chunk;
                 let len = g.chunk.min(m - start);
-                #[cfg(feature = "internals")]
-                crate::fault::check(crate::fault::Fault::ChunkCopy)?;
                 used[s] = true;
                 // SAFETY: the staging chunk holds `len` elements, is not read by the host
                 // until `ev[s]` completes, and its previous contents were unpacked already;
                 // it stays alive until `ev[s]` completes (waited at the end, and by
                 // `Inflight`'s drop when unwinding).
-                unsafe { dma::dtoh(stream, bufs[s], dev + (start * size) as u64, len)? };
+                unsafe { driver::copy_dtoh(stream, bufs[s], dev + (start * size) as u64, len)? };
                 inf.ev[s].record(stream)?;
                 Ok(())
             };
@@ -422,8 +414,6 @@ pub(crate) unsafe fn download<T: Copy + Send>(
                 }
                 let s = j % 2;
                 inf.ev[s].synchronize()?;
-                #[cfg(test)]
-                fault::chunk_started(stream, w, j, abort);
                 let start = mine[j] * g.chunk;
                 let len = g.chunk.min(m - start);
                 // SAFETY: the chunk's copy has completed; the bus range maps to host elements
@@ -481,8 +471,6 @@ impl<T: Copy + Send> StagedDownload<T> {
         for (k, c) in staged.chunks.iter_mut().enumerate() {
             let start = k * g.chunk;
             let len = g.chunk.min(m - start);
-            #[cfg(feature = "internals")]
-            crate::fault::check(crate::fault::Fault::ChunkCopy)?;
             // SAFETY: the chunk holds at least `chunk * size >= len * size` bytes, and the
             // `len` elements from `start` lie inside `dev` (caller's contract). On an error,
             // dropping `staged` waits for the copies enqueued so far.
@@ -544,169 +532,6 @@ impl<T> Drop for StagedDownload<T> {
             }
         }
         give_back_chunks(idle);
-    }
-}
-
-/// Fault injection for tests: a panic in one staging worker of the pipelines on one stream,
-/// and a record of what those pipelines did. Only test builds have it.
-#[cfg(test)]
-pub(crate) mod fault {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex, MutexGuard};
-    use std::time::{Duration, Instant};
-
-    use cudarc::driver::{CudaStream, sys};
-
-    /// Where an armed fault strikes.
-    #[derive(Clone, Copy, Debug)]
-    pub(crate) struct Fault {
-        /// The staging worker that panics (0 is the calling thread).
-        pub worker: usize,
-        /// The position, in that worker's own share (0 for its first chunk), of the chunk at
-        /// which it panics instead of packing or unpacking it.
-        pub chunk: usize,
-        /// The pipeline's worker count.
-        pub workers: usize,
-    }
-
-    /// One release of a pipeline's staging chunks.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) struct Release {
-        /// Whether the stream had completed all its work at that moment.
-        pub stream_idle: bool,
-        /// Whether the chunks went back to the pool (otherwise they were leaked).
-        pub returned: bool,
-    }
-
-    /// What the pipelines on the armed stream did while the fault was armed.
-    #[derive(Clone, Debug, Default)]
-    pub(crate) struct Record {
-        /// Chunks each worker started to pack or unpack, by worker.
-        pub started: Vec<usize>,
-        /// Whether the fault struck.
-        pub struck: bool,
-        /// Whether the stream had work in flight (such as the faulting worker's last copy)
-        /// when the fault struck.
-        pub stream_busy_at_fault: bool,
-        /// Every release of staging chunks, in order.
-        pub releases: Vec<Release>,
-    }
-
-    struct Armed {
-        stream: usize,
-        fault: Fault,
-        record: Record,
-    }
-
-    static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
-
-    fn lock() -> MutexGuard<'static, Option<Armed>> {
-        ARMED.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn key(stream: &CudaStream) -> usize {
-        stream.cu_stream() as usize
-    }
-
-    /// Keeps a fault armed; dropping it disarms the fault and discards the record.
-    pub(crate) struct Guard(());
-
-    impl Guard {
-        /// The record so far.
-        pub(crate) fn record(&self) -> Record {
-            lock()
-                .as_ref()
-                .map(|a| a.record.clone())
-                .unwrap_or_default()
-        }
-    }
-
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            *lock() = None;
-        }
-    }
-
-    /// Arms `fault` for the pipelines on `stream` (pipelines on other streams are unaffected)
-    /// until the guard is dropped. While armed, every other worker of such a pipeline waits
-    /// before its chunk `fault.chunk + 1` until its `abort` flag is set, and the faulting
-    /// worker panics only once all the others wait there, so that the fault strikes while
-    /// every worker is in the middle of its share (each wait gives up after 10 s).
-    pub(crate) fn arm(stream: &Arc<CudaStream>, fault: Fault) -> Guard {
-        *lock() = Some(Armed {
-            stream: key(stream),
-            fault,
-            record: Record::default(),
-        });
-        Guard(())
-    }
-
-    /// Called by worker `w` before it packs or unpacks its chunk `j`.
-    pub(super) fn chunk_started(stream: &CudaStream, w: usize, j: usize, abort: &AtomicBool) {
-        let fault = {
-            let mut armed = lock();
-            let Some(a) = armed.as_mut().filter(|a| a.stream == key(stream)) else {
-                return;
-            };
-            if a.record.started.len() <= w {
-                a.record.started.resize(w + 1, 0);
-            }
-            a.record.started[w] += 1;
-            if (w, j) == (a.fault.worker, a.fault.chunk) {
-                a.record.struck = true;
-            }
-            a.fault
-        };
-        let t0 = Instant::now();
-        let wait_until = |done: &dyn Fn() -> bool| {
-            while !done() && t0.elapsed() < Duration::from_secs(10) {
-                std::thread::sleep(Duration::from_micros(100));
-            }
-        };
-        if w == fault.worker && j == fault.chunk.saturating_sub(1) {
-            // Waiting here, one chunk early, leaves the copy of the chunk issued next in
-            // flight when the fault strikes.
-            wait_until(&|| {
-                lock().as_ref().is_some_and(|a| {
-                    (0..fault.workers).all(|v| {
-                        v == w || a.record.started.get(v).copied() == Some(fault.chunk + 2)
-                    })
-                })
-            });
-        }
-        if (w, j) == (fault.worker, fault.chunk) {
-            let busy = !stream_idle(stream);
-            if let Some(a) = lock().as_mut() {
-                a.record.stream_busy_at_fault = busy;
-            }
-            panic!("injected staging fault: worker {w}, chunk {j}");
-        }
-        if j == fault.chunk + 1 {
-            wait_until(&|| abort.load(Ordering::Relaxed));
-        }
-    }
-
-    /// Whether `stream` has completed all the work enqueued on it.
-    fn stream_idle(stream: &CudaStream) -> bool {
-        stream.context().bind_to_thread().is_ok() && {
-            // SAFETY: a query of a live stream (borrowed) of the context bound above; it only
-            // reads the stream's state.
-            let r = unsafe { sys::cuStreamQuery(stream.cu_stream()) };
-            r == sys::cudaError_enum::CUDA_SUCCESS
-        }
-    }
-
-    /// Called when a pipeline releases its staging chunks (`returned`: to the pool).
-    pub(super) fn released(stream: &Arc<CudaStream>, returned: bool) {
-        let mut armed = lock();
-        let Some(a) = armed.as_mut().filter(|a| a.stream == key(stream)) else {
-            return;
-        };
-        let stream_idle = stream_idle(stream);
-        a.record.releases.push(Release {
-            stream_idle,
-            returned,
-        });
     }
 }
 

@@ -6,9 +6,10 @@ use cudarc::driver::CudaStream;
 use ndarray::{ArrayBase, ArrayView, Data, Dimension};
 
 use super::plan::{DevicePath, Direction, HostPath, TransferPlan, plan_transfer};
-use super::{Transfer, TransferOptions, check_same_shape, device_temporary, dma, pinned, pipeline};
+use super::{Transfer, TransferOptions, check_same_shape, device_temporary, pinned, pipeline};
 use crate::array::DeviceArray;
 use crate::device::check_stream;
+use crate::driver;
 use crate::element::DeviceElement;
 use crate::error::Result;
 use crate::span::DeviceSpan;
@@ -37,7 +38,7 @@ unsafe fn send<T: DeviceElement>(
     {
         // SAFETY: `base..base + m` is the block the view spans, inside its allocation; the
         // caller waits for the stream before the borrow ends.
-        return unsafe { dma::htod(stream, dev, base, plan.m) };
+        return unsafe { driver::copy_htod(stream, dev, base, plan.m) };
     }
     // SAFETY: `runs` from `base` reach the view's elements (Pack) or the block between its
     // lowest and highest element (Block, Superset), which the planner allows only when every

@@ -7,9 +7,10 @@ use cudarc::driver::CudaStream;
 use ndarray::{Array, ArrayBase, DataMut, Dimension, Ix1};
 
 use super::plan::{DevicePath, Direction, HostPath, TransferPlan, plan_transfer};
-use super::{Transfer, TransferOptions, check_same_shape, device_temporary, dma, pinned, pipeline};
+use super::{Transfer, TransferOptions, check_same_shape, device_temporary, pinned, pipeline};
 use crate::array::DeviceArray;
 use crate::device::check_stream;
+use crate::driver;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
 use crate::view::{DeviceBase, DeviceView, DeviceViewMut, SpanData};
@@ -35,7 +36,7 @@ unsafe fn receive<T: DeviceElement>(
     {
         // SAFETY: `base..base + m` is exactly the view's elements (a gap-free block); the
         // stream is synchronised before returning, so the borrow outlives the copy.
-        unsafe { dma::dtoh(stream, base, dev, plan.m)? };
+        unsafe { driver::copy_dtoh(stream, base, dev, plan.m)? };
         stream.synchronize()?;
         return Ok(());
     }

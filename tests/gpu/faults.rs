@@ -299,7 +299,7 @@ fn a_chunk_copy_failing_mid_transfer_stops_every_worker_and_returns_err() {
     {
         let stream = stream.clone();
         watchdog("staged upload, chunk copy fault", limit, move || {
-            failed_staged_upload(&stream, Fault::ChunkCopy, 200, opt)
+            failed_staged_upload(&stream, Fault::HostDeviceCopy, 200, opt)
         });
     }
     // Straight into the destination (contiguous on both sides, pageable host memory: staged
@@ -316,13 +316,13 @@ fn a_chunk_copy_failing_mid_transfer_stops_every_worker_and_returns_err() {
             assert!(path.ends_with("/direct"), "{path}");
             let mut dev = DeviceArray::<u32, _>::zeros(&stream, (R, C)).unwrap();
             dev.fill_on(&stream, POISON).unwrap();
-            let guard = inject(Fault::ChunkCopy, 300);
+            let guard = inject(Fault::HostDeviceCopy, 300);
             let r = dev
                 .view_mut()
                 .copy_from_host_with(&stream, &host.view(), &opt);
             assert!(guard.fired());
             drop(guard);
-            assert_injected(r, Fault::ChunkCopy, "direct upload");
+            assert_injected(r, Fault::HostDeviceCopy, "direct upload");
             assert_old_or_new(&dev.to_host_on(&stream).unwrap(), &host, "direct upload");
             dev.view_mut()
                 .copy_from_host_with(&stream, &host.view(), &opt)
@@ -330,13 +330,13 @@ fn a_chunk_copy_failing_mid_transfer_stops_every_worker_and_returns_err() {
             assert!(dev.to_host_on(&stream).unwrap() == host);
 
             let mut out = Array2::<u32>::from_elem((R, C), POISON);
-            let guard = inject(Fault::ChunkCopy, 300);
+            let guard = inject(Fault::HostDeviceCopy, 300);
             let r = dev
                 .view()
                 .copy_to_host_with(&stream, &mut out.view_mut(), &opt);
             assert!(guard.fired());
             drop(guard);
-            assert_injected(r, Fault::ChunkCopy, "direct download");
+            assert_injected(r, Fault::HostDeviceCopy, "direct download");
             assert_old_or_new(&out, &host, "direct download");
             dev.view()
                 .copy_to_host_with(&stream, &mut out.view_mut(), &opt)
@@ -352,11 +352,11 @@ fn a_chunk_copy_failing_mid_transfer_stops_every_worker_and_returns_err() {
         let data = random_2d(&mut rng, R, C);
         let dev = DeviceArray::from_host(&stream, &data.view()).unwrap();
         let (dv, mut out) = (dev.view(), Array2::<u32>::from_elem((C, R), POISON));
-        let guard = inject(Fault::ChunkCopy, 200);
+        let guard = inject(Fault::HostDeviceCopy, 200);
         let r = dv.t().copy_to_host_with(&stream, &mut out.view_mut(), &opt);
         assert!(guard.fired());
         drop(guard);
-        assert_injected(r, Fault::ChunkCopy, "staged download");
+        assert_injected(r, Fault::HostDeviceCopy, "staged download");
         assert_old_or_new(&out, &data.t().to_owned(), "staged download");
         dv.t()
             .copy_to_host_with(&stream, &mut out.view_mut(), &opt)
@@ -377,9 +377,9 @@ fn a_chunk_copy_failing_mid_transfer_stops_every_worker_and_returns_err() {
             let dev = DeviceArray::from_host(&stream, &data.view()).unwrap();
             let dv = dev.view();
             let mut out = Array2::<u32>::from_elem((R, C), POISON);
-            let guard = inject(Fault::ChunkCopy, 3);
+            let guard = inject(Fault::HostDeviceCopy, 3);
             let t = dv.copy_to_host_async_on(&stream, &mut out).unwrap();
-            assert_injected(t.wait(), Fault::ChunkCopy, "asynchronous download");
+            assert_injected(t.wait(), Fault::HostDeviceCopy, "asynchronous download");
             assert!(guard.fired());
             drop(guard);
             assert_old_or_new(&out, &data, "asynchronous download");
@@ -390,14 +390,14 @@ fn a_chunk_copy_failing_mid_transfer_stops_every_worker_and_returns_err() {
             assert!(out == data);
 
             let mut out = Array2::<u32>::from_elem((C, R), POISON);
-            let guard = inject(Fault::ChunkCopy, 3);
+            let guard = inject(Fault::HostDeviceCopy, 3);
             let r = dv
                 .t()
                 .copy_to_host_async_on(&stream, &mut out)
                 .and_then(|t| t.wait());
             assert!(guard.fired());
             drop(guard);
-            assert_injected(r, Fault::ChunkCopy, "asynchronous gathered download");
+            assert_injected(r, Fault::HostDeviceCopy, "asynchronous gathered download");
             assert!(
                 out.iter().all(|&x| x == POISON),
                 "a download that failed to start wrote the host"
