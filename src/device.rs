@@ -18,7 +18,8 @@ fn driver_status() -> &'static std::result::Result<usize, String> {
             return Err("the CUDA driver library (libcuda) could not be loaded: no NVIDIA driver on this machine".into());
         }
         if let Err(e) = crate::driver::init() {
-            return Err(format!("the CUDA driver failed to initialise: {e:#}"));
+            let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), |d| d.to_string());
+            return Err(format!("the CUDA driver failed to initialise: {why}"));
         }
         match CudaContext::device_count() {
             Ok(0) => Err("the CUDA driver reports no device".into()),

@@ -280,7 +280,7 @@ mod armed {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -361,6 +361,14 @@ mod tests {
         }
     }
 
+    /// Held by every unit test that arms a process-wide site, so that they do not count each
+    /// other's calls when the test harness runs them in parallel.
+    pub(crate) static SITES_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    pub(crate) fn lock_sites() -> std::sync::MutexGuard<'static, ()> {
+        SITES_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn alloc() -> Call {
         Call {
             fault: Fault::DeviceAlloc,
@@ -370,11 +378,11 @@ mod tests {
         }
     }
 
-    /// The process-wide sites, through `inject` and `check`. The lib's unit tests make no
-    /// staged transfer while a site is armed here: the site armed is `DeviceAlloc`, reached
-    /// only by transfers on a GPU, and it is armed for a few checks only.
+    /// The process-wide sites, through `inject` and `check` (under [`lock_sites`], which the
+    /// lib's GPU tests that reach a site hold too).
     #[test]
     fn an_injected_fault_returns_the_driver_error_once_and_the_guard_disarms() {
+        let _sites = lock_sites();
         let g = inject(Fault::DeviceAlloc, 1);
         assert!(g.armed() && !g.fired());
         assert!(check(alloc()).is_ok());
@@ -393,10 +401,10 @@ mod tests {
     }
 
     /// A hook sees every call of its site (after a countdown that did not fire) and none once
-    /// its guard drops; a panic in it unwinds out of `check`. Uses `PinnedAlloc`, which the
-    /// lib's unit tests reach only through transfers on a GPU.
+    /// its guard drops; a panic in it unwinds out of `check`. Under [`lock_sites`].
     #[test]
     fn an_intercepted_site_runs_its_hook_until_the_guard_drops() {
+        let _sites = lock_sites();
         let pinned = |bytes| Call {
             fault: Fault::PinnedAlloc,
             stream: 0,

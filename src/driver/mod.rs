@@ -250,7 +250,12 @@ pub(crate) unsafe fn alloc<T: DeviceRepr>(
     stream: &Arc<CudaStream>,
     n: usize,
 ) -> Result<CudaSlice<T>> {
-    fault::check(Call::on(Fault::DeviceAlloc, stream, 0, n * size_of::<T>()))?;
+    fault::check(Call::on(
+        Fault::DeviceAlloc,
+        stream,
+        0,
+        n.saturating_mul(size_of::<T>()),
+    ))?;
     // SAFETY: the caller's contract.
     Ok(unsafe { stream.alloc::<T>(n) }?)
 }
@@ -261,7 +266,12 @@ pub(crate) fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     n: usize,
 ) -> Result<CudaSlice<T>> {
-    fault::check(Call::on(Fault::DeviceAlloc, stream, 0, n * size_of::<T>()))?;
+    fault::check(Call::on(
+        Fault::DeviceAlloc,
+        stream,
+        0,
+        n.saturating_mul(size_of::<T>()),
+    ))?;
     Ok(stream.alloc_zeros::<T>(n)?)
 }
 
