@@ -28,14 +28,15 @@
 //! the capture; they run with the calling thread switched to the relaxed mode
 //! ([`RelaxedMode`]), as CUDA documents for libraries.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError};
 
 use crate::driver::{self, CUstreamCaptureMode, CUstreamCaptureStatus};
 use crate::error::{Error, ErrorKind, Result};
+use crate::runtime;
 
 /// Whether `stream` is capturing a graph. `Err(StreamCapture)` for a stream whose capture has
 /// been invalidated, and for the legacy default stream while another stream of its context
@@ -185,7 +186,7 @@ enum ProbeState {
 /// A stream devspan keeps for itself: cudarc's waits for an allocation's events are issued on
 /// it during a capture, so that the capturing stream issues none. Handed out only while it is
 /// not capturing and has no pending wait.
-struct Probe {
+pub(crate) struct Probe {
     /// A wrapper (`wrap_borrowed_stream`) of a stream this probe created and destroys.
     stream: Arc<CudaStream>,
     /// The event recorded on the probe when it was pulled into a capture, which the capturing
@@ -217,10 +218,8 @@ impl Drop for Probe {
     }
 }
 
-/// Probes not in use, of every context.
-static PROBES: Mutex<Vec<Probe>> = Mutex::new(Vec::new());
-
-/// How many idle probes are kept (probes in a capture are always kept until it ends).
+/// How many idle probes are kept per context (probes in a capture are always kept until it
+/// ends).
 const KEPT_PROBES: usize = 8;
 
 /// The state of a probe stream. The calling thread is in the relaxed capture mode.
@@ -241,21 +240,14 @@ fn probe_state(probe: &CudaStream) -> Result<ProbeState> {
     }
 }
 
-fn lock_probes() -> std::sync::MutexGuard<'static, Vec<Probe>> {
-    PROBES.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// An idle probe of `ctx` (current on this thread, which is in the relaxed capture mode): a
 /// kept one, or a new stream. Kept probes still waiting are let go (a stream destroyed with
 /// pending waits is released once they complete); those in a capture are kept until it ends.
 fn take_probe(ctx: &Arc<CudaContext>) -> Result<Probe> {
-    let mut pool = lock_probes();
+    let rt = runtime::of(ctx);
+    let mut pool = runtime::lock(&rt.probes);
     let mut i = 0;
     while i < pool.len() {
-        if pool[i].stream.context().cu_ctx() != ctx.cu_ctx() {
-            i += 1;
-            continue;
-        }
         match probe_state(&pool[i].stream) {
             Ok(ProbeState::Idle) => {
                 let mut p = pool.swap_remove(i);
@@ -273,7 +265,8 @@ fn take_probe(ctx: &Arc<CudaContext>) -> Result<Probe> {
 /// Puts a probe back for later use. One that may be in a capture (its state is unknown after
 /// an error) is always kept; an idle or waiting one beyond [`KEPT_PROBES`] is let go.
 fn give_back(probe: Probe, state: Option<&ProbeState>) {
-    let mut pool = lock_probes();
+    let rt = runtime::of(probe.stream.context());
+    let mut pool = runtime::lock(&rt.probes);
     let outside_capture = matches!(state, Some(ProbeState::Idle | ProbeState::Waiting));
     if !outside_capture || pool.len() < KEPT_PROBES {
         pool.push(probe);
@@ -401,7 +394,7 @@ pub(crate) fn address_of<T, S: DevicePtr<T>>(s: &S) -> u64 {
 /// A device array's allocation dropped while its stream was capturing a graph, to be freed once
 /// the stream no longer captures: cudarc frees an allocation through its stream, after making
 /// that stream wait on the allocation's events, which would invalidate the capture.
-struct Deferred {
+pub(crate) struct Deferred {
     /// A `Box<CudaSlice<T>>` from `Box::into_raw`, freed by `free`.
     slice: *mut (),
     /// `free_slice::<T>`.
@@ -422,10 +415,8 @@ unsafe fn free_slice<T>(p: *mut ()) {
     drop(unsafe { Box::from_raw(p.cast::<CudaSlice<T>>()) });
 }
 
-static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
-
-/// Whether [`DEFERRED`] may hold entries: read without the lock on every drop.
-static ANY_DEFERRED: AtomicBool = AtomicBool::new(false);
+/// How many deferred frees the runtimes hold in all: read without a lock on every drop.
+static DEFERRED: AtomicUsize = AtomicUsize::new(0);
 
 /// Drops the allocation of a device array (`slice`, from `Box::into_raw`), with its context
 /// current: now, freed by cudarc stream-ordered on its stream, unless that stream is capturing a
@@ -444,30 +435,34 @@ pub(crate) unsafe fn drop_slice<T>(slice: *mut CudaSlice<T>) {
         drop(unsafe { Box::from_raw(slice) });
         return;
     }
-    let mut deferred = DEFERRED.lock().unwrap_or_else(|p| p.into_inner());
-    deferred.push(Deferred {
+    let rt = runtime::of(stream.context());
+    runtime::lock(&rt.deferred).push(Deferred {
         slice: slice.cast(),
         free: free_slice::<T>,
         stream,
     });
-    ANY_DEFERRED.store(true, Ordering::Release);
+    DEFERRED.fetch_add(1, Ordering::AcqRel);
 }
 
 /// Frees the deferred allocations ([`drop_slice`]) whose streams no longer capture a graph.
 /// Changes the calling thread's current context when it frees one.
 pub(crate) fn free_deferred() {
-    if !ANY_DEFERRED.load(Ordering::Acquire) {
+    if DEFERRED.load(Ordering::Acquire) == 0 {
         return;
     }
-    let ready: Vec<Deferred> = {
-        let mut deferred = DEFERRED.lock().unwrap_or_else(|p| p.into_inner());
-        let (ready, waiting) = std::mem::take(&mut *deferred)
+    let mut ready: Vec<Deferred> = Vec::new();
+    for rt in runtime::all() {
+        let mut deferred = runtime::lock(&rt.deferred);
+        if deferred.is_empty() {
+            continue;
+        }
+        let (now, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut *deferred)
             .into_iter()
             .partition(|d| matches!(is_capturing(&d.stream), Ok(false)));
         *deferred = waiting;
-        ANY_DEFERRED.store(!deferred.is_empty(), Ordering::Release);
-        ready
-    };
+        DEFERRED.fetch_sub(now.len(), Ordering::AcqRel);
+        ready.extend(now);
+    }
     for d in ready {
         let _ = crate::device::bind(d.stream.context());
         // SAFETY: `d.slice` and `d.free` were paired by `drop_slice`; each entry is freed once,

@@ -258,6 +258,7 @@ mod peer;
 mod plan;
 #[cfg(feature = "python")]
 pub mod python;
+mod runtime;
 mod span;
 pub mod testing;
 mod transfer;

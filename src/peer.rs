@@ -23,7 +23,7 @@
 //! stream captures one.
 
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 use ndarray::Dimension;
@@ -78,9 +78,6 @@ pub fn force(path: CrossPath) -> ForcedPath {
     ForcedPath(FORCED.with(|f| f.replace(Some(path))))
 }
 
-/// Pairs `(destination, source)` of device ordinals whose peer access devspan has enabled.
-static ENABLED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
-
 /// Whether the destination's device (`dst_ctx`) can read the source's memory at `src_ptr` (on
 /// `src_ctx`'s device) directly, enabling the access where the driver allows it: peer access
 /// between the contexts, once per pair, and read-write access to the memory pool the source
@@ -93,16 +90,17 @@ fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr
     if !can || dst_ctx.bind_to_thread().is_err() {
         return false;
     }
-    let pair = (dst_ctx.ordinal(), src_ctx.ordinal());
     {
-        let mut enabled = ENABLED.lock().unwrap_or_else(|p| p.into_inner());
-        if !enabled.contains(&pair) {
+        // The source devices whose memory the destination's context reads by peer access.
+        let rt = crate::runtime::of(dst_ctx);
+        let mut enabled = crate::runtime::lock(&rt.peers);
+        if !enabled.contains(&src_ctx.ordinal()) {
             // SAFETY: `src_ctx` is a live context; the call maps the peer's allocations into the
             // current context (`dst_ctx`, bound above).
             if unsafe { driver::enable_peer_access(src_ctx.cu_ctx()) }.is_err() {
                 return false;
             }
-            enabled.push(pair);
+            enabled.push(src_ctx.ordinal());
         }
     }
     // Memory from a stream-ordered pool is reachable from another device only once the pool

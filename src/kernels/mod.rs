@@ -6,7 +6,7 @@ mod param;
 pub(crate) mod ptx;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
@@ -21,33 +21,23 @@ use crate::error::{Error, Result};
 use crate::plan::Plan;
 use param::Param;
 
-/// `(context, kernel)`.
-type FunctionKey = (usize, Kernel);
-
-struct Cache {
+/// The kernels loaded in one context (kept in its [`Runtime`](crate::runtime::Runtime)).
+#[derive(Default)]
+pub(crate) struct Cache {
     /// The kernel of each loaded module (every module holds one kernel); the function holds
-    /// its module alive.
-    functions: HashMap<FunctionKey, CudaFunction>,
+    /// its module, and so the context, alive.
+    functions: HashMap<Kernel, CudaFunction>,
     /// Resident blocks per multiprocessor of a kernel at a block size.
-    occupancy: HashMap<(usize, Kernel, u32), u32>,
-}
-
-fn cache() -> &'static Mutex<Cache> {
-    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        Mutex::new(Cache {
-            functions: HashMap::new(),
-            occupancy: HashMap::new(),
-        })
-    })
+    occupancy: HashMap<(Kernel, u32), u32>,
 }
 
 /// How many blocks of kernel `k` (function `f`) a multiprocessor of `ctx`'s device keeps
 /// resident at `threads` threads per block, as the driver computes it from the kernel's
 /// registers and shared memory; at least 1. Cached per kernel and block size.
 fn blocks_per_sm(ctx: &Arc<CudaContext>, k: Kernel, f: &CudaFunction, threads: u32) -> Result<u32> {
-    let key = (ctx.cu_ctx() as usize, k, threads);
-    let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
+    let key = (k, threads);
+    let rt = crate::runtime::of(ctx);
+    let mut c = crate::runtime::lock(&rt.kernels);
     if let Some(&n) = c.occupancy.get(&key) {
         return Ok(n);
     }
@@ -81,11 +71,11 @@ fn load(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
     Ok(ctx.load_module(cudarc::nvrtc::Ptx::from_src(text))?)
 }
 
-/// Kernel `k` in `ctx`, loading its module on first use. The cached function holds its module
-/// and so `ctx` alive, so a cached context pointer is never reused by another context.
+/// Kernel `k` in `ctx`, loading its module on first use (cached in the context's runtime).
 pub(crate) fn kernel(ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
-    let key = (ctx.cu_ctx() as usize, k);
-    let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
+    let key = k;
+    let rt = crate::runtime::of(ctx);
+    let mut c = crate::runtime::lock(&rt.kernels);
     if let Some(f) = c.functions.get(&key) {
         return Ok(f.clone());
     }
