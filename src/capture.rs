@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError};
 
+use crate::driver::runtime;
 use crate::driver::{self, CUstreamCaptureMode, CUstreamCaptureStatus};
 use crate::error::{Error, ErrorKind, Result};
-use crate::runtime;
 
 /// Whether `stream` is capturing a graph. `Err(StreamCapture)` for a stream whose capture has
 /// been invalidated, and for the legacy default stream while another stream of its context
@@ -436,11 +436,13 @@ pub(crate) unsafe fn drop_slice<T>(slice: *mut CudaSlice<T>) {
         return;
     }
     let rt = runtime::of(stream.context());
-    runtime::lock(&rt.deferred).push(Deferred {
+    let mut deferred = runtime::lock(&rt.deferred);
+    deferred.push(Deferred {
         slice: slice.cast(),
         free: free_slice::<T>,
         stream,
     });
+    // Counted under the list's lock, as the drains are: the count never runs below the entries.
     DEFERRED.fetch_add(1, Ordering::AcqRel);
 }
 

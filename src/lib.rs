@@ -258,7 +258,6 @@ mod peer;
 mod plan;
 #[cfg(feature = "python")]
 pub mod python;
-mod runtime;
 mod span;
 pub mod testing;
 mod transfer;

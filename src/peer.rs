@@ -80,8 +80,8 @@ pub fn force(path: CrossPath) -> ForcedPath {
 
 /// Whether the destination's device (`dst_ctx`) can read the source's memory at `src_ptr` (on
 /// `src_ctx`'s device) directly, enabling the access where the driver allows it: peer access
-/// between the contexts, once per pair, and read-write access to the memory pool the source
-/// was allocated from, if any.
+/// between the contexts, once per destination context and source device, and read-write
+/// access to the memory pool the source was allocated from, if any.
 fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr: u64) -> bool {
     if dst_ctx.ordinal() == src_ctx.ordinal() {
         return true;
@@ -92,8 +92,8 @@ fn peer_readable(dst_ctx: &Arc<CudaContext>, src_ctx: &Arc<CudaContext>, src_ptr
     }
     {
         // The source devices whose memory the destination's context reads by peer access.
-        let rt = crate::runtime::of(dst_ctx);
-        let mut enabled = crate::runtime::lock(&rt.peers);
+        let rt = crate::driver::runtime::of(dst_ctx);
+        let mut enabled = crate::driver::runtime::lock(&rt.peers);
         if !enabled.contains(&src_ctx.ordinal()) {
             // SAFETY: `src_ctx` is a live context; the call maps the peer's allocations into the
             // current context (`dst_ctx`, bound above).

@@ -6,11 +6,15 @@
 //! the driver's error. The calls that devspan's own tests make fail (allocations and host <->
 //! device copies) first pass through [`fault::check`], the one fault-injection mechanism.
 //!
+//! What devspan keeps per context (loaded kernels, probe streams, peer access, deferred frees)
+//! lives in that context's [`runtime::Runtime`].
+//!
 //! Handles (`CUstream`, `CUevent`, `CUcontext`, `CUmemoryPool`) are the driver's; the functions
 //! taking them are `unsafe` where the driver would use a stale handle, and say which handles
 //! must be live.
 
 pub(crate) mod fault;
+pub(crate) mod runtime;
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Arc;

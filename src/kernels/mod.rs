@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::plan::Plan;
 use param::Param;
 
-/// The kernels loaded in one context (kept in its [`Runtime`](crate::runtime::Runtime)).
+/// The kernels loaded in one context (kept in its [`Runtime`](crate::driver::runtime::Runtime)).
 #[derive(Default)]
 pub(crate) struct Cache {
     /// The kernel of each loaded module (every module holds one kernel); the function holds
@@ -36,8 +36,8 @@ pub(crate) struct Cache {
 /// registers and shared memory; at least 1. Cached per kernel and block size.
 fn blocks_per_sm(ctx: &Arc<CudaContext>, k: Kernel, f: &CudaFunction, threads: u32) -> Result<u32> {
     let key = (k, threads);
-    let rt = crate::runtime::of(ctx);
-    let mut c = crate::runtime::lock(&rt.kernels);
+    let rt = crate::driver::runtime::of(ctx);
+    let mut c = crate::driver::runtime::lock(&rt.kernels);
     if let Some(&n) = c.occupancy.get(&key) {
         return Ok(n);
     }
@@ -74,8 +74,8 @@ fn load(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
 /// Kernel `k` in `ctx`, loading its module on first use (cached in the context's runtime).
 pub(crate) fn kernel(ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
     let key = k;
-    let rt = crate::runtime::of(ctx);
-    let mut c = crate::runtime::lock(&rt.kernels);
+    let rt = crate::driver::runtime::of(ctx);
+    let mut c = crate::driver::runtime::lock(&rt.kernels);
     if let Some(f) = c.functions.get(&key) {
         return Ok(f.clone());
     }

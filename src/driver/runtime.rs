@@ -8,10 +8,14 @@
 //! - the allocations whose free waits for a capture to end (`capture::drop_slice`).
 //!
 //! A context's runtime is made at its first use and kept for the life of the process, keyed by
-//! the context's handle. What it holds keeps the context alive (a loaded kernel holds its
-//! module, a probe or a deferred free holds its stream), so a handle in use is never reused by
-//! another context; the peer list holds nothing, and a stale entry there only costs the direct
-//! path's access check, which the driver answers for the memory itself.
+//! the context's handle. Everything it holds apart from the peer list keeps the context alive
+//! (a loaded kernel holds its module, a probe or a deferred free holds its stream), so while a
+//! runtime holds any of it the handle cannot be reused by another context; a context that has
+//! loaded a kernel is never released. A runtime whose only content is its peer list can outlive
+//! its context, and a later context given the same handle then inherits the list: the copy
+//! between devices skips enabling peer access, and the access check that follows it
+//! (`CU_POINTER_ATTRIBUTE_ACCESS_FLAGS`, asked for the source memory itself) sends the copy
+//! down the staged path when the access is missing.
 //!
 //! Process-wide on purpose, outside the runtime: the registry of primary contexts
 //! (`device::context`), the page-locked staging pool (its memory is portable, usable from every
