@@ -264,10 +264,13 @@ enum Source<'py> {
         obj: Bound<'py, PyAny>,
         interface: cai::Interface,
     },
-    /// A plain PyTorch tensor whose layout was read from it directly ([`TorchLayout`]).
+    /// A plain PyTorch tensor whose layout was read from it directly ([`TorchLayout`]), with
+    /// PyTorch's current stream on its device, asked once: the stream a call with no stream
+    /// runs on, and the one the import orders its stream after.
     Torch {
         obj: Bound<'py, PyAny>,
         layout: TorchLayout,
+        current: i64,
     },
     /// Anything else: a DLPack capsule, or an object devspan refuses when it imports it.
     Capsule(Bound<'py, PyAny>),
@@ -284,9 +287,11 @@ impl<'py> Source<'py> {
         if Framework::of(obj) == Some(Framework::Torch)
             && let Some(layout) = TorchLayout::of(obj)
         {
+            let current = Framework::Torch.current_stream(obj.py(), Some(layout.device))?;
             return Ok(Source::Torch {
                 obj: obj.clone(),
                 layout,
+                current,
             });
         }
         if obj.hasattr("__dlpack__")? {
@@ -332,9 +337,7 @@ impl<'py> Source<'py> {
                 current(py, t.framework(), Some(t.device()))
             }
             Source::Dlpack { obj, device, .. } => current(obj.py(), Framework::of(obj), *device),
-            Source::Torch { obj, layout } => {
-                current(obj.py(), Some(Framework::Torch), Some(layout.device))
-            }
+            Source::Torch { current, .. } => Ok(Some(*current)),
             Source::Cai { obj, interface } => match (interface.stream, Framework::of(obj)) {
                 (Some(s), _) => Ok(Some(s)),
                 (None, None) => Ok(None),
@@ -360,7 +363,11 @@ impl<'py> Source<'py> {
                 let framework = Framework::of(&obj);
                 import_cai(&obj, interface, stream)?.following(framework)
             }
-            Source::Torch { obj, layout } => Tensor::import_torch(&obj, layout, stream)?,
+            Source::Torch {
+                obj,
+                layout,
+                current,
+            } => Tensor::import_torch(&obj, layout, stream, current)?,
             Source::Capsule(obj) => Tensor::import(capsule::take(&obj)?, stream, None)?,
         };
         Ok(Arg::Temporary(t.for_call(true)))

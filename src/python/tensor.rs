@@ -469,13 +469,14 @@ impl Tensor {
 
     /// A tensor over a plain PyTorch tensor's memory, `obj`, whose layout `l` was read from it
     /// ([`TorchLayout`]), to be used on `stream` (a stream value). It keeps `obj.detach()`
-    /// alive (the same storage). As
-    /// PyTorch's `__dlpack__(stream=...)` does, `stream` first waits for PyTorch's current
-    /// stream on the tensor's device, unless it is that stream.
+    /// alive (the same storage). As PyTorch's `__dlpack__(stream=...)` does, `stream` first
+    /// waits for PyTorch's current stream on the tensor's device (`current`, asked by the
+    /// caller), unless it is that stream.
     pub(crate) fn import_torch(
         obj: &Bound<'_, PyAny>,
         l: TorchLayout,
         stream: i64,
+        current: i64,
     ) -> PyResult<Tensor> {
         let _current = CurrentContext::save();
         // The span from the element at index zero to the farthest one: PyTorch strides are never
@@ -514,7 +515,6 @@ impl Tensor {
         tensor.writable = true;
         tensor.writable = with_dtype!(l.dtype, T => tensor.view_mut::<T>().is_ok());
         let s = cuda::stream(&tensor.ctx, stream)?;
-        let current = Framework::Torch.current_stream(obj.py(), Some(l.device))?;
         if !(matches!((stream, current), (0 | 1, 0 | 1)) || stream == current) {
             let c = cuda::stream(&tensor.ctx, current)?;
             s.join(&c).map_err(|e| to_py(e.into()))?;
