@@ -38,6 +38,7 @@ pub enum Fault {
 
 impl Fault {
     /// The driver error an injected fault at this site returns.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     pub fn error(self) -> DriverError {
         match self {
             Fault::PinnedAlloc | Fault::DeviceAlloc => {
