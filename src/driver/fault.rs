@@ -69,6 +69,17 @@ pub struct Call {
 }
 
 impl Call {
+    /// A page-locked allocation of `bytes` (on no stream).
+    pub(crate) fn pinned_alloc(bytes: usize) -> Self {
+        Call {
+            fault: Fault::PinnedAlloc,
+            stream: 0,
+            device: 0,
+            bytes,
+        }
+    }
+
+    /// A call at `fault`'s site ordered on `stream`.
     pub(crate) fn on(
         fault: Fault,
         stream: &cudarc::driver::CudaStream,
@@ -406,12 +417,7 @@ pub(crate) mod tests {
     #[test]
     fn an_intercepted_site_runs_its_hook_until_the_guard_drops() {
         let _sites = lock_sites();
-        let pinned = |bytes| Call {
-            fault: Fault::PinnedAlloc,
-            stream: 0,
-            device: 0,
-            bytes,
-        };
+        let pinned = Call::pinned_alloc;
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s = seen.clone();
         let guard = intercept(Fault::PinnedAlloc, move |c| {

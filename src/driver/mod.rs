@@ -37,6 +37,12 @@ fn check(r: sys::CUresult) -> Result<()> {
     Ok(r.result()?)
 }
 
+/// The bytes of `n` elements of `T`, saturating: what a fault site reports for an allocation
+/// (an impossible size is refused by the allocation itself).
+fn bytes_of<T>(n: usize) -> usize {
+    n.saturating_mul(size_of::<T>())
+}
+
 /// Whether the driver library (libcuda) can be loaded. Always `false` under Miri, which cannot
 /// load a shared library.
 pub(crate) fn library_present() -> bool {
@@ -191,12 +197,7 @@ pub(crate) const HOST_ALLOC_FLAGS: u32 = sys::CU_MEMHOSTALLOC_PORTABLE;
 /// `bytes` (nonzero) of page-locked host memory ([`HOST_ALLOC_FLAGS`]), freed with
 /// [`free_host`]. A context must be current. Fault site [`Fault::PinnedAlloc`].
 pub(crate) fn malloc_host(bytes: usize) -> Result<*mut c_void> {
-    fault::check(Call {
-        fault: Fault::PinnedAlloc,
-        stream: 0,
-        device: 0,
-        bytes,
-    })?;
+    fault::check(Call::pinned_alloc(bytes))?;
     // SAFETY: a plain allocation call; the memory is initialised by the callers.
     Ok(unsafe { result::malloc_host(bytes, HOST_ALLOC_FLAGS) }?)
 }
@@ -210,12 +211,7 @@ pub(crate) unsafe fn alloc_pinned_slice<T: DeviceRepr>(
     ctx: &Arc<CudaContext>,
     n: usize,
 ) -> Result<PinnedHostSlice<T>> {
-    fault::check(Call {
-        fault: Fault::PinnedAlloc,
-        stream: 0,
-        device: 0,
-        bytes: n.saturating_mul(size_of::<T>()),
-    })?;
+    fault::check(Call::pinned_alloc(bytes_of::<T>(n)))?;
     // SAFETY: the caller's contract.
     Ok(unsafe { ctx.alloc_pinned_with_flags::<T>(n, HOST_ALLOC_FLAGS) }?)
 }
@@ -254,12 +250,7 @@ pub(crate) unsafe fn alloc<T: DeviceRepr>(
     stream: &Arc<CudaStream>,
     n: usize,
 ) -> Result<CudaSlice<T>> {
-    fault::check(Call::on(
-        Fault::DeviceAlloc,
-        stream,
-        0,
-        n.saturating_mul(size_of::<T>()),
-    ))?;
+    fault::check(Call::on(Fault::DeviceAlloc, stream, 0, bytes_of::<T>(n)))?;
     // SAFETY: the caller's contract.
     Ok(unsafe { stream.alloc::<T>(n) }?)
 }
@@ -270,12 +261,7 @@ pub(crate) fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     n: usize,
 ) -> Result<CudaSlice<T>> {
-    fault::check(Call::on(
-        Fault::DeviceAlloc,
-        stream,
-        0,
-        n.saturating_mul(size_of::<T>()),
-    ))?;
+    fault::check(Call::on(Fault::DeviceAlloc, stream, 0, bytes_of::<T>(n)))?;
     Ok(stream.alloc_zeros::<T>(n)?)
 }
 

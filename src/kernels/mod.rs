@@ -31,21 +31,38 @@ pub(crate) struct Cache {
     occupancy: HashMap<(Kernel, u32), u32>,
 }
 
-/// How many blocks of kernel `k` (function `f`) a multiprocessor of `ctx`'s device keeps
-/// resident at `threads` threads per block, as the driver computes it from the kernel's
-/// registers and shared memory; at least 1. Cached per kernel and block size.
-fn blocks_per_sm(ctx: &Arc<CudaContext>, k: Kernel, f: &CudaFunction, threads: u32) -> Result<u32> {
-    let key = (k, threads);
-    let rt = crate::driver::runtime::of(ctx);
-    let mut c = crate::driver::runtime::lock(&rt.kernels);
-    if let Some(&n) = c.occupancy.get(&key) {
-        return Ok(n);
+impl Cache {
+    /// Kernel `k` in `ctx` (whose cache this is), loading its module on first use.
+    fn function(&mut self, ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
+        if let Some(f) = self.functions.get(&k) {
+            return Ok(f.clone());
+        }
+        let name = k.module_name();
+        // Loading a module is among the calls that the global and thread-local capture modes
+        // forbid while a stream captures a graph; the first use of a kernel may happen inside
+        // a capture.
+        let f = {
+            let _relaxed = crate::capture::RelaxedMode::enter()?;
+            load(ctx, &name)?.load_function(&name)?
+        };
+        self.functions.insert(k, f.clone());
+        Ok(f)
     }
-    let n = f
-        .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?
-        .max(1);
-    c.occupancy.insert(key, n);
-    Ok(n)
+
+    /// How many blocks of kernel `k` (function `f`) a multiprocessor of the context's device
+    /// keeps resident at `threads` threads per block, as the driver computes it from the
+    /// kernel's registers and shared memory; at least 1. Cached per kernel and block size.
+    fn blocks_per_sm(&mut self, k: Kernel, f: &CudaFunction, threads: u32) -> Result<u32> {
+        let key = (k, threads);
+        if let Some(&n) = self.occupancy.get(&key) {
+            return Ok(n);
+        }
+        let n = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?
+            .max(1);
+        self.occupancy.insert(key, n);
+        Ok(n)
+    }
 }
 
 /// Module `name` in `ctx`: its machine code for the device when that was compiled at build
@@ -73,21 +90,23 @@ fn load(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
 
 /// Kernel `k` in `ctx`, loading its module on first use (cached in the context's runtime).
 pub(crate) fn kernel(ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> {
-    let key = k;
     let rt = crate::driver::runtime::of(ctx);
     let mut c = crate::driver::runtime::lock(&rt.kernels);
-    if let Some(f) = c.functions.get(&key) {
-        return Ok(f.clone());
-    }
-    let name = k.module_name();
-    // Loading a module is among the calls that the global and thread-local capture modes forbid
-    // while a stream captures a graph; the first use of a kernel may happen inside a capture.
-    let f = {
-        let _relaxed = crate::capture::RelaxedMode::enter()?;
-        load(ctx, &name)?.load_function(&name)?
-    };
-    c.functions.insert(key, f.clone());
-    Ok(f)
+    c.function(ctx, k)
+}
+
+/// [`kernel`], with how many of its blocks of `threads` threads a multiprocessor keeps
+/// resident ([`Cache::blocks_per_sm`]), from one look at the context's runtime.
+fn kernel_and_blocks_per_sm(
+    ctx: &Arc<CudaContext>,
+    k: Kernel,
+    threads: u32,
+) -> Result<(CudaFunction, u32)> {
+    let rt = crate::driver::runtime::of(ctx);
+    let mut c = crate::driver::runtime::lock(&rt.kernels);
+    let f = c.function(ctx, k)?;
+    let per_sm = c.blocks_per_sm(k, &f, threads)?;
+    Ok((f, per_sm))
 }
 
 /// The launch configuration of kernel `k` with grid `grid` (at least one block on each
@@ -218,9 +237,8 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
         }
         Plan::Permute { args, from, to } => {
             let k = Kernel::copy(permute_kind(args), *from, *to);
-            let f = kernel(stream.context(), k)?;
             let (bx, by, bz) = k.block();
-            let per_sm = blocks_per_sm(stream.context(), k, &f, bx * by * bz)?;
+            let (f, per_sm) = kernel_and_blocks_per_sm(stream.context(), k, bx * by * bz)?;
             let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let blocks = permute_grid(args.tiles, resident, args.tiles_per_block(), grid);
             let args = Param(*args);
@@ -239,9 +257,8 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
         } => {
             let vector = args.vector != 0;
             let k = Kernel::copy(tiled_kind(args), *from, *to);
-            let f = kernel(stream.context(), k)?;
             let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
-            let per_sm = blocks_per_sm(stream.context(), k, &f, threads)?;
+            let (f, per_sm) = kernel_and_blocks_per_sm(stream.context(), k, threads)?;
             let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let blocks = tiled_grid(u64::from(args.tiles), resident);
             let cfg = LaunchConfig {
