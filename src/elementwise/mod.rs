@@ -548,13 +548,15 @@ impl ElementwiseKernel {
             )));
         }
         let tiled = norm.tiled();
-        let iterations = norm.iterations(tiled);
+        let types: Vec<DType> = arrays.iter().map(|a| a.dtype).collect();
+        let pairs = tiled && source::pairs_for(&types);
+        let iterations = norm.iterations(tiled, pairs);
         let input_sizes: Vec<usize> = arrays[self.outputs.len()..]
             .iter()
             .map(|a| source::body_size(a.dtype))
             .collect();
         let staged = if tiled {
-            norm.staged(self.outputs.len(), &input_sizes)
+            norm.staged(self.outputs.len(), &input_sizes, pairs)
         } else {
             vec![false; input_sizes.len()]
         };
@@ -567,6 +569,8 @@ impl ElementwiseKernel {
             tiled,
             staged,
             vector: false,
+            pairs,
+            paired: Vec::new(),
         };
         let outs = self.outputs.len();
         let keeps: Vec<(&KeepAlive<'_>, bool)> = arrays
@@ -578,6 +582,16 @@ impl ElementwiseKernel {
             check_aliasing(&arrays, &strides, &shape, outs, &self.outputs)?;
             // Addresses are known once the accesses are prepared.
             variant.vector = variant.contiguous && arrays.iter().all(|a| a.ptr() % 16 == 0);
+            if pairs {
+                variant.paired = arrays
+                    .iter()
+                    .enumerate()
+                    .map(|(k, a)| {
+                        let staged = k >= outs && variant.staged[k - outs];
+                        norm.pairable(k, staged, a.ptr(), a.dtype.size())
+                    })
+                    .collect();
+            }
             let f = self.function(stream, &variant)?;
             let r = norm.shape.len();
             let mut words = Words([0; source::arg_words(MAX_RANK, MAX_ARRAYS, MAX_SCALARS)]);
@@ -598,7 +612,6 @@ impl ElementwiseKernel {
             // vectors each on the vector path, `PER_THREAD` elements or one tile otherwise);
             // the kernels' grid-stride loops also take smaller grids.
             let per_block = if variant.vector {
-                let types: Vec<DType> = arrays.iter().map(|a| a.dtype).collect();
                 (source::THREADS * 2 * source::vector_width(&types)) as u64
             } else {
                 (source::THREADS * source::PER_THREAD) as u64
@@ -795,5 +808,86 @@ mod tests {
         let b = half::bf16::from_f32(-2.0).to_bits() as u64;
         assert_eq!(scalar_word(DType::BF16, b), u64::from((-2.0f32).to_bits()));
         assert_eq!(scalar_word(DType::I32, 7), 7);
+    }
+
+    /// Every kind of variant of kernels over several element types compiles with NVRTC where
+    /// the library loads (the machine needs no GPU); `DEVSPAN_REQUIRE_NVRTC=1` makes a missing
+    /// library a failure.
+    #[test]
+    fn every_kind_of_variant_compiles_with_nvrtc() {
+        if !crate::driver::nvrtc_present() {
+            assert!(
+                std::env::var("DEVSPAN_REQUIRE_NVRTC").as_deref() != Ok("1"),
+                "DEVSPAN_REQUIRE_NVRTC=1 but NVRTC could not be loaded"
+            );
+            eprintln!("skipped: NVRTC could not be loaded");
+            return;
+        }
+        let signatures = [
+            ("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y"),
+            ("f32 a, f16 x, f16 y", "f16 z", "z = a * x + y"),
+            ("u8 x, bf16 y, i16 c", "f32 z, u8 w", "z = x + y * c; w = x"),
+        ];
+        let mut compiled = 0;
+        for (i, o, body) in signatures {
+            let inputs = source::parse_params(i, "inputs").unwrap();
+            let outputs = source::parse_params(o, "outputs").unwrap();
+            let scalar_inputs: Vec<bool> = inputs.iter().map(|p| p.name == "a").collect();
+            let n_in = scalar_inputs.iter().filter(|s| !**s).count();
+            let arrays = outputs.len() + n_in;
+            let base = Variant {
+                scalar_inputs,
+                rank: 3,
+                idx32: true,
+                contiguous: false,
+                tiled: false,
+                staged: vec![false; n_in],
+                vector: false,
+                pairs: false,
+                paired: Vec::new(),
+            };
+            let staged = |k: usize| (0..n_in).map(|j| j % 2 == k % 2).collect::<Vec<_>>();
+            let variants = [
+                base.clone(),
+                Variant {
+                    idx32: false,
+                    ..base.clone()
+                },
+                Variant {
+                    rank: 1,
+                    contiguous: true,
+                    vector: true,
+                    ..base.clone()
+                },
+                Variant {
+                    tiled: true,
+                    staged: staged(0),
+                    ..base.clone()
+                },
+                Variant {
+                    tiled: true,
+                    pairs: true,
+                    staged: staged(0),
+                    paired: (0..arrays).map(|k| k % 2 == 0).collect(),
+                    ..base.clone()
+                },
+                Variant {
+                    tiled: true,
+                    pairs: true,
+                    idx32: false,
+                    staged: staged(1),
+                    paired: (0..arrays).map(|k| k % 2 == 1).collect(),
+                    ..base.clone()
+                },
+            ];
+            for v in &variants {
+                let src = source::source(&inputs, &outputs, body, v);
+                if let Err(e) = compile(&src, &compile_options(9, 0)) {
+                    panic!("{v:?} of `{i}` -> `{o}`: {e}\n{src}");
+                }
+                compiled += 1;
+            }
+        }
+        eprintln!("{compiled} variants compiled with NVRTC");
     }
 }

@@ -175,17 +175,19 @@ impl Normalized {
             && self.strides.iter().any(|s| runs_across(s))
     }
 
-    /// For each operand from `first` on (the array inputs), whether the tiled variant stages
-    /// it through shared memory: its fastest axis is the second-to-last, and the staged tiles
-    /// (of `body_sizes`' bytes per element) fit in [`STAGE_BYTES`].
-    pub(crate) fn staged(&self, first: usize, body_sizes: &[usize]) -> Vec<bool> {
+    /// For each operand from `first` on (the array inputs), whether the tiled variant (with
+    /// `pairs` or without) stages it through shared memory: its fastest axis is the
+    /// second-to-last, and the staged tiles (of `body_sizes`' bytes per element) fit in
+    /// [`STAGE_BYTES`].
+    pub(crate) fn staged(&self, first: usize, body_sizes: &[usize], pairs: bool) -> Vec<bool> {
         let mut bytes = 0;
+        let cols = if pairs { 2 * TILE } else { TILE };
         self.strides[first..]
             .iter()
             .zip(body_sizes)
             .map(|(s, &size)| {
                 let across = runs_across(s);
-                let tile = TILE * (TILE + 1) * size;
+                let tile = TILE * (cols + 1) * size;
                 if across && bytes + tile <= STAGE_BYTES {
                     bytes += tile;
                     true
@@ -197,14 +199,36 @@ impl Normalized {
     }
 
     /// Indices the kernel iterates over: the elements, or for the tiled variant the slots of
-    /// every whole tile of the last two axes (some past the extents).
-    pub(crate) fn iterations(&self, tiled: bool) -> usize {
+    /// every whole tile of the last two axes (some past the extents): `TILE * TILE` slots per
+    /// tile, a slot being one element, or with `pairs` two neighbours along the last axis (tiles
+    /// of `TILE` x `2 * TILE` elements).
+    pub(crate) fn iterations(&self, tiled: bool, pairs: bool) -> usize {
         if !tiled {
             return self.len();
         }
         let r = self.shape.len();
         let outer: usize = self.shape[..r - 2].iter().product();
-        outer * self.shape[r - 2].div_ceil(TILE) * self.shape[r - 1].div_ceil(TILE) * TILE * TILE
+        let cols = if pairs { 2 * TILE } else { TILE };
+        outer * self.shape[r - 2].div_ceil(TILE) * self.shape[r - 1].div_ceil(cols) * TILE * TILE
+    }
+
+    /// Whether operand `k` can move pairs of neighbours as one access in the tiled variant
+    /// with pairs: along the second-to-last axis when it is `staged`, else along the last.
+    /// That axis must have stride 1 and every other stride be even, so that every pair starts
+    /// at an even element, and element zero (at `addr`, elements of `size` bytes) must be
+    /// aligned to a pair.
+    pub(crate) fn pairable(&self, k: usize, staged: bool, addr: u64, size: usize) -> bool {
+        let s = &self.strides[k];
+        let r = s.len();
+        if r < 2 {
+            return false;
+        }
+        let axis = if staged { r - 2 } else { r - 1 };
+        s[axis] == 1
+            && s.iter()
+                .enumerate()
+                .all(|(i, &st)| i == axis || st % 2 == 0)
+            && addr % (2 * size as u64) == 0
     }
 
     /// Whether every operand in `arrays` is one contiguous run (one axis, stride 1).
@@ -238,6 +262,20 @@ pub(crate) struct Variant {
     pub(crate) staged: Vec<bool>,
     /// Contiguous operands moved as 16-byte vectors (every address aligned).
     pub(crate) vector: bool,
+    /// The tiled variant moves pairs of neighbours ([`pairs_for`]).
+    pub(crate) pairs: bool,
+    /// With `pairs`, for each array operand (outputs first), whether it moves each pair as one
+    /// access ([`Normalized::pairable`]); empty otherwise.
+    pub(crate) paired: Vec<bool>,
+}
+
+/// Whether the tiled variant gives each slot a pair of neighbours (tiles of `TILE` x
+/// `2 * TILE` elements) for array operands of these types: where the narrowest is at most 2
+/// bytes (one element per access would move at most 64 bytes per warp) and none is wider
+/// than 4 (a pair of them is one access of at most 8 bytes).
+pub(crate) fn pairs_for(types: &[DType]) -> bool {
+    let sizes = types.iter().map(|t| t.size());
+    sizes.clone().min().is_some_and(|m| m <= 2) && sizes.max().is_some_and(|m| m <= 4)
 }
 
 /// Name of the generated kernel function.
@@ -330,6 +368,7 @@ static __device__ __forceinline__ float ds_f16_to_f32(unsigned short h) {
 static __device__ __forceinline__ unsigned short ds_f32_to_f16(float f) {
   unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
 }
+template <typename T> struct alignas(2 * sizeof(T)) ds_pair { T v[2]; };
 static __device__ __forceinline__ float ds_bf16_to_f32(unsigned short h) {
   return __uint_as_float(((unsigned int)h) << 16);
 }
@@ -549,6 +588,19 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
     let staged: Vec<usize> = (outputs.len()..arrays)
         .filter(|&k| v.staged.get(k - outputs.len()).copied().unwrap_or(false))
         .collect();
+    if v.tiled && v.pairs {
+        tiled_pairs(
+            &mut s,
+            inputs,
+            outputs,
+            body,
+            v,
+            &types,
+            &staged,
+            (idx, sidx),
+        );
+        return s;
+    }
     for &k in &staged {
         let _ = writeln!(
             s,
@@ -683,6 +735,225 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
     s
 }
 
+// One block iteration of the tiled variant with pairs covers one tile of `TILE` x `2 * TILE`.
+const _: () = assert!(THREADS * PER_THREAD * 2 == TILE * 2 * TILE && THREADS % TILE == 0);
+
+/// The loop of the tiled variant with pairs ([`pairs_for`]): tiles of `TILE` rows (the
+/// second-to-last axis) by `2 * TILE` columns (the last axis), one per block iteration. Each
+/// slot is a pair of neighbours along the last axis (`THREADS / TILE` rows apart, each warp
+/// one row of 64 elements), which a paired operand ([`Normalized::pairable`]) moves as one
+/// access and the others as two; staged inputs are read into shared memory in pairs along
+/// the second-to-last axis (a warp takes two columns of 32 rows).
+#[allow(clippy::too_many_arguments)]
+fn tiled_pairs(
+    s: &mut String,
+    inputs: &[Param],
+    outputs: &[Param],
+    body: &str,
+    v: &Variant,
+    types: &[DType],
+    staged: &[usize],
+    (idx, sidx): (&str, &str),
+) {
+    let u = PER_THREAD;
+    let cols = 2 * TILE;
+    let (a, b) = (v.rank - 2, v.rank - 1);
+    let arrays = types.len();
+    let paired = |k: usize| v.paired.get(k).copied().unwrap_or(false);
+    let stride = |k: usize, axis: usize| format!("({sidx})ds_a.strides[{k}][{axis}]");
+    let ptr = |k: usize, c: &str| format!("(({c}{}*)ds_a.ptr[{k}])", storage_type(types[k]));
+    // The statement loading the pair at `off` (second element `step` further) into
+    // `x0`/`x1` (body type, zero-initialised), each element only where `ok(h)`.
+    let load_pair = |k: usize,
+                     off: &str,
+                     step: &str,
+                     ok: &dyn Fn(usize) -> String,
+                     x: [&str; 2]| {
+        let t = types[k];
+        let elements = format!(
+            "{{ if ({}) {} = {}; if ({}) {} = {}; }}",
+            ok(0),
+            x[0],
+            load(t, k, off),
+            ok(1),
+            x[1],
+            load(t, k, &format!("{off} + {step}"))
+        );
+        if paired(k) {
+            let st = storage_type(t);
+            format!(
+                "if ({}) {{ const ds_pair<{st}> ds_w = *(const ds_pair<{st}>*)({} + {off}); {} = {}; {} = {}; }} else {elements}",
+                ok(1),
+                ptr(k, "const "),
+                x[0],
+                convert_in(t, "ds_w.v[0]"),
+                x[1],
+                convert_in(t, "ds_w.v[1]"),
+            )
+        } else {
+            elements
+        }
+    };
+    for &k in staged {
+        let _ = writeln!(
+            s,
+            "  __shared__ {} ds_sm{k}[{TILE}][{}];",
+            body_type(types[k]),
+            cols + 1
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {u}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {u})) {{"
+    );
+    let _ = writeln!(s, "    bool ds_ok[{u}][2];");
+    for k in 0..arrays {
+        let _ = writeln!(s, "    {sidx} ds_o{k}[{u}];");
+    }
+    if !staged.is_empty() {
+        let _ = writeln!(s, "    bool ds_okp[{u}][2];");
+        for &k in staged {
+            let _ = writeln!(s, "    {sidx} ds_p{k}[{u}];");
+        }
+    }
+    // The tile's coordinates and the offsets of the other axes once; then each slot's row and
+    // pair of columns, and for the staged inputs the transposed slot: a pair of rows
+    // (`ds_q0`) and a column (`ds_c0`, `2 * THREADS / TILE` columns apart).
+    let _ = writeln!(
+        s,
+        "    {idx} ds_r = ds_base / ({THREADS} * {u});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {cols} - 1) / {cols};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
+    );
+    for k in 0..arrays {
+        let _ = writeln!(s, "    {sidx} ds_t{k} = 0;");
+    }
+    decompose(s, (0..a).rev(), arrays, idx, sidx, "    ", |k| {
+        format!("ds_t{k}")
+    });
+    let _ = writeln!(
+        s,
+        "    const unsigned int ds_b0 = threadIdx.x % {TILE}, ds_a0 = threadIdx.x / {TILE};\n    const unsigned int ds_q0 = threadIdx.x % {}, ds_c0 = threadIdx.x / {};\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      const {idx} ds_ca = ds_at * {TILE} + ds_a0 + ds_u * {}, ds_cb = ds_bt * {cols} + 2 * ds_b0;\n      ds_ok[ds_u][0] = ds_ca < ds_la && ds_cb < ds_lb;\n      ds_ok[ds_u][1] = ds_ca < ds_la && ds_cb + 1 < ds_lb;",
+        TILE / 2,
+        TILE / 2,
+        THREADS / TILE
+    );
+    for k in 0..arrays {
+        let _ = writeln!(
+            s,
+            "      ds_o{k}[ds_u] = ds_t{k} + ({sidx})ds_ca * {} + ({sidx})ds_cb * {};",
+            stride(k, a),
+            stride(k, b)
+        );
+    }
+    if !staged.is_empty() {
+        let _ = writeln!(
+            s,
+            "      const {idx} ds_ca2 = ds_at * {TILE} + 2 * ds_q0, ds_cb2 = ds_bt * {cols} + ds_c0 + ds_u * {};\n      ds_okp[ds_u][0] = ds_ca2 < ds_la && ds_cb2 < ds_lb;\n      ds_okp[ds_u][1] = ds_ca2 + 1 < ds_la && ds_cb2 < ds_lb;",
+            2 * THREADS / TILE
+        );
+        for &k in staged {
+            let _ = writeln!(
+                s,
+                "      ds_p{k}[ds_u] = ds_t{k} + ({sidx})ds_ca2 * {} + ({sidx})ds_cb2 * {};",
+                stride(k, a),
+                stride(k, b)
+            );
+        }
+    }
+    let _ = writeln!(s, "    }}");
+    // Every array input's loads for all slots, before any store.
+    // A staged tile keeps column `c` at `(c % 2) * (TILE + 1) + c / 2` of its row (of
+    // `2 * TILE + 1`): both the writes (two columns of rows 2q and 2q + 1) and the reads (a
+    // row's even or odd columns) then hit 32 distinct banks.
+    let col = format!(
+        "(ds_c0 & 1) * {} + (ds_c0 >> 1) + ds_u * {}",
+        TILE + 1,
+        THREADS / TILE
+    );
+    for (k, &t) in types.iter().enumerate().skip(outputs.len()) {
+        let bt = body_type(t);
+        if staged.contains(&k) {
+            let _ = writeln!(
+                s,
+                "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      {bt} ds_x0 = ({bt})0, ds_x1 = ({bt})0;\n      {}\n      ds_sm{k}[2 * ds_q0][{col}] = ds_x0;\n      ds_sm{k}[2 * ds_q0 + 1][{col}] = ds_x1;\n    }}",
+                load_pair(
+                    k,
+                    &format!("ds_p{k}[ds_u]"),
+                    &stride(k, a),
+                    &|h| format!("ds_okp[ds_u][{h}]"),
+                    ["ds_x0", "ds_x1"]
+                ),
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "    {bt} ds_v{k}[{u}][2];\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      ds_v{k}[ds_u][0] = ({bt})0; ds_v{k}[ds_u][1] = ({bt})0;\n      {}\n    }}",
+                load_pair(
+                    k,
+                    &format!("ds_o{k}[ds_u]"),
+                    &stride(k, b),
+                    &|h| format!("ds_ok[ds_u][{h}]"),
+                    [&format!("ds_v{k}[ds_u][0]"), &format!("ds_v{k}[ds_u][1]")]
+                )
+            );
+        }
+    }
+    if !staged.is_empty() {
+        s.push_str("    __syncthreads();\n");
+    }
+    let _ = writeln!(
+        s,
+        "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{"
+    );
+    for (k, &t) in types.iter().enumerate().take(outputs.len()) {
+        let _ = writeln!(s, "      {} ds_y{k}[2] = {{0, 0}};", storage_type(t));
+    }
+    let _ = writeln!(
+        s,
+        "#pragma unroll\n      for (int ds_h = 0; ds_h < 2; ++ds_h) {{\n        if (!ds_ok[ds_u][ds_h]) continue;"
+    );
+    s.push_str(&element(
+        inputs,
+        outputs,
+        body,
+        v,
+        "        ",
+        &|k| {
+            if staged.contains(&k) {
+                format!(
+                    "ds_sm{k}[ds_a0 + ds_u * {}][ds_h * {} + ds_b0]",
+                    THREADS / TILE,
+                    TILE + 1
+                )
+            } else {
+                format!("ds_v{k}[ds_u][ds_h]")
+            }
+        },
+        &|k, p| format!("ds_y{k}[ds_h] = {};", convert_out(p.dtype, &p.name)),
+    ));
+    s.push_str("      }\n");
+    for (k, &t) in types.iter().enumerate().take(outputs.len()) {
+        let st = storage_type(t);
+        let out = ptr(k, "");
+        let elements = format!(
+            "{{ if (ds_ok[ds_u][0]) {out}[ds_o{k}[ds_u]] = ds_y{k}[0]; if (ds_ok[ds_u][1]) {out}[ds_o{k}[ds_u] + {}] = ds_y{k}[1]; }}",
+            stride(k, b)
+        );
+        if paired(k) {
+            let _ = writeln!(
+                s,
+                "      if (ds_ok[ds_u][1]) {{ ds_pair<{st}> ds_w; ds_w.v[0] = ds_y{k}[0]; ds_w.v[1] = ds_y{k}[1]; *(ds_pair<{st}>*)({out} + ds_o{k}[ds_u]) = ds_w; }} else {elements}"
+            );
+        } else {
+            let _ = writeln!(s, "      {elements}");
+        }
+    }
+    s.push_str("    }\n");
+    if !staged.is_empty() {
+        s.push_str("    __syncthreads();\n");
+    }
+    s.push_str("  }\n}\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,13 +1016,42 @@ mod tests {
         // A transposed input beside a contiguous output: tiled, 3 x 2 tiles of 32 x 32.
         let t = normalize(&[70, 40], &[vec![40, 1], vec![1, 70]]);
         assert!(t.tiled());
-        assert_eq!(t.iterations(true), 3 * 2 * 1024);
+        assert_eq!(t.iterations(true, false), 3 * 2 * 1024);
+        // With pairs, tiles of 32 x 64: 3 x 1.
+        assert_eq!(t.iterations(true, true), 3 * 1024);
         // A broadcast row is not a reason to tile; a broadcast column is.
         assert!(!normalize(&[70, 40], &[vec![40, 1], vec![0, 1]]).tiled());
         assert!(normalize(&[70, 40], &[vec![40, 1], vec![1, 0]]).tiled());
         // Short axes are not tiled.
         assert!(!normalize(&[70, 8], &[vec![8, 1], vec![1, 70]]).tiled());
-        assert_eq!(t.iterations(false), 2800);
+        assert_eq!(t.iterations(false, false), 2800);
+    }
+
+    #[test]
+    fn pairs_are_taken_for_narrow_types_and_paired_where_each_pair_is_one_aligned_access() {
+        use DType::*;
+        assert!(pairs_for(&[F16, F16, F16]));
+        assert!(pairs_for(&[F32, F16, U8]));
+        assert!(!pairs_for(&[F32, F32]));
+        assert!(!pairs_for(&[F16, F64]));
+        // f16 z (contiguous 64 x 40) = x (transposed) + y (a row of stride 2, odd offset).
+        let n = normalize(&[64, 40], &[vec![40, 1], vec![1, 64], vec![80, 2]]);
+        assert_eq!(n.strides, [vec![40, 1], vec![1, 64], vec![80, 2]]);
+        // The output pairs along the last axis, the transposed input (staged) along the other.
+        assert!(n.pairable(0, false, 4096, 2));
+        assert!(n.pairable(1, true, 4096, 2));
+        assert!(!n.pairable(1, false, 4096, 2));
+        // Misaligned element zero, or a step of 2 along the pair's axis: two accesses.
+        assert!(!n.pairable(0, false, 4098, 2));
+        assert!(!n.pairable(2, false, 4096, 2));
+        // An odd stride elsewhere puts some pairs at odd elements.
+        let odd = normalize(&[64, 40], &[vec![41, 1]]);
+        assert!(!odd.pairable(0, false, 4096, 2));
+        // Broadcast axes are even strides; a reversed axis is not paired.
+        let b = normalize(&[64, 40], &[vec![40, 1], vec![0, 1], vec![40, -1]]);
+        assert!(b.pairable(1, false, 4096, 1));
+        assert!(!b.pairable(2, false, 4096, 1));
+        assert!(!normalize(&[40], &[vec![1]]).pairable(0, false, 0, 2));
     }
 
     #[test]
@@ -776,6 +1076,8 @@ mod tests {
             tiled: false,
             staged: vec![false, false],
             vector: false,
+            pairs: false,
+            paired: Vec::new(),
         };
         let src = source(&inputs, &outputs, "z = a * x + y", &v);
         assert!(src.contains("const float a = __uint_as_float((unsigned int)ds_a.scalar[0]);"));

@@ -1,6 +1,7 @@
 //! GPU tests of `devspan::elementwise::ElementwiseKernel`: NVRTC-compiled bodies over views of
 //! ranks 0 to 10 with permuted, reversed, sliced and broadcast operands, mixed element types
-//! and two outputs, in-place updates, refused overlaps and bad calls, a busy second stream with
+//! and two outputs, transposed operands of 1- and 2-byte types (tiles of pairs) at odd
+//! offsets, in-place updates, refused overlaps and bad calls, a busy second stream with
 //! inputs dropped right after the launch, graph capture and replay, and more than 2^31
 //! elements.
 //!
@@ -643,6 +644,196 @@ fn transposed_operands_walk_tiles_and_match_ndarray() {
                 .for_each(|w, &x, &c| *w = x - c as f32);
         }
         assert_eq!(got, want, "{what}");
+    }
+}
+
+/// An operand's layout over the last two axes of a tiled case: stored with those axes swapped
+/// (a transposed view) or not, each stored axis sliced from a larger base at offset 0 or 1 and
+/// maybe reversed; `shape` is the view's (a broadcast input's may be shorter or hold 1s).
+#[derive(Debug, Clone)]
+struct Tiled {
+    shape: Vec<usize>,
+    base: Vec<usize>,
+    slices: Vec<SliceInfoElem>,
+    swapped: bool,
+}
+
+fn tiled_layout(rng: &mut StdRng, shape: &[usize], swapped: Option<bool>, bcast: bool) -> Tiled {
+    let r = shape.len();
+    let mut shape = shape.to_vec();
+    if bcast && rng.random_bool(0.4) {
+        if rng.random_bool(0.5) {
+            // A row: the last axis alone.
+            shape = vec![shape[r - 1]];
+        } else {
+            // A column.
+            shape[r - 1] = 1;
+        }
+    }
+    let n = shape.len();
+    let swapped = n >= 2 && swapped.unwrap_or_else(|| rng.random_bool(0.5));
+    let mut stored = shape.clone();
+    if swapped {
+        stored.swap(n - 1, n - 2);
+    }
+    let mut base = Vec::with_capacity(n);
+    let mut slices = Vec::with_capacity(n);
+    for &len in &stored {
+        let off = rng.random_range(0..=1usize);
+        base.push(len + off + rng.random_range(0..=1usize));
+        slices.push(SliceInfoElem::Slice {
+            start: off as isize,
+            end: Some((off + len) as isize),
+            step: if rng.random_bool(0.2) { -1 } else { 1 },
+        });
+    }
+    Tiled {
+        shape,
+        base,
+        slices,
+        swapped,
+    }
+}
+
+fn tiled_info(l: &Tiled) -> SliceInfo<Vec<SliceInfoElem>, IxDyn, IxDyn> {
+    SliceInfo::<_, IxDyn, IxDyn>::try_from(l.slices.clone()).unwrap()
+}
+
+/// The view `l` of a host array (its base).
+fn tiled_host<'a, T>(a: &'a ArrayD<T>, l: &Tiled) -> ndarray::ArrayViewD<'a, T> {
+    let mut v = a.view().slice_move(tiled_info(l));
+    if l.swapped {
+        let n = v.ndim();
+        v.swap_axes(n - 1, n - 2);
+    }
+    v
+}
+
+/// The view `l` of a host array (its base), mutable.
+fn tiled_host_mut<'a, T>(a: &'a mut ArrayD<T>, l: &Tiled) -> ndarray::ArrayViewMutD<'a, T> {
+    let mut v = a.view_mut().slice_move(tiled_info(l));
+    if l.swapped {
+        let n = v.ndim();
+        v.swap_axes(n - 1, n - 2);
+    }
+    v
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the bodies read their inputs and assign their outputs by name.
+    let (halves, ints) = unsafe {
+        (
+            ElementwiseKernel::new("f32 a, f16 x, f16 y", "f16 z", "z = a * x + y").unwrap(),
+            ElementwiseKernel::new("u8 x, i16 y", "i16 z, u8 w", "z = x * 3 + y; w = x ^ 0x5a")
+                .unwrap(),
+        )
+    };
+    // Extents around and past whole tiles of 32 x 64; a transposed x makes every case tiled.
+    let extents = [16, 17, 31, 32, 33, 63, 64, 65, 100, 129];
+    for case in 0..64u64 {
+        let seed = 0xe9a0_0000 + case;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut shape: Vec<usize> = match rng.random_range(0..3) {
+            0 => vec![],
+            1 => vec![1],
+            _ => vec![3],
+        };
+        for _ in 0..2 {
+            shape.push(extents[rng.random_range(0..extents.len())]);
+        }
+        let lx = tiled_layout(&mut rng, &shape, Some(true), false);
+        let ly = tiled_layout(&mut rng, &shape, None, true);
+        let lz = tiled_layout(&mut rng, &shape, None, false);
+        let lw = tiled_layout(&mut rng, &shape, None, false);
+        let what = format!("seed {seed:#x}: shape {shape:?}, x {lx:?}, y {ly:?}, z {lz:?}");
+        if case % 2 == 0 {
+            // Multiples of 1/64 below 8 in magnitude: a * x + y is exact in f32, and the
+            // device's only rounding is the one to f16, as on the host.
+            let q = |v: f64| f16::from_f64((v * 512.0).round() / 64.0);
+            let hx = uniform(&mut rng, &lx.base, q);
+            let hy = uniform(&mut rng, &ly.base, q);
+            let poison = uniform(&mut rng, &lz.base, |v| f16::from_f64(v * 1e4));
+            let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+            let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+            let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+            let mut xv = dx.view().slice_move(tiled_info(&lx));
+            xv.swap_axes(shape.len() - 1, shape.len() - 2);
+            let mut yv = dy.view().slice_move(tiled_info(&ly));
+            if ly.swapped {
+                yv.swap_axes(ly.shape.len() - 1, ly.shape.len() - 2);
+            }
+            {
+                let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
+                if lz.swapped {
+                    zv.swap_axes(shape.len() - 1, shape.len() - 2);
+                }
+                halves
+                    .launch(
+                        &[Arg::scalar(2.0f32), (&xv).into(), (&yv).into()],
+                        &mut [(&mut zv).into()],
+                    )
+                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+            let got = dz.to_host().unwrap();
+            let mut want = poison.clone();
+            Zip::from(tiled_host_mut(&mut want, &lz))
+                .and(&tiled_host(&hx, &lx))
+                .and_broadcast(&tiled_host(&hy, &ly))
+                .for_each(|z, &x, &y| *z = f16::from_f32(2.0 * x.to_f32() + y.to_f32()));
+            for (i, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "{what}: z[{i}] of the base: got {g}, expected {w}"
+                );
+            }
+        } else {
+            let hx = ArrayD::from_shape_fn(IxDyn(&lx.base), |_| rng.random::<u8>());
+            let hy = ArrayD::from_shape_fn(IxDyn(&ly.base), |_| rng.random::<i16>());
+            let pz = ArrayD::from_shape_fn(IxDyn(&lz.base), |_| rng.random::<i16>());
+            let pw = ArrayD::from_shape_fn(IxDyn(&lw.base), |_| rng.random::<u8>());
+            let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+            let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+            let mut dz = DeviceArray::from_host(&stream, &pz).unwrap();
+            let mut dw = DeviceArray::from_host(&stream, &pw).unwrap();
+            let mut xv = dx.view().slice_move(tiled_info(&lx));
+            xv.swap_axes(shape.len() - 1, shape.len() - 2);
+            let mut yv = dy.view().slice_move(tiled_info(&ly));
+            if ly.swapped {
+                yv.swap_axes(ly.shape.len() - 1, ly.shape.len() - 2);
+            }
+            {
+                let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
+                if lz.swapped {
+                    zv.swap_axes(shape.len() - 1, shape.len() - 2);
+                }
+                let mut wv = dw.view_mut().slice_move(tiled_info(&lw));
+                if lw.swapped {
+                    wv.swap_axes(shape.len() - 1, shape.len() - 2);
+                }
+                ints.launch(
+                    &[(&xv).into(), (&yv).into()],
+                    &mut [(&mut zv).into(), (&mut wv).into()],
+                )
+                .unwrap_or_else(|e| panic!("{what}, w {lw:?}: {e:#}"));
+            }
+            let (gz, gw) = (dz.to_host().unwrap(), dw.to_host().unwrap());
+            let (mut wz, mut ww) = (pz.clone(), pw.clone());
+            Zip::from(tiled_host_mut(&mut wz, &lz))
+                .and(tiled_host_mut(&mut ww, &lw))
+                .and(&tiled_host(&hx, &lx))
+                .and_broadcast(&tiled_host(&hy, &ly))
+                .for_each(|z, w, &x, &y| {
+                    *z = (i32::from(x) * 3 + i32::from(y)) as i16;
+                    *w = x ^ 0x5a;
+                });
+            assert_eq!(gz, wz, "{what}, w {lw:?}: z");
+            assert_eq!(gw, ww, "{what}, w {lw:?}: w");
+        }
     }
 }
 
