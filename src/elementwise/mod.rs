@@ -54,6 +54,7 @@
 //! are reserved.
 
 mod cache;
+mod pairs;
 mod source;
 
 use std::collections::HashMap;
