@@ -8,7 +8,7 @@ use std::fmt::Write;
 use super::source::{Normalized, pairs_for};
 use super::source::{
     PER_THREAD, Param, THREADS, TILE, Variant, body_type, convert_in, convert_out, decompose,
-    element, load, storage_type,
+    element, storage_type,
 };
 use crate::element::DType;
 
@@ -39,36 +39,28 @@ pub(super) fn tiled_pairs(
     let paired = |k: usize| v.paired.get(k).copied().unwrap_or(false);
     let stride = |k: usize, axis: usize| format!("({sidx})ds_a.strides[{k}][{axis}]");
     let ptr = |k: usize, c: &str| format!("(({c}{}*)ds_a.ptr[{k}])", storage_type(types[k]));
-    // The statement loading the pair at `off` (second element `step` further) into
-    // `x0`/`x1` (body type, zero-initialised), each element only where `ok(h)`.
-    let load_pair = |k: usize,
-                     off: &str,
-                     step: &str,
-                     ok: &dyn Fn(usize) -> String,
-                     x: [&str; 2]| {
+    // The statements loading the pair at `off` (its second element `step` further) into
+    // `ds_l{k}[ds_u]` (zeroed), each element only where `ok(h)`: separate predicated loads,
+    // which the compiler issues together before any of them is used.
+    let load_pair = |k: usize, off: &str, step: &str, ok: &dyn Fn(usize) -> String| {
         let t = types[k];
-        let elements = format!(
-            "{{ if ({}) {} = {}; if ({}) {} = {}; }}",
-            ok(0),
-            x[0],
-            load(t, k, off),
-            ok(1),
-            x[1],
-            load(t, k, &format!("{off} + {step}"))
-        );
+        let st = storage_type(t);
+        let src = ptr(k, "const ");
+        let l = format!("ds_l{k}[ds_u]");
+        let zero = format!("{l}.v[0] = ({st})0; {l}.v[1] = ({st})0;");
         if paired(k) {
-            let st = storage_type(t);
             format!(
-                "if ({}) {{ const ds_pair<{st}> ds_w = *(const ds_pair<{st}>*)({} + {off}); {} = {}; {} = {}; }} else {elements}",
+                "{zero}\n      if ({}) {l} = *(const ds_pair<{st}>*)({src} + {off});\n      if ({} && !{}) {l}.v[0] = {src}[{off}];",
                 ok(1),
-                ptr(k, "const "),
-                x[0],
-                convert_in(t, "ds_w.v[0]"),
-                x[1],
-                convert_in(t, "ds_w.v[1]"),
+                ok(0),
+                ok(1)
             )
         } else {
-            elements
+            format!(
+                "{zero}\n      if ({}) {l}.v[0] = {src}[{off}];\n      if ({}) {l}.v[1] = {src}[{off} + {step}];",
+                ok(0),
+                ok(1)
+            )
         }
     };
     for &k in staged {
@@ -147,32 +139,31 @@ pub(super) fn tiled_pairs(
         THREADS / TILE
     );
     for (k, &t) in types.iter().enumerate().skip(outputs.len()) {
-        let bt = body_type(t);
-        if staged.contains(&k) {
-            let _ = writeln!(
-                s,
-                "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      {bt} ds_x0 = ({bt})0, ds_x1 = ({bt})0;\n      {}\n      ds_sm{k}[2 * ds_q0][{col}] = ds_x0;\n      ds_sm{k}[2 * ds_q0 + 1][{col}] = ds_x1;\n    }}",
-                load_pair(
-                    k,
-                    &format!("ds_p{k}[ds_u]"),
-                    &stride(k, a),
-                    &|h| format!("ds_okp[ds_u][{h}]"),
-                    ["ds_x0", "ds_x1"]
-                ),
-            );
+        let (off, step, ok): (String, String, &dyn Fn(usize) -> String) = if staged.contains(&k) {
+            (format!("ds_p{k}[ds_u]"), stride(k, a), &|h| {
+                format!("ds_okp[ds_u][{h}]")
+            })
         } else {
-            let _ = writeln!(
-                s,
-                "    {bt} ds_v{k}[{u}][2];\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      ds_v{k}[ds_u][0] = ({bt})0; ds_v{k}[ds_u][1] = ({bt})0;\n      {}\n    }}",
-                load_pair(
-                    k,
-                    &format!("ds_o{k}[ds_u]"),
-                    &stride(k, b),
-                    &|h| format!("ds_ok[ds_u][{h}]"),
-                    [&format!("ds_v{k}[ds_u][0]"), &format!("ds_v{k}[ds_u][1]")]
-                )
-            );
-        }
+            (format!("ds_o{k}[ds_u]"), stride(k, b), &|h| {
+                format!("ds_ok[ds_u][{h}]")
+            })
+        };
+        let _ = writeln!(
+            s,
+            "    ds_pair<{}> ds_l{k}[{u}];\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      {}\n    }}",
+            storage_type(t),
+            load_pair(k, &off, &step, ok)
+        );
+    }
+    // Then the staged inputs' values into shared memory.
+    for &k in staged {
+        let t = types[k];
+        let _ = writeln!(
+            s,
+            "#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      ds_sm{k}[2 * ds_q0][{col}] = {};\n      ds_sm{k}[2 * ds_q0 + 1][{col}] = {};\n    }}",
+            convert_in(t, &format!("ds_l{k}[ds_u].v[0]")),
+            convert_in(t, &format!("ds_l{k}[ds_u].v[1]"))
+        );
     }
     if !staged.is_empty() {
         s.push_str("    __syncthreads();\n");
@@ -202,7 +193,7 @@ pub(super) fn tiled_pairs(
                     TILE + 1
                 )
             } else {
-                format!("ds_v{k}[ds_u][ds_h]")
+                convert_in(types[k], &format!("ds_l{k}[ds_u].v[ds_h]"))
             }
         },
         &|k, p| format!("ds_y{k}[ds_h] = {};", convert_out(p.dtype, &p.name)),
@@ -211,17 +202,17 @@ pub(super) fn tiled_pairs(
     for (k, &t) in types.iter().enumerate().take(outputs.len()) {
         let st = storage_type(t);
         let out = ptr(k, "");
-        let elements = format!(
-            "{{ if (ds_ok[ds_u][0]) {out}[ds_o{k}[ds_u]] = ds_y{k}[0]; if (ds_ok[ds_u][1]) {out}[ds_o{k}[ds_u] + {}] = ds_y{k}[1]; }}",
-            stride(k, b)
-        );
         if paired(k) {
             let _ = writeln!(
                 s,
-                "      if (ds_ok[ds_u][1]) {{ ds_pair<{st}> ds_w; ds_w.v[0] = ds_y{k}[0]; ds_w.v[1] = ds_y{k}[1]; *(ds_pair<{st}>*)({out} + ds_o{k}[ds_u]) = ds_w; }} else {elements}"
+                "      if (ds_ok[ds_u][1]) {{ ds_pair<{st}> ds_w; ds_w.v[0] = ds_y{k}[0]; ds_w.v[1] = ds_y{k}[1]; *(ds_pair<{st}>*)({out} + ds_o{k}[ds_u]) = ds_w; }}\n      if (ds_ok[ds_u][0] && !ds_ok[ds_u][1]) {out}[ds_o{k}[ds_u]] = ds_y{k}[0];"
             );
         } else {
-            let _ = writeln!(s, "      {elements}");
+            let _ = writeln!(
+                s,
+                "      if (ds_ok[ds_u][0]) {out}[ds_o{k}[ds_u]] = ds_y{k}[0];\n      if (ds_ok[ds_u][1]) {out}[ds_o{k}[ds_u] + {}] = ds_y{k}[1];",
+                stride(k, b)
+            );
         }
     }
     s.push_str("    }\n");
