@@ -124,6 +124,8 @@ fn tile_for(
     };
     let (vs, vd) = tiled_vectors(vector, src_size, dst_size);
     let g = (vs.max(vd)) as usize;
+    // The vector width of each side (0: write, 1: read).
+    let widths = [vd as usize, vs as usize];
     // chunk[k]: 0 outside the tile, else the extent of its piece.
     let mut chunk = vec![0usize; r];
     let mut volume = 1usize;
@@ -174,7 +176,19 @@ fn tile_for(
             volume *= len;
             continue;
         }
-        match piece(len, need.min(room).max(g), g).filter(|&c| c >= 2 && c <= room) {
+        // A piece need only complete the vectors of the runs it extends: this side's, and the
+        // other side's where this axis is its next too (a run of 4 one-byte elements takes
+        // pieces of any multiple of 4 towards its 16-byte vectors, one of 16 any piece).
+        let part = |i: usize, e: usize| widths[i] / gcd(e, widths[i]);
+        let gk = match sides[other] {
+            (eo, Some(ko)) if ko == k => lcm(part(side, e), part(other, eo)),
+            _ => part(side, e),
+        };
+        // No useful piece (one of 1) of an axis that fits whole: the whole axis.
+        let cut = piece(len, need.min(room).max(gk), gk)
+            .filter(|&c| c >= 2 && c <= room)
+            .or((len <= room).then_some(len));
+        match cut {
             Some(c) => {
                 chunk[k] = c;
                 volume *= c;
@@ -274,6 +288,14 @@ fn tile_for(
     Some(Tiled { args, rest })
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn lcm(a: usize, b: usize) -> usize {
+    a / gcd(a, b) * b
+}
+
 /// Whether `axes` (normalised) are permuted (the source's fastest axis is not the
 /// destination's, axis 0) with a narrow axis, shorter than `narrow` elements, first on either
 /// side: the layouts where the tiled kernels' tiles, which span several axes, beat tiles of
@@ -344,6 +366,76 @@ mod tests {
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
         assert_eq!(t.args.vector, 0);
         assert_eq!(t.rest.len(), 1);
+    }
+
+    /// The normalised axes of a contiguous `shape` copied into the standard layout of its
+    /// permutation `perm` (the destination's axis `i` is the source's `perm[i]`).
+    fn permuted(shape: &[usize], perm: &[usize]) -> Normalized {
+        let strides = |s: &[usize]| {
+            let mut out = vec![0isize; s.len()];
+            let mut acc = 1isize;
+            for i in (0..s.len()).rev() {
+                out[i] = acc;
+                acc *= s[i] as isize;
+            }
+            out
+        };
+        let cs = strides(shape);
+        let dshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+        let src: Vec<isize> = perm.iter().map(|&p| cs[p]).collect();
+        super::super::normalize(&dshape, &strides(&dshape), &src)
+    }
+
+    /// The contiguous run of each side of a tile, in elements: (write, read).
+    fn runs(a: &TiledArgs) -> (u64, u64) {
+        let r = a.tile_rank as usize;
+        let run = |axes: &mut dyn Iterator<Item = (u32, i64)>| {
+            let mut e = 1u64;
+            for (len, stride) in axes {
+                if stride != e as i64 {
+                    break;
+                }
+                e *= u64::from(len);
+            }
+            e
+        };
+        let mut w = a.write[..r].iter().map(|x| (x.len, i64::from(x.dst)));
+        let mut rd = a.read[..r].iter().map(|x| (x.len, i64::from(x.src)));
+        (run(&mut w), run(&mut rd))
+    }
+
+    #[test]
+    fn a_side_whose_vectors_are_complete_takes_pieces_of_any_size() {
+        // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under one permutation: the destination's fastest
+        // axes make runs of 4 and 16 bytes, the next (128 long) then needs no multiple of 16:
+        // writes run 32 bytes, not 16.
+        let n = permuted(
+            &[128, 3, 4, 2, 4, 3, 4, 2, 512],
+            &[5, 1, 7, 3, 8, 6, 0, 2, 4],
+        );
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        let (w, r) = runs(&t.args);
+        assert!(w >= 32 && r >= 128, "runs: write {w}, read {r}");
+        // f16 [4; 14] reversed: reads run 64 bytes (a piece of 2 after a run of 16), where
+        // pieces in multiples of 8 left them at 32; writes 256.
+        let rev: Vec<usize> = (0..14).rev().collect();
+        let t = tiled_plan(&permuted(&[4; 14], &rev), 0, 0, 2, 2, 0).unwrap();
+        assert_eq!(runs(&t.args), (128, 32));
+    }
+
+    #[test]
+    fn an_axis_too_short_for_a_useful_piece_is_taken_whole() {
+        // f32: the write side (a run of 32) wants 2 more elements where its next axis holds 3:
+        // the whole axis, where a piece would be 1 and stop the tile's growth at 96 elements.
+        let n = permuted(
+            &[3, 348, 2, 3, 3, 4, 5, 2, 3, 4, 3, 1, 4, 1, 1, 1, 1],
+            &[10, 6, 8, 16, 1, 7, 5, 14, 13, 15, 4, 3, 0, 2, 12, 9, 11],
+        );
+        let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        assert_eq!(runs(&t.args), (96, 144));
+        assert_eq!(t.args.volume, 864);
     }
 
     #[test]
