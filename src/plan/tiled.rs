@@ -38,6 +38,10 @@ pub(crate) struct Tiled {
 /// `src`), with 16-byte vectors on both sides where they line up, else element-wise, and
 /// tiles of at most `cap` elements (0: the kernels' limit); `None` when no axis remains, a
 /// tile would hold a single element, or the arguments do not fit ([`TiledArgs::new`]).
+///
+/// The vector plan is first sought with pieces sized to complete only the runs they extend;
+/// where its runs do not line up (a side reached a cut axis later than the piece was sized
+/// for), again with every piece a multiple of the wider vector.
 pub(crate) fn tiled_plan(
     norm: &Normalized,
     dst: u64,
@@ -49,9 +53,20 @@ pub(crate) fn tiled_plan(
     if norm.axes.is_empty() {
         return None;
     }
-    [true, false]
+    [(true, false), (true, true), (false, false)]
         .into_iter()
-        .find_map(|vector| tile_for(norm, dst, src, src_size, dst_size, vector, cap))
+        .find_map(|(vector, whole_vectors)| {
+            tile_for(
+                norm,
+                dst,
+                src,
+                src_size,
+                dst_size,
+                vector,
+                whole_vectors,
+                cap,
+            )
+        })
 }
 
 /// Pieces of `len` elements of an axis cut to fit `room` slots in multiples of `g`: the whole
@@ -81,7 +96,9 @@ const RUN_BYTES: usize = 256;
 /// make larger stay larger).
 const TILE_FILL: usize = 2048;
 
-/// The tiled plan with (`vector`) or without 16-byte vectors, or `None`.
+/// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
+/// `whole_vectors`, every piece is a multiple of the wider side's vector.
+#[allow(clippy::too_many_arguments)]
 fn tile_for(
     norm: &Normalized,
     dst: u64,
@@ -89,6 +106,7 @@ fn tile_for(
     src_size: usize,
     dst_size: usize,
     vector: bool,
+    whole_vectors: bool,
     cap: u32,
 ) -> Option<Tiled> {
     let mut axes = norm.axes.clone();
@@ -181,6 +199,7 @@ fn tile_for(
         // pieces of any multiple of 4 towards its 16-byte vectors, one of 16 any piece).
         let part = |i: usize, e: usize| widths[i] / gcd(e, widths[i]);
         let gk = match sides[other] {
+            _ if whole_vectors => g,
             (eo, Some(ko)) if ko == k => lcm(part(side, e), part(other, eo)),
             _ => part(side, e),
         };
@@ -325,7 +344,7 @@ mod tests {
     fn four_axes_with_a_misfit_extent_keep_every_tile_axis_whole() {
         // u8, 36 x 8 x 5 x 32, read along the 8-axis, written along the 36-axis.
         let n = norm(&[(36, 1, 1280), (8, 36, 1), (5, 288, 256), (32, 1440, 8)]);
-        let t = tile_for(&n, 0, 0, 1, 1, true, 0).unwrap();
+        let t = tile_for(&n, 0, 0, 1, 1, true, false, 0).unwrap();
         let a = &t.args;
         eprintln!("{a:?}");
         assert_eq!((a.vector, a.volume, a.tile_rank, a.tiles), (1, 4608, 3, 10));
@@ -422,6 +441,21 @@ mod tests {
         let rev: Vec<usize> = (0..14).rev().collect();
         let t = tiled_plan(&permuted(&[4; 14], &rev), 0, 0, 2, 2, 0).unwrap();
         assert_eq!(runs(&t.args), (128, 32));
+    }
+
+    #[test]
+    fn a_vector_plan_whose_runs_do_not_line_up_is_sought_again_with_whole_vectors() {
+        // u8 [12, 5, 6, 12] under (1, 3, 0, 2): pieces sized for one side's run leave the
+        // other side's run, which reaches the cut axis later, short of whole vectors; the plan
+        // with every piece a multiple of 16 lines up and is the one taken.
+        let n = permuted(&[12, 5, 6, 12], &[1, 3, 0, 2]);
+        assert!(tile_for(&n, 0, 0, 1, 1, true, false, 0).is_none());
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        assert_eq!(
+            Some(t.args),
+            tile_for(&n, 0, 0, 1, 1, true, true, 0).map(|t| t.args)
+        );
     }
 
     #[test]

@@ -725,14 +725,18 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
     let _gpu = gpu_shared();
     let stream = gpu_stream();
     // SAFETY: the bodies read their inputs and assign their outputs by name.
-    let (halves, ints) = unsafe {
+    let (halves, ints, mixed) = unsafe {
         (
             ElementwiseKernel::new("f32 a, f16 x, f16 y", "f16 z", "z = a * x + y").unwrap(),
             ElementwiseKernel::new("u8 x, i16 y", "i16 z, u8 w", "z = x * 3 + y; w = x ^ 0x5a")
                 .unwrap(),
+            // A 4-byte operand beside a 2-byte one: pairs of it move as 8-byte accesses.
+            ElementwiseKernel::new("f16 x, f32 y", "f32 z", "z = 0.5f * x + y").unwrap(),
         )
     };
-    // Extents around and past whole tiles of 32 x 64; a transposed x makes every case tiled.
+    // Extents around and past whole tiles of 32 x 64. z (the first output, whose fastest axis
+    // is the last) is never transposed and x always is, so every case walks tiles with x
+    // staged; y and w take either order.
     let extents = [16, 17, 31, 32, 33, 63, 64, 65, 100, 129];
     for case in 0..64u64 {
         let seed = 0xe9a0_0000 + case;
@@ -747,15 +751,41 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
         }
         let lx = tiled_layout(&mut rng, &shape, Some(true), false);
         let ly = tiled_layout(&mut rng, &shape, None, true);
-        let lz = tiled_layout(&mut rng, &shape, None, false);
+        let lz = tiled_layout(&mut rng, &shape, Some(false), false);
         let lw = tiled_layout(&mut rng, &shape, None, false);
         let what = format!("seed {seed:#x}: shape {shape:?}, x {lx:?}, y {ly:?}, z {lz:?}");
-        if case % 2 == 0 {
-            // Multiples of 1/64 below 8 in magnitude: a * x + y is exact in f32, and the
-            // device's only rounding is the one to f16, as on the host.
-            let q = |v: f64| f16::from_f64((v * 512.0).round() / 64.0);
-            let hx = uniform(&mut rng, &lx.base, q);
-            let hy = uniform(&mut rng, &ly.base, q);
+        // Multiples of 1/64 below 8 in magnitude: the bodies' arithmetic is exact in f32, and
+        // the device's only rounding is the one to the output's type, as on the host.
+        let q = |v: f64| (v * 512.0).round() / 64.0;
+        if case % 3 == 2 {
+            let hx = uniform(&mut rng, &lx.base, |v| f16::from_f64(q(v)));
+            let hy = uniform(&mut rng, &ly.base, |v| q(v) as f32);
+            let poison = uniform(&mut rng, &lz.base, |v| (v * 1e6) as f32);
+            let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+            let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+            let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+            let mut xv = dx.view().slice_move(tiled_info(&lx));
+            xv.swap_axes(shape.len() - 1, shape.len() - 2);
+            let mut yv = dy.view().slice_move(tiled_info(&ly));
+            if ly.swapped {
+                yv.swap_axes(ly.shape.len() - 1, ly.shape.len() - 2);
+            }
+            {
+                let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
+                mixed
+                    .launch(&[(&xv).into(), (&yv).into()], &mut [(&mut zv).into()])
+                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+            let got = dz.to_host().unwrap();
+            let mut want = poison.clone();
+            Zip::from(tiled_host_mut(&mut want, &lz))
+                .and(&tiled_host(&hx, &lx))
+                .and_broadcast(&tiled_host(&hy, &ly))
+                .for_each(|z, &x, &y| *z = 0.5 * x.to_f32() + y);
+            assert_eq!(got, want, "{what}");
+        } else if case % 3 == 0 {
+            let hx = uniform(&mut rng, &lx.base, |v| f16::from_f64(q(v)));
+            let hy = uniform(&mut rng, &ly.base, |v| f16::from_f64(q(v)));
             let poison = uniform(&mut rng, &lz.base, |v| f16::from_f64(v * 1e4));
             let dx = DeviceArray::from_host(&stream, &hx).unwrap();
             let dy = DeviceArray::from_host(&stream, &hy).unwrap();
@@ -768,9 +798,6 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
             }
             {
                 let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
-                if lz.swapped {
-                    zv.swap_axes(shape.len() - 1, shape.len() - 2);
-                }
                 halves
                     .launch(
                         &[Arg::scalar(2.0f32), (&xv).into(), (&yv).into()],
@@ -808,9 +835,6 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
             }
             {
                 let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
-                if lz.swapped {
-                    zv.swap_axes(shape.len() - 1, shape.len() - 2);
-                }
                 let mut wv = dw.view_mut().slice_move(tiled_info(&lw));
                 if lw.swapped {
                     wv.swap_axes(shape.len() - 1, shape.len() - 2);
