@@ -7,8 +7,8 @@ use std::fmt::Write;
 #[cfg(doc)]
 use super::source::{Normalized, pairs_for};
 use super::source::{
-    PER_THREAD, Param, THREADS, TILE, Variant, body_type, convert_in, convert_out, decompose,
-    element, storage_type,
+    PER_THREAD, Param, THREADS, TILE, Variant, convert_in, convert_out, element, open_loop,
+    storage_type, tile_origin,
 };
 use crate::element::DType;
 
@@ -63,41 +63,11 @@ pub(super) fn tiled_pairs(
             )
         }
     };
-    for &k in staged {
-        let _ = writeln!(
-            s,
-            "  __shared__ {} ds_sm{k}[{TILE}][{}];",
-            body_type(types[k]),
-            cols + 1
-        );
-    }
-    let _ = writeln!(
-        s,
-        "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {u}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {u})) {{"
-    );
-    let _ = writeln!(s, "    bool ds_ok[{u}][2];");
-    for k in 0..arrays {
-        let _ = writeln!(s, "    {sidx} ds_o{k}[{u}];");
-    }
-    if !staged.is_empty() {
-        let _ = writeln!(s, "    bool ds_okp[{u}][2];");
-        for &k in staged {
-            let _ = writeln!(s, "    {sidx} ds_p{k}[{u}];");
-        }
-    }
+    open_loop(s, types, staged, (TILE, cols + 1), u, "[2]", (idx, sidx));
     // The tile's coordinates and the offsets of the other axes once; then each slot's row and
     // pair of columns, and for the staged inputs the transposed slot: a pair of rows
     // (`ds_q0`) and a column (`ds_c0`, `2 * THREADS / TILE` columns apart).
-    let _ = writeln!(
-        s,
-        "    {idx} ds_r = ds_base / ({THREADS} * {u});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {cols} - 1) / {cols};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
-    );
-    for k in 0..arrays {
-        let _ = writeln!(s, "    {sidx} ds_t{k} = 0;");
-    }
-    decompose(s, (0..a).rev(), arrays, idx, sidx, "    ", |k| {
-        format!("ds_t{k}")
-    });
+    tile_origin(s, v.rank, arrays, (TILE, cols), (idx, sidx));
     let _ = writeln!(
         s,
         "    const unsigned int ds_b0 = threadIdx.x % {TILE}, ds_a0 = threadIdx.x / {TILE};\n    const unsigned int ds_q0 = threadIdx.x % {}, ds_c0 = threadIdx.x / {};\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      const {idx} ds_ca = ds_at * {TILE} + ds_a0 + ds_u * {}, ds_cb = ds_bt * {cols} + 2 * ds_b0;\n      ds_ok[ds_u][0] = ds_ca < ds_la && ds_cb < ds_lb;\n      ds_ok[ds_u][1] = ds_ca < ds_la && ds_cb + 1 < ds_lb;",

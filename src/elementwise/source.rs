@@ -490,6 +490,66 @@ pub(super) fn decompose(
     }
 }
 
+/// Declares the staged inputs' shared tiles (`smem` elements of their body types: rows,
+/// columns), opens the grid-stride loop over block iterations (`THREADS * PER_THREAD`
+/// iteration indices each) and declares, for each of `slots` slots, its in-range flags
+/// (`ds_ok[slot]` followed by `flags`, `""` or `"[2]"`), each array operand's offset, and for
+/// the staged inputs the flags and offsets of their own slots (`ds_okp`, `ds_p{k}`).
+pub(super) fn open_loop(
+    s: &mut String,
+    types: &[DType],
+    staged: &[usize],
+    (rows, cols): (usize, usize),
+    slots: usize,
+    flags: &str,
+    (idx, sidx): (&str, &str),
+) {
+    for &k in staged {
+        let _ = writeln!(
+            s,
+            "  __shared__ {} ds_sm{k}[{rows}][{cols}];",
+            body_type(types[k])
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {PER_THREAD}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {PER_THREAD})) {{"
+    );
+    let _ = writeln!(s, "    bool ds_ok[{slots}]{flags};");
+    for k in 0..types.len() {
+        let _ = writeln!(s, "    {sidx} ds_o{k}[{slots}];");
+    }
+    if !staged.is_empty() {
+        let _ = writeln!(s, "    bool ds_okp[{slots}]{flags};");
+        for &k in staged {
+            let _ = writeln!(s, "    {sidx} ds_p{k}[{slots}];");
+        }
+    }
+}
+
+/// The tile of this block iteration, tiles of `rows` x `cols` over the last two of `rank`
+/// axes (the last fastest): the extents `ds_la`, `ds_lb`, the tile's coordinates `ds_at`,
+/// `ds_bt`, and each of the `arrays` operands' offset of the other axes, `ds_t{k}`.
+pub(super) fn tile_origin(
+    s: &mut String,
+    rank: usize,
+    arrays: usize,
+    (rows, cols): (usize, usize),
+    (idx, sidx): (&str, &str),
+) {
+    let (a, b) = (rank - 2, rank - 1);
+    let _ = writeln!(
+        s,
+        "    {idx} ds_r = ds_base / ({THREADS} * {PER_THREAD});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {rows} - 1) / {rows}, ds_tb = (ds_lb + {cols} - 1) / {cols};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
+    );
+    for k in 0..arrays {
+        let _ = writeln!(s, "    {sidx} ds_t{k} = 0;");
+    }
+    decompose(s, (0..a).rev(), arrays, idx, sidx, "    ", |k| {
+        format!("ds_t{k}")
+    });
+}
+
 /// The CUDA C source of `variant` of the kernel with these inputs, outputs and body. Array
 /// operands are numbered outputs first, then the array inputs, in declaration order.
 ///
@@ -601,46 +661,24 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
         );
         return s;
     }
-    for &k in &staged {
-        let _ = writeln!(
-            s,
-            "  __shared__ {} ds_sm{k}[{TILE}][{}];",
-            body_type(types[k]),
-            TILE + 1
-        );
-    }
     // `n` is the number of iteration indices: elements, or whole tiles' slots when tiled.
-    let _ = writeln!(
-        s,
-        "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {u}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {u})) {{"
+    open_loop(
+        &mut s,
+        &types,
+        &staged,
+        (TILE, TILE + 1),
+        u,
+        "",
+        (idx, sidx),
     );
-    let _ = writeln!(s, "    bool ds_ok[{u}];");
-    for k in 0..arrays {
-        let _ = writeln!(s, "    {sidx} ds_o{k}[{u}];");
-    }
     if !staged.is_empty() {
-        let _ = writeln!(
-            s,
-            "    bool ds_okp[{u}]; unsigned int ds_ai[{u}], ds_bi[{u}];"
-        );
-        for &k in &staged {
-            let _ = writeln!(s, "    {sidx} ds_p{k}[{u}];");
-        }
+        let _ = writeln!(s, "    unsigned int ds_ai[{u}], ds_bi[{u}];");
     }
     if v.tiled {
         // One block iteration is one tile: its coordinates and the offsets of the other axes
         // once, then each slot's row (`THREADS / TILE` rows apart) and column.
         let (a, b) = (r - 2, r - 1);
-        let _ = writeln!(
-            s,
-            "    {idx} ds_r = ds_base / ({THREADS} * {u});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {TILE} - 1) / {TILE}, ds_tb = (ds_lb + {TILE} - 1) / {TILE};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
-        );
-        for k in 0..arrays {
-            let _ = writeln!(s, "    {sidx} ds_t{k} = 0;");
-        }
-        decompose(&mut s, (0..a).rev(), arrays, idx, sidx, "    ", |k| {
-            format!("ds_t{k}")
-        });
+        tile_origin(&mut s, r, arrays, (TILE, TILE), (idx, sidx));
         let _ = writeln!(
             s,
             "    const unsigned int ds_b0 = threadIdx.x % {TILE}, ds_a0 = threadIdx.x / {TILE};\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      const {idx} ds_ai_ = ds_a0 + ds_u * ({THREADS} / {TILE}), ds_bi_ = ds_b0;\n      const {idx} ds_ca = ds_at * {TILE} + ds_ai_, ds_cb = ds_bt * {TILE} + ds_bi_;\n      ds_ok[ds_u] = ds_ca < ds_la && ds_cb < ds_lb;"

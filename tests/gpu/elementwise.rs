@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use devspan::elementwise::{Arg, ElementwiseKernel};
 use devspan::testing::gpu_stream;
-use devspan::{DeviceArray, ErrorKind};
+use devspan::{DeviceArray, DeviceElement, DeviceView, DeviceViewMut, ErrorKind};
 use half::f16;
 use ndarray::{ArrayD, IxDyn, SliceInfo, SliceInfoElem, Zip};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -649,10 +649,9 @@ fn transposed_operands_walk_tiles_and_match_ndarray() {
 
 /// An operand's layout over the last two axes of a tiled case: stored with those axes swapped
 /// (a transposed view) or not, each stored axis sliced from a larger base at offset 0 or 1 and
-/// maybe reversed; `shape` is the view's (a broadcast input's may be shorter or hold 1s).
+/// maybe reversed (a broadcast input's view may have fewer axes or axes of 1).
 #[derive(Debug, Clone)]
 struct Tiled {
-    shape: Vec<usize>,
     base: Vec<usize>,
     slices: Vec<SliceInfoElem>,
     swapped: bool,
@@ -688,7 +687,6 @@ fn tiled_layout(rng: &mut StdRng, shape: &[usize], swapped: Option<bool>, bcast:
         });
     }
     Tiled {
-        shape,
         base,
         slices,
         swapped,
@@ -711,6 +709,32 @@ fn tiled_host<'a, T>(a: &'a ArrayD<T>, l: &Tiled) -> ndarray::ArrayViewD<'a, T> 
 
 /// The view `l` of a host array (its base), mutable.
 fn tiled_host_mut<'a, T>(a: &'a mut ArrayD<T>, l: &Tiled) -> ndarray::ArrayViewMutD<'a, T> {
+    let mut v = a.view_mut().slice_move(tiled_info(l));
+    if l.swapped {
+        let n = v.ndim();
+        v.swap_axes(n - 1, n - 2);
+    }
+    v
+}
+
+/// The view `l` of a device array (its base).
+fn tiled_device<'a, T: DeviceElement>(
+    a: &'a DeviceArray<T, IxDyn>,
+    l: &Tiled,
+) -> DeviceView<'a, T, IxDyn> {
+    let mut v = a.view().slice_move(tiled_info(l));
+    if l.swapped {
+        let n = v.ndim();
+        v.swap_axes(n - 1, n - 2);
+    }
+    v
+}
+
+/// The view `l` of a device array (its base), mutable.
+fn tiled_device_mut<'a, T: DeviceElement>(
+    a: &'a mut DeviceArray<T, IxDyn>,
+    l: &Tiled,
+) -> DeviceViewMut<'a, T, IxDyn> {
     let mut v = a.view_mut().slice_move(tiled_info(l));
     if l.swapped {
         let n = v.ndim();
@@ -764,14 +788,9 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
             let dx = DeviceArray::from_host(&stream, &hx).unwrap();
             let dy = DeviceArray::from_host(&stream, &hy).unwrap();
             let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
-            let mut xv = dx.view().slice_move(tiled_info(&lx));
-            xv.swap_axes(shape.len() - 1, shape.len() - 2);
-            let mut yv = dy.view().slice_move(tiled_info(&ly));
-            if ly.swapped {
-                yv.swap_axes(ly.shape.len() - 1, ly.shape.len() - 2);
-            }
+            let (xv, yv) = (tiled_device(&dx, &lx), tiled_device(&dy, &ly));
             {
-                let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
+                let mut zv = tiled_device_mut(&mut dz, &lz);
                 mixed
                     .launch(&[(&xv).into(), (&yv).into()], &mut [(&mut zv).into()])
                     .unwrap_or_else(|e| panic!("{what}: {e:#}"));
@@ -790,14 +809,9 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
             let dx = DeviceArray::from_host(&stream, &hx).unwrap();
             let dy = DeviceArray::from_host(&stream, &hy).unwrap();
             let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
-            let mut xv = dx.view().slice_move(tiled_info(&lx));
-            xv.swap_axes(shape.len() - 1, shape.len() - 2);
-            let mut yv = dy.view().slice_move(tiled_info(&ly));
-            if ly.swapped {
-                yv.swap_axes(ly.shape.len() - 1, ly.shape.len() - 2);
-            }
+            let (xv, yv) = (tiled_device(&dx, &lx), tiled_device(&dy, &ly));
             {
-                let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
+                let mut zv = tiled_device_mut(&mut dz, &lz);
                 halves
                     .launch(
                         &[Arg::scalar(2.0f32), (&xv).into(), (&yv).into()],
@@ -827,18 +841,10 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
             let dy = DeviceArray::from_host(&stream, &hy).unwrap();
             let mut dz = DeviceArray::from_host(&stream, &pz).unwrap();
             let mut dw = DeviceArray::from_host(&stream, &pw).unwrap();
-            let mut xv = dx.view().slice_move(tiled_info(&lx));
-            xv.swap_axes(shape.len() - 1, shape.len() - 2);
-            let mut yv = dy.view().slice_move(tiled_info(&ly));
-            if ly.swapped {
-                yv.swap_axes(ly.shape.len() - 1, ly.shape.len() - 2);
-            }
+            let (xv, yv) = (tiled_device(&dx, &lx), tiled_device(&dy, &ly));
             {
-                let mut zv = dz.view_mut().slice_move(tiled_info(&lz));
-                let mut wv = dw.view_mut().slice_move(tiled_info(&lw));
-                if lw.swapped {
-                    wv.swap_axes(shape.len() - 1, shape.len() - 2);
-                }
+                let mut zv = tiled_device_mut(&mut dz, &lz);
+                let mut wv = tiled_device_mut(&mut dw, &lw);
                 ints.launch(
                     &[(&xv).into(), (&yv).into()],
                     &mut [(&mut zv).into(), (&mut wv).into()],
