@@ -100,14 +100,6 @@ pub(super) fn tiled_pairs(
     }
     let _ = writeln!(s, "    }}");
     // Every array input's loads for all slots, before any store.
-    // A staged tile keeps column `c` at `(c % 2) * (TILE + 1) + c / 2` of its row (of
-    // `2 * TILE + 1`): both the writes (two columns of rows 2q and 2q + 1) and the reads (a
-    // row's even or odd columns) then hit 32 distinct banks.
-    let col = format!(
-        "(ds_c0 & 1) * {} + (ds_c0 >> 1) + ds_u * {}",
-        TILE + 1,
-        THREADS / TILE
-    );
     for (k, &t) in types.iter().enumerate().skip(outputs.len()) {
         let (off, step, ok): (String, String, &dyn Fn(usize) -> String) = if staged.contains(&k) {
             (format!("ds_p{k}[ds_u]"), stride(k, a), &|h| {
@@ -125,7 +117,15 @@ pub(super) fn tiled_pairs(
             load_pair(k, &off, &step, ok)
         );
     }
-    // Then the staged inputs' values into shared memory.
+    // Then the staged inputs' values into shared memory. A staged tile keeps column `c` at
+    // `(c % 2) * (TILE + 1) + c / 2` of its row (of `2 * TILE + 1`): both the writes (two
+    // columns of rows 2q and 2q + 1) and the reads (a row's even or odd columns) then hit 32
+    // distinct banks for 4-byte body types.
+    let col = format!(
+        "(ds_c0 & 1) * {} + (ds_c0 >> 1) + ds_u * {}",
+        TILE + 1,
+        THREADS / TILE
+    );
     for &k in staged {
         let t = types[k];
         let _ = writeln!(

@@ -291,7 +291,7 @@ pub(crate) fn body_size(t: DType) -> usize {
 
 /// The C type a parameter has in the body: its own, except `float` for `f16` and `bf16`
 /// (loaded and stored with a conversion, so that the body computes in `f32`).
-pub(super) fn body_type(t: DType) -> &'static str {
+fn body_type(t: DType) -> &'static str {
     match t {
         DType::U8 => "unsigned char",
         DType::I8 => "signed char",
@@ -316,7 +316,7 @@ pub(super) fn storage_type(t: DType) -> &'static str {
 }
 
 /// The expression loading element `off` of array `k` as its body type.
-pub(super) fn load(t: DType, k: usize, off: &str) -> String {
+fn load(t: DType, k: usize, off: &str) -> String {
     convert_in(
         t,
         &format!("((const {}*)ds_a.ptr[{k}])[{off}]", storage_type(t)),
@@ -455,7 +455,7 @@ pub(super) fn element(
 
 /// Adds to `target(k)`, for every array operand `k`, the offset of the index `ds_r` decomposed
 /// over `axes` (innermost first, the last one outermost and taking the quotient whole).
-pub(super) fn decompose(
+fn decompose(
     s: &mut String,
     axes: impl Iterator<Item = usize>,
     arrays: usize,

@@ -501,7 +501,10 @@ fn permutations(rank: usize) -> Vec<Vec<usize>> {
 
 /// A permuted copy of a contiguous source into a contiguous destination: the output shape,
 /// the destination strides and the source strides.
-fn permuted_layout(shape: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<isize>, Vec<isize>) {
+pub(super) fn permuted_layout(
+    shape: &[usize],
+    perm: &[usize],
+) -> (Vec<usize>, Vec<isize>, Vec<isize>) {
     let contiguous = |shape: &[usize]| {
         let mut strides = vec![1isize; shape.len()];
         for k in (0..shape.len().saturating_sub(1)).rev() {

@@ -390,19 +390,8 @@ mod tests {
     /// The normalised axes of a contiguous `shape` copied into the standard layout of its
     /// permutation `perm` (the destination's axis `i` is the source's `perm[i]`).
     fn permuted(shape: &[usize], perm: &[usize]) -> Normalized {
-        let strides = |s: &[usize]| {
-            let mut out = vec![0isize; s.len()];
-            let mut acc = 1isize;
-            for i in (0..s.len()).rev() {
-                out[i] = acc;
-                acc *= s[i] as isize;
-            }
-            out
-        };
-        let cs = strides(shape);
-        let dshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-        let src: Vec<isize> = perm.iter().map(|&p| cs[p]).collect();
-        super::super::normalize(&dshape, &strides(&dshape), &src)
+        let (shape, dst, src) = super::super::tests::permuted_layout(shape, perm);
+        super::super::normalize(&shape, &dst, &src)
     }
 
     /// The contiguous run of each side of a tile, in elements: (write, read).
