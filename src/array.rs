@@ -75,7 +75,7 @@ impl<T> Drop for OwnedSpan<T> {
         // cudarc frees through the slice's stream, which needs its context current on this
         // thread (a thread may have another context current, or none); the thread's own is
         // restored afterwards.
-        let _current = crate::device::CurrentContext::save();
+        let _current = crate::device::ContextGuard::save();
         // SAFETY: the box is given back once, here; `into_slice` never lets this drop run.
         // (While the slice's stream captures a graph, it is freed after the capture.)
         unsafe { crate::capture::drop_slice(self.slice.as_ptr()) };

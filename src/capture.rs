@@ -210,7 +210,7 @@ impl Probe {
 
 impl Drop for Probe {
     fn drop(&mut self) {
-        let _ = crate::device::bind(self.stream.context());
+        let _ = crate::device::bind_context(self.stream.context());
         // SAFETY: the stream was created by `Probe::new` and is destroyed once, here; a stream
         // destroyed with pending waits is released once they complete. Probes in a capture are
         // never dropped (they are kept until it ends).
@@ -429,7 +429,7 @@ pub(crate) unsafe fn drop_slice<T>(slice: *mut CudaSlice<T>) {
     free_deferred();
     // SAFETY: `slice` is live until it is dropped below or by `free_deferred` (contract).
     let stream = unsafe { &*slice }.stream().clone();
-    let _ = crate::device::bind(stream.context());
+    let _ = crate::device::bind_context(stream.context());
     if matches!(is_capturing(&stream), Ok(false)) {
         // SAFETY: the contract; dropped once, here.
         drop(unsafe { Box::from_raw(slice) });
@@ -466,7 +466,7 @@ pub(crate) fn free_deferred() {
         ready.extend(now);
     }
     for d in ready {
-        let _ = crate::device::bind(d.stream.context());
+        let _ = crate::device::bind_context(d.stream.context());
         // SAFETY: `d.slice` and `d.free` were paired by `drop_slice`; each entry is freed once,
         // having been taken out of the list.
         unsafe { (d.free)(d.slice) };

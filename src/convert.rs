@@ -176,8 +176,7 @@ pub fn f64_to_f32_round_odd(x: f64) -> f32 {
 
 /// The integer `i` as an f64 rounded to odd: toward zero, with the lowest mantissa bit set when
 /// that was inexact. Rounding the result once more to a format with at most 51 significant bits
-/// (f32 through [`f64_to_f32_round_odd`], f16, bf16) gives the correctly rounded value of `i`.
-#[cfg_attr(not(feature = "python"), allow(dead_code))] // the Python fill's integer values
+/// (f32 through `f64_to_f32_round_odd`, f16, bf16) gives the correctly rounded value of `i`.
 pub fn i128_to_f64_round_odd(i: i128) -> f64 {
     let r = i as f64;
     // `r` is finite: |i| < 2^127 is far inside f64's range.

@@ -124,22 +124,39 @@ pub(crate) fn check_stream(stream: &CudaStream, device: usize, what: &str) -> Re
     Ok(())
 }
 
-/// Restores the thread's current CUDA context when dropped, so that devspan's calls (which
-/// make a device's primary context current) leave the caller's notion of the current device as
-/// they found it.
+/// Restores the calling thread's current CUDA context when dropped, so that code which makes a
+/// device's primary context current (devspan's calls do) leaves the caller's notion of the
+/// current device as it found it.
 ///
-/// Every entry point of the Python bindings, and every release of memory (whose drop may run on
-/// any thread), saves the current context before anything that can make another one current.
-pub(crate) struct CurrentContext(Option<crate::driver::CUcontext>);
+/// Every release of memory (whose drop may run on any thread) saves the current context
+/// before anything that can make another one current; a binding's entry points do the same.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// let _guard = devspan::foreign::ContextGuard::save();
+/// let ctx = devspan::context(0)?;
+/// devspan::foreign::bind_context(&ctx)?; // device 0 current until `_guard` drops
+/// # Ok(()) }
+/// ```
+#[must_use = "the context is restored when the guard drops"]
+pub struct ContextGuard(Option<crate::driver::CUcontext>);
 
-impl CurrentContext {
-    /// The calling thread's current context (possibly none). With no usable CUDA driver nothing
-    /// is saved, and nothing is restored: no context can have been made current.
-    pub(crate) fn save() -> Self {
+impl std::fmt::Debug for ContextGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ContextGuard")
+            .field(&self.0.map(|c| c as usize))
+            .finish()
+    }
+}
+
+impl ContextGuard {
+    /// Saves the calling thread's current context (possibly none). With no usable CUDA driver
+    /// nothing is saved, and nothing is restored: no context can have been made current.
+    pub fn save() -> Self {
         if !crate::device::gpu_available() {
-            return CurrentContext(None);
+            return ContextGuard(None);
         }
-        CurrentContext(current())
+        ContextGuard(current())
     }
 }
 
@@ -149,7 +166,7 @@ pub(crate) fn current() -> Option<crate::driver::CUcontext> {
     crate::driver::current_context().ok()
 }
 
-impl Drop for CurrentContext {
+impl Drop for ContextGuard {
     fn drop(&mut self) {
         if let Some(ctx) = self.0
             && current() != Some(ctx)
@@ -164,7 +181,9 @@ impl Drop for CurrentContext {
 
 /// Makes `ctx` current on this thread. cudarc first reports (and clears) an error that an
 /// earlier asynchronous call stored in the context; such a bind is tried once more.
-pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
+///
+/// Pair it with a [`ContextGuard`] to restore the caller's context afterwards.
+pub fn bind_context(ctx: &CudaContext) -> Result<()> {
     if ctx.bind_to_thread().is_ok() {
         return Ok(());
     }

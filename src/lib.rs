@@ -228,8 +228,6 @@
 //!
 //! - `cuda-11080` ... `cuda-13000` (default `cuda-12080`): the CUDA driver API version that
 //!   cudarc binds against; libcuda is loaded at run time.
-//! - `python`: the PyO3 bindings (`devspan::python`), built into an extension module by the
-//!   `python/` crate.
 //! - `internals`: the module `devspan::internals` (kernel steering, permute grid overrides,
 //!   planned path names, the embedded PTX). Unstable, for devspan's own tests and benches, not
 //!   covered by semver.
@@ -248,6 +246,7 @@ mod driver;
 mod element;
 pub mod elementwise;
 mod error;
+pub mod foreign;
 #[cfg(feature = "internals")]
 pub mod internals;
 pub mod interop;
@@ -256,8 +255,6 @@ mod layout;
 mod owner;
 mod peer;
 mod plan;
-#[cfg(feature = "python")]
-pub mod python;
 mod span;
 pub mod testing;
 mod transfer;
@@ -269,7 +266,7 @@ pub use device::{context, default_stream, device_count, gpu_available, new_strea
 pub use element::{DType, DeviceElement};
 pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;
-pub use owner::DeviceOwner;
+pub use owner::{DeviceOwner, SharedOwner};
 pub use span::{DeviceSpan, DeviceSpanMut};
 pub use transfer::{HostPath, PinnedBuffer, Transfer, TransferOptions};
 pub use view::{

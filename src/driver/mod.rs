@@ -80,7 +80,6 @@ pub(crate) unsafe fn set_current_context(ctx: CUcontext) -> Result<()> {
 }
 
 /// The device ordinal of the calling thread's current context.
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) fn current_device() -> Result<c_int> {
     let mut device: sys::CUdevice = 0;
     // SAFETY: `cuCtxGetDevice` writes one device ordinal to the valid pointer it is given.
@@ -92,7 +91,6 @@ pub(crate) fn current_device() -> Result<c_int> {
 ///
 /// # Safety
 /// `stream` must be a live stream handle (the driver dereferences it).
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) unsafe fn stream_context(stream: CUstream) -> Result<CUcontext> {
     let mut ctx: CUcontext = std::ptr::null_mut();
     // SAFETY: the caller's contract; the call writes one context handle to the valid pointer
@@ -426,7 +424,6 @@ pub(crate) fn pointer_access_flags(ptr: u64) -> Result<c_uint> {
 
 /// The ordinal of the device whose memory `ptr` addresses; an error for an address the driver
 /// does not know as CUDA-accessible memory.
-#[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) fn pointer_device(ptr: u64) -> Result<c_int> {
     // SAFETY: the attribute is one int.
     unsafe {

@@ -23,7 +23,7 @@
 //! - **Types.** Every element type devspan has (`u8` ... `f64`), spelt as in Rust (`f32`),
 //!   numpy (`float32`) or C (`float`). In the body, `f16` and `bf16` values are `float`: they
 //!   are converted on load and rounded to nearest-even on store.
-//! - **Operands.** Inputs are arrays (any [`DeviceView`](crate::DeviceView) or array, passed
+//! - **Operands.** Inputs are arrays (any [`DeviceView`] or array, passed
 //!   as [`Arg`]) or scalars ([`Arg::scalar`]); outputs are writable views or arrays ([`Out`]).
 //!   At most [`MAX_ARRAYS`] arrays and [`MAX_SCALARS`] scalars. The outputs share one shape;
 //!   inputs broadcast to it by ndarray's rules.
@@ -73,7 +73,7 @@ use crate::device::check_stream;
 use crate::element::{DType, DeviceElement};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::KeepAlive;
-use crate::view::{DeviceBase, SpanData, SpanDataMut};
+use crate::view::{DeviceBase, DeviceView, DeviceViewMut, SpanData, SpanDataMut};
 
 /// A CUDA C body over typed inputs and outputs, compiled by NVRTC for the layouts it meets and
 /// launched over any strided views. See the [module docs](self).
@@ -106,7 +106,6 @@ impl std::fmt::Debug for ElementwiseKernel {
 /// An operand's memory handle: borrowed from a view, or held (an operand made from raw parts).
 enum RawRef<'a> {
     Borrowed(&'a RawBytes<'a>),
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     Owned(RawBytes<'a>),
 }
 
@@ -178,59 +177,35 @@ impl Arg<'static> {
     }
 }
 
-/// Operands made from raw parts (the Python binding's tensors): `raw` is the handle (with its
-/// keep-alive), and the layout (strides and offset in elements) has been validated against
-/// its span by the caller.
-#[cfg(feature = "python")]
-impl ArrayRef<'static> {
-    fn owned(
-        raw: RawBytes<'static>,
-        dtype: DType,
-        shape: &[usize],
-        strides: &[isize],
-        offset: usize,
-    ) -> Self {
+impl<'a> ArrayRef<'a> {
+    /// An operand that holds a view's memory handle `raw` itself, with the view's `layout`.
+    fn held<D: Dimension>(raw: RawBytes<'a>, dtype: DType, layout: &crate::Layout<D>) -> Self {
         ArrayRef {
             raw: RawRef::Owned(raw),
             dtype,
-            shape: shape.to_vec(),
-            strides: strides.to_vec(),
-            offset,
+            shape: layout.shape().to_vec(),
+            strides: layout.strides().to_vec(),
+            offset: layout.offset(),
         }
     }
 }
 
-#[cfg(feature = "python")]
-impl Arg<'static> {
-    /// An array input over raw parts (see [`ArrayRef::owned`]).
-    pub(crate) fn from_raw(
-        raw: RawBytes<'static>,
-        dtype: DType,
-        shape: &[usize],
-        strides: &[isize],
-        offset: usize,
-    ) -> Self {
-        Arg(ArgKind::Array(ArrayRef::owned(
-            raw, dtype, shape, strides, offset,
+impl<'a, T: DeviceElement, D: Dimension> From<DeviceView<'a, T, D>> for Arg<'a> {
+    /// An input that holds the view: for views made for one launch, such as a binding's views
+    /// of a dynamically typed tensor.
+    fn from(v: DeviceView<'a, T, D>) -> Self {
+        Arg(ArgKind::Array(ArrayRef::held(
+            v.span.raw,
+            T::DTYPE,
+            &v.layout,
         )))
     }
 }
 
-#[cfg(feature = "python")]
-impl Out<'static> {
-    /// An output over raw parts (see [`ArrayRef::owned`]); the caller also guarantees that no
-    /// two indices reach one element and that the memory may be written.
-    pub(crate) fn from_raw(
-        raw: RawBytes<'static>,
-        dtype: DType,
-        shape: &[usize],
-        strides: &[isize],
-        offset: usize,
-    ) -> Self {
-        Out(
-            ArrayRef::owned(raw, dtype, shape, strides, offset),
-            PhantomData,
-        )
+impl<'a, T: DeviceElement, D: Dimension> From<DeviceViewMut<'a, T, D>> for Out<'a> {
+    /// An output that holds the view (see the `From<DeviceView>` input).
+    fn from(v: DeviceViewMut<'a, T, D>) -> Self {
+        Out(ArrayRef::held(v.span.raw, T::DTYPE, &v.layout), PhantomData)
     }
 }
 

@@ -65,9 +65,19 @@ impl<D: Dimension> std::fmt::Debug for Layout<D> {
     }
 }
 
-/// `(lowest, highest)` element offsets, relative to the offset, reachable through `shape` and
-/// `strides`; `None` when the shape has no element. `Err` on overflow (invariant 2).
-pub(crate) fn reach(shape: &[usize], strides: &[isize]) -> Result<Option<(isize, isize)>> {
+/// `(lowest, highest)` element offsets, relative to the element at index zero, reachable
+/// through `shape` and `strides` (in elements); `None` when the shape has no element.
+/// `Err(Overflow)` when an offset overflows `isize`.
+///
+/// ```
+/// use devspan::foreign::reach;
+/// assert_eq!(reach(&[2, 3], &[3, 1])?, Some((0, 5)));
+/// assert_eq!(reach(&[2, 3], &[-3, 1])?, Some((-3, 2)));
+/// assert_eq!(reach(&[0, 3], &[3, 1])?, None);
+/// assert!(reach(&[3], &[isize::MAX]).is_err());
+/// # Ok::<(), devspan::Error>(())
+/// ```
+pub fn reach(shape: &[usize], strides: &[isize]) -> Result<Option<(isize, isize)>> {
     if shape.contains(&0) {
         return Ok(None);
     }
@@ -96,8 +106,18 @@ pub(crate) fn reach(shape: &[usize], strides: &[isize]) -> Result<Option<(isize,
     Ok(Some((lo, hi)))
 }
 
-/// Number of elements of `shape`, or `Err(Overflow)` past `isize::MAX` elements or bytes.
-pub(crate) fn checked_size(shape: &[usize], elem_size: usize) -> Result<usize> {
+/// Number of elements of `shape`, or `Err(Overflow)` when the non-empty axes alone hold more
+/// than `isize::MAX` elements or bytes of `elem_size`-byte elements.
+///
+/// ```
+/// use devspan::foreign::checked_size;
+/// assert_eq!(checked_size(&[2, 3], 4)?, 6);
+/// assert_eq!(checked_size(&[0, 1 << 40], 4)?, 0);
+/// assert!(checked_size(&[1 << 62, 4], 1).is_err());
+/// assert!(checked_size(&[1 << 61, 1], 8).is_err());
+/// # Ok::<(), devspan::Error>(())
+/// ```
+pub fn checked_size(shape: &[usize], elem_size: usize) -> Result<usize> {
     let mut n: usize = 1;
     let mut nonzero: usize = 1;
     for &d in shape {

@@ -35,8 +35,8 @@ use cudarc::driver::{
 use crate::capture::CaptureCheck;
 use crate::error::{Error, Result};
 
-mod cell;
-pub(crate) use cell::OwnerCell;
+mod shared;
+pub use shared::SharedOwner;
 
 /// Something that owns device memory and releases it when dropped.
 ///
@@ -406,7 +406,7 @@ pub(crate) enum KeepAlive<'a> {
     /// and a view's borrow ends at its last use, as ndarray's views' borrows do.
     Cuda(Arc<dyn SharedTrack>, PhantomData<&'a ()>),
     /// A shared owner handle with its stream log.
-    Owner(Arc<OwnerCell>),
+    Owner(Arc<SharedOwner>),
 }
 
 impl fmt::Debug for KeepAlive<'_> {
@@ -423,7 +423,7 @@ impl fmt::Debug for KeepAlive<'_> {
 enum Ticket<'k> {
     None,
     Cuda(&'k dyn SharedTrack, RawEvent),
-    Owner(&'k OwnerCell, bool),
+    Owner(&'k SharedOwner, bool),
 }
 
 impl Ticket<'_> {
@@ -431,7 +431,7 @@ impl Ticket<'_> {
         match self {
             Ticket::None => Ok(()),
             Ticket::Cuda(t, e) => t.finish(stream, e),
-            Ticket::Owner(o, write) => o.finish(stream, write),
+            Ticket::Owner(o, write) => o.record(stream, write),
         }
     }
 }
@@ -512,7 +512,7 @@ impl<'a> KeepAlive<'a> {
     }
 
     pub(crate) fn owner(owner: Arc<dyn DeviceOwner>) -> Self {
-        KeepAlive::Owner(OwnerCell::new(owner))
+        KeepAlive::Owner(SharedOwner::new(owner))
     }
 
     fn same_tracker(&self, other: &KeepAlive<'_>) -> bool {

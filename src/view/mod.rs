@@ -599,12 +599,57 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceView<'a, T, D> {
         }
     }
 
-    /// [`from_raw_parts`](Self::from_raw_parts) with a keep-alive that other views may share
-    /// (one owner log for all of them).
+    /// [`from_raw_parts`](Self::from_raw_parts) with an owner log that other views share: every
+    /// view made with the same [`SharedOwner`](crate::SharedOwner) (and every view derived from
+    /// them) orders its operations after the conflicting work of the others, and the owner is
+    /// released once, after the last of them and that work. Validated like `from_raw_parts`.
+    ///
+    /// # Safety
+    /// As `from_raw_parts`, with `owner` keeping the memory alive.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use std::sync::Arc;
+    /// let stream = devspan::default_stream(0)?;
+    /// let slice = stream.alloc_zeros::<f32>(6)?;
+    /// let ptr = devspan::interop::cuda_slice_address(&slice);
+    /// let owner = devspan::SharedOwner::new(Arc::new(slice));
+    /// // SAFETY: the slice owns 6 f32 at `ptr` and lives in `owner`.
+    /// let v = unsafe {
+    ///     devspan::DeviceView::<f32, _>::from_raw_parts_shared(ptr, 6, ndarray::Ix1(6), &[1], 0, 0, &owner)?
+    /// };
+    /// assert_eq!(v.len(), 6);
+    /// # Ok(()) }
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn from_raw_parts_shared(
+        ptr: u64,
+        span_len: usize,
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+        device: usize,
+        owner: &std::sync::Arc<crate::SharedOwner>,
+    ) -> Result<DeviceView<'static, T, D>> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self::from_raw_parts_kept(
+                ptr,
+                span_len,
+                shape,
+                strides,
+                offset,
+                device,
+                crate::owner::KeepAlive::Owner(owner.clone()),
+            )
+        }
+    }
+
+    /// The view of `from_raw_parts` and `from_raw_parts_shared` over a keep-alive.
     ///
     /// # Safety
     /// As `from_raw_parts`, with `keep` keeping the memory alive.
-    pub(crate) unsafe fn from_raw_parts_kept(
+    unsafe fn from_raw_parts_kept(
         ptr: u64,
         span_len: usize,
         shape: D,
@@ -696,12 +741,40 @@ impl<'a, T: DeviceElement, D: Dimension> DeviceViewMut<'a, T, D> {
         }
     }
 
-    /// [`from_raw_parts_mut`](Self::from_raw_parts_mut) with a keep-alive that other views may
-    /// share.
+    /// [`from_raw_parts_mut`](Self::from_raw_parts_mut) with an owner log that other views
+    /// share (see [`DeviceView::from_raw_parts_shared`]); also refuses self-overlapping layouts.
+    ///
+    /// # Safety
+    /// As `from_raw_parts_mut`, with `owner` keeping the memory alive.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn from_raw_parts_mut_shared(
+        ptr: u64,
+        span_len: usize,
+        shape: D,
+        strides: &[isize],
+        offset: usize,
+        device: usize,
+        owner: &std::sync::Arc<crate::SharedOwner>,
+    ) -> Result<DeviceViewMut<'static, T, D>> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self::from_raw_parts_mut_kept(
+                ptr,
+                span_len,
+                shape,
+                strides,
+                offset,
+                device,
+                crate::owner::KeepAlive::Owner(owner.clone()),
+            )
+        }
+    }
+
+    /// The view of `from_raw_parts_mut` and `from_raw_parts_mut_shared` over a keep-alive.
     ///
     /// # Safety
     /// As `from_raw_parts_mut`, with `keep` keeping the memory alive.
-    pub(crate) unsafe fn from_raw_parts_mut_kept(
+    unsafe fn from_raw_parts_mut_kept(
         ptr: u64,
         span_len: usize,
         shape: D,

@@ -25,7 +25,7 @@ use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use devspan::dlpack::{DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, DlpackTensor};
 use devspan::{
     DType, DeviceArray, DeviceOwner, DeviceSpanMut, DeviceView, DeviceViewMut, PinnedBuffer,
-    interop,
+    SharedOwner, interop,
 };
 use ndarray::{Array2, ArrayView1, Axis, Ix1, Ix2, s};
 
@@ -1512,6 +1512,104 @@ fn drop_orders_of_a_pinned_transfer_buffer() {
                 }
             }
         }
+    }
+    assert_all_ok(&fails);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views built separately over one `SharedOwner`, as a binding rebuilds them for every call.
+
+/// Views built one after another over one [`SharedOwner`] share its log: a read through a new
+/// view on stream B sees a write through an earlier one on a busy stream A; a write through a
+/// new view on B waits for a copy out of an earlier one still queued on busy A; and when the
+/// last view and the handle go while a write is queued on busy A, the owner is released once,
+/// after that write (a fresh allocation of the block on A reads zeros).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn views_built_separately_over_one_shared_owner_share_its_log() {
+    let _g = serial();
+    let what = "views over one SharedOwner";
+    let sa = devspan::new_stream(0).unwrap();
+    let sb = devspan::new_stream(0).unwrap();
+    let host = pattern(ELEMS, 5);
+    let n = host.len();
+    let slice = sa.clone_htod(&host).unwrap();
+    sa.synchronize().unwrap();
+    let ptr = interop::cuda_slice_address(&slice);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let shared = SharedOwner::new(Arc::new(SliceOwner {
+        slice,
+        drops: drops.clone(),
+        release: false,
+    }));
+    // SAFETY: `shared` owns the slice of `n` f32 at `ptr` on device 0; nothing else uses it.
+    let view = || unsafe {
+        DeviceViewMut::<f32, Ix1>::from_raw_parts_mut_shared(ptr, n, Ix1(n), &[1], 0, 0, &shared)
+            .unwrap()
+    };
+    let mut fails = Vec::new();
+
+    busy(&sa, BUSY_MS);
+    view().fill_on(&sa, WRITTEN).unwrap();
+    if shared.is_settled() {
+        fails.push(format!(
+            "{what}: settled while a write was queued on a busy stream"
+        ));
+    }
+    let read = view().view().to_host_on(&sb).unwrap();
+    let bad = count_ne(read.as_slice().unwrap(), WRITTEN);
+    if bad > 0 {
+        fails.push(format!(
+            "{what}: a read on stream B missed {bad} elements of a write on stream A"
+        ));
+    }
+
+    let mut copy = DeviceArray::<f32, Ix1>::zeros(&sa, n).unwrap();
+    busy(&sa, BUSY_MS);
+    copy.assign_on(&sa, &view().view()).unwrap();
+    view().fill_on(&sb, REUSED).unwrap();
+    let copied = copy.to_host_on(&sa).unwrap();
+    let bad = count_ne(copied.as_slice().unwrap(), WRITTEN);
+    if bad > 0 {
+        fails.push(format!(
+            "{what}: a write on stream B overtook a copy queued on stream A in {bad} elements"
+        ));
+    }
+    let last = view().view().to_host_on(&sa).unwrap();
+    let bad = count_ne(last.as_slice().unwrap(), REUSED);
+    if bad > 0 {
+        fails.push(format!(
+            "{what}: {bad} elements missed the write on stream B"
+        ));
+    }
+    shared.wait_host();
+    if !shared.is_settled() {
+        fails.push(format!("{what}: not settled after wait_host"));
+    }
+
+    busy(&sa, BUSY_MS);
+    let mut v = view();
+    v.fill_on(&sa, WRITTEN).unwrap();
+    drop(shared);
+    if drops.load(Ordering::SeqCst) != 0 {
+        fails.push(format!(
+            "{what}: the owner was released while a view was alive"
+        ));
+    }
+    drop(v);
+    let released = Released {
+        ptr,
+        counts: vec![(
+            "owner drops",
+            Box::new(move || drops.load(Ordering::SeqCst)),
+        )],
+        host_memory: false,
+    };
+    if let Err(e) = check_counts(&released, what) {
+        fails.push(e);
+    }
+    if let Err(e) = check_fresh(&released, &sa, n, None, what) {
+        fails.push(e);
     }
     assert_all_ok(&fails);
 }

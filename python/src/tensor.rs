@@ -2,20 +2,21 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cudarc::driver::{CudaContext, CudaStream};
-use ndarray::IxDyn;
+use devspan::cudarc::driver::{CudaContext, CudaStream};
+use devspan::ndarray::IxDyn;
 use pyo3::exceptions::{PyAttributeError, PyBufferError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::cuda::{self, CurrentContext, Links, Region};
-use super::framework::{Framework, TorchLayout};
-use super::{cai, capsule, to_py, with_dtype};
-use crate::dlpack::{DLDeviceType, DlpackTensor};
-use crate::element::{DType, DeviceElement};
-use crate::owner::{DeviceOwner, KeepAlive, OwnerCell};
-use crate::view::{DeviceView, DeviceViewMut};
-use crate::{DeviceArray, Error, ErrorKind, Layout};
+use crate::cuda::{self, ContextGuard, Links, Region};
+use crate::framework::{Framework, TorchLayout};
+use crate::{cai, capsule, to_py, with_dtype};
+use devspan::DeviceOwner;
+use devspan::dlpack::{DLDeviceType, DlpackTensor};
+use devspan::foreign::SharedOwner;
+use devspan::{DType, DeviceElement};
+use devspan::{DeviceArray, Error, ErrorKind, Layout};
+use devspan::{DeviceView, DeviceViewMut};
 
 /// Keeps an imported view (and with it the producer) alive behind a devspan owner handle.
 struct Held<V: Send + Sync + 'static>(#[allow(dead_code)] V);
@@ -65,7 +66,7 @@ impl<T: DeviceElement> DeviceOwner for Allocation<T> {
     }
 
     /// The array's stream: the drop frees the memory on it, stream-ordered.
-    fn release_stream(&self) -> Option<Arc<cudarc::driver::CudaStream>> {
+    fn release_stream(&self) -> Option<Arc<devspan::cudarc::driver::CudaStream>> {
         self.array
             .as_ref()
             .map(|a| a.as_cuda_slice().stream().clone())
@@ -77,7 +78,7 @@ impl<T: DeviceElement> Drop for Allocation<T> {
         let Some(array) = self.array.take() else {
             return;
         };
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         let ctx = array.as_cuda_slice().stream().context().clone();
         // cudarc frees without making the slice's context current, and the legacy default
         // stream's handle means the default stream of whatever context is current: bind first.
@@ -138,18 +139,17 @@ impl Placement {
         }
     }
 
-    fn of<T: DeviceElement>(v: &DeviceView<'_, T, IxDyn>) -> Self {
-        let span = v.raw();
-        let size = std::mem::size_of::<T>() as u64;
-        Placement {
+    fn of<T: DeviceElement>(v: &DeviceView<'_, T, IxDyn>) -> devspan::Result<Self> {
+        let span = v.span()?;
+        Ok(Placement {
             dtype: T::DTYPE,
-            base: span.ptr(),
-            span_len: span.len / size as usize,
-            offset: ((v.device_ptr() - span.ptr()) / size) as usize,
+            base: span.device_ptr(),
+            span_len: span.len(),
+            offset: v.layout().offset(),
             shape: v.shape().to_vec(),
             strides: v.strides().to_vec(),
             device: v.device(),
-        }
+        })
     }
 }
 
@@ -181,7 +181,7 @@ pub struct Tensor {
     /// What keeps the memory alive (the producer, or an [`Allocation`]), shared by every view
     /// and export of the tensor: its log records devspan's work on the memory. Listed (weakly)
     /// in [`cuda::TENSORS`].
-    cell: Arc<OwnerCell>,
+    cell: Arc<SharedOwner>,
     ctx: Arc<CudaContext>,
     /// Streams of other libraries kept in step with devspan's work on the memory; listed
     /// (weakly) in [`cuda::LINKED`] once it holds any.
@@ -198,13 +198,13 @@ pub struct Tensor {
 
 impl Drop for Tensor {
     fn drop(&mut self) {
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         {
             // The work queued on the streams made for consumers counts as work on the memory:
             // the release follows it.
             let links = cuda::lock(&self.links);
             for s in links.created() {
-                if self.cell.finish(s, true).is_err() {
+                if self.cell.record(s, true).is_err() {
                     let _ = cuda::synchronize(s);
                 }
             }
@@ -231,7 +231,7 @@ impl Tensor {
         ctx: Arc<CudaContext>,
         self_releasing: bool,
     ) -> Tensor {
-        let cell = OwnerCell::new(owner);
+        let cell = SharedOwner::new(owner);
         cuda::TENSORS.register(place.region(), &cell);
         Tensor {
             place,
@@ -251,14 +251,10 @@ impl Tensor {
 
     /// Records a write of the memory queued on `stream` by others than devspan's operations.
     fn record_write(&self, stream: &Arc<CudaStream>) -> PyResult<()> {
-        self.cell.finish(stream, true).map_err(to_py)
+        self.cell.record(stream, true).map_err(to_py)
     }
 
     /// The keep-alive of the tensor's views: its owner, with its log.
-    fn keep(&self) -> KeepAlive<'static> {
-        KeepAlive::Owner(self.cell.clone())
-    }
-
     pub(crate) fn dtype(&self) -> DType {
         self.place.dtype
     }
@@ -287,45 +283,27 @@ impl Tensor {
         self
     }
 
-    /// The tensor's memory handle, sharing its keep-alive.
-    fn raw_bytes(&self) -> crate::Result<crate::bytes::RawBytes<'static>> {
-        let p = &self.place;
-        crate::bytes::RawBytes::new(p.base, p.span_len * p.dtype.size(), p.device, self.keep())
+    /// The tensor as an input of an [`ElementwiseKernel`](devspan::elementwise::ElementwiseKernel).
+    pub(crate) fn elementwise_input(&self) -> devspan::Result<devspan::elementwise::Arg<'static>> {
+        Ok(with_dtype!(self.place.dtype, T => self.view::<T>()?.into()))
     }
 
-    /// The tensor as an input of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel).
-    pub(crate) fn elementwise_input(&self) -> crate::Result<crate::elementwise::Arg<'static>> {
-        let p = &self.place;
-        Ok(crate::elementwise::Arg::from_raw(
-            self.raw_bytes()?,
-            p.dtype,
-            &p.shape,
-            &p.strides,
-            p.offset,
-        ))
-    }
-
-    /// The tensor as an output of an [`ElementwiseKernel`](crate::elementwise::ElementwiseKernel);
-    /// `Err(InvalidArgument)` for a read-only tensor.
-    pub(crate) fn elementwise_output(&self) -> crate::Result<crate::elementwise::Out<'static>> {
+    /// The tensor as an output of an [`ElementwiseKernel`](devspan::elementwise::ElementwiseKernel).
+    pub(crate) fn elementwise_output(&self) -> devspan::Result<devspan::elementwise::Out<'static>> {
         let p = &self.place;
         if !self.writable {
-            return Err(Error::invalid(format!(
-                "the output tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
-                p.shape, p.strides
-            )));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the output tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
+                    p.shape, p.strides
+                ),
+            ));
         }
-        Ok(crate::elementwise::Out::from_raw(
-            self.raw_bytes()?,
-            p.dtype,
-            &p.shape,
-            &p.strides,
-            p.offset,
-        ))
+        Ok(with_dtype!(p.dtype, T => self.view_mut::<T>()?.into()))
     }
 
-    /// A read-only view of the elements as `T` (which must be the tensor's element type).
-    pub(crate) fn view<T: DeviceElement>(&self) -> crate::Result<DeviceView<'static, T, IxDyn>> {
+    pub(crate) fn view<T: DeviceElement>(&self) -> devspan::Result<DeviceView<'static, T, IxDyn>> {
         let p = &self.place;
         if p.dtype != T::DTYPE {
             return Err(Error::new(
@@ -337,14 +315,14 @@ impl Tensor {
         // `owner` (held by `keep`) keeps alive; devspan's operations on the view order their
         // work through the owner's log, and with other tensors through `before`.
         unsafe {
-            DeviceView::from_raw_parts_kept(
+            DeviceView::from_raw_parts_shared(
                 p.base,
                 p.span_len,
                 IxDyn(&p.shape),
                 &p.strides,
                 p.offset,
                 p.device,
-                self.keep(),
+                &self.cell,
             )
         }
     }
@@ -352,10 +330,10 @@ impl Tensor {
     /// A writable view of the elements as `T`; `Err` for read-only tensors.
     pub(crate) fn view_mut<T: DeviceElement>(
         &self,
-    ) -> crate::Result<DeviceViewMut<'static, T, IxDyn>> {
+    ) -> devspan::Result<DeviceViewMut<'static, T, IxDyn>> {
         let p = &self.place;
         if !self.writable {
-            return Err(Error::invalid(format!(
+            return Err(crate::exceptions::invalid(format!(
                 "the tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
                 p.shape, p.strides
             )));
@@ -369,14 +347,14 @@ impl Tensor {
         // SAFETY: as in `view`; the producer allows writes (`writable`), and the layout was
         // checked not to reach an element twice.
         unsafe {
-            DeviceViewMut::from_raw_parts_mut_kept(
+            DeviceViewMut::from_raw_parts_mut_shared(
                 p.base,
                 p.span_len,
                 IxDyn(&p.shape),
                 &p.strides,
                 p.offset,
                 p.device,
-                self.keep(),
+                &self.cell,
             )
         }
     }
@@ -431,12 +409,12 @@ impl Tensor {
     /// the producer may still have work queued on the data: `stream` waits for it, and it is
     /// linked to the tensor ([`cuda::Link`]).
     pub(crate) fn import(t: DlpackTensor, stream: i64, link: Option<i64>) -> PyResult<Tensor> {
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         let read_only = t.is_read_only();
         let dtype = t.dtype().map_err(to_py)?;
         let (place, owner) = with_dtype!(dtype, T => {
             let v = t.into_view::<T, IxDyn>().map_err(to_py)?;
-            let place = Placement::of(&v);
+            let place = Placement::of(&v).map_err(to_py)?;
             let owner: Arc<dyn DeviceOwner> = Arc::new(Held(v));
             (place, owner)
         });
@@ -451,7 +429,7 @@ impl Tensor {
         let s = cuda::stream(&tensor.ctx, stream)?;
         if let Some(h) = link {
             let producer = cuda::stream_of(&tensor.ctx, h).map_err(|m| {
-                to_py(Error::invalid(format!(
+                to_py(crate::exceptions::invalid(format!(
                     "the stream of __cuda_array_interface__: {m}"
                 )))
             })?;
@@ -478,13 +456,13 @@ impl Tensor {
         stream: i64,
         current: i64,
     ) -> PyResult<Tensor> {
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         // The span from the element at index zero to the farthest one: PyTorch strides are never
         // negative, and an empty tensor is never read this way.
-        let span_len = match crate::layout::reach(&l.shape, &l.strides).map_err(to_py)? {
+        let span_len = match devspan::foreign::reach(&l.shape, &l.strides).map_err(to_py)? {
             Some((0, hi)) => hi as usize + 1,
             _ => {
-                return Err(to_py(Error::invalid(format!(
+                return Err(to_py(crate::exceptions::invalid(format!(
                     "a PyTorch tensor of shape {:?} and strides {:?} has no span devspan can view",
                     l.shape, l.strides
                 ))));
@@ -508,7 +486,7 @@ impl Tensor {
                 )
             }
             .map_err(to_py)?;
-            Placement::of(&v)
+            Placement::of(&v).map_err(to_py)?
         });
         let ctx = cuda::context(place.device)?;
         let mut tensor = Tensor::new(place, owner, ctx, false);
@@ -526,9 +504,9 @@ impl Tensor {
     /// A writable tensor owning a new devspan array, with the allocation (queued on the
     /// array's stream) recorded as its first write. Its memory is freed by an [`Allocation`].
     pub(crate) fn owned<T: DeviceElement>(array: DeviceArray<T, IxDyn>) -> PyResult<Tensor> {
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         let dim = array.dim();
-        let ptr = crate::bytes::address_of(array.as_cuda_slice());
+        let ptr = devspan::interop::cuda_slice_address(array.as_cuda_slice());
         let (len, device) = (array.as_cuda_slice().len(), array.device());
         let home = array.as_cuda_slice().stream().clone();
         let ctx = home.context().clone();
@@ -548,7 +526,7 @@ impl Tensor {
             )
         }
         .map_err(to_py)?;
-        let mut tensor = Tensor::new(Placement::of(&v), owner, ctx, true);
+        let mut tensor = Tensor::new(Placement::of(&v).map_err(to_py)?, owner, ctx, true);
         tensor.writable = true;
         tensor.record_write(&home)?;
         Ok(tensor)
@@ -612,7 +590,7 @@ impl Tensor {
                 p.dtype
             ))
         })?;
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         let export = {
             let mut links = self.links();
             let first = links.is_empty();
@@ -683,7 +661,7 @@ impl Tensor {
                 "a read-only tensor can only be exported as a versioned DLPack tensor (max_version >= (1, 0))",
             ));
         }
-        let _current = CurrentContext::save();
+        let _current = ContextGuard::save();
         if stream != Some(-1) {
             let s = cuda::stream(&self.ctx, stream.unwrap_or(1))?;
             // The consumer may write: it waits for devspan's reads as well.

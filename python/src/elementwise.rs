@@ -1,4 +1,4 @@
-//! `devspan.ElementwiseKernel`: [`crate::elementwise::ElementwiseKernel`] over DLPack and CUDA
+//! `devspan.ElementwiseKernel`: [`devspan::elementwise::ElementwiseKernel`] over DLPack and CUDA
 //! Array Interface tensors.
 
 use pyo3::exceptions::PyTypeError;
@@ -6,9 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 
 use super::{Arg, Source, call_stream, check_stream, cuda, scalar, to_py, with_dtype};
-use crate::Error;
-use crate::element::DType;
-use crate::elementwise::{Arg as EwArg, ElementwiseKernel};
+use devspan::DType;
+use devspan::elementwise::{Arg as EwArg, ElementwiseKernel};
 
 /// A CUDA C body over typed inputs and outputs, compiled by NVRTC and run over tensors of any
 /// layout (DLPack or CUDA Array Interface producers: PyTorch, CuPy, JAX, Numba, devspan), in
@@ -70,7 +69,7 @@ impl PyElementwiseKernel {
 
     #[pyo3(signature = (*args, stream = None))]
     fn __call__(&self, args: &Bound<'_, PyTuple>, stream: Option<i64>) -> PyResult<()> {
-        let _current = cuda::CurrentContext::save();
+        let _current = cuda::ContextGuard::save();
         check_stream(stream)?;
         let ins: Vec<(String, DType)> = self
             .kernel
@@ -116,7 +115,7 @@ impl PyElementwiseKernel {
         let first = imported[0].1.get();
         for (_, a) in &imported {
             if a.get().device() != first.device() {
-                return Err(to_py(Error::device_mismatch(format!(
+                return Err(to_py(crate::exceptions::device_mismatch(format!(
                     "operands on CUDA devices {} and {}",
                     first.device(),
                     a.get().device()

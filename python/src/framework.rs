@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-use crate::element::DType;
+use devspan::DType;
 
 /// A framework that has a current CUDA stream per thread and device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

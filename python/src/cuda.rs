@@ -3,13 +3,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, Weak};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use devspan::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use pyo3::PyResult;
 use pyo3::exceptions::PyValueError;
 
 use super::to_py;
-pub(crate) use crate::device::CurrentContext;
-use crate::owner::OwnerCell;
+pub(crate) use devspan::foreign::ContextGuard;
+use devspan::foreign::SharedOwner;
 
 /// The primary context of `device`, one `CudaContext` per device for the life of the process
 /// (frameworks such as PyTorch and CuPy use the same primary contexts).
@@ -33,8 +33,8 @@ pub(crate) fn context(device: usize) -> PyResult<Arc<CudaContext>> {
 /// A new `CudaContext` over the primary context of `device`. Creating one makes it current on
 /// the calling thread; the previous current context (or none) is restored before returning.
 fn create_context(device: usize) -> PyResult<Arc<CudaContext>> {
-    let _current = CurrentContext::save();
-    crate::device::context(device).map_err(to_py)
+    let _current = ContextGuard::save();
+    devspan::context(device).map_err(to_py)
 }
 
 /// The stream that a Python stream value names on `ctx`'s device.
@@ -66,9 +66,9 @@ pub(crate) fn check_stream_value(handle: i64) -> Result<(), String> {
 }
 
 /// The driver's name for the error of a failed driver call (`CUDA_ERROR_INVALID_HANDLE`).
-fn driver_code(e: &crate::Error) -> String {
+fn driver_code(e: &devspan::Error) -> String {
     match e.kind() {
-        crate::ErrorKind::Driver(d) => format!("{:?}", d.0),
+        devspan::ErrorKind::Driver(d) => format!("{:?}", d.0),
         kind => format!("{kind:?}"),
     }
 }
@@ -80,46 +80,33 @@ pub(crate) fn stream_of(ctx: &Arc<CudaContext>, handle: i64) -> Result<Arc<CudaS
         0 | 1 => Ok(ctx.default_stream()),
         2 => Ok(ctx.per_thread_stream()),
         h => {
-            let cu_stream = h as usize as crate::driver::CUstream;
-            // SAFETY: the handle is trusted to be a live `CUstream` (the documented contract of
-            // the Python API; the driver dereferences it).
-            let owner = match unsafe { crate::driver::stream_context(cu_stream) } {
-                Ok(owner) => owner,
-                Err(e) => {
-                    return Err(format!(
-                        "stream 0x{h:x} is not a CUDA stream the driver knows ({})",
-                        driver_code(&e)
-                    ));
-                }
-            };
-            if owner != ctx.cu_ctx() {
-                return Err(format!(
-                    "stream 0x{h:x} belongs to another CUDA context than the primary context of device {}",
-                    ctx.ordinal()
-                ));
-            }
-            // SAFETY: 1. the handle is a live stream (trusted, above) of this context (checked
-            // above); 2. the wrapper is used during the call that made it, or kept in a
-            // [`Link`] only while the object that keeps the stream alive is held (a CUDA Array
-            // Interface producer keeps its exported stream alive as long as itself), or in the
-            // log of an owner, which only compares its handle with other streams' and never
-            // queues work on it; events recorded on it outlive it harmlessly; 3. ordering with the stream owner's work is
-            // what the caller asked for by naming the stream.
-            Ok(unsafe { ctx.wrap_borrowed_stream(cu_stream) })
+            let cu_stream = h as usize as devspan::cudarc::driver::sys::CUstream;
+            // SAFETY: 1. the handle is trusted to be a live `CUstream` (the documented contract
+            // of the Python API; the driver dereferences it); 2. the wrapper is used during the
+            // call that made it, or kept in a [`Link`] only while the object that keeps the
+            // stream alive is held (a CUDA Array Interface producer keeps its exported stream
+            // alive as long as itself), or in the log of an owner, which only compares its
+            // handle with other streams' and never queues work on it; events recorded on it
+            // outlive it harmlessly; 3. ordering with the stream owner's work is what the caller
+            // asked for by naming the stream.
+            unsafe { devspan::foreign::borrow_stream(ctx, cu_stream) }.map_err(|e| match e.kind() {
+                devspan::ErrorKind::Driver(_) => format!(
+                    "stream 0x{h:x} is not a CUDA stream the driver knows ({})",
+                    driver_code(&e)
+                ),
+                _ => e.message().to_string(),
+            })
         }
     }
 }
 
 /// A new non-blocking stream of `ctx`, owned by the returned [`Link`] (destroyed when the link
-/// is dropped). The caller holds a [`CurrentContext`].
+/// is dropped). The caller holds a [`ContextGuard`].
 fn create_stream(ctx: &Arc<CudaContext>) -> PyResult<Link> {
-    crate::device::bind(ctx).map_err(to_py)?;
-    // The stream is created here rather than with `CudaContext::new_stream`, which synchronises
-    // the whole context when it makes its first stream.
-    let raw = crate::driver::create_stream().map_err(to_py)?;
-    // SAFETY: `raw` is a stream just created in `ctx` (current, bound above); the `Link` made
-    // here is its only holder and destroys it when dropped, after every use of the wrapper.
-    let stream = unsafe { ctx.wrap_borrowed_stream(raw) };
+    // Not `CudaContext::new_stream`, which synchronises the whole context when it makes its
+    // first stream. The `Link` made here is the stream's only holder and destroys it when
+    // dropped, after every use of the wrapper.
+    let stream = devspan::foreign::create_stream(ctx).map_err(to_py)?;
     Ok(Link {
         stream,
         created: true,
@@ -131,25 +118,21 @@ fn create_stream(ctx: &Arc<CudaContext>) -> PyResult<Link> {
 /// context, or device 0. `Err(NoDevice)` without a usable driver, `Err(DeviceMismatch)` for an
 /// address the driver does not know as CUDA-accessible memory.
 pub(crate) fn pointer_device(ptr: u64) -> PyResult<usize> {
-    crate::device::device_count().map_err(to_py)?;
+    devspan::device_count().map_err(to_py)?;
     if ptr == 0 {
         // The driver is loaded and initialised (`device_count` succeeded).
-        return Ok(crate::driver::current_device()
-            .ok()
-            .and_then(|d| usize::try_from(d).ok())
-            .unwrap_or(0));
+        return Ok(devspan::foreign::current_device().unwrap_or(0));
     }
-    let ordinal = crate::driver::pointer_device(ptr).map_err(|e| {
-        to_py(crate::Error::device_mismatch(format!(
-            "address 0x{ptr:x} is not memory that the CUDA driver knows ({}): a CUDA Array \
-             Interface must describe device-accessible memory",
-            driver_code(&e)
-        )))
-    })?;
-    usize::try_from(ordinal).map_err(|_| {
-        to_py(crate::Error::device_mismatch(format!(
-            "the CUDA driver reports device {ordinal} for address 0x{ptr:x}"
-        )))
+    devspan::foreign::pointer_device(ptr).map_err(|e| match e.kind() {
+        devspan::ErrorKind::Driver(_) => to_py(devspan::Error::new(
+            devspan::ErrorKind::DeviceMismatch,
+            format!(
+                "address 0x{ptr:x} is not memory that the CUDA driver knows ({}): a CUDA Array \
+                 Interface must describe device-accessible memory",
+                driver_code(&e)
+            ),
+        )),
+        _ => to_py(e),
     })
 }
 
@@ -158,7 +141,7 @@ pub(crate) fn pointer_device(ptr: u64) -> PyResult<usize> {
 /// tensor's owner, as for every view.)
 ///
 /// Dropping it destroys the streams devspan created, which makes their context current:
-/// callers hold a [`CurrentContext`] while they do.
+/// callers hold a [`ContextGuard`] while they do.
 #[derive(Default)]
 pub(crate) struct Links {
     links: Vec<Link>,
@@ -183,12 +166,10 @@ impl Drop for Link {
         if !self.created {
             return;
         }
-        let _current = CurrentContext::save();
-        if crate::device::bind(self.stream.context()).is_ok() {
-            // SAFETY: the stream was created by `create_stream` and this link is its only
-            // holder; the driver releases its resources once the work queued on it completes.
-            let _ = unsafe { crate::driver::destroy_stream(self.stream.cu_stream()) };
-        }
+        let _current = ContextGuard::save();
+        // SAFETY: the stream was created by `create_stream` and this link is its only holder;
+        // the driver releases its resources once the work queued on it completes.
+        let _ = unsafe { devspan::foreign::destroy_stream(&self.stream) };
     }
 }
 
@@ -229,7 +210,7 @@ impl Links {
     }
 
     /// The stream that consumers of the tensor's `__cuda_array_interface__` synchronise on,
-    /// created (and linked) on first use. The caller holds a [`CurrentContext`].
+    /// created (and linked) on first use. The caller holds a [`ContextGuard`].
     pub(crate) fn consumer_stream(&mut self, ctx: &Arc<CudaContext>) -> PyResult<Arc<CudaStream>> {
         if let Some(l) = self.links.iter().find(|l| l.created) {
             return Ok(l.stream.clone());
@@ -270,7 +251,7 @@ pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
 /// ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is waited for on
 /// the host (without the GIL), which bounds the memory held back.
 pub(crate) struct Releases {
-    list: Mutex<Vec<Arc<OwnerCell>>>,
+    list: Mutex<Vec<Arc<SharedOwner>>>,
     wake: Condvar,
     reaper: Once,
     /// Set at interpreter exit ([`shut_down`](Self::shut_down)): the thread attaches no more.
@@ -292,15 +273,15 @@ pub(crate) static RELEASES: Releases = Releases {
 };
 
 impl Releases {
-    fn list(&self) -> MutexGuard<'_, Vec<Arc<OwnerCell>>> {
+    fn list(&self) -> MutexGuard<'_, Vec<Arc<SharedOwner>>> {
         self.list.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Releases `cell` (a tensor's owner) once the work in its log has completed (now, if it
     /// has).
-    pub(crate) fn defer(&'static self, cell: Arc<OwnerCell>) {
+    pub(crate) fn defer(&'static self, cell: Arc<SharedOwner>) {
         if cell.is_settled() {
-            let _current = CurrentContext::save();
+            let _current = ContextGuard::save();
             drop(cell);
             return;
         }
@@ -335,7 +316,7 @@ impl Releases {
 
     /// Releases the tensors whose work has completed. The caller is attached to Python.
     pub(crate) fn reap(&self) {
-        let done: Vec<Arc<OwnerCell>> = {
+        let done: Vec<Arc<SharedOwner>> = {
             let mut list = self.list();
             if list.is_empty() {
                 return;
@@ -347,7 +328,7 @@ impl Releases {
             done
         };
         if !done.is_empty() {
-            let _current = CurrentContext::save();
+            let _current = ContextGuard::save();
             drop(done);
         }
     }
@@ -400,8 +381,8 @@ impl Releases {
 }
 
 /// Releases `cell` now, once the host has waited (without the GIL) for the work in its log.
-fn release_after_work(cell: Arc<OwnerCell>) {
-    let _current = CurrentContext::save();
+fn release_after_work(cell: Arc<SharedOwner>) {
+    let _current = ContextGuard::save();
     pyo3::Python::attach(|py| py.detach(|| cell.wait_host()));
     drop(cell);
 }
@@ -481,24 +462,26 @@ impl<T> Users<T> {
 
 /// The owners of all live devspan tensors (and of their exports and of tensors still waiting
 /// in [`RELEASES`]), whose logs record devspan's work on their memory.
-pub(crate) static TENSORS: Users<OwnerCell> = Users::new();
+pub(crate) static TENSORS: Users<SharedOwner> = Users::new();
 
 /// The links of the live devspan tensors that have any.
 pub(crate) static LINKED: Users<Mutex<Links>> = Users::new();
 
-/// Run with `cargo test --features python --lib python` (the test binary links libpython). The
+/// Run with `cargo test -p devspan-python --no-default-features` (the test binary links libpython). The
 /// `#[ignore]`d tests need a CUDA GPU (`--include-ignored`, as the GPU runner does).
 #[cfg(test)]
 mod tests {
     use pyo3::Python;
 
     use super::*;
-    use crate::device::current;
 
-    /// Sets the calling thread's current context (null unbinds).
-    fn set_current(ctx: crate::driver::CUcontext) {
-        // SAFETY: `ctx` is null or a context that the caller keeps alive.
-        unsafe { crate::driver::set_current_context(ctx) }.unwrap();
+    /// Runs `f` on a new thread, which starts with no current context, attached to Python.
+    fn on_fresh_thread(f: impl FnOnce() + Send) {
+        std::thread::scope(|s| {
+            s.spawn(|| Python::attach(|_| f()))
+                .join()
+                .expect("the test thread panicked")
+        });
     }
 
     #[test]
@@ -577,10 +560,10 @@ mod tests {
     fn contexts_and_saved_contexts_need_no_driver() {
         Python::initialize();
         Python::attach(|_| {
-            let saved = CurrentContext::save();
+            let saved = ContextGuard::save();
             let ctx = context(0);
             drop(saved);
-            assert_eq!(ctx.is_ok(), crate::device::gpu_available());
+            assert_eq!(ctx.is_ok(), devspan::gpu_available());
         });
     }
 
@@ -588,16 +571,17 @@ mod tests {
     #[ignore = "needs a CUDA GPU"]
     fn creating_a_context_keeps_the_current_context() {
         Python::initialize();
-        Python::attach(|_| {
-            let ctx = context(0).expect("a CUDA device");
-            for before in [std::ptr::null_mut(), ctx.cu_ctx()] {
-                set_current(before);
-                // Not the cached context: a new `CudaContext`, which binds on creation.
-                let fresh = create_context(0).expect("a CUDA device");
-                assert_eq!(current(), Some(before));
-                drop(fresh);
-            }
-            set_current(std::ptr::null_mut());
+        let ctx = Python::attach(|_| context(0).expect("a CUDA device"));
+        on_fresh_thread(|| {
+            // Not the cached context: a new `CudaContext`, which binds on creation.
+            drop(create_context(0).expect("a CUDA device"));
+            assert!(
+                devspan::foreign::current_device().is_err(),
+                "a context was left current"
+            );
+            devspan::foreign::bind_context(&ctx).expect("bind");
+            drop(create_context(0).expect("a CUDA device"));
+            assert_eq!(devspan::foreign::current_device().ok(), Some(0));
         });
     }
 
@@ -605,29 +589,31 @@ mod tests {
     #[ignore = "needs a CUDA GPU"]
     fn dropping_an_allocation_frees_it_in_its_own_context() {
         Python::initialize();
-        Python::attach(|_| {
+        Python::attach(|py| {
             let ctx = context(0).expect("a CUDA device");
             let home = ctx.default_stream();
             let side = ctx.per_thread_stream();
-            let a = crate::DeviceArray::<f32, _>::zeros(&home, ndarray::IxDyn(&[1 << 20]))
-                .expect("allocation");
-            let t = super::super::Tensor::owned(a).expect("tensor");
+            let a =
+                devspan::DeviceArray::<f32, _>::zeros(&home, devspan::ndarray::IxDyn(&[1 << 20]))
+                    .expect("allocation");
+            let t = crate::Tensor::owned(a).expect("tensor");
             let mut v = t.view_mut::<f32>().expect("view");
             t.before(&side, true).expect("order");
             v.fill_on(&side, 1.0).expect("fill");
             t.after(&side).expect("record");
             drop(v);
-            set_current(std::ptr::null_mut());
-            drop(t);
-            assert_eq!(
-                current(),
-                Some(std::ptr::null_mut()),
-                "the context was left current"
-            );
+            py.detach(|| {
+                on_fresh_thread(move || {
+                    drop(t);
+                    assert!(
+                        devspan::foreign::current_device().is_err(),
+                        "the context was left current"
+                    );
+                })
+            });
             // A free under no context would have stored an error in the context.
             ctx.check_err().expect("the free succeeded");
             ctx.synchronize().expect("synchronize");
-            set_current(std::ptr::null_mut());
         });
     }
 }

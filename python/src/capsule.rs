@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::{PyErr, ffi};
 
-use crate::dlpack::{DLManagedTensor, DLManagedTensorVersioned, DlpackTensor};
+use devspan::dlpack::{DLManagedTensor, DLManagedTensorVersioned, DlpackTensor};
 
 pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
 pub(crate) const LEGACY: &CStr = c"dltensor";
@@ -64,7 +64,7 @@ pub(crate) fn take(capsule: &Bound<'_, PyAny>) -> PyResult<DlpackTensor> {
     } else {
         std::mem::align_of::<DLManagedTensor>()
     };
-    if (ptr as usize) % align != 0 {
+    if !(ptr as usize).is_multiple_of(align) {
         return Err(PyValueError::new_err(format!(
             "the DLPack capsule's managed tensor at {ptr:p} is not {align}-byte aligned"
         )));
@@ -193,7 +193,7 @@ pub(crate) unsafe fn legacy(py: Python<'_>, managed: *mut DLManagedTensor) -> Py
     Ok(unsafe { Bound::from_owned_ptr(py, cap) }.unbind())
 }
 
-/// Run with `cargo test --features python --lib` (the test binary links libpython).
+/// Run with `cargo test -p devspan-python --no-default-features` (the test binary links libpython).
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -205,7 +205,7 @@ mod tests {
 
     /// An owner of no memory that counts its drops.
     struct Counted(Arc<AtomicUsize>);
-    impl crate::DeviceOwner for Counted {}
+    impl devspan::DeviceOwner for Counted {}
     impl Drop for Counted {
         fn drop(&mut self) {
             self.0.fetch_add(1, Ordering::SeqCst);
@@ -216,10 +216,10 @@ mod tests {
     fn capsule(py: Python<'_>, drops: &Arc<AtomicUsize>) -> Py<PyAny> {
         // SAFETY: metadata only; nothing reads or writes the address.
         let v = unsafe {
-            crate::DeviceView::<f32, _>::from_raw_parts(
+            devspan::DeviceView::<f32, _>::from_raw_parts(
                 0x7f00_0000_0000,
                 4,
-                ndarray::Ix1(4),
+                devspan::ndarray::Ix1(4),
                 &[1],
                 0,
                 0,

@@ -1,4 +1,4 @@
-//! [`OwnerCell`]: a shared owner with the log of the streams devspan used its memory on, and
+//! [`SharedOwner`]: a shared owner with the log of the streams devspan used its memory on, and
 //! the drop that orders the owner's release after that work.
 
 use std::mem::ManuallyDrop;
@@ -10,7 +10,7 @@ use super::{DeviceOwner, lock};
 use crate::capture::{CaptureCheck, RelaxedMode};
 use crate::error::Result;
 
-/// One stream's part in an [`OwnerCell`]'s log.
+/// One stream's part in an [`SharedOwner`]'s log.
 struct StreamUse {
     stream: Arc<CudaStream>,
     /// Recorded after the latest devspan operation on the memory on `stream`.
@@ -19,17 +19,56 @@ struct StreamUse {
     wrote: bool,
 }
 
-/// A [`DeviceOwner`] with the log of the streams devspan used its memory on; views hold it by
-/// `Arc`, and its drop orders the owner's release after that work.
-pub(crate) struct OwnerCell {
-    /// Taken, and dropped or leaked, in `OwnerCell`'s drop.
+/// A [`DeviceOwner`] with the log of the streams devspan used its memory on: the keep-alive
+/// that views over foreign memory hold by `Arc`, shareable between views made separately.
+///
+/// [`DeviceView::from_raw_parts`](crate::DeviceView::from_raw_parts) starts a new log for
+/// each call; a binding that rebuilds views of the same memory for every call (a language
+/// binding holding a foreign tensor) makes one `SharedOwner` and builds each view with
+/// [`DeviceView::from_raw_parts_shared`](crate::DeviceView::from_raw_parts_shared), so that
+/// every operation on any of them waits for the conflicting work of the others, and the owner
+/// is released once, after all of it.
+///
+/// Work that the binding enqueues on the memory outside devspan's operations takes part in the
+/// same ordering through [`order_before`](Self::order_before) (before it is enqueued) and
+/// [`record`](Self::record) (after).
+///
+/// Dropping the last `Arc` releases the owner after the logged work: stream-ordered on the
+/// owner's [`release_stream`](DeviceOwner::release_stream) where it names one, otherwise after
+/// the host has waited for that work. Where the host must not block in that drop (a thread that
+/// other work waits on), check [`is_settled`](Self::is_settled) or call
+/// [`wait_host`](Self::wait_host) first.
+///
+/// ```no_run
+/// # fn main() -> devspan::Result<()> {
+/// use std::sync::Arc;
+/// use devspan::{DeviceView, SharedOwner};
+///
+/// let stream = devspan::default_stream(0)?;
+/// let slice = stream.alloc_zeros::<f32>(6)?;
+/// let ptr = devspan::interop::cuda_slice_address(&slice);
+/// let owner = SharedOwner::new(Arc::new(slice));
+/// // SAFETY: the slice owns 6 f32 at `ptr` and lives in `owner`.
+/// let a = unsafe {
+///     DeviceView::<f32, _>::from_raw_parts_shared(ptr, 6, ndarray::Ix1(6), &[1], 0, 0, &owner)?
+/// };
+/// let b = unsafe {
+///     DeviceView::<f32, _>::from_raw_parts_shared(ptr, 6, ndarray::Ix2(2, 3), &[3, 1], 0, 0, &owner)?
+/// };
+/// let host = b.to_host()?; // ordered after the work on `a`, on any stream
+/// assert_eq!(host.len(), a.len());
+/// # Ok(()) }
+/// ```
+pub struct SharedOwner {
+    /// Taken, and dropped or leaked, in `SharedOwner`'s drop.
     pub(super) owner: ManuallyDrop<Arc<dyn DeviceOwner>>,
     log: Mutex<Vec<StreamUse>>,
 }
 
-impl OwnerCell {
-    pub(crate) fn new(owner: Arc<dyn DeviceOwner>) -> Arc<Self> {
-        Arc::new(OwnerCell {
+impl SharedOwner {
+    /// A new log around `owner`, with no work recorded.
+    pub fn new(owner: Arc<dyn DeviceOwner>) -> Arc<Self> {
+        Arc::new(SharedOwner {
             owner: ManuallyDrop::new(owner),
             log: Mutex::new(Vec::new()),
         })
@@ -70,9 +109,9 @@ impl OwnerCell {
     /// The entry of a stream with `stream`'s handle is waited for too: a handle may name
     /// another stream than the one logged (the per-thread default stream of another thread, or
     /// a destroyed stream's handle given to a new one), and on the same stream the wait orders
-    /// nothing new. [`finish`](Self::finish) then records that entry's event again, and the
+    /// nothing new. [`record`](Self::record) then records that entry's event again, and the
     /// new record covers the old one's work either way.
-    pub(crate) fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
+    pub fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
         let log = lock(&self.log);
         for u in log
             .iter()
@@ -85,8 +124,7 @@ impl OwnerCell {
 
     /// Whether every recorded access has completed. An event whose query fails counts as
     /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn is_settled(&self) -> bool {
+    pub fn is_settled(&self) -> bool {
         lock(&self.log)
             .iter()
             .all(|u| !matches!(u.event.try_is_complete(), Ok(false)))
@@ -95,8 +133,7 @@ impl OwnerCell {
     /// Blocks the calling thread until every recorded access has completed; a failed wait is
     /// tried once more (cudarc first reports, and clears, an error stored in the context). The
     /// log is not locked while the thread waits, so other threads may order work after it.
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn wait_host(&self) {
+    pub fn wait_host(&self) {
         let events: Vec<_> = lock(&self.log)
             .iter()
             .map(|u| (u.event.context().clone(), u.event.cu_event()))
@@ -115,9 +152,11 @@ impl OwnerCell {
         }
     }
 
-    /// Records an access enqueued on `stream`: by a devspan operation, or by work outside them
-    /// (an import whose data is ready on `stream`, a consumer's stream).
-    pub(crate) fn finish(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+    /// Records an access enqueued on `stream` (a write with `write`): by a devspan operation,
+    /// or by work outside them (an import whose data is ready on `stream`, a consumer's
+    /// stream). Later accesses on other streams that conflict with it wait for it, and the
+    /// owner's release follows it.
+    pub fn record(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
         let mut log = lock(&self.log);
         if let Some(u) = log.iter_mut().find(|u| *u.stream == **stream) {
             u.event.record(stream)?;
@@ -135,13 +174,22 @@ impl OwnerCell {
     }
 }
 
-impl Drop for OwnerCell {
+impl std::fmt::Debug for SharedOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedOwner")
+            .field("owner", &self.owner.describe())
+            .field("streams", &lock(&self.log).len())
+            .finish()
+    }
+}
+
+impl Drop for SharedOwner {
     fn drop(&mut self) {
         // SAFETY: `owner` is taken once, here, and not used again.
         let owner = unsafe { ManuallyDrop::take(&mut self.owner) };
         // The waits below, and an owner that frees through a stream, make a context current;
         // the thread's own is restored afterwards.
-        let _current = crate::device::CurrentContext::save();
+        let _current = crate::device::ContextGuard::save();
         let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
         // The host waits below are allowed while a stream captures a graph in the relaxed
         // capture mode only. (A log with entries means the driver is loaded.)
@@ -172,7 +220,7 @@ impl Drop for OwnerCell {
         if let Some(rs) = release {
             // An owner that frees through a stream (cudarc's `CudaSlice`) needs that stream's
             // context current, and this thread may have another one or none.
-            let _ = crate::device::bind(rs.context());
+            let _ = crate::device::bind_context(rs.context());
         }
         drop(owner);
     }

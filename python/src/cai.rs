@@ -3,18 +3,18 @@
 //!
 //! An imported interface becomes a DLPack managed tensor that holds the producer object, so
 //! that it goes through the same checks and the same view as every DLPack import
-//! ([`DlpackTensor`](crate::dlpack::DlpackTensor)).
+//! ([`DlpackTensor`](devspan::dlpack::DlpackTensor)).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
-use crate::dlpack::{
+use devspan::DType;
+use devspan::dlpack::{
     DLDataType, DLDevice, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY, DLPackVersion,
     DLTensor, MAX_NDIM,
 };
-use crate::element::DType;
-use crate::error::{Error, ErrorKind, Result};
-use crate::layout::checked_size;
+use devspan::foreign::checked_size;
+use devspan::{Error, ErrorKind, Result};
 
 /// The interface version devspan writes, and the newest it reads.
 pub(crate) const VERSION: i64 = 3;
@@ -46,20 +46,20 @@ impl Interface {
     /// Checks an interface dict.
     pub(crate) fn parse(d: &Bound<'_, PyAny>) -> Result<Interface> {
         let d = d.cast::<PyDict>().map_err(|_| {
-            Error::invalid(format!(
+            crate::exceptions::invalid(format!(
                 "__cuda_array_interface__ must be a dict, got {}",
                 type_name(d)
             ))
         })?;
         let version = int(&required(d, "version")?, "version")?;
         if !(0..=VERSION).contains(&version) {
-            return Err(Error::invalid(format!(
+            return Err(crate::exceptions::invalid(format!(
                 "__cuda_array_interface__ version {version} is not supported (devspan reads versions 0 to {VERSION})"
             )));
         }
         let typestr = required(d, "typestr")?;
         let typestr = typestr.cast::<PyString>().map_err(|_| {
-            Error::invalid(format!(
+            crate::exceptions::invalid(format!(
                 "typestr must be a str, got {}",
                 type_name(&typestr)
             ))
@@ -69,7 +69,7 @@ impl Interface {
 
         let raw_shape = ints(&required(d, "shape")?, "shape")?;
         if raw_shape.len() > MAX_NDIM {
-            return Err(Error::invalid(format!(
+            return Err(crate::exceptions::invalid(format!(
                 "shape has {} axes; devspan views at most {MAX_NDIM}",
                 raw_shape.len()
             )));
@@ -78,7 +78,7 @@ impl Interface {
             .iter()
             .map(|&n| {
                 usize::try_from(n).map_err(|_| {
-                    Error::invalid(format!(
+                    crate::exceptions::invalid(format!(
                         "axis length {n} in shape {raw_shape:?} is negative"
                     ))
                 })
@@ -91,7 +91,7 @@ impl Interface {
             Some(s) => {
                 let bytes = ints(&s, "strides")?;
                 if bytes.len() != shape.len() {
-                    return Err(Error::invalid(format!(
+                    return Err(crate::exceptions::invalid(format!(
                         "strides {bytes:?} has {} entries for the {}-d shape {shape:?}",
                         bytes.len(),
                         shape.len()
@@ -101,12 +101,12 @@ impl Interface {
                     .iter()
                     .map(|&b| {
                         if b % size as i64 != 0 {
-                            return Err(Error::misaligned(format!(
+                            return Err(crate::exceptions::misaligned(format!(
                                 "stride {b} in strides {bytes:?} (bytes) is not a multiple of the {size}-byte {dtype} element"
                             )));
                         }
                         isize::try_from(b / size as i64).map_err(|_| {
-                            Error::overflow(format!("stride {b} in strides {bytes:?} overflows isize"))
+                            crate::exceptions::overflow(format!("stride {b} in strides {bytes:?} overflows isize"))
                         })
                     })
                     .collect::<Result<Vec<isize>>>()?;
@@ -121,19 +121,19 @@ impl Interface {
             Some(v) => pointer(&v)?,
         };
         if data == 0 && count > 0 {
-            return Err(Error::invalid(format!(
+            return Err(crate::exceptions::invalid(format!(
                 "null data pointer for an array of {count} elements (shape {shape:?})"
             )));
         }
         let align = size as u64;
         if data % align != 0 {
-            return Err(Error::misaligned(format!(
+            return Err(crate::exceptions::misaligned(format!(
                 "data pointer 0x{data:x} is not aligned to {align} bytes as {dtype} needs"
             )));
         }
 
         if let Some(m) = optional(d, "mask")? {
-            return Err(Error::invalid(format!(
+            return Err(crate::exceptions::invalid(format!(
                 "masked arrays are not supported (mask is a {}, not None)",
                 type_name(&m)
             )));
@@ -155,15 +155,16 @@ impl Interface {
 
     /// A DLPack managed tensor over the memory the interface describes, on CUDA device
     /// `device`, that holds `owner` (the producer object) until its deleter runs. The caller
-    /// hands it to [`DlpackTensor::from_versioned`](crate::dlpack::DlpackTensor::from_versioned),
+    /// hands it to [`DlpackTensor::from_versioned`](devspan::dlpack::DlpackTensor::from_versioned),
     /// which calls the deleter once.
     pub(crate) fn into_managed(
         self,
         device: usize,
         owner: Py<PyAny>,
     ) -> Result<*mut DLManagedTensorVersioned> {
-        let device_id = i32::try_from(device)
-            .map_err(|_| Error::invalid(format!("device ordinal {device} does not fit an int")))?;
+        let device_id = i32::try_from(device).map_err(|_| {
+            crate::exceptions::invalid(format!("device ordinal {device} does not fit an int"))
+        })?;
         let ndim = self.shape.len() as i32;
         let mut managed = Box::new(Managed {
             tensor: DLManagedTensorVersioned {
@@ -295,11 +296,11 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 }
 
 fn py_err(e: PyErr) -> Error {
-    Error::invalid(format!("__cuda_array_interface__ could not be read: {e}"))
+    crate::exceptions::invalid(format!("__cuda_array_interface__ could not be read: {e}"))
 }
 
 fn missing(key: &str) -> Error {
-    Error::invalid(format!(
+    crate::exceptions::invalid(format!(
         "__cuda_array_interface__ has no {key:?} entry, which the interface requires"
     ))
 }
@@ -316,13 +317,13 @@ fn optional<'py>(d: &Bound<'py, PyDict>, key: &str) -> Result<Option<Bound<'py, 
 /// A Python int (not a bool) that fits an `i64`.
 fn int(v: &Bound<'_, PyAny>, what: &str) -> Result<i64> {
     if !v.is_instance_of::<PyInt>() || v.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(Error::invalid(format!(
+        return Err(crate::exceptions::invalid(format!(
             "{what} must be an int, got {}",
             type_name(v)
         )));
     }
     v.extract::<i64>()
-        .map_err(|_| Error::overflow(format!("{what} {v} does not fit in 64 bits")))
+        .map_err(|_| crate::exceptions::overflow(format!("{what} {v} does not fit in 64 bits")))
 }
 
 /// A tuple (or list) of ints.
@@ -332,13 +333,13 @@ fn ints(v: &Bound<'_, PyAny>, what: &str) -> Result<Vec<i64>> {
     } else if let Ok(l) = v.cast::<PyList>() {
         l.iter().collect()
     } else {
-        return Err(Error::invalid(format!(
+        return Err(crate::exceptions::invalid(format!(
             "{what} must be a tuple of ints, got {}",
             type_name(v)
         )));
     };
     if items.len() > MAX_NDIM {
-        return Err(Error::invalid(format!(
+        return Err(crate::exceptions::invalid(format!(
             "{what} has {} entries; devspan views at most {MAX_NDIM} axes",
             items.len()
         )));
@@ -357,7 +358,7 @@ fn pointer(v: &Bound<'_, PyAny>) -> Result<(u64, bool)> {
         .ok()
         .filter(|t| t.len() == 2)
         .ok_or_else(|| {
-            Error::invalid(format!(
+            crate::exceptions::invalid(format!(
                 "data must be a 2-tuple (pointer, read-only flag), got {}",
                 v.repr().map(|r| r.to_string()).unwrap_or_default()
             ))
@@ -367,7 +368,7 @@ fn pointer(v: &Bound<'_, PyAny>) -> Result<(u64, bool)> {
         pair.get_item(1).map_err(py_err)?,
     );
     if !ptr.is_instance_of::<PyInt>() || ptr.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(Error::invalid(format!(
+        return Err(crate::exceptions::invalid(format!(
             "the data pointer must be an int, got {}",
             type_name(&ptr)
         )));
@@ -375,16 +376,18 @@ fn pointer(v: &Bound<'_, PyAny>) -> Result<(u64, bool)> {
     let address = match ptr.extract::<u64>() {
         Ok(a) => a,
         Err(_) if ptr.extract::<i64>().is_ok() => {
-            return Err(Error::invalid(format!("negative data pointer {ptr}")));
+            return Err(crate::exceptions::invalid(format!(
+                "negative data pointer {ptr}"
+            )));
         }
         Err(_) => {
-            return Err(Error::overflow(format!(
+            return Err(crate::exceptions::overflow(format!(
                 "data pointer {ptr} does not fit in 64 bits"
             )));
         }
     };
     let readonly = flag.extract::<bool>().map_err(|_| {
-        Error::invalid(format!(
+        crate::exceptions::invalid(format!(
             "the read-only flag of data must be a bool, got {}",
             type_name(&flag)
         ))
@@ -397,16 +400,16 @@ fn pointer(v: &Bound<'_, PyAny>) -> Result<(u64, bool)> {
 fn stream_value(v: &Bound<'_, PyAny>) -> Result<i64> {
     let s = int(v, "stream")?;
     if s == 0 {
-        return Err(Error::invalid(
+        return Err(crate::exceptions::invalid(
             "stream 0 is disallowed by the CUDA Array Interface (it is ambiguous): the producer \
              must give None, 1 (legacy default), 2 (per-thread default) or a stream handle",
         ));
     }
-    super::cuda::check_stream_value(s).map_err(Error::invalid)?;
+    super::cuda::check_stream_value(s).map_err(crate::exceptions::invalid)?;
     Ok(s)
 }
 
-/// Run with `cargo test --features python --lib python` (the test binary links libpython).
+/// Run with `cargo test -p devspan-python --no-default-features` (the test binary links libpython).
 #[cfg(test)]
 mod tests {
     use pyo3::types::PyDict;

@@ -4,7 +4,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-use crate::ErrorKind;
+use devspan::ErrorKind;
 
 create_exception!(
     devspan,
@@ -57,9 +57,9 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_kinds(m)
 }
 
-/// A devspan [`Error`](crate::Error) as an instance of the subclass of `devspan.Error` for its
+/// A devspan [`Error`](devspan::Error) as an instance of the subclass of `devspan.Error` for its
 /// kind, with [`py_message`] as the message.
-pub(crate) fn to_py(e: crate::Error) -> PyErr {
+pub(crate) fn to_py(e: devspan::Error) -> PyErr {
     let message = py_message(&e);
     match e.kind() {
         ErrorKind::OutOfBounds => OutOfBoundsError::new_err(message),
@@ -76,18 +76,40 @@ pub(crate) fn to_py(e: crate::Error) -> PyErr {
         ErrorKind::InvalidArgument => InvalidArgumentError::new_err(message),
         ErrorKind::StreamCapture => StreamCaptureError::new_err(message),
         ErrorKind::Compile => CompileError::new_err(message),
+        // A kind newer than this binding: the base class.
+        _ => Error::new_err(message),
     }
 }
 
 /// The exception's message: devspan's message, then the driver's error if there is one
 /// (`CUDA driver call failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)`).
-pub(crate) fn py_message(e: &crate::Error) -> String {
+pub(crate) fn py_message(e: &devspan::Error) -> String {
     format!("{e:#}")
+}
+
+/// A devspan error of kind `InvalidArgument`, for arguments the binding refuses itself.
+pub(crate) fn invalid(message: impl Into<String>) -> devspan::Error {
+    devspan::Error::new(ErrorKind::InvalidArgument, message)
+}
+
+/// A devspan error of kind `Misaligned`.
+pub(crate) fn misaligned(message: impl Into<String>) -> devspan::Error {
+    devspan::Error::new(ErrorKind::Misaligned, message)
+}
+
+/// A devspan error of kind `Overflow`.
+pub(crate) fn overflow(message: impl Into<String>) -> devspan::Error {
+    devspan::Error::new(ErrorKind::Overflow, message)
+}
+
+/// A devspan error of kind `DeviceMismatch`.
+pub(crate) fn device_mismatch(message: impl Into<String>) -> devspan::Error {
+    devspan::Error::new(ErrorKind::DeviceMismatch, message)
 }
 
 #[cfg(test)]
 mod tests {
-    use cudarc::driver::{DriverError, sys::CUresult};
+    use devspan::cudarc::driver::{DriverError, sys::CUresult};
 
     use super::*;
 
@@ -112,10 +134,10 @@ mod tests {
 
     #[test]
     fn exception_messages_carry_every_cause_once() {
-        let e = crate::Error::new(ErrorKind::UnsupportedDtype, "DLPack dtype code 9");
+        let e = devspan::Error::new(ErrorKind::UnsupportedDtype, "DLPack dtype code 9");
         assert_eq!(py_message(&e), "DLPack dtype code 9");
         let driver = DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
-        let m = py_message(&crate::Error::from(driver));
+        let m = py_message(&devspan::Error::from(driver));
         assert!(m.starts_with("CUDA driver call failed: "), "{m}");
         assert_eq!(m.matches("CUDA_ERROR_OUT_OF_MEMORY").count(), 1, "{m}");
     }
@@ -135,7 +157,7 @@ mod tests {
                     ErrorKind::Overflow => "NumericOverflowError".to_string(),
                     k => format!("{k:?}Error"),
                 };
-                let err = to_py(crate::Error::new(kind, "message"));
+                let err = to_py(devspan::Error::new(kind, "message"));
                 let class = m.getattr(name.as_str()).unwrap();
                 assert!(err.get_type(py).is(&class), "{name}");
                 assert!(err.is_instance(py, &base), "{name}");
