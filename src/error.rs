@@ -44,6 +44,9 @@ pub enum ErrorKind {
     /// could not be built: NVRTC is missing, or it refused the source (the message holds its
     /// log).
     Compile,
+    /// An NCCL call failed, or libnccl could not be loaded (feature `nccl`); the message holds
+    /// NCCL's error string.
+    Nccl,
 }
 
 /// The error type of every fallible devspan operation.

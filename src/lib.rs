@@ -228,6 +228,8 @@
 //!
 //! - `cuda-11080` ... `cuda-13000` (default `cuda-12080`): the CUDA driver API version that
 //!   cudarc binds against; libcuda is loaded at run time.
+//! - `nccl`: the module `devspan::nccl`: NCCL's point-to-point and collective operations on
+//!   arrays and views of any layout (libnccl loaded at run time).
 //! - `internals`: the module `devspan::internals` (kernel steering, permute grid overrides,
 //!   planned path names, the embedded PTX). Unstable, for devspan's own tests and benches, not
 //!   covered by semver.
@@ -252,6 +254,8 @@ pub mod internals;
 pub mod interop;
 mod kernels;
 mod layout;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 mod owner;
 mod peer;
 mod plan;

@@ -1,5 +1,5 @@
 //! The driver boundary: the only module that calls cudarc's raw driver API (`sys` and
-//! `result`, and NVRTC's `sys`). Everything else goes through the functions here or through cudarc's safe types
+//! `result`, and NVRTC's `sys`), and NCCL ([`nccl`], feature `nccl`). Everything else goes through the functions here or through cudarc's safe types
 //! (`CudaContext`, `CudaStream`, `CudaSlice`, `CudaEvent`, `CudaModule`).
 //!
 //! Every function returns [`Result`]; a failed call is `ErrorKind::Driver`, whose `source()` is
@@ -14,6 +14,8 @@
 //! must be live.
 
 pub(crate) mod fault;
+#[cfg(feature = "nccl")]
+pub(crate) mod nccl;
 pub(crate) mod runtime;
 
 use std::ffi::{c_int, c_uint, c_void};

@@ -22,6 +22,7 @@ mod faults;
 mod foundation;
 mod kernels;
 mod lifetimes;
+mod nccl;
 mod peer;
 mod permute;
 mod pinned;
