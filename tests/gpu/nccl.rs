@@ -5,7 +5,7 @@
 //! destination must hold the source's elements in that order.
 //!
 //! They need libnccl (see `devspan::nccl`'s docs); without it they fail and say so. The
-//! module `two_gpus` needs two devices and is skipped on one (`--skip nccl::two_gpus`).
+//! module `two_gpus` needs two devices; a one-GPU run skips it (`--skip nccl::two_gpus`).
 
 use std::sync::Arc;
 
@@ -361,4 +361,108 @@ fn a_communicator_from_a_unique_id_works_for_one_rank() {
         "all_gather of a transposed f64 view",
     );
     assert!(Communicator::from_rank(0, 1, 1, &id).is_err());
+}
+
+/// Two ranks in one process, one per GPU: the operations of both ranks go into one group.
+/// They need two devices; a one-GPU run skips them (`--skip nccl::two_gpus`).
+mod two_gpus {
+    use super::*;
+
+    fn pair() -> (Vec<Communicator>, Arc<CudaStream>, Arc<CudaStream>) {
+        let _ = gpu_stream();
+        let comms = Communicator::for_devices(&[0, 1])
+            .unwrap_or_else(|e| panic!("two ranks on devices 0 and 1: {e}"));
+        let s0 = devspan::new_stream(0).expect("stream on device 0");
+        let s1 = devspan::new_stream(1).expect("stream on device 1");
+        (comms, s0, s1)
+    }
+
+    /// A transposed view on device 0 sent to every destination layout on device 1, and back.
+    #[test]
+    #[ignore = "needs two CUDA GPUs and libnccl"]
+    fn send_and_receive_between_devices_for_every_layout() {
+        let _gpu = crate::common::gpu_shared();
+        let (comms, s0, s1) = pair();
+        let mut rng = StdRng::seed_from_u64(40);
+        for (i, ls) in LAYOUTS.iter().enumerate() {
+            let (host, dev) = source::<f32>(&mut rng, ls, &s0);
+            let (want, src) = viewed(ls, &host, &dev);
+            for (j, ld) in LAYOUTS[..5].iter().enumerate() {
+                let what = format!("device 0 layout {i} -> device 1 layout {j}");
+                let got = with_destination::<f32>(ld, want.len(), &s1, |dst| {
+                    let mut g = Group::new();
+                    g.send(&comms[0], &src, 1, &s0).expect("send");
+                    g.recv(&comms[1], dst, 0, &s1).expect("recv");
+                    g.run().unwrap_or_else(|e| panic!("{what}: {e}"));
+                });
+                check_values(&got, &want, &what);
+            }
+        }
+    }
+
+    /// All-reduce (sum), all-gather and broadcast over two ranks with differently laid out
+    /// operands, against ndarray.
+    #[test]
+    #[ignore = "needs two CUDA GPUs and libnccl"]
+    fn collectives_over_two_ranks_match_ndarray() {
+        let _gpu = crate::common::gpu_shared();
+        let (comms, s0, s1) = pair();
+        let mut rng = StdRng::seed_from_u64(41);
+        let h0: ArrayD<f32> = random(&mut rng, &[96, 130]);
+        let h1: ArrayD<f32> = random(&mut rng, &[130, 96]);
+        let d0 = DeviceArray::from_host(&s0, &h0).expect("upload");
+        let d1 = DeviceArray::from_host(&s1, &h1).expect("upload");
+        let v1 = d1.t(); // rank 1's operand: the transpose, shape [96, 130]
+        let want_sum = &h0 + &h1.t();
+        let mut r0 = DeviceArray::<f32, _>::zeros(&s0, IxDyn(&[96, 130])).expect("alloc");
+        let mut r1t = DeviceArray::<f32, _>::zeros(&s1, IxDyn(&[130, 96])).expect("alloc");
+        {
+            let mut r1 = r1t.view_mut().reversed_axes();
+            let mut g = Group::new();
+            g.all_reduce(&comms[0], &d0, &mut r0, ReduceOp::Sum, &s0)
+                .expect("rank 0");
+            g.all_reduce(&comms[1], &v1, &mut r1, ReduceOp::Sum, &s1)
+                .expect("rank 1");
+            g.run().expect("all_reduce");
+        }
+        let got0 = r0.to_host().expect("download");
+        let got1 = r1t.to_host().expect("download").reversed_axes();
+        assert_same(&got0.view(), &want_sum.view(), "all_reduce rank 0");
+        assert_same(
+            &got1.view(),
+            &want_sum.view(),
+            "all_reduce rank 1 (transposed)",
+        );
+
+        let mut g0 = DeviceArray::<f32, _>::zeros(&s0, IxDyn(&[2, 96, 130])).expect("alloc");
+        let mut g1 = DeviceArray::<f32, _>::zeros(&s1, IxDyn(&[2, 96, 130])).expect("alloc");
+        {
+            let mut g = Group::new();
+            g.all_gather(&comms[0], &d0, &mut g0, &s0).expect("rank 0");
+            g.all_gather(&comms[1], &v1, &mut g1, &s1).expect("rank 1");
+            g.run().expect("all_gather");
+        }
+        let want_gather = ndarray::stack(ndarray::Axis(0), &[h0.view(), h1.t()]).expect("stack");
+        for (g, name) in [(&g0, "rank 0"), (&g1, "rank 1")] {
+            let got = g.to_host().expect("download");
+            assert_same(
+                &got.view(),
+                &want_gather.view(),
+                &format!("all_gather {name}"),
+            );
+        }
+
+        // Broadcast from rank 1 into rank 0's transposed view.
+        let mut b0t = DeviceArray::<f32, _>::zeros(&s0, IxDyn(&[130, 96])).expect("alloc");
+        let mut b1 = d1.t().to_contiguous().expect("copy");
+        {
+            let mut b0 = b0t.view_mut().reversed_axes();
+            let mut g = Group::new();
+            g.broadcast(&comms[0], &mut b0, 1, &s0).expect("rank 0");
+            g.broadcast(&comms[1], &mut b1, 1, &s1).expect("rank 1");
+            g.run().expect("broadcast");
+        }
+        let got = b0t.to_host().expect("download").reversed_axes();
+        assert_same(&got.view(), &h1.t(), "broadcast into a transposed view");
+    }
 }
