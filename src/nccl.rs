@@ -790,10 +790,16 @@ impl<'g> Group<'g> {
             // `world` times as many, checked).
             unsafe { raw::group(&raw_calls) }
         };
-        nested(&accesses, &mut enqueue)?;
+        let enqueued = nested(&accesses, &mut enqueue);
+        // Recorded whatever the group returned: part of it may have been enqueued, and each
+        // communicator's drop waits for its work.
+        let mut recorded = Ok(());
         for c in &calls {
-            c.comm.record(&c.stream)?;
+            let r = c.comm.record(&c.stream);
+            recorded = recorded.and(r);
         }
+        enqueued?;
+        recorded?;
         for unpack in std::mem::take(&mut self.unpacks) {
             unpack()?;
         }
