@@ -527,14 +527,11 @@ impl ElementwiseKernel {
         let types: Vec<DType> = arrays.iter().map(|a| a.dtype).collect();
         let pairs = tiled && source::pairs_for(&types);
         let iterations = norm.iterations(tiled, pairs);
-        let input_sizes: Vec<usize> = arrays[self.outputs.len()..]
-            .iter()
-            .map(|a| source::body_size(a.dtype))
-            .collect();
+        let input_types = &types[self.outputs.len()..];
         let staged = if tiled {
-            norm.staged(self.outputs.len(), &input_sizes, pairs)
+            norm.staged(self.outputs.len(), input_types, pairs)
         } else {
-            vec![false; input_sizes.len()]
+            vec![false; input_types.len()]
         };
         let mut variant = Variant {
             scalar_inputs,
@@ -587,10 +584,11 @@ impl ElementwiseKernel {
             // One pass of blocks covers everything (a block's threads take two groups of
             // vectors each on the vector path, `PER_THREAD` elements or one tile otherwise);
             // the kernels' grid-stride loops also take smaller grids.
+            let threads = source::threads(&variant);
             let per_block = if variant.vector {
-                (source::THREADS * 2 * source::vector_width(&types)) as u64
+                (threads * 2 * source::vector_width(&types)) as u64
             } else {
-                (source::THREADS * source::PER_THREAD) as u64
+                (threads * source::PER_THREAD) as u64
             };
             let blocks = (iterations as u64)
                 .div_ceil(per_block)
@@ -598,7 +596,7 @@ impl ElementwiseKernel {
                 .max(1) as u32;
             let cfg = LaunchConfig {
                 grid_dim: (blocks, 1, 1),
-                block_dim: (source::THREADS as u32, 1, 1),
+                block_dim: (threads as u32, 1, 1),
                 shared_mem_bytes: 0,
             };
             let mut b = stream.launch_builder(&f);

@@ -175,19 +175,23 @@ impl Normalized {
             && self.strides.iter().any(|s| runs_across(s))
     }
 
-    /// For each operand from `first` on (the array inputs), whether the tiled variant (with
-    /// `pairs` or without) stages it through shared memory: its fastest axis is the
-    /// second-to-last, and the staged tiles (of `body_sizes`' bytes per element) fit in
-    /// [`STAGE_BYTES`].
-    pub(crate) fn staged(&self, first: usize, body_sizes: &[usize], pairs: bool) -> Vec<bool> {
+    /// For each operand from `first` on (the array inputs, of `types`), whether the tiled
+    /// variant (with `pairs` or without) stages it through shared memory: its fastest axis is
+    /// the second-to-last, and the staged tiles fit in [`STAGE_BYTES`]. Without pairs a staged
+    /// tile holds `TILE` x (`TILE` + 1) elements of its body type, with pairs `PAIR_TILE` x
+    /// `PAIR_TILE` of its own type.
+    pub(crate) fn staged(&self, first: usize, types: &[DType], pairs: bool) -> Vec<bool> {
         let mut bytes = 0;
-        let cols = if pairs { 2 * TILE } else { TILE };
         self.strides[first..]
             .iter()
-            .zip(body_sizes)
-            .map(|(s, &size)| {
+            .zip(types)
+            .map(|(s, &t)| {
                 let across = runs_across(s);
-                let tile = TILE * (cols + 1) * size;
+                let tile = if pairs {
+                    PAIR_TILE * PAIR_TILE * t.size()
+                } else {
+                    TILE * (TILE + 1) * body_size(t)
+                };
                 if across && bytes + tile <= STAGE_BYTES {
                     bytes += tile;
                     true
@@ -199,17 +203,21 @@ impl Normalized {
     }
 
     /// Indices the kernel iterates over: the elements, or for the tiled variant the slots of
-    /// every whole tile of the last two axes (some past the extents): `TILE * TILE` slots per
-    /// tile, a slot being one element, or with `pairs` two neighbours along the last axis (tiles
-    /// of `TILE` x `2 * TILE` elements).
+    /// every whole tile of the last two axes (some past the extents): `TILE * TILE` slots of
+    /// one element per tile, or with `pairs` `PAIR_TILE * PAIR_TILE / 2` slots of two
+    /// neighbours along the last axis.
     pub(crate) fn iterations(&self, tiled: bool, pairs: bool) -> usize {
         if !tiled {
             return self.len();
         }
         let r = self.shape.len();
         let outer: usize = self.shape[..r - 2].iter().product();
-        let cols = if pairs { 2 * TILE } else { TILE };
-        outer * self.shape[r - 2].div_ceil(TILE) * self.shape[r - 1].div_ceil(cols) * TILE * TILE
+        let (side, slots) = if pairs {
+            (PAIR_TILE, PAIR_TILE * PAIR_TILE / 2)
+        } else {
+            (TILE, TILE * TILE)
+        };
+        outer * self.shape[r - 2].div_ceil(side) * self.shape[r - 1].div_ceil(side) * slots
     }
 
     /// Whether operand `k` can move pairs of neighbours as one access in the tiled variant
@@ -397,6 +405,35 @@ pub(crate) const THREADS: usize = 256;
 pub(crate) const TILE: usize = 32;
 /// Most bytes of shared memory the staged inputs of a tiled variant may take.
 pub(crate) const STAGE_BYTES: usize = 40 * 1024;
+/// Side of the square tiles of the tiled variant with pairs ([`pairs_for`]): a warp's 32
+/// threads take the 32 pairs of one row. One block's iteration (`PAIR_THREADS` x `PER_THREAD`
+/// pairs) is one tile.
+pub(crate) const PAIR_TILE: usize = 64;
+/// Threads per block of the tiled variant with pairs.
+pub(crate) const PAIR_THREADS: usize = 512;
+
+/// Blocks of the tiled variant with pairs that each multiprocessor should hold at once (the
+/// compiler keeps the registers of a thread within what that many blocks leave).
+pub(crate) const PAIR_MIN_BLOCKS: usize = 4;
+
+/// The arguments of `variant`'s `__launch_bounds__`: its threads per block, and for the tiled
+/// variant with pairs the blocks per multiprocessor.
+fn launch_bounds(v: &Variant) -> String {
+    if v.tiled && v.pairs {
+        format!("{PAIR_THREADS}, {PAIR_MIN_BLOCKS}")
+    } else {
+        THREADS.to_string()
+    }
+}
+
+/// Threads per block of `variant`.
+pub(crate) fn threads(v: &Variant) -> usize {
+    if v.tiled && v.pairs {
+        PAIR_THREADS
+    } else {
+        THREADS
+    }
+}
 
 /// Elements per thread of the vector variant: one 16-byte vector of the narrowest operand.
 pub(crate) fn vector_width(types: &[DType]) -> usize {
@@ -490,33 +527,37 @@ fn decompose(
     }
 }
 
-/// Declares the staged inputs' shared tiles (`smem` elements of their body types: rows,
-/// columns), opens the grid-stride loop over block iterations (`THREADS * PER_THREAD`
-/// iteration indices each) and declares, for each of `slots` slots, its in-range flags
-/// (`ds_ok[slot]` followed by `flags`, `""` or `"[2]"`), each array operand's offset, and for
-/// the staged inputs the flags and offsets of their own slots (`ds_okp`, `ds_p{k}`).
-pub(super) fn open_loop(
-    s: &mut String,
-    types: &[DType],
-    staged: &[usize],
-    (rows, cols): (usize, usize),
-    slots: usize,
-    flags: &str,
-    (idx, sidx): (&str, &str),
-) {
+/// Declares the staged inputs' shared tiles of the tiled variant without pairs (`TILE` rows of
+/// `TILE + 1` elements of their body types).
+fn declare_tiles(s: &mut String, types: &[DType], staged: &[usize]) {
     for &k in staged {
         let _ = writeln!(
             s,
-            "  __shared__ {} ds_sm{k}[{rows}][{cols}];",
-            body_type(types[k])
+            "  __shared__ {} ds_sm{k}[{TILE}][{}];",
+            body_type(types[k]),
+            TILE + 1
         );
     }
+}
+
+/// Opens the grid-stride loop over block iterations (`threads * PER_THREAD` iteration indices
+/// each) and declares, for each of `slots` slots, its in-range flags (`ds_ok[slot]` followed by
+/// `flags`, `""` or `"[2]"`), each of the `arrays` operands' offset, and for the `staged`
+/// inputs the flags and offsets of their own slots (`ds_okp`, `ds_p{k}`).
+pub(super) fn open_loop(
+    s: &mut String,
+    arrays: usize,
+    staged: &[usize],
+    (threads, slots): (usize, usize),
+    flags: &str,
+    (idx, sidx): (&str, &str),
+) {
     let _ = writeln!(
         s,
-        "  for ({idx} ds_base = ({idx})blockIdx.x * ({THREADS} * {PER_THREAD}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({THREADS} * {PER_THREAD})) {{"
+        "  for ({idx} ds_base = ({idx})blockIdx.x * ({threads} * {PER_THREAD}) + threadIdx.x; ds_base < ds_n; ds_base += ({idx})gridDim.x * ({threads} * {PER_THREAD})) {{"
     );
     let _ = writeln!(s, "    bool ds_ok[{slots}]{flags};");
-    for k in 0..types.len() {
+    for k in 0..arrays {
         let _ = writeln!(s, "    {sidx} ds_o{k}[{slots}];");
     }
     if !staged.is_empty() {
@@ -527,20 +568,21 @@ pub(super) fn open_loop(
     }
 }
 
-/// The tile of this block iteration, tiles of `rows` x `cols` over the last two of `rank`
-/// axes (the last fastest): the extents `ds_la`, `ds_lb`, the tile's coordinates `ds_at`,
-/// `ds_bt`, and each of the `arrays` operands' offset of the other axes, `ds_t{k}`.
+/// The tile of this block iteration (of `threads * PER_THREAD` iteration indices), tiles of
+/// `rows` x `cols` over the last two of `rank` axes (the last fastest): the extents `ds_la`,
+/// `ds_lb`, the tile's coordinates `ds_at`, `ds_bt`, and each of the `arrays` operands' offset
+/// of the other axes, `ds_t{k}`.
 pub(super) fn tile_origin(
     s: &mut String,
-    rank: usize,
-    arrays: usize,
+    (rank, arrays): (usize, usize),
     (rows, cols): (usize, usize),
+    threads: usize,
     (idx, sidx): (&str, &str),
 ) {
     let (a, b) = (rank - 2, rank - 1);
     let _ = writeln!(
         s,
-        "    {idx} ds_r = ds_base / ({THREADS} * {PER_THREAD});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {rows} - 1) / {rows}, ds_tb = (ds_lb + {cols} - 1) / {cols};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
+        "    {idx} ds_r = ds_base / ({threads} * {PER_THREAD});\n    const {idx} ds_la = ({idx})ds_a.shape[{a}], ds_lb = ({idx})ds_a.shape[{b}];\n    const {idx} ds_ta = (ds_la + {rows} - 1) / {rows}, ds_tb = (ds_lb + {cols} - 1) / {cols};\n    const {idx} ds_bt = ds_r % ds_tb; ds_r /= ds_tb; const {idx} ds_at = ds_r % ds_ta; ds_r /= ds_ta;"
     );
     for k in 0..arrays {
         let _ = writeln!(s, "    {sidx} ds_t{k} = 0;");
@@ -581,7 +623,8 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
     );
     let _ = writeln!(
         s,
-        "extern \"C\" __global__ void __launch_bounds__({THREADS}) {ENTRY}(const ds_args ds_a) {{"
+        "extern \"C\" __global__ void __launch_bounds__({}) {ENTRY}(const ds_args ds_a) {{",
+        launch_bounds(v)
     );
     let _ = writeln!(s, "  const {idx} ds_n = ({idx})ds_a.n;");
     if v.vector {
@@ -662,15 +705,8 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
         return s;
     }
     // `n` is the number of iteration indices: elements, or whole tiles' slots when tiled.
-    open_loop(
-        &mut s,
-        &types,
-        &staged,
-        (TILE, TILE + 1),
-        u,
-        "",
-        (idx, sidx),
-    );
+    declare_tiles(&mut s, &types, &staged);
+    open_loop(&mut s, arrays, &staged, (THREADS, u), "", (idx, sidx));
     if !staged.is_empty() {
         let _ = writeln!(s, "    unsigned int ds_ai[{u}], ds_bi[{u}];");
     }
@@ -678,7 +714,7 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
         // One block iteration is one tile: its coordinates and the offsets of the other axes
         // once, then each slot's row (`THREADS / TILE` rows apart) and column.
         let (a, b) = (r - 2, r - 1);
-        tile_origin(&mut s, r, arrays, (TILE, TILE), (idx, sidx));
+        tile_origin(&mut s, (r, arrays), (TILE, TILE), THREADS, (idx, sidx));
         let _ = writeln!(
             s,
             "    const unsigned int ds_b0 = threadIdx.x % {TILE}, ds_a0 = threadIdx.x / {TILE};\n#pragma unroll\n    for (int ds_u = 0; ds_u < {u}; ++ds_u) {{\n      const {idx} ds_ai_ = ds_a0 + ds_u * ({THREADS} / {TILE}), ds_bi_ = ds_b0;\n      const {idx} ds_ca = ds_at * {TILE} + ds_ai_, ds_cb = ds_bt * {TILE} + ds_bi_;\n      ds_ok[ds_u] = ds_ca < ds_la && ds_cb < ds_lb;"
@@ -836,14 +872,33 @@ mod tests {
         let t = normalize(&[70, 40], &[vec![40, 1], vec![1, 70]]);
         assert!(t.tiled());
         assert_eq!(t.iterations(true, false), 3 * 2 * 1024);
-        // With pairs, tiles of 32 x 64: 3 x 1.
-        assert_eq!(t.iterations(true, true), 3 * 1024);
+        // With pairs, tiles of 64 x 64 of 2048 pairs: 2 x 1.
+        assert_eq!(t.iterations(true, true), 2 * 2048);
         // A broadcast row is not a reason to tile; a broadcast column is.
         assert!(!normalize(&[70, 40], &[vec![40, 1], vec![0, 1]]).tiled());
         assert!(normalize(&[70, 40], &[vec![40, 1], vec![1, 0]]).tiled());
         // Short axes are not tiled.
         assert!(!normalize(&[70, 8], &[vec![8, 1], vec![1, 70]]).tiled());
         assert_eq!(t.iterations(false, false), 2800);
+    }
+
+    #[test]
+    fn staged_tiles_fit_in_the_stage_bytes() {
+        // Six transposed f16 inputs beside a contiguous output.
+        let mut strides = vec![vec![64, 1]];
+        strides.extend((0..6).map(|_| vec![1, 64]));
+        let n = normalize(&[64, 64], &strides);
+        let types = [DType::F16; 6];
+        // Without pairs a tile is 32 x 33 floats (4224 bytes): all six fit in 40 KiB.
+        assert_eq!(n.staged(1, &types, false), [true; 6]);
+        // With pairs it is 64 x 64 halves (8 KiB): five fit.
+        assert_eq!(
+            n.staged(1, &types, true),
+            [true, true, true, true, true, false]
+        );
+        // An input running along the last axis is never staged.
+        let n = normalize(&[64, 64], &[vec![64, 1], vec![64, 1], vec![1, 64]]);
+        assert_eq!(n.staged(1, &[DType::U8, DType::U8], true), [false, true]);
     }
 
     #[test]

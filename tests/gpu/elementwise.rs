@@ -758,10 +758,10 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
             ElementwiseKernel::new("f16 x, f32 y", "f32 z", "z = 0.5f * x + y").unwrap(),
         )
     };
-    // Extents around and past whole tiles of 32 x 64. z (the first output, whose fastest axis
+    // Extents around and past whole tiles of 64 x 64. z (the first output, whose fastest axis
     // is the last) is never transposed and x always is, so every case walks tiles with x
     // staged; y and w take either order.
-    let extents = [16, 17, 31, 32, 33, 63, 64, 65, 100, 129];
+    let extents = [16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129];
     for case in 0..64u64 {
         let seed = 0xe9a0_0000 + case;
         let mut rng = StdRng::seed_from_u64(seed);
