@@ -120,14 +120,21 @@ class ElementwiseKernel:
         """Runs the kernel: the inputs (tensors or scalars), then the outputs (tensors)."""
 
 def copy(dst: _TensorLike, src: _TensorLike, stream: int | None = None) -> None:
-    """Copies src into dst on stream, converting the element type and broadcasting src."""
+    """Copies src into dst on stream (a stream of dst's device), converting the element type
+    and broadcasting src; src may live on another device."""
 
-def cast(src: _TensorLike, dtype: object, stream: int | None = None) -> Tensor:
+def cast(
+    src: _TensorLike, dtype: object, stream: int | None = None, device: int | None = None
+) -> Tensor:
     """A new contiguous devspan tensor with the elements of src converted to dtype (a name
-    such as "f16" or "float16", a NumPy/CuPy dtype or scalar type, or a torch.dtype)."""
+    such as "f16" or "float16", a NumPy/CuPy dtype or scalar type, or a torch.dtype), on
+    device (None: src's device); stream is a stream of that device."""
 
-def to_contiguous(src: _TensorLike, stream: int | None = None) -> Tensor:
-    """A new contiguous devspan tensor with the elements of src; always a copy."""
+def to_contiguous(
+    src: _TensorLike, stream: int | None = None, device: int | None = None
+) -> Tensor:
+    """A new contiguous devspan tensor with the elements of src, on device (None: src's
+    device); always a copy."""
 
 class Error(Exception):
     """An error reported by devspan; each kind of error has its own subclass."""

@@ -173,8 +173,10 @@ impl Drop for Link {
     }
 }
 
+/// Whether `a` and `b` are one stream: the same handle in the same context (the legacy and
+/// per-thread default streams have one handle in every context).
 fn same(a: &CudaStream, b: &CudaStream) -> bool {
-    a.cu_stream() == b.cu_stream()
+    a.cu_stream() == b.cu_stream() && a.context().cu_ctx() == b.context().cu_ctx()
 }
 
 impl Links {

@@ -325,6 +325,30 @@ impl<'py> Source<'py> {
         })
     }
 
+    /// The device the argument's memory is on, where it is known before the import (not for
+    /// a capsule, nor for a DLPack producer without `__dlpack_device__`).
+    fn device(&self) -> PyResult<Option<usize>> {
+        Ok(match self {
+            Source::Tensor(t) => Some(t.get().device()),
+            Source::Dlpack { device, .. } => *device,
+            Source::Cai { interface, .. } if interface.data != 0 => {
+                Some(cuda::pointer_device(interface.data)?)
+            }
+            Source::Cai { .. } | Source::Capsule(_) => None,
+            Source::Torch { layout, .. } => Some(layout.device),
+        })
+    }
+
+    /// The framework that made the argument, if devspan knows it.
+    fn framework(&self) -> Option<Framework> {
+        match self {
+            Source::Tensor(t) => t.get().framework(),
+            Source::Dlpack { obj, .. } | Source::Cai { obj, .. } => Framework::of(obj),
+            Source::Torch { .. } => Some(Framework::Torch),
+            Source::Capsule(_) => None,
+        }
+    }
+
     /// The stream this argument asks a call with no stream to run on, if any: the current
     /// stream of the framework that made it, or the stream of its CUDA Array Interface.
     fn preferred_stream(&self) -> PyResult<Option<i64>> {
@@ -620,24 +644,38 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
 /// Rust's `as` does and broadcasting `src` to `dst`'s shape. With no stream: the current
 /// stream of the framework that made `dst`, else of the one that made `src`, else the legacy
 /// default stream.
+///
+/// `src` may live on another device than `dst`. The copy then runs on `stream`, a stream of
+/// `dst`'s device (with none: the current stream of `dst`'s framework on that device, else the
+/// legacy default stream), and `src` is taken on a stream of its own device (its framework's
+/// current stream there, or its CUDA Array Interface's stream, else the legacy default stream):
+/// `stream` waits for that stream first, and that stream waits for the copy afterwards, so that
+/// later work on `src` follows the read. The destination's device reads the source directly
+/// where the driver allows peer access (devspan enables it for the pair of devices, and grants
+/// `dst`'s device access to a stream-ordered pool the source was allocated from); otherwise the
+/// copy is staged through `cuMemcpyPeerAsync`. A copy between devices cannot be captured into a
+/// CUDA graph (`devspan.StreamCaptureError`).
 #[pyfunction]
 #[pyo3(signature = (dst, src, stream = None))]
 fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
     let _current = cuda::ContextGuard::save();
     check_stream(stream)?;
     let (dsource, ssource) = (Source::of(dst)?, Source::of(src)?);
-    let stream = call_stream(&[&dsource, &ssource], stream)?;
+    let across = match dsource.device()? {
+        Some(d) => ssource.device()?.is_some_and(|s| s != d),
+        None => false,
+    };
+    let (stream, sstream) = if across {
+        let s = call_stream(&[&dsource], stream)?;
+        (s, ssource.preferred_stream()?.unwrap_or(1))
+    } else {
+        let s = call_stream(&[&dsource, &ssource], stream)?;
+        (s, s)
+    };
     // `dst` first: when it cannot be imported, `src` is never taken.
     let d = dsource.import(stream)?;
-    let sarg = ssource.import(stream)?;
+    let sarg = ssource.import(sstream)?;
     let (dt, st) = (d.get(), sarg.get());
-    if dt.device() != st.device() {
-        return Err(to_py(crate::exceptions::device_mismatch(format!(
-            "source on CUDA device {} and destination on CUDA device {}",
-            st.device(),
-            dt.device()
-        ))));
-    }
     let s = cuda::stream(dt.ctx(), stream)?;
     with_dtype!(dt.dtype(), T => {
         let mut dv = dt.view_mut::<T>().map_err(to_py)?;
@@ -652,35 +690,71 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
 /// A new devspan tensor (standard layout) with the elements of `src` converted to `dtype`,
 /// written on `stream` (None: the current stream of the framework that made `src`, else the
 /// legacy default stream). Later calls on it with no stream follow `src`'s framework too.
+///
+/// `device` places the new tensor on another CUDA device than `src`'s; `stream` is then a
+/// stream of that device (None: the current stream there of `src`'s framework, else the legacy
+/// default stream), and `src` is read as `copy` reads a source on another device.
 #[pyfunction]
-#[pyo3(signature = (src, dtype, stream = None))]
+#[pyo3(signature = (src, dtype, stream = None, device = None))]
 fn cast(
     src: &Bound<'_, PyAny>,
     dtype: &Bound<'_, PyAny>,
     stream: Option<i64>,
+    device: Option<usize>,
 ) -> PyResult<Py<Tensor>> {
     let _current = cuda::ContextGuard::save();
     check_stream(stream)?;
     let to = parse_dtype(dtype)?;
     let source = Source::of(src)?;
-    let stream = call_stream(&[&source], stream)?;
-    let a = source.import(stream)?;
-    let t = converted(a.get(), to, stream)?;
+    let t = new_tensor(src.py(), source, Some(to), stream, device)?;
     Py::new(src.py(), t)
 }
 
 /// A new devspan tensor (standard layout) with the elements of `src`; always a copy, written
-/// on `stream` as in `cast`.
+/// on `stream` and placed on `device` as in `cast`.
 #[pyfunction]
-#[pyo3(signature = (src, stream = None))]
-fn to_contiguous(src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
+#[pyo3(signature = (src, stream = None, device = None))]
+fn to_contiguous(
+    src: &Bound<'_, PyAny>,
+    stream: Option<i64>,
+    device: Option<usize>,
+) -> PyResult<Py<Tensor>> {
     let _current = cuda::ContextGuard::save();
     check_stream(stream)?;
     let source = Source::of(src)?;
-    let stream = call_stream(&[&source], stream)?;
-    let a = source.import(stream)?;
-    let t = converted(a.get(), a.get().dtype(), stream)?;
+    let t = new_tensor(src.py(), source, None, stream, device)?;
     Py::new(src.py(), t)
+}
+
+/// `cast` / `to_contiguous` (`to` None: `source`'s element type) after the stream check.
+fn new_tensor(
+    py: Python<'_>,
+    source: Source<'_>,
+    to: Option<DType>,
+    stream: Option<i64>,
+    device: Option<usize>,
+) -> PyResult<Tensor> {
+    let home = match device {
+        Some(_) => source.device()?,
+        None => None,
+    };
+    let (call, taken) = match (device, home) {
+        (Some(d), Some(h)) if d != h => {
+            let call = match (stream, source.framework()) {
+                (Some(s), _) => s,
+                (None, Some(f)) => f.current_stream(py, Some(d))?,
+                (None, None) => 1,
+            };
+            (call, source.preferred_stream()?.unwrap_or(1))
+        }
+        _ => {
+            let s = call_stream(&[&source], stream)?;
+            (s, s)
+        }
+    };
+    let a = source.import(taken)?;
+    let st = a.get();
+    converted(st, to.unwrap_or_else(|| st.dtype()), call, device)
 }
 
 /// `dv.assign_cast(sv)` on `stream`, where `dv` views `dst` and `sv` views `src`: ordered after
@@ -705,11 +779,15 @@ fn ordered_cast<T: DeviceElement, U: DeviceElement>(
 }
 
 /// A new tensor (standard layout) with the elements of `st` converted to `to`, written on
-/// `stream`, following the framework `st` follows. The memory is allocated on (and freed on)
-/// the legacy default stream, which outlives any stream a caller names.
-fn converted(st: &Tensor, to: DType, stream: i64) -> PyResult<Tensor> {
+/// `stream`, following the framework `st` follows, on `device` (None: `st`'s). The memory is
+/// allocated on (and freed on) the legacy default stream, which outlives any stream a caller
+/// names.
+fn converted(st: &Tensor, to: DType, stream: i64, device: Option<usize>) -> PyResult<Tensor> {
     let _current = cuda::ContextGuard::save();
-    let ctx = st.ctx().clone();
+    let ctx = match device {
+        Some(d) if d != st.device() => cuda::context(d)?,
+        _ => st.ctx().clone(),
+    };
     let s = cuda::stream(&ctx, stream)?;
     let home = ctx.default_stream();
     with_dtype!(st.dtype(), U => {

@@ -558,3 +558,61 @@ def test_a_process_exits_cleanly_with_calls_still_queued():
     for _ in range(3):
         r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0 and "queued" in r.stdout, r.stdout + r.stderr
+
+
+def test_device_argument_of_its_own_device_and_an_unknown_device(stream):
+    x = torch.randn(64, 48, device="cuda")
+    d = x.device.index or 0
+    t = devspan.cast(x.t()[::2], "f16", stream=stream, device=d)
+    assert t.device == d
+    same(torch.from_dlpack(t), x.t()[::2].half())
+    same(torch.from_dlpack(devspan.to_contiguous(x[::3], device=d)), x[::3])
+    with pytest.raises(devspan.Error):
+        devspan.to_contiguous(x, device=torch.cuda.device_count() + 7)
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+
+
+@two_gpus
+@pytest.mark.parametrize("dtype", ["f32", "u8", "f16", "f64"])
+def test_copy_and_cast_between_devices(dtype):
+    # Integers below 200 (exact in every type, so every cast has one right answer), then a
+    # quarter for the float types.
+    src = torch.randint(0, 200, (300, 257), device="cuda:1").to(DTYPES[dtype])
+    if src.is_floating_point():
+        src += 0.25
+    layouts = [src, src.t(), src[:, ::2], src[5:-3:3, 1:100]]
+    for a in layouts:
+        # Into a transposed destination on device 0, with a cast; then the same type.
+        out = torch.full((a.shape[1], a.shape[0]), 7, dtype=torch.float64, device="cuda:0").t()
+        devspan.copy(out, a)
+        same(out, a.to(torch.float64).to("cuda:0"))
+        same(torch.from_dlpack(devspan.to_contiguous(a, device=0)), a.to("cuda:0"))
+        c = devspan.cast(a, "f32", device=0)
+        assert c.device == 0
+        same(torch.from_dlpack(c), a.to(torch.float32).to("cuda:0"))
+    # Broadcast source on the other device.
+    out = torch.zeros(6, 257, dtype=DTYPES[dtype], device="cuda:0")
+    devspan.copy(out, src[3])
+    same(out, src[3].expand(6, 257).to("cuda:0"))
+
+
+@two_gpus
+def test_copy_between_devices_follows_both_devices_streams():
+    n = 1 << 24
+    src = torch.ones(n, device="cuda:1")
+    dst = torch.zeros(n, device="cuda:0")
+    with torch.cuda.device(1):
+        torch.cuda._sleep(200_000_000)  # the source's stream is busy ...
+        src.fill_(3.0)  # ... and the value devspan must read is queued behind it
+    with torch.cuda.device(0):
+        torch.cuda._sleep(50_000_000)
+        dst.fill_(-1.0)  # queued before the copy on the destination's stream
+    devspan.copy(dst, src[::-1])
+    with torch.cuda.device(1):
+        src.fill_(9.0)  # must follow the copy's read
+    torch.cuda.synchronize(0)
+    torch.cuda.synchronize(1)
+    assert bool((dst == 3.0).all())
+    assert bool((src == 9.0).all())
