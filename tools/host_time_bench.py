@@ -108,6 +108,33 @@ def main():
     print("parts a torch argument costs on its own, us:")
     for name, f in parts:
         print(f"  {name:<22} {t(f):6.1f}")
+    # What the binding reads from a plain torch tensor (python/src/framework.rs, TorchLayout),
+    # the stream it asks for, and the second tensor it holds; then one torch argument alone.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    reads = [
+        ("a.is_cuda", lambda: a.is_cuda),
+        ("a.requires_grad", lambda: a.requires_grad),
+        ("a.layout", lambda: a.layout),
+        ("a.is_neg()", lambda: a.is_neg()),
+        ("a.dtype", lambda: a.dtype),
+        ("a.get_device()", lambda: a.get_device()),
+        ("a.shape", lambda: a.shape),
+        ("a.data_ptr()", lambda: a.data_ptr()),
+        ("a.stride()", lambda: a.stride()),
+        ("a.detach()", lambda: a.detach()),
+    ]
+    if raw is not None:
+        reads.append(("_cuda_getCurrentRawStream", lambda: raw(0)))
+    print("the reads of the binding's direct path for a torch tensor, us:")
+    total = 0.0
+    for name, f in reads:
+        us = t(f)
+        total += us
+        print(f"  {name:<26} {us:6.2f}")
+    print(f"  {'sum':<26} {total:6.2f}")
+    print("one torch argument, the other a devspan tensor, us:")
+    print(f"  {'copy(vb, a)':<26} {t(lambda: devspan.copy(vb, a)):6.1f}")
+    print(f"  {'copy(b, va)':<26} {t(lambda: devspan.copy(b, va)):6.1f}")
     return 0
 
 

@@ -735,7 +735,11 @@ fn new_tensor(
     device: Option<usize>,
 ) -> PyResult<Tensor> {
     let home = match device {
-        Some(_) => source.device()?,
+        // A device that does not exist is refused before any framework is asked about it.
+        Some(d) => {
+            cuda::context(d)?;
+            source.device()?
+        }
         None => None,
     };
     let (call, taken) = match (device, home) {

@@ -567,8 +567,10 @@ def test_device_argument_of_its_own_device_and_an_unknown_device(stream):
     assert t.device == d
     same(torch.from_dlpack(t), x.t()[::2].half())
     same(torch.from_dlpack(devspan.to_contiguous(x[::3], device=d)), x[::3])
-    with pytest.raises(devspan.Error):
+    with pytest.raises(devspan.NoDeviceError, match="requested but only"):
         devspan.to_contiguous(x, device=torch.cuda.device_count() + 7)
+    with pytest.raises(devspan.NoDeviceError):
+        devspan.cast(x, "f64", device=torch.cuda.device_count())
 
 
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
