@@ -54,6 +54,7 @@
 //! are reserved.
 
 mod cache;
+mod normalize;
 mod pairs;
 mod source;
 
@@ -516,7 +517,7 @@ impl ElementwiseKernel {
         if shape.contains(&0) {
             return Ok(());
         }
-        let norm = source::normalize(&shape, &strides);
+        let norm = normalize::normalize(&shape, &strides);
         if norm.shape.len() > MAX_RANK {
             return Err(Error::invalid(format!(
                 "after merging, {} axes remain; elementwise kernels take at most {MAX_RANK}",

@@ -1,11 +1,11 @@
-//! Code generation of the tiled variant with pairs ([`pairs_for`]): square tiles of
+//! Code generation of the tiled variant with pairs ([`pairs_for`](super::source::pairs_for)): square tiles of
 //! [`PAIR_TILE`] elements a side whose slots are pairs of neighbours, for operands of 1- and
 //! 2-byte types.
 
 use std::fmt::Write;
 
 #[cfg(doc)]
-use super::source::{Normalized, pairs_for};
+use super::normalize::Normalized;
 use super::source::{
     PAIR_THREADS, PAIR_TILE, PER_THREAD, Param, Variant, convert_in, convert_out, element,
     open_loop, storage_type, tile_origin,
@@ -41,7 +41,7 @@ fn from_bits(t: DType, e: &str) -> String {
     }
 }
 
-/// The loop of the tiled variant with pairs ([`pairs_for`]): tiles of [`PAIR_TILE`] rows (the
+/// The loop of the tiled variant with pairs ([`pairs_for`](super::source::pairs_for)): tiles of [`PAIR_TILE`] rows (the
 /// second-to-last axis) by as many columns (the last axis), one per block iteration. Each
 /// slot is a pair of neighbours along the last axis (`ROW_STEP` rows apart, each warp one row),
 /// which a paired operand ([`Normalized::pairable`]) moves as one access and the others as two;
