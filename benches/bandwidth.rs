@@ -987,6 +987,15 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
             .result()
             .unwrap()
     });
+    let ctx = stream.context().clone();
+    measure("floor: cuEventCreate + Destroy", &mut || {
+        drop(std::hint::black_box(ctx.new_event(None).unwrap()))
+    });
+    stream.synchronize().unwrap();
+    measure("floor: cuEventQuery, completed", &mut || {
+        std::hint::black_box(event.try_is_complete().unwrap());
+    });
+    binding_pieces(&stream, &src, dptr, &mut measure);
     let module = stream
         .context()
         .load_module(cudarc::nvrtc::Ptx::from_src(EMPTY_KERNELS))
@@ -1022,6 +1031,80 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
 }
 
 /// Two kernels that do nothing, with parameter blocks of 32 and 184 bytes.
+/// The owner of memory that a binding views (here the bench's own slices, which outlive every
+/// view made over them).
+struct Borrowed;
+
+impl devspan::DeviceOwner for Borrowed {}
+
+/// What a language binding does per call with a tensor it imports for that call alone (the
+/// Python binding's path for framework tensors), on the Rust side: a new `SharedOwner` per
+/// tensor, the import recorded as a write on the call's stream, views rebuilt over it, the
+/// copy, and the owner released once its log has completed (those of earlier calls are
+/// released at the next call, as the binding does). The rows split that cost. `dp` is the
+/// address of a second slice of as many elements, the copies' destination.
+fn binding_pieces(
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<f32>,
+    dp: u64,
+    measure: &mut dyn FnMut(&str, &mut dyn FnMut()),
+) {
+    use devspan::{DeviceViewMut, SharedOwner};
+    use std::collections::VecDeque;
+    let n = src.len();
+    let sp = devspan::interop::cuda_slice_address(src);
+    let owner = || SharedOwner::new(Arc::new(Borrowed));
+    let view = |ptr: u64, o: &Arc<SharedOwner>| {
+        // SAFETY: `ptr` starts `n` f32 of a slice that outlives the view (`Borrowed`).
+        unsafe { DeviceView::<f32, Ix1>::from_raw_parts_shared(ptr, n, Ix1(n), &[1], 0, 0, o) }
+            .unwrap()
+    };
+    let view_mut = |ptr: u64, o: &Arc<SharedOwner>| {
+        // SAFETY: as above; the bench writes the destination through this view alone.
+        unsafe {
+            DeviceViewMut::<f32, Ix1>::from_raw_parts_mut_shared(ptr, n, Ix1(n), &[1], 0, 0, o)
+        }
+        .unwrap()
+    };
+    measure("binding: new SharedOwner", &mut || {
+        drop(std::hint::black_box(owner()))
+    });
+    let kept = owner();
+    measure("binding: view over a SharedOwner", &mut || {
+        std::hint::black_box(view(sp, &kept));
+    });
+    measure("binding: record, existing entry", &mut || {
+        kept.record(stream, true).unwrap()
+    });
+    measure("binding: owner + first record + drop", &mut || {
+        let o = owner();
+        o.record(stream, true).unwrap();
+        stream.synchronize().unwrap();
+        drop(o)
+    });
+    measure("floor: cuStreamSynchronize, idle", &mut || {
+        stream.synchronize().unwrap()
+    });
+    let (ks, kd) = (owner(), owner());
+    measure("binding: 4 KiB copy, views rebuilt", &mut || {
+        view_mut(dp, &kd).assign_on(stream, &view(sp, &ks)).unwrap()
+    });
+    let mut pending: VecDeque<Arc<SharedOwner>> = VecDeque::new();
+    measure("binding: 4 KiB copy, owners per call", &mut || {
+        while pending.front().is_some_and(|o| o.is_settled()) {
+            pending.pop_front();
+        }
+        let (os, od) = (owner(), owner());
+        os.record(stream, true).unwrap();
+        od.record(stream, true).unwrap();
+        view_mut(dp, &od).assign_on(stream, &view(sp, &os)).unwrap();
+        pending.push_back(os);
+        pending.push_back(od);
+    });
+    stream.synchronize().unwrap();
+    drop(pending);
+}
+
 const EMPTY_KERNELS: &str = ".version 7.0\n.target sm_52\n.address_size 64\n\
 .visible .entry empty32(.param .align 8 .b8 p[32]) { ret; }\n\
 .visible .entry empty184(.param .align 8 .b8 p[184]) { ret; }\n";
