@@ -34,6 +34,8 @@ def usage(a: np.ndarray, stream: int) -> None:
     h = devspan.cast(v, "f16", stream=stream)
     devspan.cast(a, np.float32)
     devspan.copy(a, devspan.to_contiguous(h))
+    assert_type(devspan.cast(v, "f32", device=1), devspan.Tensor)
+    assert_type(devspan.to_contiguous(v, stream=stream, device=0), devspan.Tensor)
     try:
         devspan.fill(v, 1)
     except devspan.ShapeMismatchError as e:
