@@ -38,18 +38,26 @@ const N: usize = 16384; // 16384 x 16384 f32 = 1 GiB
 const REPS: usize = 15;
 const WARMUP: usize = 3;
 
-/// A device array of `shape` on `stream`'s device, filled with distinct non-zero values.
+/// The value the bench's sources hold at `(i, j)`: distinct along both axes over a 2048 x 4096
+/// period, never zero, exact in f32.
+fn value(i: usize, j: usize) -> f32 {
+    ((i % 2048) * 4096 + j % 4096 + 1) as f32
+}
+
+/// A device array of `shape` on `stream`'s device holding [`value`].
 fn filled(stream: &Arc<CudaStream>, shape: (usize, usize)) -> DeviceArray<f32, Ix2> {
-    let mut a = DeviceArray::<f32, _>::zeros(stream, shape).unwrap();
-    // Row index plus a fraction of the column: cheap to make on the device without a host copy
-    // of a GiB, and never zero.
-    let rows = DeviceArray::from_host(
-        stream,
-        &ndarray::Array2::from_shape_fn((shape.0, 1), |(i, _)| i as f32 + 1.0),
-    )
-    .unwrap();
-    a.assign(&rows.view().broadcast(shape).unwrap()).unwrap();
-    a
+    let host = ndarray::Array2::from_shape_fn(shape, |(i, j)| value(i, j));
+    DeviceArray::from_host(stream, &host).unwrap()
+}
+
+/// Checks `got` (a standard-layout destination) against `want` at a grid of points.
+fn check(got: &ndarray::Array2<f32>, want: impl Fn(usize, usize) -> f32, what: &str) {
+    let (r, c) = got.dim();
+    for i in (0..r).step_by(r / 61 + 1).chain([r - 1]) {
+        for j in (0..c).step_by(c / 67 + 1).chain([c - 1]) {
+            assert_eq!(got[(i, j)], want(i, j), "{what} at ({i}, {j})");
+        }
+    }
 }
 
 /// `CU_POINTER_ATTRIBUTE_ACCESS_FLAGS` of `ptr` as the current context sees it.
@@ -147,19 +155,18 @@ fn cross(rows: &mut Rows, from: &Arc<CudaStream>, to: &Arc<CudaStream>) {
     for (name, src) in &sources {
         for forced in [None, Some(CrossPath::Staged)] {
             let _f = forced.map(force_cross_device);
+            // Cleared first, so that the check below sees this path's writes.
+            dst.fill_on(to, 0.0).unwrap();
             let mut view = dst.view_mut();
             let ms = time_events(to, WARMUP, REPS, || view.assign_on(to, src).unwrap());
-            // Checked once: a corner and the middle against the source's values.
-            let host = dst.to_host().unwrap();
             let want = |i: usize, j: usize| -> f32 {
                 match *name {
-                    "transposed" => j as f32 + 1.0,
-                    _ => i as f32 + 1.0,
+                    "transposed" => value(j, i),
+                    "[:, ::2]" => value(i, 2 * j),
+                    _ => value(i, j),
                 }
             };
-            for (i, j) in [(0, 0), (N / 2, N / 3), (N - 1, N - 1)] {
-                assert_eq!(host[(i, j)], want(i, j), "{name} at ({i}, {j})");
-            }
+            check(&dst.to_host().unwrap(), want, name);
             let reference = peer_memcpy_ms(to, dptr, from, sptr);
             let label = format!(
                 "{a}->{b} {name}{}",
@@ -180,7 +187,6 @@ fn nccl_rows(rows: &mut Rows, s0: &Arc<CudaStream>, s1: &Arc<CudaStream>) {
     let comms = Communicator::for_devices(&[0, 1]).unwrap();
     let src = filled(s0, (N, N));
     let mut dst = DeviceArray::<f32, _>::zeros(s1, (N, N)).unwrap();
-    let mut dst_t = DeviceArray::<f32, _>::zeros(s1, (N, N)).unwrap();
     s0.synchronize().unwrap();
     let time = |f: &mut dyn FnMut()| -> f64 {
         for _ in 0..WARMUP {
@@ -204,6 +210,9 @@ fn nccl_rows(rows: &mut Rows, s0: &Arc<CudaStream>, s1: &Arc<CudaStream>) {
         g.recv(&comms[1], &mut dst, 0, s1).unwrap();
         g.run().unwrap();
     });
+    check(&dst.to_host().unwrap(), value, "contiguous send/recv");
+    // Cleared before each row, so that each check sees that row's writes.
+    dst.fill_on(s1, 0.0).unwrap();
     let transposed = time(&mut || {
         let t = src.t();
         let mut g = Group::new();
@@ -211,21 +220,24 @@ fn nccl_rows(rows: &mut Rows, s0: &Arc<CudaStream>, s1: &Arc<CudaStream>) {
         g.recv(&comms[1], &mut dst, 0, s1).unwrap();
         g.run().unwrap();
     });
-    let host = dst.to_host().unwrap();
-    assert_eq!(
-        host[(3, 5)],
-        6.0,
-        "transposed send: row 3 holds source column 3"
+    check(
+        &dst.to_host().unwrap(),
+        |i, j| value(j, i),
+        "transposed send",
     );
+    dst.fill_on(s1, 0.0).unwrap();
     let into_transposed = time(&mut || {
-        let mut d = dst_t.view_mut().reversed_axes();
+        let mut d = dst.view_mut().reversed_axes();
         let mut g = Group::new();
         g.send(&comms[0], &src, 1, s0).unwrap();
         g.recv(&comms[1], &mut d, 0, s1).unwrap();
         g.run().unwrap();
     });
-    let host = dst_t.to_host().unwrap();
-    assert_eq!(host[(5, 3)], 4.0, "received into a transposed view");
+    check(
+        &dst.to_host().unwrap(),
+        |i, j| value(j, i),
+        "received into a transposed view",
+    );
     rows.push(
         "nccl",
         "0->1 send/recv contiguous",

@@ -35,7 +35,8 @@
 //! without waiting.
 //!
 //! With `stream=None` a call runs on the stream its tensor arguments ask for, the first that
-//! asks (`copy`: `dst`, then `src`):
+//! asks (`copy`: `dst`, then `src`; for a `src` on another device, `dst` alone, and `src` is
+//! taken on the stream it asks for on its own device):
 //! - a tensor of PyTorch (an instance of a class defined in package `torch`) asks for
 //!   `torch.cuda.current_stream(device)`, one of CuPy for `cupy.cuda.get_current_stream(device)`;
 //!   devspan looks at the class's module only, and never imports either framework itself;
@@ -392,7 +393,9 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
 /// where the driver allows peer access (devspan enables it for the pair of devices, and grants
 /// `dst`'s device access to a stream-ordered pool the source was allocated from); otherwise the
 /// copy is staged through `cuMemcpyPeerAsync`. A copy between devices cannot be captured into a
-/// CUDA graph (`devspan.StreamCaptureError`).
+/// CUDA graph (`devspan.StreamCaptureError`). A source whose device is not known before it is
+/// taken (a capsule, a DLPack producer without `__dlpack_device__`) is taken with the call's
+/// stream value, which must then be 0, 1 or 2 when it lives on another device than `dst`.
 #[pyfunction]
 #[pyo3(signature = (dst, src, stream = None))]
 fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
@@ -422,7 +425,20 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
             ordered_cast(&s, dt, &mut dv, st, &sv)?;
         })
     });
+    if across {
+        source_follows(st, sstream, &s)?;
+    }
     Ok(())
+}
+
+/// Makes `stream`, a stream value of `src`'s device (the stream `src` was taken on), wait for
+/// the work queued so far on `done`, a stream of another device that read `src`: later work
+/// that `src`'s framework queues there follows the read, as it follows a copy on one device,
+/// which runs on that stream itself. (An error of the copy has already made the host wait for
+/// it.)
+fn source_follows(src: &Tensor, stream: i64, done: &CudaStream) -> PyResult<()> {
+    let ss = cuda::stream(src.ctx(), stream)?;
+    ss.join(done).map_err(|e| to_py(e.into()))
 }
 
 /// A new devspan tensor (standard layout) with the elements of `src` converted to `dtype`,
@@ -480,8 +496,9 @@ fn new_tensor(
         }
         None => None,
     };
-    let (call, taken) = match (device, home) {
-        (Some(d), Some(h)) if d != h => {
+    let across = matches!((device, home), (Some(d), Some(h)) if d != h);
+    let (call, taken) = match device {
+        Some(d) if across => {
             let call = match (stream, source.framework()) {
                 (Some(s), _) => s,
                 (None, Some(f)) => f.current_stream(py, Some(d))?,
@@ -496,7 +513,12 @@ fn new_tensor(
     };
     let a = source.import(taken)?;
     let st = a.get();
-    converted(st, to.unwrap_or_else(|| st.dtype()), call, device)
+    let out = converted(st, to.unwrap_or_else(|| st.dtype()), call, device)?;
+    if across && let Some(d) = device {
+        let s = cuda::stream(&cuda::context(d)?, call)?;
+        source_follows(st, taken, &s)?;
+    }
+    Ok(out)
 }
 
 /// `dv.assign_cast(sv)` on `stream`, where `dv` views `dst` and `sv` views `src`: ordered after

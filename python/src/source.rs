@@ -87,12 +87,20 @@ impl<'py> Source<'py> {
         })
     }
 
-    /// The device the argument's memory is on, where it is known before the import (not for
-    /// a capsule, nor for a DLPack producer without `__dlpack_device__`).
+    /// The device the argument's memory is on, where it is known before the import: not for a
+    /// capsule, a DLPack producer without `__dlpack_device__` or of memory other than kDLCUDA,
+    /// nor an empty CUDA Array Interface array.
     pub(crate) fn device(&self) -> PyResult<Option<usize>> {
         Ok(match self {
             Source::Tensor(t) => Some(t.get().device()),
-            Source::Dlpack { device, .. } => *device,
+            // Only CUDA device memory: kDLCUDAHost and kDLCUDAManaged ids are not the device
+            // that a copy between devices would read from.
+            Source::Dlpack {
+                device,
+                device_type,
+                ..
+            } if *device_type == DLDeviceType::CUDA.0 => *device,
+            Source::Dlpack { .. } => None,
             Source::Cai { interface, .. } if interface.data != 0 => {
                 Some(cuda::pointer_device(interface.data)?)
             }

@@ -603,7 +603,7 @@ def test_copy_and_cast_between_devices(dtype):
 @two_gpus
 def test_copy_between_devices_follows_both_devices_streams():
     n = 1 << 24
-    src = torch.ones(n, device="cuda:1")
+    src = torch.ones(2 * n, device="cuda:1")
     dst = torch.zeros(n, device="cuda:0")
     with torch.cuda.device(1):
         torch.cuda._sleep(200_000_000)  # the source's stream is busy ...
@@ -611,10 +611,29 @@ def test_copy_between_devices_follows_both_devices_streams():
     with torch.cuda.device(0):
         torch.cuda._sleep(50_000_000)
         dst.fill_(-1.0)  # queued before the copy on the destination's stream
-    devspan.copy(dst, src[::-1])
+    devspan.copy(dst, src[::2])
     with torch.cuda.device(1):
         src.fill_(9.0)  # must follow the copy's read
     torch.cuda.synchronize(0)
     torch.cuda.synchronize(1)
     assert bool((dst == 3.0).all())
     assert bool((src == 9.0).all())
+
+
+@two_gpus
+def test_a_side_stream_of_the_source_device_follows_the_read():
+    n = 1 << 24
+    side = torch.cuda.Stream(device=1)  # non-blocking: not ordered with the legacy default stream
+    with torch.cuda.device(1), torch.cuda.stream(side):
+        src = torch.full((2 * n,), 3.0, device="cuda:1")
+    dst = torch.zeros(n, device="cuda:0")
+    with torch.cuda.device(0):
+        torch.cuda._sleep(200_000_000)  # the copy, on device 0's stream, runs late
+    with torch.cuda.device(1), torch.cuda.stream(side):
+        devspan.copy(dst, src[::2])  # src is taken on `side`, PyTorch's current stream there
+        src.fill_(9.0)  # queued on `side` after the call: must wait for the read
+        out = devspan.cast(src[1::2], "f64", device=0)  # read of the new values, on device 0
+    torch.cuda.synchronize(0)
+    torch.cuda.synchronize(1)
+    assert bool((dst == 3.0).all())
+    assert bool((torch.from_dlpack(out) == 9.0).all())
