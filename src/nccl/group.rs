@@ -400,11 +400,13 @@ impl<'g> Group<'g> {
             recorded = recorded.and(r);
         }
         enqueued?;
-        recorded?;
+        // Every destination is unpacked once the group was enqueued, also when a record or an
+        // earlier unpack failed; the first error is returned.
+        let mut result = recorded;
         for unpack in std::mem::take(&mut self.unpacks) {
-            unpack()?;
+            result = result.and(unpack());
         }
-        Ok(())
+        result
     }
 }
 

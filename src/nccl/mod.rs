@@ -17,7 +17,10 @@
 //!   operation (in a group of its own) and return without waiting.
 //! - A [`Group`] enqueues several as one NCCL group: a send and its matching receive between
 //!   communicators of one process (or to and from the same rank) must be in one group, since
-//!   NCCL enqueues a group's operations together.
+//!   NCCL enqueues a group's operations together. A thread that drives the communicators of
+//!   several GPUs of its process puts every operation of theirs in one group with a call for
+//!   each of those ranks, collectives too: NCCL may block inside a call until the other ranks'
+//!   calls are made, which that thread would never reach (the call itself would hang).
 //!
 //! Operations run on the stream given, which must belong to the communicator's device. Each
 //! operand takes part in devspan's ordering like any other operation's: the stream first waits
@@ -184,7 +187,8 @@ fn reduce_type(dtype: DType) -> Result<c_int> {
 ///
 /// Dropping it waits on the host for the work it enqueued, then frees it (`ncclCommAbort`,
 /// which needs no other rank). It may move between threads but not be shared by them: NCCL
-/// allows one thread at a time to use a communicator.
+/// allows one thread at a time to use a communicator, and asks that communicators of one
+/// device are not driven from several threads at once.
 pub struct Communicator {
     comm: raw::Comm,
     ctx: Arc<CudaContext>,

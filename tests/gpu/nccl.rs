@@ -377,7 +377,7 @@ mod two_gpus {
         (comms, s0, s1)
     }
 
-    /// A transposed view on device 0 sent to every destination layout on device 1, and back.
+    /// Every source layout on device 0 sent to every destination layout on device 1.
     #[test]
     #[ignore = "needs two CUDA GPUs and libnccl"]
     fn send_and_receive_between_devices_for_every_layout() {
