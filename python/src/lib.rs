@@ -422,23 +422,10 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
         let mut dv = dt.view_mut::<T>().map_err(to_py)?;
         with_dtype!(st.dtype(), U => {
             let sv = st.view::<U>().map_err(to_py)?;
-            ordered_cast(&s, dt, &mut dv, st, &sv)?;
+            ordered_cast(&s, dt, &mut dv, st, &sv, sstream)?;
         })
     });
-    if across {
-        source_follows(st, sstream, &s)?;
-    }
     Ok(())
-}
-
-/// Makes `stream`, a stream value of `src`'s device (the stream `src` was taken on), wait for
-/// the work queued so far on `done`, a stream of another device that read `src`: later work
-/// that `src`'s framework queues there follows the read, as it follows a copy on one device,
-/// which runs on that stream itself. (An error of the copy has already made the host wait for
-/// it.)
-fn source_follows(src: &Tensor, stream: i64, done: &CudaStream) -> PyResult<()> {
-    let ss = cuda::stream(src.ctx(), stream)?;
-    ss.join(done).map_err(|e| to_py(e.into()))
 }
 
 /// A new devspan tensor (standard layout) with the elements of `src` converted to `dtype`,
@@ -513,23 +500,21 @@ fn new_tensor(
     };
     let a = source.import(taken)?;
     let st = a.get();
-    let out = converted(st, to.unwrap_or_else(|| st.dtype()), call, device)?;
-    if across && let Some(d) = device {
-        let s = cuda::stream(&cuda::context(d)?, call)?;
-        source_follows(st, taken, &s)?;
-    }
-    Ok(out)
+    converted(st, to.unwrap_or_else(|| st.dtype()), call, taken, device)
 }
 
 /// `dv.assign_cast(sv)` on `stream`, where `dv` views `dst` and `sv` views `src`: ordered after
 /// the earlier work on both tensors, and recorded for later work even when the cast fails
-/// (`cuda::settle`).
+/// (`cuda::settle`). `taken` is the stream value `src` was taken on: for a source on another
+/// device than `dst`, that stream of the source's device then waits for the read, as it follows
+/// a copy on one device, which runs on it.
 fn ordered_cast<T: DeviceElement, U: DeviceElement>(
     stream: &Arc<CudaStream>,
     dst: &Tensor,
     dv: &mut DeviceViewMut<'_, T, IxDyn>,
     src: &Tensor,
     sv: &DeviceView<'_, U, IxDyn>,
+    taken: i64,
 ) -> PyResult<()> {
     dst.before(stream, true)?;
     src.before(stream, false)?;
@@ -537,16 +522,28 @@ fn ordered_cast<T: DeviceElement, U: DeviceElement>(
     let record = || {
         let read = src.after(stream);
         let written = dst.after(stream);
-        read.and(written)
+        let followed = if src.device() == dst.device() {
+            Ok(())
+        } else {
+            cuda::stream(src.ctx(), taken)
+                .and_then(|ss| ss.join(stream).map_err(|e| to_py(e.into())))
+        };
+        read.and(written).and(followed)
     };
     cuda::settle(done, record, || cuda::synchronize(stream))
 }
 
-/// A new tensor (standard layout) with the elements of `st` converted to `to`, written on
-/// `stream`, following the framework `st` follows, on `device` (None: `st`'s). The memory is
-/// allocated on (and freed on) the legacy default stream, which outlives any stream a caller
-/// names.
-fn converted(st: &Tensor, to: DType, stream: i64, device: Option<usize>) -> PyResult<Tensor> {
+/// A new tensor (standard layout) with the elements of `st` (taken on stream value `taken`)
+/// converted to `to`, written on `stream`, following the framework `st` follows, on `device`
+/// (None: `st`'s). The memory is allocated on (and freed on) the legacy default stream, which
+/// outlives any stream a caller names.
+fn converted(
+    st: &Tensor,
+    to: DType,
+    stream: i64,
+    taken: i64,
+    device: Option<usize>,
+) -> PyResult<Tensor> {
     let _current = cuda::ContextGuard::save();
     let ctx = match device {
         Some(d) if d != st.device() => cuda::context(d)?,
@@ -563,7 +560,7 @@ fn converted(st: &Tensor, to: DType, stream: i64, device: Option<usize>) -> PyRe
             // From here on the memory is freed after the work recorded on `out`, on any path.
             let out = Tensor::owned(array)?.following(st.framework());
             let mut ov = out.view_mut::<T>().map_err(to_py)?;
-            ordered_cast(&s, &out, &mut ov, st, &sv)?;
+            ordered_cast(&s, &out, &mut ov, st, &sv, taken)?;
             Ok(out)
         })
     })

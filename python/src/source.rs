@@ -211,14 +211,14 @@ impl Arg<'_> {
 
 /// The stream value to pass to a producer's `__dlpack__`: the array API asks for 1 rather
 /// than 0 for the legacy default stream.
-pub(crate) fn producer_stream(stream: i64) -> i64 {
+fn producer_stream(stream: i64) -> i64 {
     if stream == 0 { 1 } else { stream }
 }
 
 /// `(device type, device id)` of a DLPack producer: `__dlpack_device__()`, or kDLCUDA of an
 /// unknown device when the producer has no such method. `Err(DeviceMismatch)` for memory that
 /// a CUDA device cannot access.
-pub(crate) fn dlpack_device(obj: &Bound<'_, PyAny>) -> PyResult<(i32, Option<usize>)> {
+fn dlpack_device(obj: &Bound<'_, PyAny>) -> PyResult<(i32, Option<usize>)> {
     if !obj.hasattr("__dlpack_device__")? {
         return Ok((DLDeviceType::CUDA.0, None));
     }
@@ -240,11 +240,7 @@ pub(crate) fn dlpack_device(obj: &Bound<'_, PyAny>) -> PyResult<(i32, Option<usi
 
 /// Takes `obj.__dlpack__(stream=...)`'s capsule, asking the producer to order its pending work
 /// before `stream`, and views it.
-pub(crate) fn import_dlpack(
-    obj: &Bound<'_, PyAny>,
-    device_type: i32,
-    stream: i64,
-) -> PyResult<Tensor> {
+fn import_dlpack(obj: &Bound<'_, PyAny>, device_type: i32, stream: i64) -> PyResult<Tensor> {
     let py = obj.py();
     let kwargs = PyDict::new(py);
     if device_type == DLDeviceType::CUDA.0 {
@@ -267,11 +263,7 @@ pub(crate) fn import_dlpack(
 /// Views the memory that `interface` (read from `obj`) describes, keeping `obj` alive; the
 /// interface's stream, if any, is linked to the tensor: `stream` waits for it now, and it is
 /// kept in step with devspan's later work on the tensor.
-pub(crate) fn import_cai(
-    obj: &Bound<'_, PyAny>,
-    interface: cai::Interface,
-    stream: i64,
-) -> PyResult<Tensor> {
+fn import_cai(obj: &Bound<'_, PyAny>, interface: cai::Interface, stream: i64) -> PyResult<Tensor> {
     let device = cuda::pointer_device(interface.data)?;
     let link = interface.stream;
     let managed = interface
