@@ -731,6 +731,12 @@ mod tests {
             n.staged(1, &types, true),
             [true, true, true, true, true, false]
         );
+        // Three f32 tiles of pairs (16 KiB each) do not fit; an f16 one after them still does.
+        let n = normalize(&[64, 64], &strides[..5]);
+        assert_eq!(
+            n.staged(1, &[DType::F32, DType::F32, DType::F32, DType::F16], true),
+            [true, true, false, true]
+        );
         // An input running along the last axis is never staged.
         let n = normalize(&[64, 64], &[vec![64, 1], vec![64, 1], vec![1, 64]]);
         assert_eq!(n.staged(1, &[DType::U8, DType::U8], true), [false, true]);

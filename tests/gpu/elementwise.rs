@@ -867,6 +867,164 @@ fn narrow_types_move_in_pairs_through_tiles_and_match_ndarray() {
     }
 }
 
+/// Tiles of pairs beyond the shapes above: two outer axes that do not merge, an in-place update
+/// (the output read as an input element for element, through a second view of its memory), and
+/// transposed inputs of which the third does not fit the shared-memory budget (three 64 x 64 f32
+/// tiles would take 48 KiB of the 40 allowed), so it is read directly along its stride, while
+/// the f16 one after it still fits.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pairs_walk_outer_axes_update_in_place_and_read_unstaged_inputs() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the bodies read their inputs and assign their outputs by name.
+    let (update, four) = unsafe {
+        (
+            ElementwiseKernel::new("f16 x, f16 y", "f16 z", "z = x + 2 * y").unwrap(),
+            ElementwiseKernel::new(
+                "f32 b, f32 c, f32 d, f16 e",
+                "f16 z",
+                "z = b - c + 2 * d + e",
+            )
+            .unwrap(),
+        )
+    };
+    let extents = [17, 63, 64, 65, 129];
+    // Multiples of 1/64 below 8 in magnitude: every sum below is exact in f16.
+    let q = |v: f64| (v * 512.0).round() / 64.0;
+    for case in 0..24u64 {
+        let seed = 0xe9b0_0000 + case;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut shape = vec![2, 3];
+        for _ in 0..2 {
+            shape.push(extents[rng.random_range(0..extents.len())]);
+        }
+        let lz = tiled_layout(&mut rng, &shape, Some(false), false);
+        let lx: Vec<Tiled> = (0..4)
+            .map(|_| tiled_layout(&mut rng, &shape, Some(true), false))
+            .collect();
+        let what = format!("seed {seed:#x}: shape {shape:?}, z {lz:?}, inputs {lx:?}");
+        let poison = uniform(&mut rng, &lz.base, |v| f16::from_f64(q(v)));
+        let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+        let mut want = poison.clone();
+        if case % 2 == 0 {
+            let hx = uniform(&mut rng, &lx[0].base, |v| f16::from_f64(q(v)));
+            let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+            let (base, len) = (dz.device_ptr(), dz.len());
+            {
+                let mut zv = tiled_device_mut(&mut dz, &lz);
+                let offset = (zv.device_ptr() - base) as usize / std::mem::size_of::<f16>();
+                // SAFETY: `dz` holds `len` f16 at `base` until after the synchronising
+                // `to_host` below; this view reads exactly the elements `zv` writes, each
+                // before its own write (an in-place update).
+                let yv = unsafe {
+                    DeviceView::<f16, _>::from_raw_parts(
+                        base,
+                        len,
+                        IxDyn(zv.shape()),
+                        zv.strides(),
+                        offset,
+                        0,
+                        Arc::new(Held),
+                    )
+                }
+                .unwrap();
+                let xv = tiled_device(&dx, &lx[0]);
+                update
+                    .launch(&[(&xv).into(), (&yv).into()], &mut [(&mut zv).into()])
+                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+            Zip::from(tiled_host_mut(&mut want, &lz))
+                .and(&tiled_host(&hx, &lx[0]))
+                .for_each(|z, &x| *z = f16::from_f32(x.to_f32() + 2.0 * z.to_f32()));
+        } else {
+            let h: Vec<ArrayD<f32>> = (0..3)
+                .map(|i| uniform(&mut rng, &lx[i].base, |v| q(v) as f32))
+                .collect();
+            let he = uniform(&mut rng, &lx[3].base, |v| f16::from_f64(q(v)));
+            let d: Vec<DeviceArray<f32, IxDyn>> = h
+                .iter()
+                .map(|a| DeviceArray::from_host(&stream, a).unwrap())
+                .collect();
+            let de = DeviceArray::from_host(&stream, &he).unwrap();
+            {
+                let v: Vec<DeviceView<'_, f32, IxDyn>> =
+                    (0..3).map(|i| tiled_device(&d[i], &lx[i])).collect();
+                let ev = tiled_device(&de, &lx[3]);
+                let mut zv = tiled_device_mut(&mut dz, &lz);
+                four.launch(
+                    &[(&v[0]).into(), (&v[1]).into(), (&v[2]).into(), (&ev).into()],
+                    &mut [(&mut zv).into()],
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+            Zip::from(tiled_host_mut(&mut want, &lz))
+                .and(&tiled_host(&h[0], &lx[0]))
+                .and(&tiled_host(&h[1], &lx[1]))
+                .and(&tiled_host(&h[2], &lx[2]))
+                .and(&tiled_host(&he, &lx[3]))
+                .for_each(|z, &b, &c, &d, &e| *z = f16::from_f32(b - c + 2.0 * d + e.to_f32()));
+        }
+        let got = dz.to_host().unwrap();
+        for (i, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{what}: z[{i}] of the base: got {g}, expected {w}"
+            );
+        }
+    }
+}
+
+/// A transposed u8 input of more than 2^31 elements: tiles of pairs with 64-bit offsets,
+/// checked against ndarray on windows at both ends and in the middle, across partial tiles.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pairs_with_64_bit_offsets_match_ndarray() {
+    if !crate::common::unless_sanitized("more than 2^31 elements") {
+        return;
+    }
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the body reads its input and assigns its output by name.
+    let k = unsafe { ElementwiseKernel::new("u8 x", "u8 z", "z = (unsigned char)(x * 3 + 1)") }
+        .unwrap();
+    // 32771 x 65541 > 2^31; neither is a multiple of 64.
+    let (rows, cols) = (32771usize, 65541usize);
+    let mut x = DeviceArray::<u8, _>::zeros(&stream, (rows, cols)).unwrap();
+    x.fill(7).unwrap();
+    x.slice_mut(ndarray::s![rows - 70.., ..]).fill(9).unwrap();
+    x.slice_mut(ndarray::s![.., cols - 3..]).fill(11).unwrap();
+    x.slice_mut(ndarray::s![1000..1100;3, 40000..40100;7])
+        .fill(13)
+        .unwrap();
+    x.slice_mut(ndarray::s![..5, ..]).fill(17).unwrap();
+    let mut z = DeviceArray::<u8, _>::zeros(&stream, (cols, rows)).unwrap();
+    z.fill(0xee).unwrap();
+    k.launch(&[(&x.t()).into()], &mut [(&mut z).into()])
+        .unwrap();
+    // Windows of z (rows of z are columns of x).
+    let windows = [
+        (0..100, 0..100),
+        (cols - 100..cols, rows - 100..rows),
+        (39990..40110, 990..1110),
+        (cols - 64..cols, 0..70),
+        (0..70, rows - 130..rows),
+    ];
+    for (zr, zc) in windows {
+        let got = z
+            .slice(ndarray::s![zr.clone(), zc.clone()])
+            .to_host()
+            .unwrap();
+        let src = x
+            .slice(ndarray::s![zc.clone(), zr.clone()])
+            .to_host()
+            .unwrap();
+        let want = src.t().mapv(|v: u8| v.wrapping_mul(3).wrapping_add(1));
+        assert_eq!(got, want, "z[{zr:?}, {zc:?}]");
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn contiguous_operands_of_any_length_and_offset_match_ndarray() {
