@@ -1,6 +1,6 @@
-//! Code generation of the tiled variant with pairs ([`pairs_for`](super::source::pairs_for)): square tiles of
-//! [`PAIR_TILE`] elements a side whose slots are pairs of neighbours, for operands of 1- and
-//! 2-byte types.
+//! Code generation of the tiled variant with pairs ([`pairs_for`](super::source::pairs_for)):
+//! square tiles of [`PAIR_TILE`] elements a side whose slots are pairs of neighbours, for
+//! operands of 1- and 2-byte types.
 
 use std::fmt::Write;
 
@@ -41,9 +41,9 @@ fn from_bits(t: DType, e: &str) -> String {
     }
 }
 
-/// The loop of the tiled variant with pairs ([`pairs_for`](super::source::pairs_for)): tiles of [`PAIR_TILE`] rows (the
-/// second-to-last axis) by as many columns (the last axis), one per block iteration. Each
-/// slot is a pair of neighbours along the last axis (`ROW_STEP` rows apart, each warp one row),
+/// The loop of the tiled variant with pairs ([`pairs_for`](super::source::pairs_for)): tiles
+/// of [`PAIR_TILE`] rows (the second-to-last axis) by as many columns (the last axis), one per
+/// block iteration. Each slot is a pair of neighbours along the last axis (`ROW_STEP` rows apart, each warp one row),
 /// which a paired operand ([`Normalized::pairable`]) moves as one access and the others as two;
 /// staged inputs are read in pairs along the second-to-last axis (a warp takes one column)
 /// into shared memory, in their storage type. A tile wholly inside the extents (decided per

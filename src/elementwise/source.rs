@@ -743,6 +743,43 @@ mod tests {
     }
 
     #[test]
+    fn tiles_of_pairs_inside_the_extents_take_a_copy_without_bounds_checks() {
+        let inputs = parse_params("f32 a, f16 x, f16 y", "inputs").unwrap();
+        let outputs = parse_params("f16 z", "outputs").unwrap();
+        for idx32 in [true, false] {
+            let v = Variant {
+                scalar_inputs: vec![true, false, false],
+                rank: 3,
+                idx32,
+                contiguous: false,
+                tiled: true,
+                staged: vec![true, false],
+                vector: false,
+                pairs: true,
+                paired: vec![true, true, false],
+            };
+            let src = source(&inputs, &outputs, "z = a * x + y", &v);
+            let (_, rest) = src
+                .split_once("if (ds_la - ds_at * 64 >= 64 && ds_lb - ds_bt * 64 >= 64) {")
+                .expect("the test for a whole tile");
+            let (full, edge) = rest.split_once("} else {").unwrap();
+            // The whole tile's copy states its checks as constants; the other compares.
+            for checks in ["ds_ok[ds_u][1] = true", "ds_okp[ds_u][1] = true"] {
+                assert!(full.contains(checks) && !edge.contains(checks), "{checks}");
+            }
+            assert!(!full.contains("< ds_la") && !full.contains("< ds_lb"));
+            assert!(edge.contains("ds_cb + 1 < ds_lb") && edge.contains("ds_ca2 + 1 < ds_la"));
+            // Both copies have the barriers, and the same loads and stores.
+            assert_eq!(full.matches("__syncthreads()").count(), 2);
+            assert_eq!(edge.matches("__syncthreads()").count(), 2);
+            assert_eq!(
+                full.matches("ds_a.ptr[").count(),
+                edge.matches("ds_a.ptr[").count()
+            );
+        }
+    }
+
+    #[test]
     fn pairs_are_taken_for_narrow_types_and_paired_where_each_pair_is_one_aligned_access() {
         use DType::*;
         assert!(pairs_for(&[F16, F16, F16]));
