@@ -202,7 +202,8 @@ pub struct TiledLaunch {
 
 /// The tiled launch of a copy of `shape` between raw operands (element zero at byte address
 /// `dst` / `src`, strides in elements) with the tiled kernels preferred and tiles of at most
-/// `max_volume` elements (0: the kernels' limit); `None` when the copy does not take them.
+/// `max_volume` elements (0: the kernels' limit), with the kernel the launcher runs on a device
+/// of compute capability 9.x; `None` when the copy does not take them.
 #[allow(clippy::too_many_arguments)]
 pub fn tiled_launch(
     dst: u64,
@@ -224,7 +225,10 @@ pub fn tiled_launch(
         return Ok(None);
     };
     let vector = args.vector != 0;
-    let kind = devspan_kernels::abi::tiled_kind(args);
+    let threads =
+        devspan_kernels::abi::tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
+    // The kernel the launcher runs on sm_90.
+    let kind = devspan_kernels::abi::tiled_launch_kind(args, from.size(), to.size(), threads, 9);
     let kernel = devspan_kernels::abi::Kernel::copy(kind, from, to).module_name();
     let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
     // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
@@ -234,12 +238,7 @@ pub fn tiled_launch(
     Ok(Some(TiledLaunch {
         kernel,
         params,
-        threads: devspan_kernels::abi::tiled_threads(
-            u64::from(args.volume),
-            vector,
-            from.size(),
-            to.size(),
-        ),
+        threads,
         tiles: args.tiles,
         has_rest: !rest.is_empty(),
     }))

@@ -13,7 +13,7 @@ use cudarc::driver::{
 };
 use devspan_kernels::abi::{
     GridOptions, Kernel, Kind, contig_grid, fill_grid, permute_grid, permute_kind, row_grid,
-    strided_grid, tiled_grid, tiled_kind, tiled_threads, transpose_grid_sized,
+    strided_grid, tiled_grid, tiled_launch_kind, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -117,6 +117,14 @@ fn config(k: Kernel, (gx, gy, gz): (u32, u32, u32)) -> LaunchConfig {
         block_dim: k.block(),
         shared_mem_bytes: 0,
     }
+}
+
+/// The compute capability (major) of the stream's device.
+fn compute_major(stream: &CudaStream) -> Result<u32> {
+    let n = stream
+        .context()
+        .attribute(driver::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    Ok(n.max(0) as u32)
 }
 
 /// The number of multiprocessors of the stream's device.
@@ -256,8 +264,10 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             rest,
         } => {
             let vector = args.vector != 0;
-            let k = Kernel::copy(tiled_kind(args), *from, *to);
             let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
+            let major = compute_major(stream)?;
+            let kind = tiled_launch_kind(args, from.size(), to.size(), threads, major);
+            let k = Kernel::copy(kind, *from, *to);
             let (f, per_sm) = kernel_and_blocks_per_sm(stream.context(), k, threads)?;
             let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
             let blocks = tiled_grid(u64::from(args.tiles), resident);
@@ -329,7 +339,7 @@ mod tests {
             let text = ptx::module_ptx(&name).unwrap_or_else(|| panic!("no module {name}"));
             assert!(text.contains(&format!(".visible .entry {name}(")), "{name}");
             let (bx, by, bz) = k.block();
-            let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE) {
+            let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE | Kind::TiledA) {
                 "maxntid"
             } else {
                 "reqntid"

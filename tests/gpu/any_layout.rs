@@ -561,6 +561,70 @@ fn permuted_copies_of_ranks_1_to_40() {
     check_any_rank_taken(&paths, "ranks 1 to 40");
 }
 
+/// Copies of 1-byte elements in large tiles, which the launcher runs with the `cp.async`
+/// kernel (`copy_tiled_a_b1`, on sm_80 and later): bit reversals of [2]^k, [4]^k and mixed
+/// extents under reversed, cyclic and random permutations, sources with negative steps, copies
+/// of one or two tiles per block (the pipeline's prologue with tiles missing) and of many; each
+/// through `assign`, `assign_cast`, `to_contiguous` and `cast`, compared with ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_byte_copies_in_large_tiles_take_the_async_kernel() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut kernels = Paths::new();
+    let shapes: [&[usize]; 6] = [
+        &[2; 14],
+        &[2; 18],
+        &[4; 9],
+        &[2, 3, 4, 2, 3, 4, 2, 3, 4, 16],
+        &[16, 3, 4, 2, 4, 3, 4, 2, 64],
+        &[3, 5, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 7],
+    ];
+    let mut index = 0;
+    for (i, shape) in shapes.iter().enumerate() {
+        let rank = shape.len();
+        let mut rng = StdRng::seed_from_u64(case_seed(0xa13, i));
+        let perms = [reversed(rank), cyclic(rank), random_perm(&mut rng, rank)];
+        for (k, perm) in perms.into_iter().enumerate() {
+            let mut src = Src::permuted(shape, perm);
+            // The second permutation of each shape reads its outermost axes backwards.
+            if k == 1 {
+                src.slice[0] = step(0, None, -1);
+                src.slice[1] = step(0, None, -1);
+            }
+            let dst = Dst::contiguous(&src.shape());
+            let contiguous = Layout::contiguous(IxDyn(shape)).strides().to_vec();
+            let src_strides: Vec<isize> = src.perm.iter().map(|&a| contiguous[a]).collect();
+            let dst_strides = Layout::contiguous(IxDyn(&dst.base)).strides().to_vec();
+            let launch = devspan::internals::tiled_launch(
+                0,
+                &dst_strides,
+                u8::DTYPE,
+                0,
+                &src_strides,
+                u8::DTYPE,
+                &src.shape(),
+                0,
+            )
+            .unwrap();
+            let kernel = launch.map_or("none".to_string(), |l| l.kernel);
+            *kernels.entry(kernel).or_default() += 1;
+            for which in 0..4 {
+                index += 1;
+                let seed = case_seed(0xa13, 100 + index);
+                same_type_case::<u8>(&stream, seed, which, &src, &dst, &mut paths);
+            }
+        }
+    }
+    println!("large tiles of 1-byte elements: paths {paths:?}; tiled kernels {kernels:?}");
+    let taken = kernels.get("copy_tiled_a_b1").copied().unwrap_or(0);
+    assert!(
+        taken >= 10,
+        "too few cases plan to the cp.async kernel: {kernels:?}"
+    );
+}
+
 /// Ranks 9 to 40: sources sliced at random (offsets, steps of 2, negative steps), every third
 /// one broadcast along some of its extent-1 axes; every other destination a randomly permuted,
 /// sliced view into a larger poisoned array (whose other elements must keep their poison).

@@ -1,7 +1,8 @@
 //! Assembles the embedded PTX modules with NVIDIA's `ptxas` and fails on any error; for sm_80
-//! and sm_90 also on any register spill or stack frame (sm_52, the modules' `.target`, is
-//! assembled for compatibility only, and only by a `ptxas` that still knows it: CUDA 13's
-//! dropped it).
+//! and sm_90 also on any register spill or stack frame (sm_52, the `.target` of all modules
+//! but the `cp.async` ones, which target sm_80, is assembled for compatibility only, and only
+//! by a `ptxas` that still knows it: CUDA 13's dropped it). Each module is assembled for the
+//! architectures from its `.target` on.
 //!
 //! The sample assembles one module of every copy and fill kernel family, the element sizes
 //! rotating through the families so that each size is present, and one cast pair per element
@@ -110,6 +111,18 @@ fn parse_report(text: &str) -> Vec<KernelReport> {
         }
     }
     out
+}
+
+/// The number of an architecture name (`sm_80`: 80).
+fn arch_number(arch: &str) -> u32 {
+    arch.trim_start_matches("sm_").parse().unwrap_or(0)
+}
+
+/// The number of a module's `.target` architecture.
+fn module_target(text: &str) -> u32 {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(".target "))
+        .map_or(0, |t| arch_number(t.trim()))
 }
 
 /// Whether this `ptxas` knows `arch` at all.
@@ -258,9 +271,17 @@ fn run(out: &Out, sampled: bool) -> Result<(), String> {
             known
         })
         .collect();
+    // Each module on every architecture from its own `.target` on (the `cp.async` modules
+    // target sm_80).
     let jobs: Vec<(&str, &str)> = modules
         .iter()
-        .flat_map(|(n, _)| archs.iter().map(move |a| (*n, *a)))
+        .flat_map(|(n, text)| {
+            let target = module_target(text);
+            archs
+                .iter()
+                .filter(move |a| arch_number(a) >= target)
+                .map(move |a| (*n, *a))
+        })
         .collect();
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<RunResult>> = Mutex::new(Vec::new());

@@ -45,6 +45,10 @@ pub enum Kind {
     Tiled,
     /// Tiles spanning several axes, one element per access: [`TiledArgs`](super::TiledArgs).
     TiledE,
+    /// [`Kind::Tiled`] for copies of 1-byte elements with the source copied into shared memory
+    /// by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles per block
+    /// (sm_80 and later): [`TiledArgs`](super::TiledArgs).
+    TiledA,
     /// Any strides and any number of axes, 64-bit index math:
     /// [`StridedArgsN`](super::StridedArgsN) (fills: and `value_bits`).
     StridedN,
@@ -52,7 +56,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -68,6 +72,7 @@ impl Kind {
         Kind::PermuteW64,
         Kind::Tiled,
         Kind::TiledE,
+        Kind::TiledA,
         Kind::StridedN,
     ];
 
@@ -111,6 +116,7 @@ impl Kind {
             Kind::PermuteW64 => "permute_w64",
             Kind::Tiled => "tiled",
             Kind::TiledE => "tiled_e",
+            Kind::TiledA => "tiled_a",
             Kind::StridedN => "stridedn",
         }
     }
@@ -213,7 +219,7 @@ impl Kernel {
                 });
             }
             if size == 1 {
-                for kind in [Kind::PermutePacked128, Kind::PermuteVec] {
+                for kind in [Kind::PermutePacked128, Kind::PermuteVec, Kind::TiledA] {
                     all.push(Kernel::Copy { kind, size });
                 }
             }
@@ -282,7 +288,7 @@ impl Kernel {
         match kind {
             Kind::Contig => (CONTIG_BLOCK, 1, 1),
             Kind::Strided32 | Kind::Strided64 | Kind::StridedN => (STRIDED_BLOCK, 1, 1),
-            Kind::Tiled | Kind::TiledE => (TILED_MAX_THREADS, 1, 1),
+            Kind::Tiled | Kind::TiledE | Kind::TiledA => (TILED_MAX_THREADS, 1, 1),
             Kind::Rows => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
@@ -338,10 +344,10 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Cast { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds per size; packed b1, b2, packed128 b1, vec b1; three wide.
-        assert_eq!(copies, 4 * 10 + 3 + 1 + 3);
+        // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1; three wide.
+        assert_eq!(copies, 4 * 10 + 4 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        assert_eq!(all.len(), 1383);
+        assert_eq!(all.len(), 1384);
     }
 
     #[test]

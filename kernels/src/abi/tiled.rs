@@ -97,6 +97,19 @@ pub const fn tiled_max_registers(
     }
 }
 
+/// Tiles that a block of [`Kind::TiledA`] keeps in shared memory: it gathers one while the
+/// copies of the others fly.
+pub const TILED_ASYNC_BUFFERS: u32 = 3;
+
+/// Fewest threads per block for which the launcher runs a vector copy of 1-byte elements with
+/// [`Kind::TiledA`] ([`tiled_launch_kind`]). Smaller blocks of [`Kind::Tiled`] keep enough
+/// tiles in flight in registers; [`Kind::TiledA`] costs them resident blocks (its three
+/// buffers and registers).
+pub const TILED_ASYNC_MIN_THREADS: u32 = 256;
+
+/// Least compute capability (major) of [`Kind::TiledA`] (`cp.async`).
+pub const TILED_ASYNC_MIN_MAJOR: u32 = 8;
+
 /// Most bytes of one tile of destination elements in shared memory.
 pub const TILED_MAX_TILE_BYTES: u64 = 32768;
 
@@ -143,6 +156,31 @@ pub fn tiled_kind(args: &TiledArgs) -> Kind {
         Kind::Tiled
     } else {
         Kind::TiledE
+    }
+}
+
+/// The kind of tiled kernel that the launcher runs for `args`, from elements of `src_size`
+/// to `dst_size` bytes, in blocks of `threads` ([`tiled_threads`]) on a device of compute
+/// capability `major`: [`Kind::TiledA`] for vector copies of 1-byte elements in blocks of at
+/// least [`TILED_ASYNC_MIN_THREADS`] threads from [`TILED_ASYNC_MIN_MAJOR`] on, else
+/// [`tiled_kind`]. Both take the same arguments and blocks.
+pub fn tiled_launch_kind(
+    args: &TiledArgs,
+    src_size: usize,
+    dst_size: usize,
+    threads: u32,
+    major: u32,
+) -> Kind {
+    let kind = tiled_kind(args);
+    if kind == Kind::Tiled
+        && src_size == 1
+        && dst_size == 1
+        && threads >= TILED_ASYNC_MIN_THREADS
+        && major >= TILED_ASYNC_MIN_MAJOR
+    {
+        Kind::TiledA
+    } else {
+        kind
     }
 }
 
@@ -625,6 +663,24 @@ param_block!(StridedArgsN {
 mod tests {
     use super::*;
     use core::mem::size_of;
+
+    /// The launcher takes the cp.async kernel for vector copies of 1-byte elements in blocks of
+    /// 256 threads or more on sm_80 and later, and the register-pipelined kernels otherwise.
+    #[test]
+    fn launch_kind() {
+        let vector = TiledArgs {
+            vector: 1,
+            ..TiledArgs::default()
+        };
+        let element = TiledArgs::default();
+        assert_eq!(tiled_launch_kind(&vector, 1, 1, 512, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, 1, 1, 256, 8), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, 1, 1, 224, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 1, 1, 512, 7), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 2, 2, 512, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 1, 4, 512, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&element, 1, 1, 512, 9), Kind::TiledE);
+    }
 
     #[test]
     fn sizes() {

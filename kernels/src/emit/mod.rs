@@ -36,6 +36,8 @@ use types::{Ty, bits_ty, elem_ty};
 
 const PTX_VERSION: &str = "7.0";
 const PTX_TARGET: &str = "sm_52";
+/// The target of the modules that use `cp.async` ([`Kind::TiledA`]).
+const PTX_TARGET_ASYNC: &str = "sm_80";
 
 /// The element operation of a kernel.
 #[derive(Clone, Copy)]
@@ -50,12 +52,12 @@ enum Op {
 // Modules
 // ---------------------------------------------------------------------------
 
-fn module(t: &mut Templates, kernels: Vec<String>) -> String {
+fn module(t: &mut Templates, target: &str, kernels: Vec<String>) -> String {
     let header = t.render(
         "header.ptx",
         &[
             ("VERSION", PTX_VERSION.to_string()),
-            ("TARGET", PTX_TARGET.to_string()),
+            ("TARGET", target.to_string()),
         ],
     );
     let mut out = header.trim_end().to_string();
@@ -85,7 +87,12 @@ pub fn modules() -> Vec<(String, String)> {
 pub fn module_ptx(k: Kernel) -> String {
     let mut t = Templates;
     let text = kernel(&mut t, k);
-    module(&mut t, vec![text])
+    let target = if k.kind() == Kind::TiledA {
+        PTX_TARGET_ASYNC
+    } else {
+        PTX_TARGET
+    };
+    module(&mut t, target, vec![text])
 }
 
 /// The PTX text of kernel `k`, its entry point named [`Kernel::module_name`].
@@ -135,6 +142,7 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::PermuteVec => permute::permute_vec_kernel(t, name, tile()),
         Kind::Tiled => tiled::tiled_kernel(t, name, s, d, true),
         Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false),
+        Kind::TiledA => tiled::tiled_async_kernel(t, name, d),
         Kind::StridedN => tiled::stridedn_kernel(t, name, Op::Cast(s, d)),
         Kind::PermuteW16 | Kind::PermuteW32 | Kind::PermuteW64 => {
             unreachable!("the wide kernels are copies of runs")

@@ -15,7 +15,7 @@ const fn block<T: ParamBlock>() -> Option<Block> {
 
 /// Every template: its file name in `templates/`, its text and the argument block its
 /// `{{args.FIELD}}` keys refer to.
-pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 12] = [
+pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 13] = [
     (
         "header.ptx",
         include_str!("../../templates/header.ptx"),
@@ -69,6 +69,11 @@ pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 12] = [
     (
         "tiled.ptx",
         include_str!("../../templates/tiled.ptx"),
+        block::<abi::TiledArgs>(),
+    ),
+    (
+        "tiled_async.ptx",
+        include_str!("../../templates/tiled_async.ptx"),
         block::<abi::TiledArgs>(),
     ),
     (

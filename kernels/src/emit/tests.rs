@@ -19,7 +19,7 @@ fn block_size(k: Kernel) -> Option<usize> {
         Kind::Strided64 => Some(size_of::<StridedArgs64>()),
         Kind::Transpose => Some(size_of::<TransposeArgs>()),
         Kind::Rows => Some(size_of::<RowArgs>()),
-        Kind::Tiled | Kind::TiledE => Some(size_of::<crate::abi::TiledArgs>()),
+        Kind::Tiled | Kind::TiledE | Kind::TiledA => Some(size_of::<crate::abi::TiledArgs>()),
         Kind::StridedN => Some(size_of::<crate::abi::StridedArgsN>()),
         _ => Some(size_of::<PermuteArgs>()),
     }
@@ -41,8 +41,16 @@ fn one_module_per_kernel_sorted_by_name() {
 fn every_module_is_one_kernel_with_its_abi() {
     for (name, text) in all() {
         let k = Kernel::from_module_name(name).unwrap();
+        // The cp.async kernels target sm_80, every other sm_52.
+        let target = if k.kind() == Kind::TiledA {
+            "sm_80"
+        } else {
+            "sm_52"
+        };
         assert!(
-            text.starts_with(".version 7.0\n.target sm_52\n.address_size 64\n"),
+            text.starts_with(&format!(
+                ".version 7.0\n.target {target}\n.address_size 64\n"
+            )),
             "{name}"
         );
         assert_eq!(text.matches(".entry ").count(), 1, "{name}");
@@ -52,7 +60,7 @@ fn every_module_is_one_kernel_with_its_abi() {
         );
         assert!(!text.contains("{{") && !text.contains("}}"), "{name}");
         let (bx, by, bz) = k.block();
-        let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE) {
+        let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE | Kind::TiledA) {
             "maxntid"
         } else {
             "reqntid"

@@ -12,8 +12,9 @@ use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
     FastDiv64, STRIDED_BLOCK, STRIDED_ELEMS_PER_THREAD, StridedArgsN, StridedAxis,
-    TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis,
-    tiled_max_registers, tiled_per_thread, tiled_smem_bytes, tiled_smem_unit, tiled_vectors,
+    TILED_ASYNC_BUFFERS, TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis,
+    TiledWriteAxis, tiled_max_registers, tiled_per_thread, tiled_smem_bytes, tiled_smem_unit,
+    tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -221,79 +222,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     }
 
     // --- Set-up: the stores' destination offsets and their elements' places in shared memory.
-    let mut wx = Vec::new();
-    let mut wdoff = Vec::new();
-    for i in 0..writes {
-        let x0 = g.reg(Class::B32);
-        let o = g.reg(Class::B32);
-        setup.line(format!("mad.lo.u32 {x0}, %nt, {i}, %ti;"));
-        setup.line(format!("shl.b32 {x0}, {x0}, {};", log2(vd)));
-        setup.line(format!("mov.u32 {o}, 0;"));
-        wx.push(x0);
-        wdoff.push(o);
-    }
-    // The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt`) or stores (`%wcnt`),
-    // computed where it is used.
-    let slot_pred = |g: &mut Gen, c: &mut Code, cnt: &str, i: usize| {
-        let p = g.reg(Class::Pred);
-        c.line(format!("setp.gt.u32 {p}, {cnt}, {i};"));
-        p
-    };
-    // One loop over the write axes per element (rather than one loop for all of them), so
-    // that only that element's registers are live in it.
-    let mut gaddr: Vec<Vec<String>> = Vec::new();
-    for i in 0..writes as usize {
-        let mut row = Vec::new();
-        for j in 0..vd as usize {
-            let mut body = Code::default();
-            body.line(format!(
-                "ld.param.u32 %len, [%pa+{}];",
-                offset_of!(TiledWriteAxis, len)
-            ));
-            body.line(format!(
-                "ld.param.u32 %magic, [%pa+{}];",
-                offset_of!(TiledWriteAxis, magic)
-            ));
-            body.line(format!(
-                "ld.param.u32 %shift, [%pa+{}];",
-                offset_of!(TiledWriteAxis, shift)
-            ));
-            body.line(format!(
-                "ld.param.u32 %rstr, [%pa+{}];",
-                offset_of!(TiledWriteAxis, read)
-            ));
-            // Element j of store i: write-order position `x`, read-order position `r`.
-            let x = g.reg(Class::B32);
-            let r = g.reg(Class::B32);
-            setup.line(format!("add.u32 {x}, {}, {j};", wx[i]));
-            setup.line(format!("mov.u32 {r}, 0;"));
-            let c = split32(&mut g, &mut body, std::slice::from_ref(&x));
-            if j == 0 {
-                body.line(format!(
-                    "ld.param.s32 %str, [%pa+{}];",
-                    offset_of!(TiledWriteAxis, dst)
-                ));
-                body.line(format!("mad.lo.s32 {0}, {1}, %str, {0};", wdoff[i], c[0]));
-            }
-            body.line(format!("mad.lo.u32 {r}, {}, %rstr, {r};", c[0]));
-            axis_loop(
-                &mut setup,
-                &format!("WAX_{i}_{j}"),
-                "%trank",
-                offset_of!(TiledArgs, write),
-                size_of::<TiledWriteAxis>(),
-                body,
-            );
-            setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
-            row.push(smem_addr(&mut g, &mut setup, &r, d, 1).0);
-        }
-        gaddr.push(row);
-    }
-    // The gathers' places (and the element-wise kernels' places of their loads) are kept
-    // two to a register, as offsets from the tile (below 2^16): fewer registers, so more
-    // resident blocks; each access then adds its offset to the tile's address.
-    let flat: Vec<String> = gaddr.iter().flatten().cloned().collect();
-    let gpacked = pack_pairs(&mut g, &mut setup, &flat);
+    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes);
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
     // --- Per tile: loads, from the tile's source base `%sb`.
@@ -387,44 +316,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     }
 
     // --- Per tile: gathers from shared memory and stores to `%dcur`.
-    let mut gather = Code::default();
-    let mut slot = 0usize;
-    let gathered: Vec<Vec<String>> = gaddr
-        .iter()
-        .enumerate()
-        .map(|(i, row)| {
-            let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
-            row.iter()
-                .map(|_| {
-                    let a = unpack(&mut g, &mut gather, &gpacked, slot);
-                    slot += 1;
-                    load_scalar(
-                        &mut g,
-                        &mut gather,
-                        d,
-                        Space::Shared,
-                        &addr(&a, 0),
-                        Some(&p),
-                    )
-                })
-                .collect()
-        })
-        .collect();
-    for (i, vals) in gathered.iter().enumerate() {
-        let a = g.reg(Class::B64);
-        gather.line(format!(
-            "mad.wide.s32 {a}, {}, {}, %dcur;",
-            wdoff[i], d.size
-        ));
-        let at = addr(&a, 0);
-        let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
-        let p = Some(p.as_str());
-        if vals.len() == 1 {
-            store_scalar(&mut gather, d, Space::Global, &at, &vals[0], p);
-        } else {
-            store_vec(&mut g, &mut gather, d, vals, Space::Global, &at, p);
-        }
-    }
+    let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd);
 
     let mut first = origin("BAX0");
     first.line(format!("mad.lo.s64 %sb, %os, {}, %src;", s.size));
@@ -463,6 +355,292 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
             ("GATHER", gather.text()),
         ],
     )
+}
+
+/// The pipelined tiled copy `name` of elements `d` (vectors on both sides,
+/// [`TILED_ASYNC_BUFFERS`] tiles in shared memory): `templates/tiled_async.ptx`.
+pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String {
+    let ds = d.size as usize;
+    let k = u64::from(tiled_per_thread(true, ds, ds));
+    let vd = u64::from(tiled_vectors(true, ds, ds).1);
+    let writes = k / vd;
+    // Elements per 4-byte unit, and units per thread and tile.
+    let per_unit = 4 / d.size;
+    let units = k / per_unit;
+    let nbuf = u64::from(TILED_ASYNC_BUFFERS);
+    let ahead = nbuf - 1;
+    let tile_bytes = tiled_smem_bytes(true, ds, ds);
+    let mut g = Gen::default();
+
+    // --- Set-up: how many units (stores) a thread has; slot i exists while
+    // (t + i * threads) * V < volume (V: elements per unit or per store).
+    let mut setup = Code::default();
+    for (cnt, v) in [("%ucnt", per_unit), ("%wcnt", vd)] {
+        let m = g.reg(Class::B32);
+        let q = g.reg(Class::Pred);
+        setup.line(format!("shr.u32 {m}, %vol, {};", log2(v)));
+        setup.line(format!("setp.lt.u32 {q}, %ti, {m};"));
+        setup.line(format!("sub.u32 {m}, {m}, %ti;"));
+        setup.line(format!("add.u32 {m}, {m}, %nt;"));
+        setup.line(format!("sub.u32 {m}, {m}, 1;"));
+        setup.line(format!("div.u32 {cnt}, {m}, %nt;"));
+        setup.line(format!("selp.b32 {cnt}, {cnt}, 0, {q};"));
+    }
+    // --- Set-up: each unit's source offset (elements from the tile's first) and place in
+    // shared memory; consecutive threads take consecutive units.
+    let mut usoff = Vec::new();
+    let mut uaddr = Vec::new();
+    for j in 0..units {
+        let x = g.reg(Class::B32);
+        let b = g.reg(Class::B32);
+        let o = g.reg(Class::B32);
+        setup.line(format!("mad.lo.u32 {x}, %nt, {j}, %ti;"));
+        setup.line(format!("shl.b32 {b}, {x}, 2;"));
+        setup.line(format!("shl.b32 {x}, {x}, {};", log2(per_unit)));
+        uaddr.push(smem_addr(&mut g, &mut setup, &b, d, 1).0);
+        setup.line(format!("mov.u32 {o}, 0;"));
+        let mut body = Code::default();
+        for (reg, field) in [
+            ("%len", offset_of!(TiledReadAxis, len)),
+            ("%magic", offset_of!(TiledReadAxis, magic)),
+            ("%shift", offset_of!(TiledReadAxis, shift)),
+        ] {
+            body.line(format!("ld.param.u32 {reg}, [%pa+{field}];"));
+        }
+        body.line(format!(
+            "ld.param.s32 %str, [%pa+{}];",
+            offset_of!(TiledReadAxis, src)
+        ));
+        let c = split32(&mut g, &mut body, std::slice::from_ref(&x));
+        body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
+        axis_loop(
+            &mut setup,
+            &format!("UAX_{j}"),
+            "%trank",
+            offset_of!(TiledArgs, read),
+            size_of::<TiledReadAxis>(),
+            body,
+        );
+        usoff.push(o);
+    }
+    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes);
+    let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
+
+    // --- Per tile: the copies of a tile's units from `%sb` into the buffer at `%lb`.
+    let mut loads = Code::default();
+    for (j, off) in usoff.iter().enumerate() {
+        let p = slot_pred(&mut g, &mut loads, "%ucnt", j);
+        let a = unpack(&mut g, &mut loads, &upacked, j);
+        let ga = g.reg(Class::B64);
+        loads.line(format!("mad.wide.s32 {ga}, {off}, {}, %sb;", d.size));
+        loads.line(format!("@{p} cp.async.ca.shared.global [{a}], [{ga}], 4;"));
+    }
+    let loads = loads.text().replace("%tb;", "%lb;");
+    // --- Per tile: gathers from the buffer at `%gb` and stores to `%dcur`.
+    let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd)
+        .text()
+        .replace("%tb;", "%gb;");
+
+    // The destination origins of the tiles from i to i + ahead.
+    let od: Vec<String> = (0..nbuf).map(|_| g.reg(Class::B64)).collect();
+    let origin_of = |label: &str| {
+        let mut c = origin(label);
+        c.0 = c.0.replacen("mov.u32 %x, %tile;", "mov.u32 %x, %ta;", 1);
+        c.text()
+    };
+    // Prologue: warp 0 leaves the origins of the block's first `nbuf` tiles in slots 0 to
+    // nbuf - 1; every thread then starts the copies of the first `ahead` tiles.
+    let mut pro = Code::default();
+    pro.line("mov.u32 %ta, %tile;");
+    pro.line("@!%pw0 bra.uni $P_SYNC;");
+    for j in 0..nbuf {
+        if j > 0 {
+            pro.line("add.u32 %ta, %ta, %nb;");
+            pro.line("setp.ge.u32 %p0, %ta, %tiles;");
+            pro.line("@%p0 bra.uni $P_SYNC;");
+        }
+        pro.0.push_str(&origin_of(&format!("PAX{j}")));
+        pro.0.push('\n');
+        pro.line(format!(
+            "@%pl0 st.shared.v2.u64 [%nx+{}], {{%od, %os}};",
+            16 * j
+        ));
+    }
+    pro.label("$P_SYNC");
+    pro.line("bar.sync 0;");
+    pro.line("mov.u32 %lb, %tb;");
+    pro.line("mov.u32 %ta, %tile;");
+    for j in 0..ahead {
+        if j > 0 {
+            pro.line("add.u32 %ta, %ta, %nb;");
+        }
+        pro.line("setp.lt.u32 %pv, %ta, %tiles;");
+        pro.line(format!("@!%pv bra.uni $P_COMMIT{j};"));
+        pro.line(format!("ld.shared.v2.u64 {{%od, %os}}, [%nx+{}];", 16 * j));
+        pro.line(format!("mov.u64 {}, %od;", od[j as usize]));
+        pro.line(format!("mad.lo.s64 %sb, %os, {}, %src;", d.size));
+        pro.0.push_str(&loads);
+        pro.0.push('\n');
+        pro.label(&format!("$P_COMMIT{j}"));
+        pro.line("cp.async.commit_group;");
+        pro.line(format!("add.u32 %lb, %lb, {tile_bytes};"));
+    }
+    pro.line("mov.u32 %gb, %tb;");
+    pro.line(format!("mov.u32 %sl, {ahead};"));
+    let mut rotate = Code::default();
+    for j in 0..ahead as usize {
+        rotate.line(format!("mov.u64 {}, {};", od[j], od[j + 1]));
+    }
+
+    t.render(
+        "tiled_async.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("NBUF", nbuf.to_string()),
+            ("AHEAD", ahead.to_string()),
+            ("AHEAD_LESS", (ahead - 1).to_string()),
+            ("UNITS", units.to_string()),
+            ("WRITES", writes.to_string()),
+            ("VD", vd.to_string()),
+            ("DSIZE", d.size.to_string()),
+            ("SSIZE", d.size.to_string()),
+            ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
+            ("MAXNREG", String::new()),
+            ("TILE_BYTES", tile_bytes.to_string()),
+            ("SMEM_BYTES", (tile_bytes * nbuf).to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("PROLOGUE", pro.text()),
+            ("ORIGIN_AHEAD", origin_of("BAXA")),
+            ("LOADS", loads),
+            ("OD_FIRST", od[0].clone()),
+            ("OD_LAST", od[ahead as usize].clone()),
+            ("GATHER", gather),
+            ("ROTATE", rotate.text()),
+        ],
+    )
+}
+
+/// The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt` or `%ucnt`) or stores
+/// (`%wcnt`), computed where it is used.
+fn slot_pred(g: &mut Gen, c: &mut Code, cnt: &str, i: usize) -> String {
+    let p = g.reg(Class::Pred);
+    c.line(format!("setp.gt.u32 {p}, {cnt}, {i};"));
+    p
+}
+
+/// Set-up of a thread's `writes` stores of `vd` elements of `d`: their destination offsets
+/// (elements from the tile's first) and their elements' places in shared memory, packed two
+/// to a register ([`pack_pairs`]).
+fn store_setup(
+    g: &mut Gen,
+    setup: &mut Code,
+    d: Ty,
+    vd: u64,
+    writes: u64,
+) -> (Vec<String>, Vec<String>) {
+    let mut wx = Vec::new();
+    let mut wdoff = Vec::new();
+    for i in 0..writes {
+        let x0 = g.reg(Class::B32);
+        let o = g.reg(Class::B32);
+        setup.line(format!("mad.lo.u32 {x0}, %nt, {i}, %ti;"));
+        setup.line(format!("shl.b32 {x0}, {x0}, {};", log2(vd)));
+        setup.line(format!("mov.u32 {o}, 0;"));
+        wx.push(x0);
+        wdoff.push(o);
+    }
+    // One loop over the write axes per element (rather than one loop for all of them), so
+    // that only that element's registers are live in it.
+    let mut gaddr: Vec<Vec<String>> = Vec::new();
+    for i in 0..writes as usize {
+        let mut row = Vec::new();
+        for j in 0..vd as usize {
+            let mut body = Code::default();
+            body.line(format!(
+                "ld.param.u32 %len, [%pa+{}];",
+                offset_of!(TiledWriteAxis, len)
+            ));
+            body.line(format!(
+                "ld.param.u32 %magic, [%pa+{}];",
+                offset_of!(TiledWriteAxis, magic)
+            ));
+            body.line(format!(
+                "ld.param.u32 %shift, [%pa+{}];",
+                offset_of!(TiledWriteAxis, shift)
+            ));
+            body.line(format!(
+                "ld.param.u32 %rstr, [%pa+{}];",
+                offset_of!(TiledWriteAxis, read)
+            ));
+            // Element j of store i: write-order position `x`, read-order position `r`.
+            let x = g.reg(Class::B32);
+            let r = g.reg(Class::B32);
+            setup.line(format!("add.u32 {x}, {}, {j};", wx[i]));
+            setup.line(format!("mov.u32 {r}, 0;"));
+            let c = split32(g, &mut body, std::slice::from_ref(&x));
+            if j == 0 {
+                body.line(format!(
+                    "ld.param.s32 %str, [%pa+{}];",
+                    offset_of!(TiledWriteAxis, dst)
+                ));
+                body.line(format!("mad.lo.s32 {0}, {1}, %str, {0};", wdoff[i], c[0]));
+            }
+            body.line(format!("mad.lo.u32 {r}, {}, %rstr, {r};", c[0]));
+            axis_loop(
+                setup,
+                &format!("WAX_{i}_{j}"),
+                "%trank",
+                offset_of!(TiledArgs, write),
+                size_of::<TiledWriteAxis>(),
+                body,
+            );
+            setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
+            row.push(smem_addr(g, setup, &r, d, 1).0);
+        }
+        gaddr.push(row);
+    }
+    // The gathers' places (and the element-wise kernels' places of their loads) are kept
+    // two to a register, as offsets from the tile (below 2^16): fewer registers, so more
+    // resident blocks; each access then adds its offset to the tile's address.
+    let flat: Vec<String> = gaddr.iter().flatten().cloned().collect();
+    let gpacked = pack_pairs(g, setup, &flat);
+    (wdoff, gpacked)
+}
+
+/// Per tile: the gathers of a thread's stores from shared memory (places from `%tb`), and the
+/// stores to the tile's destination base `%dcur`.
+fn gather_stores(g: &mut Gen, d: Ty, wdoff: &[String], gpacked: &[String], vd: u64) -> Code {
+    let mut gather = Code::default();
+    let mut slot = 0usize;
+    let gathered: Vec<Vec<String>> = (0..wdoff.len())
+        .map(|i| {
+            let p = slot_pred(g, &mut gather, "%wcnt", i);
+            (0..vd)
+                .map(|_| {
+                    let a = unpack(g, &mut gather, gpacked, slot);
+                    slot += 1;
+                    load_scalar(g, &mut gather, d, Space::Shared, &addr(&a, 0), Some(&p))
+                })
+                .collect()
+        })
+        .collect();
+    for (i, vals) in gathered.iter().enumerate() {
+        let a = g.reg(Class::B64);
+        gather.line(format!(
+            "mad.wide.s32 {a}, {}, {}, %dcur;",
+            wdoff[i], d.size
+        ));
+        let at = addr(&a, 0);
+        let p = slot_pred(g, &mut gather, "%wcnt", i);
+        let p = Some(p.as_str());
+        if vals.len() == 1 {
+            store_scalar(&mut gather, d, Space::Global, &at, &vals[0], p);
+        } else {
+            store_vec(g, &mut gather, d, vals, Space::Global, &at, p);
+        }
+    }
+    gather
 }
 
 /// Packs the shared-memory addresses `addrs` two to a register, as 16-bit offsets from the
