@@ -99,12 +99,12 @@ pub const fn tiled_max_registers(
 
 /// Tiles that a block of [`Kind::TiledA`] keeps in shared memory: it gathers one while the
 /// copies of the others fly.
-pub const TILED_ASYNC_BUFFERS: u32 = 3;
+pub const TILED_ASYNC_BUFFERS: u32 = 4;
 
 /// Fewest threads per block for which the launcher runs a vector copy of 1-byte elements with
 /// [`Kind::TiledA`] ([`tiled_launch_kind`]). Smaller blocks of [`Kind::Tiled`] keep enough
-/// tiles in flight in registers; [`Kind::TiledA`] costs them resident blocks (its three
-/// buffers and registers).
+/// tiles in flight in registers; [`Kind::TiledA`] costs them resident blocks (its buffers and
+/// registers).
 pub const TILED_ASYNC_MIN_THREADS: u32 = 256;
 
 /// Least compute capability (major) of [`Kind::TiledA`] (`cp.async`).

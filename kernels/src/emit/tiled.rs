@@ -423,8 +423,10 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
         );
         usoff.push(o);
     }
-    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes);
     let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
+    // The stores' set-up runs after the prologue has started the first tiles' copies.
+    let mut store_set = Code::default();
+    let (wdoff, gpacked) = store_setup(&mut g, &mut store_set, d, vd, writes);
 
     // --- Per tile: the copies of a tile's units from `%sb` into the buffer at `%lb`.
     let mut loads = Code::default();
@@ -510,6 +512,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
             ("SMEM_BYTES", (tile_bytes * nbuf).to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
+            ("SETUP_STORES", store_set.text()),
             ("PROLOGUE", pro.text()),
             ("ORIGIN_AHEAD", origin_of("BAXA")),
             ("LOADS", loads),
