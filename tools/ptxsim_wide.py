@@ -205,6 +205,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 if o=='add': R[d]=(A[0]+A[1])&m; continue
                 if o=='sub': R[d]=(A[0]-A[1])&m; continue
                 if o=='div': R[d]=(A[0]&m)//(A[1]&m); continue
+                if o=='rem': R[d]=(A[0]&m)%(A[1]&m); continue
                 if o=='and': R[d]=A[0]&A[1]&m; continue
                 if o=='or': R[d]=(A[0]|A[1])&m; continue
                 if o=='xor': R[d]=(A[0]^A[1])&m; continue

@@ -41,11 +41,28 @@ fn split32(g: &mut Gen, c: &mut Code, xs: &[String]) -> Vec<String> {
 /// `first` of the parameter block: `%pa` points at the axis, `%k` counts; `body` is emitted
 /// once, inside the loop.
 fn axis_loop(c: &mut Code, label: &str, count: &str, first: usize, stride: usize, body: Code) {
+    axis_range_loop(c, label, "0", count, first, stride, body);
+}
+
+/// [`axis_loop`] over the axes from `from` (a register or `0`) to `to` (a register).
+fn axis_range_loop(
+    c: &mut Code,
+    label: &str,
+    from: &str,
+    to: &str,
+    first: usize,
+    stride: usize,
+    body: Code,
+) {
     c.line("mov.u64 %pa, p_args;");
     c.line(format!("add.u64 %pa, %pa, {first};"));
-    c.line("mov.u32 %k, 0;");
+    if from != "0" {
+        c.line(format!("cvt.u64.u32 %cw, {from};"));
+        c.line(format!("mad.lo.u64 %pa, %cw, {stride}, %pa;"));
+    }
+    c.line(format!("mov.u32 %k, {from};"));
     c.label(&format!("${label}"));
-    c.line(format!("setp.ge.u32 %p0, %k, {count};"));
+    c.line(format!("setp.ge.u32 %p0, %k, {to};"));
     c.line(format!("@%p0 bra.uni ${label}_END;"));
     c.0.push_str(&body.0);
     c.line(format!("add.u64 %pa, %pa, {stride};"));
@@ -222,7 +239,11 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     }
 
     // --- Set-up: the stores' destination offsets and their elements' places in shared memory.
-    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes);
+    // The stores' set-up splits their positions at the low write axes for copies of at least
+    // four elements per store; casts and the other copies keep one loop over every axis per
+    // element (the split costs them registers).
+    let split = copy && vd >= 4;
+    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes, split);
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
     // --- Per tile: loads, from the tile's source base `%sb`.
@@ -426,7 +447,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
     // The stores' set-up runs after the prologue has started the first tiles' copies.
     let mut store_set = Code::default();
-    let (wdoff, gpacked) = store_setup(&mut g, &mut store_set, d, vd, writes);
+    let (wdoff, gpacked) = store_setup(&mut g, &mut store_set, d, vd, writes, true);
 
     // --- Per tile: the copies of a tile's units from `%sb` into the buffer at `%lb`.
     let mut loads = Code::default();
@@ -541,66 +562,110 @@ fn store_setup(
     d: Ty,
     vd: u64,
     writes: u64,
+    split: bool,
 ) -> (Vec<String>, Vec<String>) {
-    let mut wx = Vec::new();
-    let mut wdoff = Vec::new();
-    for i in 0..writes {
-        let x0 = g.reg(Class::B32);
-        let o = g.reg(Class::B32);
-        setup.line(format!("mad.lo.u32 {x0}, %nt, {i}, %ti;"));
-        setup.line(format!("shl.b32 {x0}, {x0}, {};", log2(vd)));
-        setup.line(format!("mov.u32 {o}, 0;"));
-        wx.push(x0);
-        wdoff.push(o);
+    let write = offset_of!(TiledArgs, write);
+    let stride = size_of::<TiledWriteAxis>();
+    let field = |f: usize, reg: &str, ty: &str| format!("ld.param.{ty} {reg}, [%pa+{f}];");
+    // With `split`, the low write axes: the first `lo` ones, whose product `span` is the first
+    // multiple of `vd` (a store's elements differ only on them, as `vd` divides every store's
+    // first position); the others are split once per store. Without, every axis is low.
+    let (lo, span) = (g.reg(Class::B32), g.reg(Class::B32));
+    if split {
+        setup.line(format!("mov.u32 {lo}, 0;"));
+        setup.line(format!("mov.u32 {span}, 1;"));
+        setup.line("mov.u64 %pa, p_args;");
+        setup.line(format!("add.u64 %pa, %pa, {write};"));
+        setup.label("$WLO");
+        let t = g.reg(Class::B32);
+        setup.line(format!("and.b32 {t}, {span}, {};", vd - 1));
+        setup.line(format!("setp.eq.u32 %p0, {t}, 0;"));
+        setup.line("@%p0 bra.uni $WLO_END;");
+        setup.line(format!("setp.ge.u32 %p0, {lo}, %trank;"));
+        setup.line("@%p0 bra.uni $WLO_END;");
+        setup.line(field(offset_of!(TiledWriteAxis, len), "%len", "u32"));
+        setup.line(format!("mul.lo.u32 {span}, {span}, %len;"));
+        setup.line(format!("add.u64 %pa, %pa, {stride};"));
+        setup.line(format!("add.u32 {lo}, {lo}, 1;"));
+        setup.line("bra.uni $WLO;");
+        setup.label("$WLO_END");
     }
-    // One loop over the write axes per element (rather than one loop for all of them), so
-    // that only that element's registers are live in it.
+    let low_end = if split { lo.as_str() } else { "%trank" };
+    // Loads an axis's division and read stride.
+    let axis_head = |body: &mut Code| {
+        body.line(field(offset_of!(TiledWriteAxis, len), "%len", "u32"));
+        body.line(field(offset_of!(TiledWriteAxis, magic), "%magic", "u32"));
+        body.line(field(offset_of!(TiledWriteAxis, shift), "%shift", "u32"));
+        body.line(field(offset_of!(TiledWriteAxis, read), "%rstr", "u32"));
+    };
+    let mut wdoff = Vec::new();
     let mut gaddr: Vec<Vec<String>> = Vec::new();
     for i in 0..writes as usize {
+        // Store i's first position, split at `span`: the high axes give the read-order and
+        // destination offsets common to its elements.
+        let (xlo, xhi, rhi, o) = (
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+        );
+        setup.line(format!("mad.lo.u32 {xhi}, %nt, {i}, %ti;"));
+        setup.line(format!("shl.b32 {xhi}, {xhi}, {};", log2(vd)));
+        if split {
+            setup.line(format!("rem.u32 {xlo}, {xhi}, {span};"));
+            setup.line(format!("div.u32 {xhi}, {xhi}, {span};"));
+            setup.line(format!("mov.u32 {rhi}, 0;"));
+            setup.line(format!("mov.u32 {o}, 0;"));
+            let mut body = Code::default();
+            axis_head(&mut body);
+            let c = split32(g, &mut body, std::slice::from_ref(&xhi));
+            body.line(field(offset_of!(TiledWriteAxis, dst), "%str", "s32"));
+            body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
+            body.line(format!("mad.lo.u32 {rhi}, {}, %rstr, {rhi};", c[0]));
+            axis_range_loop(
+                setup,
+                &format!("WHI_{i}"),
+                lo.as_str(),
+                "%trank",
+                write,
+                stride,
+                body,
+            );
+        } else {
+            setup.line(format!("mov.u32 {xlo}, {xhi};"));
+            setup.line(format!("mov.u32 {rhi}, 0;"));
+            setup.line(format!("mov.u32 {o}, 0;"));
+        }
+        // One loop over the low axes per element (rather than one for all of them), so that
+        // only that element's registers are live in it.
         let mut row = Vec::new();
         for j in 0..vd as usize {
-            let mut body = Code::default();
-            body.line(format!(
-                "ld.param.u32 %len, [%pa+{}];",
-                offset_of!(TiledWriteAxis, len)
-            ));
-            body.line(format!(
-                "ld.param.u32 %magic, [%pa+{}];",
-                offset_of!(TiledWriteAxis, magic)
-            ));
-            body.line(format!(
-                "ld.param.u32 %shift, [%pa+{}];",
-                offset_of!(TiledWriteAxis, shift)
-            ));
-            body.line(format!(
-                "ld.param.u32 %rstr, [%pa+{}];",
-                offset_of!(TiledWriteAxis, read)
-            ));
-            // Element j of store i: write-order position `x`, read-order position `r`.
+            // Element j of store i: low write-order position `x`, read-order position `r`.
             let x = g.reg(Class::B32);
             let r = g.reg(Class::B32);
-            setup.line(format!("add.u32 {x}, {}, {j};", wx[i]));
-            setup.line(format!("mov.u32 {r}, 0;"));
+            setup.line(format!("add.u32 {x}, {xlo}, {j};"));
+            setup.line(format!("mov.u32 {r}, {rhi};"));
+            let mut body = Code::default();
+            axis_head(&mut body);
             let c = split32(g, &mut body, std::slice::from_ref(&x));
             if j == 0 {
-                body.line(format!(
-                    "ld.param.s32 %str, [%pa+{}];",
-                    offset_of!(TiledWriteAxis, dst)
-                ));
-                body.line(format!("mad.lo.s32 {0}, {1}, %str, {0};", wdoff[i], c[0]));
+                body.line(field(offset_of!(TiledWriteAxis, dst), "%str", "s32"));
+                body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
             }
             body.line(format!("mad.lo.u32 {r}, {}, %rstr, {r};", c[0]));
-            axis_loop(
+            axis_range_loop(
                 setup,
-                &format!("WAX_{i}_{j}"),
-                "%trank",
-                offset_of!(TiledArgs, write),
-                size_of::<TiledWriteAxis>(),
+                &format!("WLO_{i}_{j}"),
+                "0",
+                low_end,
+                write,
+                stride,
                 body,
             );
             setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
             row.push(smem_addr(g, setup, &r, d, 1).0);
         }
+        wdoff.push(o);
         gaddr.push(row);
     }
     // The gathers' places (and the element-wise kernels' places of their loads) are kept
