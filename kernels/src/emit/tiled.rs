@@ -240,9 +240,10 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
 
     // --- Set-up: the stores' destination offsets and their elements' places in shared memory.
     // The stores' set-up splits their positions at the low write axes for copies of at least
-    // four elements per store; casts and the other copies keep one loop over every axis per
-    // element (the split costs them registers).
-    let split = copy && vd >= 4;
+    // eight elements per store; casts and the other copies keep one loop over every axis per
+    // element (the split costs them registers, or more set-up than it saves on tiles of few
+    // axes).
+    let split = copy && vd >= 8;
     let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes, split);
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
