@@ -181,19 +181,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     // --- Set-up: the loads' source offsets and places in shared memory, one loop over the
     // read axes per load (so that only that load's registers are live in it).
     let mut setup = Code::default();
-    // How many of its loads (stores) a thread makes: slot i (of thread t) exists while
-    // (t + i * threads) * V < volume, so for i below this count.
-    for (cnt, v) in [("%rcnt", vs), ("%wcnt", vd)] {
-        let m = g.reg(Class::B32);
-        let q = g.reg(Class::Pred);
-        setup.line(format!("shr.u32 {m}, %vol, {};", log2(v)));
-        setup.line(format!("setp.lt.u32 {q}, %ti, {m};"));
-        setup.line(format!("sub.u32 {m}, {m}, %ti;"));
-        setup.line(format!("add.u32 {m}, {m}, %nt;"));
-        setup.line(format!("sub.u32 {m}, {m}, 1;"));
-        setup.line(format!("div.u32 {cnt}, {m}, %nt;"));
-        setup.line(format!("selp.b32 {cnt}, {cnt}, 0, {q};"));
-    }
+    slot_counts(&mut g, &mut setup, &[("%rcnt", vs), ("%wcnt", vd)]);
     let mut rsoff = Vec::new();
     let mut raddr = Vec::new();
     let mut rbits = Vec::new();
@@ -205,34 +193,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
         setup.line(format!("shl.b32 {b}, {x}, {};", log2(d.size)));
         let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, units.max(1));
-        setup.line(format!("mov.u32 {o}, 0;"));
-        let mut body = Code::default();
-        body.line(format!(
-            "ld.param.u32 %len, [%pa+{}];",
-            offset_of!(TiledReadAxis, len)
-        ));
-        body.line(format!(
-            "ld.param.u32 %magic, [%pa+{}];",
-            offset_of!(TiledReadAxis, magic)
-        ));
-        body.line(format!(
-            "ld.param.u32 %shift, [%pa+{}];",
-            offset_of!(TiledReadAxis, shift)
-        ));
-        body.line(format!(
-            "ld.param.s32 %str, [%pa+{}];",
-            offset_of!(TiledReadAxis, src)
-        ));
-        let c = split32(&mut g, &mut body, std::slice::from_ref(&x));
-        body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
-        axis_loop(
-            &mut setup,
-            &format!("RAX_{i}"),
-            "%trank",
-            offset_of!(TiledArgs, read),
-            size_of::<TiledReadAxis>(),
-            body,
-        );
+        source_offset(&mut g, &mut setup, &x, o.as_str(), &format!("RAX_{i}"));
         rsoff.push(o);
         raddr.push(a);
         rbits.push(bits);
@@ -394,20 +355,9 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     let tile_bytes = tiled_smem_bytes(true, ds, ds);
     let mut g = Gen::default();
 
-    // --- Set-up: how many units (stores) a thread has; slot i exists while
-    // (t + i * threads) * V < volume (V: elements per unit or per store).
+    // --- Set-up: how many units (stores) a thread has.
     let mut setup = Code::default();
-    for (cnt, v) in [("%ucnt", per_unit), ("%wcnt", vd)] {
-        let m = g.reg(Class::B32);
-        let q = g.reg(Class::Pred);
-        setup.line(format!("shr.u32 {m}, %vol, {};", log2(v)));
-        setup.line(format!("setp.lt.u32 {q}, %ti, {m};"));
-        setup.line(format!("sub.u32 {m}, {m}, %ti;"));
-        setup.line(format!("add.u32 {m}, {m}, %nt;"));
-        setup.line(format!("sub.u32 {m}, {m}, 1;"));
-        setup.line(format!("div.u32 {cnt}, {m}, %nt;"));
-        setup.line(format!("selp.b32 {cnt}, {cnt}, 0, {q};"));
-    }
+    slot_counts(&mut g, &mut setup, &[("%ucnt", per_unit), ("%wcnt", vd)]);
     // --- Set-up: each unit's source offset (elements from the tile's first) and place in
     // shared memory; consecutive threads take consecutive units.
     let mut usoff = Vec::new();
@@ -420,29 +370,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
         setup.line(format!("shl.b32 {b}, {x}, 2;"));
         setup.line(format!("shl.b32 {x}, {x}, {};", log2(per_unit)));
         uaddr.push(smem_addr(&mut g, &mut setup, &b, d, 1).0);
-        setup.line(format!("mov.u32 {o}, 0;"));
-        let mut body = Code::default();
-        for (reg, field) in [
-            ("%len", offset_of!(TiledReadAxis, len)),
-            ("%magic", offset_of!(TiledReadAxis, magic)),
-            ("%shift", offset_of!(TiledReadAxis, shift)),
-        ] {
-            body.line(format!("ld.param.u32 {reg}, [%pa+{field}];"));
-        }
-        body.line(format!(
-            "ld.param.s32 %str, [%pa+{}];",
-            offset_of!(TiledReadAxis, src)
-        ));
-        let c = split32(&mut g, &mut body, std::slice::from_ref(&x));
-        body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
-        axis_loop(
-            &mut setup,
-            &format!("UAX_{j}"),
-            "%trank",
-            offset_of!(TiledArgs, read),
-            size_of::<TiledReadAxis>(),
-            body,
-        );
+        source_offset(&mut g, &mut setup, &x, o.as_str(), &format!("UAX_{j}"));
         usoff.push(o);
     }
     let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
@@ -544,6 +472,50 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
             ("ROTATE", rotate.text()),
         ],
     )
+}
+
+/// Emits, for each `(cnt, v)`, how many slots of `v` elements a thread has in a tile: slot `i`
+/// (of thread `t`) exists while `(t + i * threads) * v < volume`, so for `i` below `cnt`.
+fn slot_counts(g: &mut Gen, setup: &mut Code, counts: &[(&str, u64)]) {
+    for &(cnt, v) in counts {
+        let m = g.reg(Class::B32);
+        let q = g.reg(Class::Pred);
+        setup.line(format!("shr.u32 {m}, %vol, {};", log2(v)));
+        setup.line(format!("setp.lt.u32 {q}, %ti, {m};"));
+        setup.line(format!("sub.u32 {m}, {m}, %ti;"));
+        setup.line(format!("add.u32 {m}, {m}, %nt;"));
+        setup.line(format!("sub.u32 {m}, {m}, 1;"));
+        setup.line(format!("div.u32 {cnt}, {m}, %nt;"));
+        setup.line(format!("selp.b32 {cnt}, {cnt}, 0, {q};"));
+    }
+}
+
+/// Emits `o` = the source offset (elements from the tile's first) of read-order position `x`
+/// (a register, clobbered): one loop over the read axes, labelled `label`.
+fn source_offset(g: &mut Gen, setup: &mut Code, x: &str, o: &str, label: &str) {
+    setup.line(format!("mov.u32 {o}, 0;"));
+    let mut body = Code::default();
+    for (reg, field) in [
+        ("%len", offset_of!(TiledReadAxis, len)),
+        ("%magic", offset_of!(TiledReadAxis, magic)),
+        ("%shift", offset_of!(TiledReadAxis, shift)),
+    ] {
+        body.line(format!("ld.param.u32 {reg}, [%pa+{field}];"));
+    }
+    body.line(format!(
+        "ld.param.s32 %str, [%pa+{}];",
+        offset_of!(TiledReadAxis, src)
+    ));
+    let c = split32(g, &mut body, &[x.to_string()]);
+    body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
+    axis_loop(
+        setup,
+        label,
+        "%trank",
+        offset_of!(TiledArgs, read),
+        size_of::<TiledReadAxis>(),
+        body,
+    );
 }
 
 /// The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt` or `%ucnt`) or stores
