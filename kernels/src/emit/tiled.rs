@@ -233,7 +233,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         let p = slot_pred(&mut g, &mut stage, "%rcnt", i);
         let p = Some(p.as_str());
         let raddr_i = match &rpacked {
-            Some(packed) => unpack(&mut g, &mut stage, packed, i),
+            Some(packed) => unpack(&mut g, &mut stage, packed, i, "%tb"),
             None => raddr[i].clone(),
         };
         let stored: Vec<String> = if copy {
@@ -299,7 +299,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     }
 
     // --- Per tile: gathers from shared memory and stores to `%dcur`.
-    let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd);
+    let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd, "%tb");
 
     let mut first = origin("BAX0");
     first.line(format!("mad.lo.s64 %sb, %os, {}, %src;", s.size));
@@ -382,16 +382,14 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     let mut loads = Code::default();
     for (j, off) in usoff.iter().enumerate() {
         let p = slot_pred(&mut g, &mut loads, "%ucnt", j);
-        let a = unpack(&mut g, &mut loads, &upacked, j);
+        let a = unpack(&mut g, &mut loads, &upacked, j, "%lb");
         let ga = g.reg(Class::B64);
         loads.line(format!("mad.wide.s32 {ga}, {off}, {}, %sb;", d.size));
         loads.line(format!("@{p} cp.async.ca.shared.global [{a}], [{ga}], 4;"));
     }
-    let loads = loads.text().replace("%tb;", "%lb;");
+    let loads = loads.text();
     // --- Per tile: gathers from the buffer at `%gb` and stores to `%dcur`.
-    let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd)
-        .text()
-        .replace("%tb;", "%gb;");
+    let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd, "%gb").text();
 
     // The destination origins of the tiles from i to i + ahead.
     let od: Vec<String> = (0..nbuf).map(|_| g.reg(Class::B64)).collect();
@@ -649,9 +647,16 @@ fn store_setup(
     (wdoff, gpacked)
 }
 
-/// Per tile: the gathers of a thread's stores from shared memory (places from `%tb`), and the
-/// stores to the tile's destination base `%dcur`.
-fn gather_stores(g: &mut Gen, d: Ty, wdoff: &[String], gpacked: &[String], vd: u64) -> Code {
+/// Per tile: the gathers of a thread's stores from shared memory (places from the tile at
+/// register `base`), and the stores to the tile's destination base `%dcur`.
+fn gather_stores(
+    g: &mut Gen,
+    d: Ty,
+    wdoff: &[String],
+    gpacked: &[String],
+    vd: u64,
+    base: &str,
+) -> Code {
     let mut gather = Code::default();
     let mut slot = 0usize;
     let gathered: Vec<Vec<String>> = (0..wdoff.len())
@@ -659,7 +664,7 @@ fn gather_stores(g: &mut Gen, d: Ty, wdoff: &[String], gpacked: &[String], vd: u
             let p = slot_pred(g, &mut gather, "%wcnt", i);
             (0..vd)
                 .map(|_| {
-                    let a = unpack(g, &mut gather, gpacked, slot);
+                    let a = unpack(g, &mut gather, gpacked, slot, base);
                     slot += 1;
                     load_scalar(g, &mut gather, d, Space::Shared, &addr(&a, 0), Some(&p))
                 })
@@ -703,8 +708,9 @@ fn pack_pairs(g: &mut Gen, c: &mut Code, addrs: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The address packed as entry `i` by [`pack_pairs`].
-fn unpack(g: &mut Gen, c: &mut Code, packed: &[String], i: usize) -> String {
+/// The address of entry `i` packed by [`pack_pairs`] in a tile whose address is in register
+/// `base` (`%tb`, or the buffer of a pipelined kernel).
+fn unpack(g: &mut Gen, c: &mut Code, packed: &[String], i: usize, base: &str) -> String {
     let (w, half) = (&packed[i / 2], i % 2);
     let t = g.reg(Class::B32);
     if half == 0 {
@@ -712,7 +718,7 @@ fn unpack(g: &mut Gen, c: &mut Code, packed: &[String], i: usize) -> String {
     } else {
         c.line(format!("shr.u32 {t}, {w}, 16;"));
     }
-    c.line(format!("add.u32 {t}, {t}, %tb;"));
+    c.line(format!("add.u32 {t}, {t}, {base};"));
     t
 }
 
