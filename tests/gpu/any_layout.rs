@@ -561,30 +561,46 @@ fn permuted_copies_of_ranks_1_to_40() {
     check_any_rank_taken(&paths, "ranks 1 to 40");
 }
 
-/// Copies of 1-byte elements in large tiles, which the launcher runs with the `cp.async`
-/// kernel (`copy_tiled_a_b1`, on sm_80 and later): bit reversals of [2]^k, [4]^k and mixed
-/// extents under reversed, cyclic and random permutations, sources with negative steps, copies
-/// of one or two tiles per block (the pipeline's prologue with tiles missing) and of many; each
-/// through `assign`, `assign_cast`, `to_contiguous` and `cast`, compared with ndarray.
+/// Copies of 1- and 2-byte elements in large tiles, which the launcher runs with the `cp.async`
+/// kernels (`copy_tiled_a_b1` and `copy_tiled_a_b2`, on sm_80 and later): bit reversals of
+/// [2]^k, [4]^k and mixed extents under reversed, cyclic and random permutations, sources with
+/// negative steps, copies of one or two tiles per block (the pipeline's prologue with tiles
+/// missing) and of many; each through `assign`, `assign_cast`, `to_contiguous` and `cast`,
+/// compared with ndarray.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn one_byte_copies_in_large_tiles_take_the_async_kernel() {
+fn small_element_copies_in_large_tiles_take_the_async_kernels() {
     let _gpu = gpu_shared();
     let stream = gpu_stream();
-    let mut paths = Paths::new();
-    let mut kernels = Paths::new();
-    let shapes: [&[usize]; 6] = [
+    let shapes: [&[usize]; 7] = [
         &[2; 14],
         &[2; 18],
         &[4; 9],
         &[2, 3, 4, 2, 3, 4, 2, 3, 4, 16],
         &[16, 3, 4, 2, 4, 3, 4, 2, 64],
         &[3, 5, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 7],
+        &[8, 2, 4, 2, 2, 4, 2, 2, 2, 4, 2, 3],
     ];
+    async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", 12);
+    async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", 8);
+}
+
+/// The cases of [`small_element_copies_in_large_tiles_take_the_async_kernels`] for `T`: each
+/// shape reversed, cycled and permuted at random; asserts that at least `least` of the layouts
+/// plan to `kernel`.
+fn async_copies<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    tag: u64,
+    shapes: &[&[usize]],
+    kernel: &str,
+    least: usize,
+) {
+    let mut paths = Paths::new();
+    let mut kernels = Paths::new();
     let mut index = 0;
     for (i, shape) in shapes.iter().enumerate() {
         let rank = shape.len();
-        let mut rng = StdRng::seed_from_u64(case_seed(0xa13, i));
+        let mut rng = StdRng::seed_from_u64(case_seed(tag, i));
         let perms = [reversed(rank), cyclic(rank), random_perm(&mut rng, rank)];
         for (k, perm) in perms.into_iter().enumerate() {
             let mut src = Src::permuted(shape, perm);
@@ -600,28 +616,31 @@ fn one_byte_copies_in_large_tiles_take_the_async_kernel() {
             let launch = devspan::internals::tiled_launch(
                 0,
                 &dst_strides,
-                u8::DTYPE,
+                T::DTYPE,
                 0,
                 &src_strides,
-                u8::DTYPE,
+                T::DTYPE,
                 &src.shape(),
                 0,
             )
             .unwrap();
-            let kernel = launch.map_or("none".to_string(), |l| l.kernel);
-            *kernels.entry(kernel).or_default() += 1;
+            let planned = launch.map_or("none".to_string(), |l| l.kernel);
+            *kernels.entry(planned).or_default() += 1;
             for which in 0..4 {
                 index += 1;
-                let seed = case_seed(0xa13, 100 + index);
-                same_type_case::<u8>(&stream, seed, which, &src, &dst, &mut paths);
+                let seed = case_seed(tag, 100 + index);
+                same_type_case::<T>(stream, seed, which, &src, &dst, &mut paths);
             }
         }
     }
-    println!("large tiles of 1-byte elements: paths {paths:?}; tiled kernels {kernels:?}");
-    let taken = kernels.get("copy_tiled_a_b1").copied().unwrap_or(0);
+    println!(
+        "large tiles of {}: paths {paths:?}; tiled kernels {kernels:?}",
+        T::DTYPE
+    );
+    let taken = kernels.get(kernel).copied().unwrap_or(0);
     assert!(
-        taken >= 10,
-        "too few cases plan to the cp.async kernel: {kernels:?}"
+        taken >= least,
+        "too few cases plan to {kernel}: {kernels:?}"
     );
 }
 

@@ -45,9 +45,9 @@ pub enum Kind {
     Tiled,
     /// Tiles spanning several axes, one element per access: [`TiledArgs`](super::TiledArgs).
     TiledE,
-    /// [`Kind::Tiled`] for copies of 1-byte elements with the source copied into shared memory
-    /// by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles per block
-    /// (sm_80 and later): [`TiledArgs`](super::TiledArgs).
+    /// [`Kind::Tiled`] for copies of 1- and 2-byte elements with the source copied into
+    /// shared memory by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles
+    /// per block (sm_80 and later): [`TiledArgs`](super::TiledArgs).
     TiledA,
     /// Any strides and any number of axes, 64-bit index math:
     /// [`StridedArgsN`](super::StridedArgsN) (fills: and `value_bits`).
@@ -218,6 +218,12 @@ impl Kernel {
                     size,
                 });
             }
+            if size == 2 {
+                all.push(Kernel::Copy {
+                    kind: Kind::TiledA,
+                    size,
+                });
+            }
             if size == 1 {
                 for kind in [Kind::PermutePacked128, Kind::PermuteVec, Kind::TiledA] {
                     all.push(Kernel::Copy { kind, size });
@@ -344,10 +350,10 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Cast { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1; three wide.
-        assert_eq!(copies, 4 * 10 + 4 + 1 + 3);
+        // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
+        assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        assert_eq!(all.len(), 1384);
+        assert_eq!(all.len(), 1385);
     }
 
     #[test]

@@ -107,6 +107,12 @@ pub const TILED_ASYNC_BUFFERS: u32 = 4;
 /// registers).
 pub const TILED_ASYNC_MIN_THREADS: u32 = 256;
 
+/// Fewest threads per block for which the launcher runs a vector copy of 2-byte elements with
+/// [`Kind::TiledA`]. Blocks of 2-byte elements hold half as many elements per thread in
+/// flight as those of 1-byte elements, so blocks of 256 threads still keep enough in flight
+/// in registers.
+pub const TILED_ASYNC_MIN_THREADS_B2: u32 = 288;
+
 /// Least compute capability (major) of [`Kind::TiledA`] (`cp.async`).
 pub const TILED_ASYNC_MIN_MAJOR: u32 = 8;
 
@@ -162,8 +168,8 @@ pub fn tiled_kind(args: &TiledArgs) -> Kind {
 /// The kind of tiled kernel that the launcher runs for `args`, from elements of `src_size`
 /// to `dst_size` bytes, in blocks of `threads` ([`tiled_threads`]) on a device of compute
 /// capability `major`: [`Kind::TiledA`] for vector copies of 1-byte elements in blocks of at
-/// least [`TILED_ASYNC_MIN_THREADS`] threads from [`TILED_ASYNC_MIN_MAJOR`] on, else
-/// [`tiled_kind`]. Both take the same arguments and blocks.
+/// least [`TILED_ASYNC_MIN_THREADS`] threads, and of 2-byte elements in blocks of at least
+/// [`TILED_ASYNC_MIN_THREADS_B2`], from [`TILED_ASYNC_MIN_MAJOR`] on, else [`tiled_kind`]. Both take the same arguments and blocks.
 pub fn tiled_launch_kind(
     args: &TiledArgs,
     src_size: usize,
@@ -172,12 +178,12 @@ pub fn tiled_launch_kind(
     major: u32,
 ) -> Kind {
     let kind = tiled_kind(args);
-    if kind == Kind::Tiled
-        && src_size == 1
-        && dst_size == 1
-        && threads >= TILED_ASYNC_MIN_THREADS
-        && major >= TILED_ASYNC_MIN_MAJOR
-    {
+    let least = match (src_size, dst_size) {
+        (1, 1) => TILED_ASYNC_MIN_THREADS,
+        (2, 2) => TILED_ASYNC_MIN_THREADS_B2,
+        _ => u32::MAX,
+    };
+    if kind == Kind::Tiled && threads >= least && major >= TILED_ASYNC_MIN_MAJOR {
         Kind::TiledA
     } else {
         kind
@@ -677,7 +683,12 @@ mod tests {
         assert_eq!(tiled_launch_kind(&vector, 1, 1, 256, 8), Kind::TiledA);
         assert_eq!(tiled_launch_kind(&vector, 1, 1, 224, 9), Kind::Tiled);
         assert_eq!(tiled_launch_kind(&vector, 1, 1, 512, 7), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 2, 2, 512, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 2, 2, 512, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, 2, 2, 288, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, 2, 2, 256, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 2, 2, 512, 7), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 4, 4, 512, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, 2, 1, 512, 9), Kind::Tiled);
         assert_eq!(tiled_launch_kind(&vector, 1, 4, 512, 9), Kind::Tiled);
         assert_eq!(tiled_launch_kind(&element, 1, 1, 512, 9), Kind::TiledE);
     }
