@@ -19,6 +19,7 @@ mod load_store;
 mod permute;
 mod rows;
 mod strided;
+mod stridedn;
 mod templates;
 #[cfg(test)]
 mod tests;
@@ -105,7 +106,7 @@ fn kernel(t: &mut Templates, k: Kernel) -> String {
                 Kind::Contig => fill_contig_kernel(t, &name, e),
                 Kind::Strided32 => strided_kernel(t, &name, Op::Fill(e), &STRIDED32),
                 Kind::Strided64 => strided_kernel(t, &name, Op::Fill(e), &STRIDED64),
-                Kind::StridedN => tiled::stridedn_kernel(t, &name, Op::Fill(e)),
+                Kind::StridedN => stridedn::stridedn_kernel(t, &name, Op::Fill(e)),
                 _ => panic!("no fill kernel {name}"),
             }
         }
@@ -143,7 +144,7 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::Tiled => tiled::tiled_kernel(t, name, s, d, true),
         Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false),
         Kind::TiledA => tiled::tiled_async_kernel(t, name, d),
-        Kind::StridedN => tiled::stridedn_kernel(t, name, Op::Cast(s, d)),
+        Kind::StridedN => stridedn::stridedn_kernel(t, name, Op::Cast(s, d)),
         Kind::PermuteW16 | Kind::PermuteW32 | Kind::PermuteW64 => {
             unreachable!("the wide kernels are copies of runs")
         }
