@@ -127,7 +127,10 @@ mod tests {
         let names: Vec<&str> = modules().iter().map(|(n, _)| *n).collect();
         // Fills, ten copy kinds per size, packed b1 and b2, packed128 b1, vec b1, tiled_a b1
         // and b2, three wide copies, casts.
-        assert_eq!(names.len(), 4 * 4 + 4 * 10 + 2 + 1 + 1 + 2 + 3 + 12 * 11 * 10);
+        assert_eq!(
+            names.len(),
+            4 * 4 + 4 * 10 + 2 + 1 + 1 + 2 + 3 + 12 * 11 * 10
+        );
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {
             // The cp.async kernels (`*_tiled_a_*`) target sm_80, every other sm_52.
