@@ -108,9 +108,8 @@ pub const TILED_ASYNC_BUFFERS: u32 = 4;
 pub const TILED_ASYNC_MIN_THREADS: u32 = 256;
 
 /// Fewest threads per block for which the launcher runs a vector copy of 2-byte elements with
-/// [`Kind::TiledA`]. Blocks of 2-byte elements hold half as many elements per thread in
-/// flight as those of 1-byte elements, so blocks of 256 threads still keep enough in flight
-/// in registers.
+/// [`Kind::TiledA`]: smaller blocks of [`Kind::Tiled`] are as fast with fewer registers and
+/// no tile buffers, so that more of them stay resident.
 pub const TILED_ASYNC_MIN_THREADS_B2: u32 = 288;
 
 /// Least compute capability (major) of [`Kind::TiledA`] (`cp.async`).
@@ -169,7 +168,8 @@ pub fn tiled_kind(args: &TiledArgs) -> Kind {
 /// to `dst_size` bytes, in blocks of `threads` ([`tiled_threads`]) on a device of compute
 /// capability `major`: [`Kind::TiledA`] for vector copies of 1-byte elements in blocks of at
 /// least [`TILED_ASYNC_MIN_THREADS`] threads, and of 2-byte elements in blocks of at least
-/// [`TILED_ASYNC_MIN_THREADS_B2`], from [`TILED_ASYNC_MIN_MAJOR`] on, else [`tiled_kind`]. Both take the same arguments and blocks.
+/// [`TILED_ASYNC_MIN_THREADS_B2`], from [`TILED_ASYNC_MIN_MAJOR`] on, else [`tiled_kind`].
+/// Both take the same arguments and blocks.
 pub fn tiled_launch_kind(
     args: &TiledArgs,
     src_size: usize,
@@ -671,7 +671,8 @@ mod tests {
     use core::mem::size_of;
 
     /// The launcher takes the cp.async kernel for vector copies of 1-byte elements in blocks of
-    /// 256 threads or more on sm_80 and later, and the register-pipelined kernels otherwise.
+    /// 256 threads or more and of 2-byte elements in blocks of 288 or more, on sm_80 and later,
+    /// and the register-pipelined kernels otherwise.
     #[test]
     fn launch_kind() {
         let vector = TiledArgs {
