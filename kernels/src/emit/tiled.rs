@@ -114,10 +114,11 @@ const fn batch_field(f: usize) -> usize {
     offset_of!(TiledArgs, batch) + f
 }
 
-/// The split of `%x` (a tile index, clobbered) over the batch axes into `%od` / `%os`.
-fn origin(label: &str) -> Code {
+/// The split of tile index `tile` (a register; copied to `%x`, which is clobbered) over the
+/// batch axes into `%od` / `%os`.
+fn origin(label: &str, tile: &str) -> Code {
     let mut c = Code::default();
-    c.line("mov.u32 %x, %tile;");
+    c.line(format!("mov.u32 %x, {tile};"));
     c.line("mov.b64 %od, 0;");
     c.line("mov.b64 %os, 0;");
     let mut body = Code::default();
@@ -298,14 +299,11 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     // --- Per tile: gathers from shared memory and stores to `%dcur`.
     let gather = gather_stores(&mut g, d, &wdoff, &gpacked, vd, "%tb");
 
-    let mut first = origin("BAX0");
+    let mut first = origin("BAX0", "%tile");
     first.line(format!("mad.lo.s64 %sb, %os, {}, %src;", s.size));
     first.line(format!("mad.lo.s64 %db, %od, {}, %dst;", d.size));
-    let mut next = origin("BAX1");
     // The next tile's index, not the current one's.
-    next.0 = next
-        .0
-        .replacen("mov.u32 %x, %tile;", "mov.u32 %x, %next;", 1);
+    let next = origin("BAX1", "%next");
 
     t.render(
         "tiled.ptx",
@@ -390,11 +388,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
 
     // The destination origins of the tiles from i to i + ahead.
     let od: Vec<String> = (0..nbuf).map(|_| g.reg(Class::B64)).collect();
-    let origin_of = |label: &str| {
-        let mut c = origin(label);
-        c.0 = c.0.replacen("mov.u32 %x, %tile;", "mov.u32 %x, %ta;", 1);
-        c.text()
-    };
+    let origin_of = |label: &str| origin(label, "%ta").text();
     // Prologue: warp 0 leaves the origins of the block's first `nbuf` tiles in slots 0 to
     // nbuf - 1; every thread then starts the copies of the first `ahead` tiles.
     let mut pro = Code::default();
