@@ -29,6 +29,8 @@ pub(crate) struct Cache {
     functions: HashMap<Kernel, CudaFunction>,
     /// Resident blocks per multiprocessor of a kernel at a block size.
     occupancy: HashMap<(Kernel, u32), u32>,
+    /// The device's multiprocessor count and compute capability (major), once asked.
+    device: Option<(u32, u32)>,
 }
 
 impl Cache {
@@ -63,6 +65,20 @@ impl Cache {
         self.occupancy.insert(key, n);
         Ok(n)
     }
+
+    /// The multiprocessor count and compute capability (major) of the device of `ctx` (whose
+    /// cache this is), asked of the driver once.
+    fn device(&mut self, ctx: &CudaContext) -> Result<(u32, u32)> {
+        if let Some(d) = self.device {
+            return Ok(d);
+        }
+        let attr = |a| ctx.attribute(a);
+        let sms = attr(driver::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let major = attr(driver::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let d = (sms.max(1) as u32, major.max(0) as u32);
+        self.device = Some(d);
+        Ok(d)
+    }
 }
 
 /// Module `name` in `ctx`: its machine code for the device when that was compiled at build
@@ -95,18 +111,21 @@ pub(crate) fn kernel(ctx: &Arc<CudaContext>, k: Kernel) -> Result<CudaFunction> 
     c.function(ctx, k)
 }
 
-/// [`kernel`], with how many of its blocks of `threads` threads a multiprocessor keeps
-/// resident ([`Cache::blocks_per_sm`]), from one look at the context's runtime.
-fn kernel_and_blocks_per_sm(
+/// The function of the kernel that `pick` names for the compute capability (major) of the
+/// device of `ctx`, and how many of its blocks of `threads` threads the device keeps resident
+/// (multiprocessors x [`Cache::blocks_per_sm`]), from one look at the context's runtime.
+fn kernel_and_resident(
     ctx: &Arc<CudaContext>,
-    k: Kernel,
     threads: u32,
-) -> Result<(CudaFunction, u32)> {
+    pick: impl FnOnce(u32) -> Kernel,
+) -> Result<(CudaFunction, u64)> {
     let rt = crate::driver::runtime::of(ctx);
     let mut c = crate::driver::runtime::lock(&rt.kernels);
+    let (sms, major) = c.device(ctx)?;
+    let k = pick(major);
     let f = c.function(ctx, k)?;
     let per_sm = c.blocks_per_sm(k, &f, threads)?;
-    Ok((f, per_sm))
+    Ok((f, u64::from(sms) * u64::from(per_sm)))
 }
 
 /// The launch configuration of kernel `k` with grid `grid` (at least one block on each
@@ -117,22 +136,6 @@ fn config(k: Kernel, (gx, gy, gz): (u32, u32, u32)) -> LaunchConfig {
         block_dim: k.block(),
         shared_mem_bytes: 0,
     }
-}
-
-/// The compute capability (major) of the stream's device.
-fn compute_major(stream: &CudaStream) -> Result<u32> {
-    let n = stream
-        .context()
-        .attribute(driver::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-    Ok(n.max(0) as u32)
-}
-
-/// The number of multiprocessors of the stream's device.
-pub(crate) fn sm_count(stream: &CudaStream) -> Result<u32> {
-    let n = stream
-        .context()
-        .attribute(driver::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    Ok(n.max(1) as u32)
 }
 
 /// Enqueues `plan` on `stream`, sizing permute kernels' grids by [`permute_grid`] with the
@@ -246,8 +249,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
         Plan::Permute { args, from, to } => {
             let k = Kernel::copy(permute_kind(args), *from, *to);
             let (bx, by, bz) = k.block();
-            let (f, per_sm) = kernel_and_blocks_per_sm(stream.context(), k, bx * by * bz)?;
-            let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
+            let (f, resident) = kernel_and_resident(stream.context(), bx * by * bz, |_| k)?;
             let blocks = permute_grid(args.tiles, resident, args.tiles_per_block(), grid);
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
@@ -265,11 +267,10 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
         } => {
             let vector = args.vector != 0;
             let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
-            let major = compute_major(stream)?;
-            let kind = tiled_launch_kind(args, from.size(), to.size(), threads, major);
-            let k = Kernel::copy(kind, *from, *to);
-            let (f, per_sm) = kernel_and_blocks_per_sm(stream.context(), k, threads)?;
-            let resident = u64::from(sm_count(stream)?) * u64::from(per_sm);
+            let (f, resident) = kernel_and_resident(stream.context(), threads, |major| {
+                let kind = tiled_launch_kind(args, from.size(), to.size(), threads, major);
+                Kernel::copy(kind, *from, *to)
+            })?;
             let blocks = tiled_grid(u64::from(args.tiles), resident);
             let cfg = LaunchConfig {
                 grid_dim: (blocks.max(1), 1, 1),
