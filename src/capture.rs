@@ -153,13 +153,6 @@ impl Drop for RelaxedMode {
     }
 }
 
-/// `Ok(true)` when every access recorded in `event` has completed, `Ok(false)` when some has
-/// not. The event must have been recorded outside any capture, and the calling thread must be
-/// in the relaxed capture mode ([`RelaxedMode`]).
-pub(crate) fn completed(event: &CudaEvent) -> Result<bool> {
-    Ok(event.try_is_complete()?)
-}
-
 /// The error of an operation refused because an earlier access of its memory is still running.
 pub(crate) fn pending(write: bool) -> Error {
     Error::capture(format!(

@@ -280,9 +280,9 @@ impl Releases {
     }
 
     /// Releases `cell` (a tensor's owner) once the work in its log has completed (now, if it
-    /// has).
+    /// is known to have: the driver is not asked, as the call's own work was just queued).
     pub(crate) fn defer(&'static self, cell: Arc<SharedOwner>) {
-        if cell.is_settled() {
+        if cell.is_known_settled() {
             let _current = ContextGuard::save();
             drop(cell);
             return;

@@ -109,7 +109,8 @@ impl PyElementwiseKernel {
         let stream = call_stream(&refs, stream)?;
         let mut imported: Vec<(usize, Arg<'_>)> = Vec::with_capacity(sources.len());
         for (k, source) in sources {
-            imported.push((k, source.import(stream)?));
+            // Every operand is used on `stream` alone.
+            imported.push((k, source.import(stream, false)?));
         }
         let tensor = |k: usize| imported.iter().find(|(i, _)| *i == k).map(|(_, a)| a.get());
         let first = imported[0].1.get();

@@ -303,7 +303,7 @@ fn from_cuda_array_interface(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyR
 /// The tensor `source` is, or imports, as a new Python object.
 fn imported(py: Python<'_>, source: Source<'_>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
     let s = call_stream(&[&source], stream)?;
-    match source.import(s)? {
+    match source.import(s, true)? {
         Arg::Shared(t) => Ok(t.unbind()),
         Arg::Temporary(t) => Py::new(py, t.for_call(false)),
     }
@@ -366,7 +366,7 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
     check_stream(stream)?;
     let source = Source::of(dst)?;
     let stream = call_stream(&[&source], stream)?;
-    let arg = source.import(stream)?;
+    let arg = source.import(stream, false)?;
     let t = arg.get();
     let s = cuda::stream(t.ctx(), stream)?;
     with_dtype!(t.dtype(), T => {
@@ -414,8 +414,9 @@ fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> 
         (s, s)
     };
     // `dst` first: when it cannot be imported, `src` is never taken.
-    let d = dsource.import(stream)?;
-    let sarg = ssource.import(sstream)?;
+    let d = dsource.import(stream, false)?;
+    // A source on another device is read on its own device's stream too.
+    let sarg = ssource.import(sstream, across)?;
     let (dt, st) = (d.get(), sarg.get());
     let s = cuda::stream(dt.ctx(), stream)?;
     with_dtype!(dt.dtype(), T => {
@@ -498,7 +499,7 @@ fn new_tensor(
             (s, s)
         }
     };
-    let a = source.import(taken)?;
+    let a = source.import(taken, across)?;
     let st = a.get();
     converted(st, to.unwrap_or_else(|| st.dtype()), call, taken, device)
 }

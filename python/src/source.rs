@@ -144,25 +144,31 @@ impl<'py> Source<'py> {
     /// The argument as a devspan tensor: itself, or imported for the call only (see
     /// [`cuda::Releases`]; [`imported`] keeps it instead) to be used on `stream`, a resolved
     /// stream value.
-    pub(crate) fn import(self, stream: i64) -> PyResult<Arg<'py>> {
+    ///
+    /// `record_ready`: an imported tensor's log records that its data is ready on `stream`, so
+    /// that work on other streams waits for that. A tensor that only the call's own work on
+    /// `stream` uses needs no such record: that work follows on `stream`, and records itself.
+    pub(crate) fn import(self, stream: i64, record_ready: bool) -> PyResult<Arg<'py>> {
         let t = match self {
             Source::Tensor(t) => return Ok(Arg::Shared(t)),
             Source::Dlpack {
                 obj, device_type, ..
             } => {
                 let framework = Framework::of(&obj);
-                import_dlpack(&obj, device_type, stream)?.following(framework)
+                import_dlpack(&obj, device_type, stream, record_ready)?.following(framework)
             }
             Source::Cai { obj, interface } => {
                 let framework = Framework::of(&obj);
-                import_cai(&obj, interface, stream)?.following(framework)
+                import_cai(&obj, interface, stream, record_ready)?.following(framework)
             }
             Source::Torch {
                 obj,
                 layout,
                 current,
-            } => Tensor::import_torch(&obj, layout, stream, current)?,
-            Source::Capsule(obj) => Tensor::import(capsule::take(&obj)?, stream, None)?,
+            } => Tensor::import_torch(&obj, layout, stream, current, record_ready)?,
+            Source::Capsule(obj) => {
+                Tensor::import(capsule::take(&obj)?, stream, None, record_ready)?
+            }
         };
         Ok(Arg::Temporary(t.for_call(true)))
     }
@@ -239,8 +245,13 @@ fn dlpack_device(obj: &Bound<'_, PyAny>) -> PyResult<(i32, Option<usize>)> {
 }
 
 /// Takes `obj.__dlpack__(stream=...)`'s capsule, asking the producer to order its pending work
-/// before `stream`, and views it.
-fn import_dlpack(obj: &Bound<'_, PyAny>, device_type: i32, stream: i64) -> PyResult<Tensor> {
+/// before `stream`, and views it (`record_ready` as in [`Source::import`]).
+fn import_dlpack(
+    obj: &Bound<'_, PyAny>,
+    device_type: i32,
+    stream: i64,
+    record_ready: bool,
+) -> PyResult<Tensor> {
     let py = obj.py();
     let kwargs = PyDict::new(py);
     if device_type == DLDeviceType::CUDA.0 {
@@ -257,13 +268,19 @@ fn import_dlpack(obj: &Bound<'_, PyAny>, device_type: i32, stream: i64) -> PyRes
         Err(e) => return Err(e),
     };
     let t = capsule::take(&cap)?;
-    Tensor::import(t, stream, None)
+    Tensor::import(t, stream, None, record_ready)
 }
 
 /// Views the memory that `interface` (read from `obj`) describes, keeping `obj` alive; the
 /// interface's stream, if any, is linked to the tensor: `stream` waits for it now, and it is
-/// kept in step with devspan's later work on the tensor.
-fn import_cai(obj: &Bound<'_, PyAny>, interface: cai::Interface, stream: i64) -> PyResult<Tensor> {
+/// kept in step with devspan's later work on the tensor (`record_ready` as in
+/// [`Source::import`]).
+fn import_cai(
+    obj: &Bound<'_, PyAny>,
+    interface: cai::Interface,
+    stream: i64,
+    record_ready: bool,
+) -> PyResult<Tensor> {
     let device = cuda::pointer_device(interface.data)?;
     let link = interface.stream;
     let managed = interface
@@ -276,5 +293,5 @@ fn import_cai(obj: &Bound<'_, PyAny>, interface: cai::Interface, stream: i64) ->
     // interface's stream below); writes follow the producer's read-only flag (contract 3); the
     // deleter frees a box and releases a Python reference, from any thread (contract 4).
     let t = unsafe { devspan::dlpack::DlpackTensor::from_versioned(managed) }.map_err(to_py)?;
-    Tensor::import(t, stream, link)
+    Tensor::import(t, stream, link, record_ready)
 }

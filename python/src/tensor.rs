@@ -27,12 +27,24 @@ impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
     }
 }
 
-/// Keeps a PyTorch tensor's memory alive behind a devspan owner handle: `detach()` of the tensor
-/// whose layout devspan read, a second tensor over the same storage, so that pointing the
-/// user's tensor at other memory (`set_`, `.data = ...`) does not free this memory. The
-/// reference is released attached to Python where the interpreter can be attached to;
-/// otherwise PyO3 releases it at the next attach.
+/// Keeps a PyTorch tensor's memory alive behind a devspan owner handle: the storage of the
+/// tensor whose layout devspan read (`untyped_storage()`; `detach()`, a second tensor over the
+/// same storage, where PyTorch has no such method), so that pointing the user's tensor at other
+/// memory (`set_`, `.data = ...`) does not free this memory. The reference is released attached
+/// to Python where the interpreter can be attached to; otherwise PyO3 releases it at the next
+/// attach.
 struct HeldObject(Option<Py<PyAny>>);
+
+impl HeldObject {
+    fn storage_of(obj: &Bound<'_, PyAny>) -> PyResult<HeldObject> {
+        let py = obj.py();
+        let held = match obj.call_method0(pyo3::intern!(py, "untyped_storage")) {
+            Ok(s) => s,
+            Err(_) => obj.call_method0(pyo3::intern!(py, "detach"))?,
+        };
+        Ok(HeldObject(Some(held.unbind())))
+    }
+}
 
 impl DeviceOwner for HeldObject {
     fn describe(&self) -> String {
@@ -405,10 +417,16 @@ impl Tensor {
     }
 
     /// A tensor over a producer's managed tensor; `stream` (a stream value) is where the
-    /// producer's data is ready. `link`, a CUDA Array Interface's `stream`, is a stream on which
-    /// the producer may still have work queued on the data: `stream` waits for it, and it is
-    /// linked to the tensor ([`cuda::Link`]).
-    pub(crate) fn import(t: DlpackTensor, stream: i64, link: Option<i64>) -> PyResult<Tensor> {
+    /// producer's data is ready, recorded in the tensor's log with `record_ready` (see
+    /// [`Source::import`](crate::source::Source::import)). `link`, a CUDA Array Interface's
+    /// `stream`, is a stream on which the producer may still have work queued on the data:
+    /// `stream` waits for it, and it is linked to the tensor ([`cuda::Link`]).
+    pub(crate) fn import(
+        t: DlpackTensor,
+        stream: i64,
+        link: Option<i64>,
+        record_ready: bool,
+    ) -> PyResult<Tensor> {
         let _current = ContextGuard::save();
         let read_only = t.is_read_only();
         let dtype = t.dtype().map_err(to_py)?;
@@ -441,20 +459,24 @@ impl Tensor {
             }
             cuda::LINKED.register(tensor.place.region(), &tensor.links);
         }
-        tensor.record_write(&s)?;
+        if record_ready {
+            tensor.record_write(&s)?;
+        }
         Ok(tensor)
     }
 
     /// A tensor over a plain PyTorch tensor's memory, `obj`, whose layout `l` was read from it
-    /// ([`TorchLayout`]), to be used on `stream` (a stream value). It keeps `obj.detach()`
-    /// alive (the same storage). As PyTorch's `__dlpack__(stream=...)` does, `stream` first
-    /// waits for PyTorch's current stream on the tensor's device (`current`, asked by the
-    /// caller), unless it is that stream.
+    /// ([`TorchLayout`]), to be used on `stream` (a stream value). It keeps the tensor's
+    /// storage alive ([`HeldObject`]). As PyTorch's `__dlpack__(stream=...)` does, `stream`
+    /// first waits for PyTorch's current stream on the tensor's device (`current`, asked by the
+    /// caller), unless it is that stream; `record_ready` as in
+    /// [`Source::import`](crate::source::Source::import).
     pub(crate) fn import_torch(
         obj: &Bound<'_, PyAny>,
         l: TorchLayout,
         stream: i64,
         current: i64,
+        record_ready: bool,
     ) -> PyResult<Tensor> {
         let _current = ContextGuard::save();
         // The span from the element at index zero to the farthest one: PyTorch strides are never
@@ -468,36 +490,40 @@ impl Tensor {
                 ))));
             }
         };
-        let held = obj.call_method0(pyo3::intern!(obj.py(), "detach"))?;
-        let owner: Arc<dyn DeviceOwner> = Arc::new(HeldObject(Some(held.unbind())));
-        let place = with_dtype!(l.dtype, T => {
-            // SAFETY: `data_ptr()`, `shape` and `stride()` of a live CUDA tensor describe
-            // memory of device `device` that the tensor owns, which `owner` keeps alive by
-            // holding the tensor; the constructor checks the layout against the span.
-            let v = unsafe {
-                DeviceView::<T, IxDyn>::from_raw_parts(
-                    l.data,
-                    span_len,
-                    IxDyn(&l.shape),
-                    &l.strides,
-                    0,
-                    l.device,
-                    owner.clone(),
-                )
-            }
-            .map_err(to_py)?;
-            Placement::of(&v).map_err(to_py)?
-        });
+        let held = HeldObject::storage_of(obj)?;
+        let owner: Arc<dyn DeviceOwner> = Arc::new(held);
+        // The span from `data_ptr()`, checked against the layout by the first view below.
+        let place = Placement {
+            dtype: l.dtype,
+            base: l.data,
+            span_len,
+            offset: 0,
+            shape: l.shape,
+            strides: l.strides,
+            device: l.device,
+        };
         let ctx = cuda::context(place.device)?;
         let mut tensor = Tensor::new(place, owner, ctx, false);
+        // Writable unless the layout reaches an element twice; a layout that does not fit the
+        // span at all is refused. (`data_ptr()`, `shape` and `stride()` of a live CUDA tensor
+        // describe memory of its device that the tensor's storage owns, which the owner keeps
+        // alive.)
         tensor.writable = true;
-        tensor.writable = with_dtype!(l.dtype, T => tensor.view_mut::<T>().is_ok());
+        tensor.writable = with_dtype!(l.dtype, T => match tensor.view_mut::<T>() {
+            Ok(_) => true,
+            Err(_) => {
+                tensor.view::<T>().map_err(to_py)?;
+                false
+            }
+        });
         let s = cuda::stream(&tensor.ctx, stream)?;
         if !(matches!((stream, current), (0 | 1, 0 | 1)) || stream == current) {
             let c = cuda::stream(&tensor.ctx, current)?;
             s.join(&c).map_err(|e| to_py(e.into()))?;
         }
-        tensor.record_write(&s)?;
+        if record_ready {
+            tensor.record_write(&s)?;
+        }
         Ok(tensor.following(Some(Framework::Torch)))
     }
 

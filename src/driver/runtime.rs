@@ -5,7 +5,9 @@
 //!   ([`capture`](crate::capture));
 //! - the devices whose memory this context reads through peer access devspan enabled
 //!   ([`peer`](crate::peer));
-//! - the allocations whose free waits for a capture to end (`capture::drop_slice`).
+//! - the allocations whose free waits for a capture to end (`capture::drop_slice`);
+//! - idle events, which the owner logs' fences take and give back
+//!   ([`Fence`](crate::owner::fence::Fence)).
 //!
 //! A context's runtime is made at its first use and kept for the life of the process, keyed by
 //! the context's handle. Everything it holds apart from the peer list keeps the context alive
@@ -40,6 +42,8 @@ pub(crate) struct Runtime {
     pub(crate) peers: Mutex<Vec<usize>>,
     /// Allocations of this context whose free waits for their stream's capture to end.
     pub(crate) deferred: Mutex<Vec<crate::capture::Deferred>>,
+    /// Events of this context no fence holds.
+    pub(crate) events: Mutex<Vec<cudarc::driver::CudaEvent>>,
 }
 
 /// Locks `m`, recovering from poisoning (every structure here stays consistent across a
@@ -77,6 +81,7 @@ pub(crate) fn of(ctx: &CudaContext) -> Arc<Runtime> {
                     probes: Mutex::new(Vec::new()),
                     peers: Mutex::new(Vec::new()),
                     deferred: Mutex::new(Vec::new()),
+                    events: Mutex::new(Vec::new()),
                 });
                 all.push(rt.clone());
                 rt

@@ -35,8 +35,11 @@ use cudarc::driver::{
 use crate::capture::CaptureCheck;
 use crate::error::{Error, Result};
 
+pub(crate) mod fence;
 mod shared;
 pub use shared::SharedOwner;
+
+use fence::Fence;
 
 /// Something that owns device memory and releases it when dropped.
 ///
@@ -427,11 +430,20 @@ enum Ticket<'k> {
 }
 
 impl Ticket<'_> {
-    fn finish(self, stream: &Arc<CudaStream>) -> Result<()> {
+    /// Records the access, enqueued on `stream`. Owners note the operation's one fence on
+    /// `stream`, `fence`, recorded by the first of them that needs it.
+    fn finish(self, stream: &Arc<CudaStream>, fence: &mut Option<Arc<Fence>>) -> Result<()> {
         match self {
             Ticket::None => Ok(()),
             Ticket::Cuda(t, e) => t.finish(stream, e),
-            Ticket::Owner(o, write) => o.record(stream, write),
+            Ticket::Owner(o, write) => {
+                let f = match fence {
+                    Some(f) => f.clone(),
+                    None => fence.insert(Fence::record(stream)?).clone(),
+                };
+                o.note(stream, write, f);
+                Ok(())
+            }
         }
     }
 }
@@ -556,7 +568,7 @@ impl<'a> KeepAlive<'a> {
     ) -> Result<R> {
         let t = self.prepare(stream, write, &mut CaptureCheck::new(stream))?;
         let r = f();
-        let recorded = t.finish(stream);
+        let recorded = t.finish(stream, &mut None);
         let r = r?;
         recorded?;
         Ok(r)
@@ -595,8 +607,9 @@ impl<'a> KeepAlive<'a> {
         let tw = self.prepare(stream, true, &mut cap)?;
         let tr = src.prepare(stream, false, &mut cap)?;
         let r = f();
-        let recorded_w = tw.finish(stream);
-        let recorded_r = tr.finish(stream);
+        let mut fence = None;
+        let recorded_w = tw.finish(stream, &mut fence);
+        let recorded_r = tr.finish(stream, &mut fence);
         let r = r?;
         recorded_w?;
         recorded_r?;
@@ -626,8 +639,9 @@ impl<'a> KeepAlive<'a> {
         }
         let r = f();
         let mut recorded = Ok(());
+        let mut fence = None;
         for t in tickets {
-            let done = t.finish(stream);
+            let done = t.finish(stream, &mut fence);
             if recorded.is_ok() {
                 recorded = done;
             }
@@ -655,9 +669,9 @@ impl<'a> KeepAlive<'a> {
         let tw = self.prepare(stream, true, &mut CaptureCheck::new(stream))?;
         stream.join(other)?;
         let r = f();
-        let recorded_w = tw.finish(stream);
+        let recorded_w = tw.finish(stream, &mut None);
         let recorded_r = match other.join(stream) {
-            Ok(()) => tr.finish(other),
+            Ok(()) => tr.finish(other, &mut None),
             Err(e) => {
                 // `other` cannot follow the work: the host waits for it instead, so that the
                 // read has completed before later work on `src` or its release.

@@ -4,8 +4,9 @@
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::CudaStream;
 
+use super::fence::Fence;
 use super::{DeviceOwner, lock};
 use crate::capture::{CaptureCheck, RelaxedMode};
 use crate::error::Result;
@@ -13,10 +14,20 @@ use crate::error::Result;
 /// One stream's part in an [`SharedOwner`]'s log.
 struct StreamUse {
     stream: Arc<CudaStream>,
-    /// Recorded after the latest devspan operation on the memory on `stream`.
-    event: CudaEvent,
+    /// After the latest devspan operation on the memory on `stream`.
+    fence: Arc<Fence>,
     /// Whether any of those operations wrote the memory.
     wrote: bool,
+}
+
+/// Whether `a` and `b` are surely one stream: both the legacy default stream of one context.
+/// (Any other handle may name different streams at different times: the per-thread default
+/// stream names one stream per thread, and a destroyed stream's handle may be given to a new
+/// one.)
+fn same_legacy_stream(a: &CudaStream, b: &CudaStream) -> bool {
+    a.cu_stream().is_null()
+        && b.cu_stream().is_null()
+        && a.context().cu_ctx() == b.context().cu_ctx()
 }
 
 /// A [`DeviceOwner`] with the log of the streams devspan used its memory on: the keep-alive
@@ -96,7 +107,7 @@ impl SharedOwner {
             .iter()
             .filter(|u| *u.stream != *stream && (write || u.wrote))
         {
-            if !crate::capture::completed(&u.event)? {
+            if !u.fence.query()? {
                 return Err(crate::capture::pending(write));
             }
         }
@@ -109,46 +120,45 @@ impl SharedOwner {
     /// The entry of a stream with `stream`'s handle is waited for too: a handle may name
     /// another stream than the one logged (the per-thread default stream of another thread, or
     /// a destroyed stream's handle given to a new one), and on the same stream the wait orders
-    /// nothing new. [`record`](Self::record) then records that entry's event again, and the
-    /// new record covers the old one's work either way.
+    /// nothing new. [`record`](Self::record) then replaces that entry's fence, and the new one
+    /// covers the old one's work either way. Only the legacy default stream of the logged
+    /// stream's own context is surely the same stream, and is not made to wait for itself.
+    /// Work already seen complete is not waited for.
     pub fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
         let log = lock(&self.log);
-        for u in log
-            .iter()
-            .filter(|u| write || u.wrote || *u.stream == *stream)
-        {
-            stream.wait(&u.event)?;
+        for u in log.iter().filter(|u| {
+            (write || u.wrote || *u.stream == *stream)
+                && !u.fence.known_complete()
+                && !same_legacy_stream(&u.stream, stream)
+        }) {
+            stream.wait(u.fence.event())?;
         }
         Ok(())
     }
 
-    /// Whether every recorded access has completed. An event whose query fails counts as
-    /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too.
+    /// Whether every recorded access has completed. A fence whose query fails counts as
+    /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too. Work once
+    /// seen complete is not asked about again.
     pub fn is_settled(&self) -> bool {
         lock(&self.log)
             .iter()
-            .all(|u| !matches!(u.event.try_is_complete(), Ok(false)))
+            .all(|u| !matches!(u.fence.query(), Ok(false)))
+    }
+
+    /// Whether every recorded access is already known to have completed (or none was
+    /// recorded), without asking the driver: a cheaper, more conservative
+    /// [`is_settled`](Self::is_settled).
+    pub fn is_known_settled(&self) -> bool {
+        lock(&self.log).iter().all(|u| u.fence.known_complete())
     }
 
     /// Blocks the calling thread until every recorded access has completed; a failed wait is
     /// tried once more (cudarc first reports, and clears, an error stored in the context). The
     /// log is not locked while the thread waits, so other threads may order work after it.
     pub fn wait_host(&self) {
-        let events: Vec<_> = lock(&self.log)
-            .iter()
-            .map(|u| (u.event.context().clone(), u.event.cu_event()))
-            .collect();
-        for (ctx, event) in events {
-            let wait = || {
-                ctx.bind_to_thread()?;
-                // SAFETY: the event belongs to an entry of this log; entries are dropped only
-                // with the cell, which `self` keeps alive. Recording it again meanwhile only
-                // makes the wait cover later work too.
-                unsafe { crate::driver::synchronize_event(event) }
-            };
-            if wait().is_err() {
-                let _ = wait();
-            }
+        let fences: Vec<Arc<Fence>> = lock(&self.log).iter().map(|u| u.fence.clone()).collect();
+        for fence in fences {
+            let _ = fence.synchronize();
         }
     }
 
@@ -157,20 +167,26 @@ impl SharedOwner {
     /// stream). Later accesses on other streams that conflict with it wait for it, and the
     /// owner's release follows it.
     pub fn record(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
+        self.note(stream, write, Fence::record(stream)?);
+        Ok(())
+    }
+
+    /// Notes an access enqueued on `stream` before `fence` (recorded on `stream` after it).
+    pub(super) fn note(&self, stream: &Arc<CudaStream>, write: bool, fence: Arc<Fence>) {
         let mut log = lock(&self.log);
         if let Some(u) = log.iter_mut().find(|u| *u.stream == **stream) {
-            u.event.record(stream)?;
+            let old = std::mem::replace(&mut u.fence, fence);
             u.wrote |= write;
-            return Ok(());
+            drop(log);
+            // Its event goes back to the pool outside the log's lock.
+            drop(old);
+            return;
         }
-        let event = stream.context().new_event(None)?;
-        event.record(stream)?;
         log.push(StreamUse {
             stream: stream.clone(),
-            event,
+            fence,
             wrote: write,
         });
-        Ok(())
     }
 }
 
@@ -191,6 +207,15 @@ impl Drop for SharedOwner {
         // the thread's own is restored afterwards.
         let _current = crate::device::ContextGuard::save();
         let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if log.iter().all(|u| u.fence.known_complete()) {
+            // Nothing to order or wait for. (Dropping the fences gives their events back.)
+            drop(log);
+            if let Some(rs) = owner.release_stream() {
+                let _ = crate::device::bind_context(rs.context());
+            }
+            drop(owner);
+            return;
+        }
         // The host waits below are allowed while a stream captures a graph in the relaxed
         // capture mode only. (A log with entries means the driver is loaded.)
         let _relaxed = if log.is_empty() {
@@ -206,11 +231,11 @@ impl Drop for SharedOwner {
         let ordered = release.as_ref().is_some_and(|rs| {
             log.is_empty()
                 || match crate::capture::is_capturing(rs) {
-                    Ok(false) => log.iter().all(|u| rs.wait(&u.event).is_ok()),
+                    Ok(false) => log.iter().all(|u| rs.wait(u.fence.event()).is_ok()),
                     _ => log.iter().all(|u| *u.stream == **rs),
                 }
         });
-        if !ordered && !log.iter().all(|u| u.event.synchronize().is_ok()) {
+        if !ordered && !log.iter().all(|u| u.fence.synchronize().is_ok()) {
             // The driver could neither order nor wait for the work, which may still use the
             // memory: never release it.
             std::mem::forget(owner);
