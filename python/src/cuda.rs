@@ -246,9 +246,11 @@ pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
 /// The tensors imported for one call, released without making the call wait for its work: the
 /// keep-alive of each, whose owner's log records devspan's work on it.
 ///
-/// The call leaves its tensors here. Each devspan call first releases those whose work has
-/// completed, and so does a thread of devspan's every 10 ms while some are left, so that the
-/// memory goes back within about that time also when no further call comes. Until then a
+/// The call leaves its tensors here. Each devspan call first releases those whose work is
+/// known to have completed, asking the driver about the oldest work not yet known so (one
+/// event: a call's tensors share theirs), and a thread of devspan's releases all whose work has
+/// completed every 10 ms while some are left, so that the memory goes back within about that
+/// time also when no further call comes. Until then a
 /// tensor's owner stays listed in [`TENSORS`], so later work on overlapping memory is still
 /// ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is waited for on
 /// the host (without the GIL), which bounds the memory held back.
@@ -316,8 +318,16 @@ impl Releases {
         }
     }
 
-    /// Releases the tensors whose work has completed. The caller is attached to Python.
+    /// Releases the tensors whose work has completed, asking the driver about at most one
+    /// event (the rest is left to later calls and to the release thread). The caller is
+    /// attached to Python.
     pub(crate) fn reap(&self) {
+        self.reap_asking(1);
+    }
+
+    /// [`reap`](Self::reap), asking the driver about at most `queries` events (the tensors of
+    /// one call share their events, and the oldest work is asked about first).
+    fn reap_asking(&self, mut queries: usize) {
         let done: Vec<Arc<SharedOwner>> = {
             let mut list = self.list();
             if list.is_empty() {
@@ -325,7 +335,7 @@ impl Releases {
             }
             let (done, left) = std::mem::take(&mut *list)
                 .into_iter()
-                .partition(|c| c.is_settled());
+                .partition(|c| c.is_settled_asking(&mut queries));
             *list = left;
             done
         };
@@ -354,7 +364,7 @@ impl Releases {
             // reads `attaching`: the thread never attaches after `shut_down` has returned.
             self.attaching.store(true, Ordering::SeqCst);
             let attached = !self.stop.load(Ordering::SeqCst)
-                && pyo3::Python::try_attach(|_| self.reap()).is_some();
+                && pyo3::Python::try_attach(|_| self.reap_asking(usize::MAX)).is_some();
             self.attaching.store(false, Ordering::SeqCst);
             if !attached {
                 return;

@@ -100,7 +100,10 @@ impl Framework {
 }
 
 /// The module `name` if it is loaded (`sys.modules[name]`), without importing anything.
-fn loaded<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyAny>> {
+fn loaded<'py>(
+    py: Python<'py>,
+    name: &Bound<'py, pyo3::types::PyString>,
+) -> Option<Bound<'py, PyAny>> {
     static MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
     let modules = MODULES
         .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
@@ -183,7 +186,7 @@ impl TorchTypes {
 /// No lock is held while `f` runs (it may run Python code).
 fn with_torch<R>(py: Python<'_>, f: impl FnOnce(Option<&TorchModule>) -> R) -> R {
     static TORCH: Mutex<Option<Arc<TorchModule>>> = Mutex::new(None);
-    let Some(torch) = loaded(py, "torch") else {
+    let Some(torch) = loaded(py, intern!(py, "torch")) else {
         return f(None);
     };
     let known = {

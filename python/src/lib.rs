@@ -401,7 +401,8 @@ fn fill(dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, stream: Option<i64>) -
 fn copy(dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: Option<i64>) -> PyResult<()> {
     let _current = cuda::ContextGuard::save();
     check_stream(stream)?;
-    let (dsource, ssource) = (Source::of(dst)?, Source::of(src)?);
+    let dsource = Source::of(dst)?;
+    let ssource = Source::of_next(src, &dsource)?;
     let across = match dsource.device()? {
         Some(d) => ssource.device()?.is_some_and(|s| s != d),
         None => false,

@@ -43,13 +43,33 @@ impl<'py> Source<'py> {
     /// memory), a CUDA Array Interface producer (refused if its interface is malformed), or
     /// possibly a capsule.
     pub(crate) fn of(obj: &Bound<'py, PyAny>) -> PyResult<Source<'py>> {
+        Self::of_knowing(obj, None)
+    }
+
+    /// [`of`](Self::of) for a call's next argument: PyTorch's current stream, where `earlier`
+    /// (an argument of the same call) asked for it on the same device, is not asked again.
+    pub(crate) fn of_next(obj: &Bound<'py, PyAny>, earlier: &Source<'_>) -> PyResult<Source<'py>> {
+        let known = match earlier {
+            Source::Torch {
+                layout, current, ..
+            } => Some((layout.device, *current)),
+            _ => None,
+        };
+        Self::of_knowing(obj, known)
+    }
+
+    /// [`of`](Self::of), with `known` PyTorch's current stream on a device, if already asked.
+    fn of_knowing(obj: &Bound<'py, PyAny>, known: Option<(usize, i64)>) -> PyResult<Source<'py>> {
         if let Ok(t) = obj.cast::<Tensor>() {
             return Ok(Source::Tensor(t.clone()));
         }
         if Framework::of(obj) == Some(Framework::Torch)
             && let Some(layout) = TorchLayout::of(obj)
         {
-            let current = Framework::Torch.current_stream(obj.py(), Some(layout.device))?;
+            let current = match known {
+                Some((device, current)) if device == layout.device => current,
+                _ => Framework::Torch.current_stream(obj.py(), Some(layout.device))?,
+            };
             return Ok(Source::Torch {
                 obj: obj.clone(),
                 layout,

@@ -152,6 +152,40 @@ impl SharedOwner {
         lock(&self.log).iter().all(|u| u.fence.known_complete())
     }
 
+    /// [`is_settled`](Self::is_settled) asking the driver at most `*queries` times (each query
+    /// made is taken from it): `false` as soon as an access has not completed or is not known
+    /// to have and no query is left. For callers that poll many owners often and can leave the
+    /// rest for later.
+    ///
+    /// ```no_run
+    /// # fn main() -> devspan::Result<()> {
+    /// use std::sync::Arc;
+    /// use devspan::SharedOwner;
+    ///
+    /// let stream = devspan::default_stream(0)?;
+    /// let owner = SharedOwner::new(Arc::new(stream.alloc_zeros::<f32>(6)?));
+    /// owner.record(&stream, true)?;
+    /// stream.synchronize()?;
+    /// let mut queries = 1;
+    /// assert!(owner.is_settled_asking(&mut queries));
+    /// assert_eq!(queries, 0);
+    /// // Now known: no query needed.
+    /// assert!(owner.is_settled_asking(&mut queries));
+    /// # Ok(()) }
+    /// ```
+    pub fn is_settled_asking(&self, queries: &mut usize) -> bool {
+        lock(&self.log).iter().all(|u| {
+            if u.fence.known_complete() {
+                return true;
+            }
+            if *queries == 0 {
+                return false;
+            }
+            *queries -= 1;
+            !matches!(u.fence.query(), Ok(false))
+        })
+    }
+
     /// Blocks the calling thread until every recorded access has completed; a failed wait is
     /// tried once more (cudarc first reports, and clears, an error stored in the context). The
     /// log is not locked while the thread waits, so other threads may order work after it.
