@@ -87,7 +87,7 @@
 //!   gradients, with no negative bit, not empty) is imported from its own `data_ptr()`,
 //!   `shape` and `stride()` rather than through `__dlpack__`, with the same ordering: the call's
 //!   stream waits for PyTorch's current stream on the tensor's device unless it is that stream.
-//!   The view holds `detach()` of the tensor (the same storage, whatever later becomes of the
+//!   The view holds the tensor's storage (`untyped_storage()`, whatever later becomes of the
 //!   tensor object). Other PyTorch tensors go through `__dlpack__`.
 //! - Every call leaves the calling thread's current CUDA context as it found it.
 //!

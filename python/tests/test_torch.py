@@ -536,6 +536,26 @@ def test_a_torch_tensor_pointed_elsewhere_keeps_the_viewed_memory():
     del v
 
 
+
+def test_a_torch_tensor_pointed_elsewhere_during_a_queued_call_keeps_its_memory():
+    """A tensor imported for one call: the call's queued work holds the storage it writes, so
+    pointing the tensor elsewhere (`set_`) before that work runs does not hand the memory to
+    the next allocation."""
+    n = 1 << 20
+    s2 = torch.cuda.Stream()
+    x = torch.zeros(n, device="cuda")
+    old = x.data_ptr()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(200_000_000)
+    devspan.fill(x, 7.0, stream=s2.cuda_stream)
+    x.set_(torch.ones(n, device="cuda"))
+    gc.collect()
+    u = torch.full((n,), 3.0, device="cuda")
+    assert u.data_ptr() != old, "the memory of queued work went back to PyTorch"
+    torch.cuda.synchronize()
+    assert bool((u == 3.0).all()) and bool((x == 1.0).all())
+
 EXIT_SCRIPT = """
 import sys
 sys.path.insert(0, {path!r})

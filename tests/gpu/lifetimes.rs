@@ -1613,3 +1613,93 @@ fn views_built_separately_over_one_shared_owner_share_its_log() {
     }
     assert_all_ok(&fails);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fences: an operation records one per stream and notes it in every owner log it touched.
+
+/// A view over `slice`'s memory whose log is `owner`'s.
+fn shared_view(
+    slice: &CudaSlice<f32>,
+    owner: &Arc<SharedOwner>,
+) -> devspan::DeviceViewMut<'static, f32, Ix1> {
+    let n = slice.len();
+    // SAFETY: the slice owns `n` f32 at its address on device 0; the test keeps it alive (the
+    // owner's handle on it is the `Arc` the caller made) until the streams are synchronised.
+    unsafe {
+        devspan::DeviceViewMut::from_raw_parts_mut_shared(
+            devspan::interop::cuda_slice_address(slice),
+            n,
+            Ix1(n),
+            &[1],
+            0,
+            0,
+            owner,
+        )
+    }
+    .unwrap()
+}
+
+/// A copy between views of two owners, queued behind a busy kernel, notes one fence in both
+/// logs: before it completes neither log knows it has, and the one query allowed finds it
+/// pending; once the stream is done, one query settles the first owner, and the second then
+/// knows it too without asking the driver. The copied values arrive. Then a write on the busy
+/// legacy default stream, read on a non-blocking stream, is seen there (the legacy stream is not
+/// made to wait for itself; the other stream waits for it).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_operation_notes_one_fence_in_every_owner_it_touches() {
+    let _g = serial();
+    let legacy = devspan::default_stream(0).unwrap();
+    let other = devspan::new_stream(0).unwrap();
+    let n = ORDER_ELEMS;
+    let host = pattern(n, 11);
+    let a = Arc::new(legacy.clone_htod(&host).unwrap());
+    let b = Arc::new(legacy.alloc_zeros::<f32>(n).unwrap());
+    legacy.synchronize().unwrap();
+    let oa = SharedOwner::new(a.clone());
+    let ob = SharedOwner::new(b.clone());
+    let mut va = shared_view(&a, &oa);
+    let mut vb = shared_view(&b, &ob);
+
+    busy(&legacy, BUSY_MS);
+    vb.assign_on(&legacy, &va.view()).unwrap();
+    assert!(!oa.is_known_settled() && !ob.is_known_settled());
+    let mut queries = 1;
+    assert!(
+        !ob.is_settled_asking(&mut queries),
+        "a copy behind a busy kernel was reported complete"
+    );
+    assert_eq!(queries, 0, "the query allowed was not used");
+    assert!(
+        !oa.is_settled_asking(&mut queries),
+        "no query was allowed, and nothing is known yet"
+    );
+    legacy.synchronize().unwrap();
+    let mut queries = 1;
+    assert!(ob.is_settled_asking(&mut queries));
+    assert_eq!(queries, 0);
+    assert!(
+        oa.is_settled_asking(&mut queries),
+        "the source's log did not share the fence the destination's log saw complete"
+    );
+    assert!(oa.is_known_settled() && ob.is_known_settled());
+
+    busy(&legacy, BUSY_MS);
+    va.fill_on(&legacy, WRITTEN).unwrap();
+    let got_a = va.view().to_host_on(&other).unwrap();
+    let got_b = vb.view().to_host_on(&other).unwrap();
+    assert_eq!(
+        count_ne(got_a.as_slice().unwrap(), WRITTEN),
+        0,
+        "a write on the busy legacy stream, read on another stream"
+    );
+    assert_eq!(
+        count_diff(got_b.as_slice().unwrap(), &host),
+        0,
+        "the copy's values"
+    );
+    other.synchronize().unwrap();
+    drop((va, vb));
+    drop((oa, ob));
+    legacy.synchronize().unwrap();
+}
