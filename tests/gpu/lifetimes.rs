@@ -1660,6 +1660,11 @@ fn one_operation_notes_one_fence_in_every_owner_it_touches() {
     let ob = SharedOwner::new(b.clone());
     let mut va = shared_view(&a, &oa);
     let mut vb = shared_view(&b, &ob);
+    // The kernels' first use loads their module, which may wait for the whole device: load it
+    // before the busy kernel.
+    vb.fill_on(&legacy, INIT).unwrap();
+    vb.assign_on(&legacy, &va.view()).unwrap();
+    legacy.synchronize().unwrap();
 
     busy(&legacy, BUSY_MS);
     vb.assign_on(&legacy, &va.view()).unwrap();
