@@ -42,7 +42,12 @@ impl Fence {
             event: Some(event),
             done: AtomicBool::new(false),
         };
-        fence.event().record(stream)?;
+        // Bound through the stream's context: a pooled event may come from another
+        // `CudaContext` handle of the same context, whose stored errors are not this call's.
+        crate::device::bind_context(ctx)?;
+        // SAFETY: the event is live (the fence holds it) and belongs to `stream`'s context (the
+        // pool is per context), which is current; the stream is live (the caller's borrow).
+        unsafe { crate::driver::record_event(fence.event().cu_event(), stream.cu_stream()) }?;
         Ok(Arc::new(fence))
     }
 
