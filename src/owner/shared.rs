@@ -140,16 +140,16 @@ impl SharedOwner {
     /// completed, as in [`wait_host`](Self::wait_host), which gives up on it too. Work once
     /// seen complete is not asked about again.
     pub fn is_settled(&self) -> bool {
-        lock(&self.log)
-            .iter()
-            .all(|u| !matches!(u.fence.query(), Ok(false)))
+        let mut unlimited = usize::MAX;
+        self.is_settled_asking(&mut unlimited)
     }
 
     /// Whether every recorded access is already known to have completed (or none was
     /// recorded), without asking the driver: a cheaper, more conservative
     /// [`is_settled`](Self::is_settled).
     pub fn is_known_settled(&self) -> bool {
-        lock(&self.log).iter().all(|u| u.fence.known_complete())
+        let mut none = 0;
+        self.is_settled_asking(&mut none)
     }
 
     /// [`is_settled`](Self::is_settled) asking the driver at most `*queries` times (each query
@@ -241,40 +241,32 @@ impl Drop for SharedOwner {
         // the thread's own is restored afterwards.
         let _current = crate::device::ContextGuard::save();
         let log = std::mem::take(self.log.get_mut().unwrap_or_else(|p| p.into_inner()));
-        if log.iter().all(|u| u.fence.known_complete()) {
-            // Nothing to order or wait for. (Dropping the fences gives their events back.)
-            drop(log);
-            if let Some(rs) = owner.release_stream() {
-                let _ = crate::device::bind_context(rs.context());
-            }
-            drop(owner);
-            return;
-        }
-        // The host waits below are allowed while a stream captures a graph in the relaxed
-        // capture mode only. (A log with entries means the driver is loaded.)
-        let _relaxed = if log.is_empty() {
-            None
-        } else {
-            RelaxedMode::enter().ok()
-        };
         let release = owner.release_stream();
-        // Stream-ordered release: the release stream waits for every entry, its own handle's
-        // too (which may name another stream, as in `order_before`); a release stream that is
-        // capturing a graph cannot wait on work outside it, and is taken as ordered only when
-        // all the work was queued on its handle. Otherwise the host waits for all of it.
-        let ordered = release.as_ref().is_some_and(|rs| {
-            log.is_empty()
-                || match crate::capture::is_capturing(rs) {
-                    Ok(false) => log.iter().all(|u| rs.wait(u.fence.event()).is_ok()),
-                    _ => log.iter().all(|u| *u.stream == **rs),
-                }
-        });
-        if !ordered && !log.iter().all(|u| u.fence.synchronize().is_ok()) {
-            // The driver could neither order nor wait for the work, which may still use the
-            // memory: never release it.
-            std::mem::forget(owner);
-            return;
+        // Work known to have completed (an empty log too) needs neither order nor wait.
+        if !log.iter().all(|u| u.fence.known_complete()) {
+            // The host waits below are allowed while a stream captures a graph in the relaxed
+            // capture mode only. (A log with entries means the driver is loaded.)
+            let _relaxed = RelaxedMode::enter().ok();
+            // Stream-ordered release: the release stream waits for every entry, its own
+            // handle's too (which may name another stream, as in `order_before`); a release
+            // stream that is capturing a graph cannot wait on work outside it, and is taken as
+            // ordered only when all the work was queued on its handle. Otherwise the host waits
+            // for all of it.
+            let ordered =
+                release
+                    .as_ref()
+                    .is_some_and(|rs| match crate::capture::is_capturing(rs) {
+                        Ok(false) => log.iter().all(|u| rs.wait(u.fence.event()).is_ok()),
+                        _ => log.iter().all(|u| *u.stream == **rs),
+                    });
+            if !ordered && !log.iter().all(|u| u.fence.synchronize().is_ok()) {
+                // The driver could neither order nor wait for the work, which may still use
+                // the memory: never release it.
+                std::mem::forget(owner);
+                return;
+            }
         }
+        // Dropping the fences gives their events back.
         drop(log);
         if let Some(rs) = release {
             // An owner that frees through a stream (cudarc's `CudaSlice`) needs that stream's
