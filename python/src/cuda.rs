@@ -246,11 +246,13 @@ pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
 /// The tensors imported for one call, released without making the call wait for its work: the
 /// keep-alive of each, whose owner's log records devspan's work on it.
 ///
-/// The call leaves its tensors here. Each devspan call first releases those whose work is
-/// known to have completed, asking the driver about the oldest work not yet known so (one
-/// event: a call's tensors share theirs), and a thread of devspan's releases all whose work has
-/// completed every 10 ms while some are left, so that the memory goes back within about that
-/// time also when no further call comes. Until then a
+/// The call leaves its tensors here. Once [`REAP_BATCH`] tensors wait, each devspan call first
+/// releases those whose work is known to have completed, asking the driver about one recent
+/// tensor's work ([`REAP_LAG`] calls back; a call's tensors share their event): seen complete,
+/// it shows the work queued before it on its stream complete too, so that one query releases
+/// most of the list. Where it has not completed, the oldest is asked about instead. A thread
+/// of devspan's releases all whose work has completed every 10 ms while some are left, so that
+/// the memory goes back within about that time also when no further call comes. Until then a
 /// tensor's owner stays listed in [`TENSORS`], so later work on overlapping memory is still
 /// ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is waited for on
 /// the host (without the GIL), which bounds the memory held back.
@@ -266,6 +268,13 @@ pub(crate) struct Releases {
 
 /// How many tensors [`Releases`] holds before a new one makes the host wait.
 const RELEASES_KEPT: usize = 256;
+
+/// How many tensors wait before a call asks the driver about them.
+const REAP_BATCH: usize = 16;
+
+/// How many of the newest tensors a call's query passes over: the work of the last calls may
+/// still run, that of a few calls back has most likely completed.
+const REAP_LAG: usize = 2;
 
 /// The tensors waiting for their work before going back to their producers.
 pub(crate) static RELEASES: Releases = Releases {
@@ -318,20 +327,27 @@ impl Releases {
         }
     }
 
-    /// Releases the tensors whose work has completed, asking the driver about at most one
-    /// event (the rest is left to later calls and to the release thread). The caller is
-    /// attached to Python.
+    /// Once [`REAP_BATCH`] tensors wait, releases those whose work has completed, asking the
+    /// driver about at most two events (the rest is left to later calls and to the release
+    /// thread). The caller is attached to Python.
     pub(crate) fn reap(&self) {
-        self.reap_asking(1);
+        self.reap_asking(2, REAP_BATCH);
     }
 
-    /// [`reap`](Self::reap), asking the driver about at most `queries` events (the tensors of
-    /// one call share their events, and the oldest work is asked about first).
-    fn reap_asking(&self, mut queries: usize) {
+    /// Releases the tensors whose work has completed when at least `batch` wait, asking the
+    /// driver about at most `queries` events: first the work of the tensor [`REAP_LAG`] from
+    /// the newest, then the oldest work not known complete.
+    fn reap_asking(&self, mut queries: usize, batch: usize) {
         let done: Vec<Arc<SharedOwner>> = {
             let mut list = self.list();
-            if list.is_empty() {
+            if list.is_empty() || list.len() < batch {
                 return;
+            }
+            let probe = list.len().saturating_sub(REAP_LAG + 1);
+            // Seen complete, it makes every earlier fence of its streams known complete; a
+            // call then asks about nothing newer (the release thread, with `batch` 1, does).
+            if list[probe].is_settled_asking(&mut queries) && batch > 1 {
+                queries = 0;
             }
             let (done, left) = std::mem::take(&mut *list)
                 .into_iter()
@@ -364,7 +380,7 @@ impl Releases {
             // reads `attaching`: the thread never attaches after `shut_down` has returned.
             self.attaching.store(true, Ordering::SeqCst);
             let attached = !self.stop.load(Ordering::SeqCst)
-                && pyo3::Python::try_attach(|_| self.reap_asking(usize::MAX)).is_some();
+                && pyo3::Python::try_attach(|_| self.reap_asking(usize::MAX, 1)).is_some();
             self.attaching.store(false, Ordering::SeqCst);
             if !attached {
                 return;

@@ -162,6 +162,20 @@ pub(crate) unsafe fn stream_wait_event(stream: CUstream, event: CUevent) -> Resu
     Ok(())
 }
 
+/// The driver's id of `stream` (`cuStreamGetId`): unique for the life of the process, also
+/// for the special handles (the legacy and per-thread default streams of the current context),
+/// where a handle's value may be reused by a later stream. An error where the driver lacks the
+/// call or the stream is capturing a graph.
+///
+/// # Safety
+/// `stream` must be live, in the current context.
+pub(crate) unsafe fn stream_id(stream: CUstream) -> Result<u64> {
+    let mut id: std::ffi::c_ulonglong = 0;
+    // SAFETY: the caller's contract; `id` is a valid out-pointer.
+    check(unsafe { sys::cuStreamGetId(stream, &mut id) })?;
+    Ok(id)
+}
+
 /// Records `event` on `stream`.
 ///
 /// # Safety

@@ -44,6 +44,9 @@ pub(crate) struct Runtime {
     pub(crate) deferred: Mutex<Vec<crate::capture::Deferred>>,
     /// Events of this context no fence holds.
     pub(crate) events: Mutex<Vec<cudarc::driver::CudaEvent>>,
+    /// The order of the fences recorded on each of the streams used most recently, by the
+    /// driver's stream id ([`crate::owner::fence`]).
+    pub(crate) marks: Mutex<Vec<(u64, Arc<crate::owner::fence::StreamMark>)>>,
 }
 
 /// Locks `m`, recovering from poisoning (every structure here stays consistent across a
@@ -82,6 +85,7 @@ pub(crate) fn of(ctx: &CudaContext) -> Arc<Runtime> {
                     peers: Mutex::new(Vec::new()),
                     deferred: Mutex::new(Vec::new()),
                     events: Mutex::new(Vec::new()),
+                    marks: Mutex::new(Vec::new()),
                 });
                 all.push(rt.clone());
                 rt

@@ -30,6 +30,18 @@ fn same_legacy_stream(a: &CudaStream, b: &CudaStream) -> bool {
         && a.context().cu_ctx() == b.context().cu_ctx()
 }
 
+/// The driver's id of `stream`, asked with its context current (which the special handles
+/// need); `None` where the driver gives none, and for a stream capturing a graph, where asking
+/// is not allowed.
+fn stream_id_of(stream: &CudaStream) -> Option<u64> {
+    if crate::capture::is_capturing(stream).unwrap_or(true) {
+        return None;
+    }
+    crate::device::bind_context(stream.context()).ok()?;
+    // SAFETY: the stream is live (the caller's borrow), in its context, which is current.
+    unsafe { crate::driver::stream_id(stream.cu_stream()) }.ok()
+}
+
 /// A [`DeviceOwner`] with the log of the streams devspan used its memory on: the keep-alive
 /// that views over foreign memory hold by `Arc`, shareable between views made separately.
 ///
@@ -117,20 +129,29 @@ impl SharedOwner {
     /// Makes `stream` (not capturing a graph) wait for devspan's work on other streams that an
     /// access conflicts with: writes, and for a write every earlier access.
     ///
-    /// The entry of a stream with `stream`'s handle is waited for too: a handle may name
-    /// another stream than the one logged (the per-thread default stream of another thread, or
-    /// a destroyed stream's handle given to a new one), and on the same stream the wait orders
-    /// nothing new. [`record`](Self::record) then replaces that entry's fence, and the new one
-    /// covers the old one's work either way. Only the legacy default stream of the logged
-    /// stream's own context is surely the same stream, and is not made to wait for itself.
-    /// Work already seen complete is not waited for.
+    /// A stream is not made to wait for its own work. An entry of a stream with `stream`'s
+    /// handle may name another stream than the one logged (the per-thread default stream of
+    /// another thread, or a destroyed stream's handle given to a new one): it is passed over
+    /// where the driver's stream ids (which no later stream reuses) show the same stream, or
+    /// where both are the legacy default stream of one context, and waited for otherwise (on
+    /// the same stream the wait orders nothing new). [`record`](Self::record) then replaces
+    /// that entry's fence, and the new one covers the old one's work either way. Work already
+    /// seen complete is not waited for.
     pub fn order_before(&self, stream: &CudaStream, write: bool) -> Result<()> {
         let log = lock(&self.log);
+        // The driver's id of `stream`, asked for at the first entry of the same handle.
+        let mut own: Option<Option<u64>> = None;
         for u in log.iter().filter(|u| {
             (write || u.wrote || *u.stream == *stream)
                 && !u.fence.known_complete()
                 && !same_legacy_stream(&u.stream, stream)
         }) {
+            if u.stream.cu_stream() == stream.cu_stream() {
+                let id = *own.get_or_insert_with(|| stream_id_of(stream));
+                if id.is_some_and(|id| u.fence.recorded_on(id)) {
+                    continue;
+                }
+            }
             stream.wait(u.fence.event())?;
         }
         Ok(())

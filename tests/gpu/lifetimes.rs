@@ -1708,3 +1708,62 @@ fn one_operation_notes_one_fence_in_every_owner_it_touches() {
     drop((oa, ob));
     legacy.synchronize().unwrap();
 }
+
+/// A fence seen complete makes every fence recorded before it on the same stream known
+/// complete, without asking the driver, and nothing on another stream: after two records on
+/// one stream and a query of the later, the earlier owner is known settled, while a record on
+/// a second, busy stream is neither known nor reported settled.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_fence_seen_complete_settles_the_earlier_fences_of_its_stream_only() {
+    let _g = serial();
+    let s1 = devspan::new_stream(0).unwrap();
+    let s2 = devspan::new_stream(0).unwrap();
+    let bufs: Vec<Arc<CudaSlice<f32>>> = (0..4)
+        .map(|_| Arc::new(s1.alloc_zeros::<f32>(16).unwrap()))
+        .collect();
+    let owners: Vec<Arc<SharedOwner>> = bufs.iter().map(|b| SharedOwner::new(b.clone())).collect();
+    let (oa, ob, oc, od) = (&owners[0], &owners[1], &owners[2], &owners[3]);
+    busy(&s2, 10); // loads the module
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+
+    busy(&s2, BUSY_MS);
+    oc.record(&s2, true).unwrap();
+    oa.record(&s1, true).unwrap();
+    ob.record(&s1, false).unwrap();
+    od.record(&s1, false).unwrap();
+    s1.synchronize().unwrap();
+    assert!(
+        !oa.is_known_settled() && !ob.is_known_settled(),
+        "nothing was asked yet"
+    );
+    let mut queries = 1;
+    assert!(ob.is_settled_asking(&mut queries));
+    assert_eq!(
+        queries, 0,
+        "the second record of the stream was asked about"
+    );
+    assert!(
+        oa.is_known_settled(),
+        "the first record of the stream is not known complete after the second was seen so"
+    );
+    assert!(
+        !od.is_known_settled(),
+        "a later record of the stream was taken as complete from an earlier one"
+    );
+    assert!(
+        !oc.is_known_settled(),
+        "a record on another stream was taken as complete"
+    );
+    let mut queries = 1;
+    assert!(
+        !oc.is_settled_asking(&mut queries),
+        "a record behind a busy kernel was reported complete"
+    );
+    s2.synchronize().unwrap();
+    let mut queries = 2;
+    assert!(oc.is_settled_asking(&mut queries) && od.is_settled_asking(&mut queries));
+    drop(owners);
+    drop(bufs);
+}
