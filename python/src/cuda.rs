@@ -270,7 +270,7 @@ pub(crate) struct Releases {
 const RELEASES_KEPT: usize = 256;
 
 /// How many tensors wait before a call asks the driver about them.
-const REAP_BATCH: usize = 16;
+const REAP_BATCH: usize = 8;
 
 /// How many of the newest tensors a call's query passes over: the work of the last calls may
 /// still run, that of a few calls back has most likely completed.

@@ -659,3 +659,39 @@ def test_a_side_stream_of_the_source_device_follows_the_read():
     torch.cuda.synchronize(1)
     assert bool((dst == 3.0).all())
     assert bool((torch.from_dlpack(out) == 9.0).all())
+
+
+def test_many_calls_on_one_side_stream_stay_in_order_with_pytorchs_work():
+    """More calls than devspan holds tensors for before it checks their work, all on one side
+    stream behind a busy kernel, between PyTorch's own work on the same tensors: every step
+    sees the one before it."""
+    s = torch.cuda.Stream()
+    a = torch.zeros(1 << 20, device="cuda")
+    b = torch.zeros_like(a)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        for i in range(40):
+            a.fill_(float(i))
+            devspan.copy(b, a)
+            b.add_(1.0)
+            devspan.copy(a, b)
+    s.synchronize()
+    assert bool((a == 40.0).all()) and bool((b == 40.0).all())
+
+
+def test_calls_alternating_between_two_streams_wait_for_each_other():
+    """devspan's calls on the same tensors alternate between two side streams, the calls on the
+    first queued behind a busy kernel each time: each call waits for the other stream's earlier
+    calls, so the last call's values win."""
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    a = torch.zeros(1 << 20, device="cuda")
+    b = torch.zeros_like(a)
+    torch.cuda.synchronize()
+    for i in range(24):
+        with torch.cuda.stream(s1 if i % 2 == 0 else s2):
+            if i % 2 == 0:
+                torch.cuda._sleep(5_000_000)
+            devspan.fill(a, float(i))
+            devspan.copy(b, a)
+    torch.cuda.synchronize()
+    assert bool((a == 23.0).all()) and bool((b == 23.0).all())

@@ -70,8 +70,10 @@ pub(crate) struct Fence {
 }
 
 impl Fence {
-    /// A fence after the work queued on `stream` so far.
-    pub(crate) fn record(stream: &CudaStream) -> Result<Arc<Fence>> {
+    /// A fence after the work queued on `stream` so far. `capturing`: the stream may be
+    /// capturing a graph, where the driver refuses to give a stream id and the refusal ends the
+    /// capture; such a fence takes no place in the stream's order.
+    pub(crate) fn record(stream: &CudaStream, capturing: bool) -> Result<Arc<Fence>> {
         let ctx = stream.context();
         let rt = runtime::of(ctx);
         let pooled = runtime::lock(&rt.events).pop();
@@ -91,9 +93,13 @@ impl Fence {
         // `CudaContext` handle of the same context, whose stored errors are not this call's.
         crate::device::bind_context(ctx)?;
         let (cu_event, cu_stream) = (fence.event().cu_event(), stream.cu_stream());
-        // SAFETY: the stream is live (the caller's borrow), in its context, which is current.
-        // Without an id (an older driver) the fence is ordered by its own queries only.
-        fence.stream_id = unsafe { crate::driver::stream_id(cu_stream) }.ok();
+        // Without an id (an older driver, a capture) the fence is known complete by its own
+        // queries only.
+        if !capturing {
+            // SAFETY: the stream is live (the caller's borrow), in its context, which is
+            // current, and not capturing.
+            fence.stream_id = unsafe { crate::driver::stream_id(cu_stream) }.ok();
+        }
         let mark = fence.stream_id.map(|id| mark_of(&rt.marks, id));
         let record = || {
             // SAFETY: the event is live (the fence holds it) and belongs to `stream`'s context

@@ -439,7 +439,7 @@ impl Ticket<'_> {
             Ticket::Owner(o, write) => {
                 let f = match fence {
                     Some(f) => f.clone(),
-                    None => fence.insert(Fence::record(stream)?).clone(),
+                    None => fence.insert(Fence::record(stream, false)?).clone(),
                 };
                 o.note(stream, write, f);
                 Ok(())

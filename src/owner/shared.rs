@@ -222,7 +222,8 @@ impl SharedOwner {
     /// stream). Later accesses on other streams that conflict with it wait for it, and the
     /// owner's release follows it.
     pub fn record(&self, stream: &Arc<CudaStream>, write: bool) -> Result<()> {
-        self.note(stream, write, Fence::record(stream)?);
+        let capturing = crate::capture::is_capturing(stream).unwrap_or(true);
+        self.note(stream, write, Fence::record(stream, capturing)?);
         Ok(())
     }
 
