@@ -305,7 +305,7 @@ fn imported(py: Python<'_>, source: Source<'_>, stream: Option<i64>) -> PyResult
     let s = call_stream(&[&source], stream)?;
     match source.import(s, true)? {
         Arg::Shared(t) => Ok(t.unbind()),
-        Arg::Temporary(t) => Py::new(py, t.for_call(false)),
+        Arg::Temporary(t) => Py::new(py, t.kept()?),
     }
 }
 

@@ -168,6 +168,8 @@ impl<'py> Source<'py> {
     /// `record_ready`: an imported tensor's log records that its data is ready on `stream`, so
     /// that work on other streams waits for that. A tensor that only the call's own work on
     /// `stream` uses needs no such record: that work follows on `stream`, and records itself.
+    ///
+    /// The caller holds a [`cuda::ContextGuard`]: the import may leave another context current.
     pub(crate) fn import(self, stream: i64, record_ready: bool) -> PyResult<Arg<'py>> {
         let t = match self {
             Source::Tensor(t) => return Ok(Arg::Shared(t)),
@@ -190,7 +192,7 @@ impl<'py> Source<'py> {
                 Tensor::import(capsule::take(&obj)?, stream, None, record_ready)?
             }
         };
-        Ok(Arg::Temporary(t.for_call(true)))
+        Ok(Arg::Temporary(t.for_one_call()))
     }
 }
 

@@ -190,6 +190,10 @@ impl Placement {
 pub struct Tensor {
     place: Placement,
     writable: bool,
+    /// Whether `writable` is provisional: the layout, which fits its span, has not been checked
+    /// for reaching an element twice. The first writable view checks it (and reports such a
+    /// layout as read-only); a tensor that is kept is checked when it is kept.
+    unchecked: bool,
     /// What keeps the memory alive (the producer, or an [`Allocation`]), shared by every view
     /// and export of the tensor: its log records devspan's work on the memory. Listed (weakly)
     /// in [`cuda::TENSORS`].
@@ -210,21 +214,26 @@ pub struct Tensor {
 
 impl Drop for Tensor {
     fn drop(&mut self) {
-        let _current = ContextGuard::save();
         {
             // The work queued on the streams made for consumers counts as work on the memory:
             // the release follows it.
             let links = cuda::lock(&self.links);
-            for s in links.created() {
-                if self.cell.record(s, true).is_err() {
-                    let _ = cuda::synchronize(s);
+            let mut created = links.created().peekable();
+            if created.peek().is_some() {
+                let _current = ContextGuard::save();
+                for s in created {
+                    if self.cell.record(s, true).is_err() {
+                        let _ = cuda::synchronize(s);
+                    }
                 }
             }
         }
         if self.for_call {
+            // (`defer` saves the thread's context where it releases at once.)
             cuda::RELEASES.defer(self.cell.clone());
             return;
         }
+        let _current = ContextGuard::save();
         if self.self_releasing || self.cell.is_settled() {
             return;
         }
@@ -248,6 +257,7 @@ impl Tensor {
         Tensor {
             place,
             writable: false,
+            unchecked: false,
             cell,
             ctx,
             links: Arc::default(),
@@ -283,10 +293,27 @@ impl Tensor {
         self.framework
     }
 
-    /// The tensor, imported for one call only (`true`) or kept (`false`); see `for_call`.
-    pub(crate) fn for_call(mut self, yes: bool) -> Tensor {
-        self.for_call = yes;
+    /// The tensor, imported for one call only; see `for_call`.
+    pub(crate) fn for_one_call(mut self) -> Tensor {
+        self.for_call = true;
         self
+    }
+
+    /// The tensor, kept beyond the call that imported it, its layout checked (see
+    /// `unchecked`).
+    pub(crate) fn kept(mut self) -> PyResult<Tensor> {
+        if self.unchecked {
+            self.writable = with_dtype!(self.place.dtype, T => match self.view_mut::<T>() {
+                Ok(_) => true,
+                Err(_) => {
+                    self.view::<T>().map_err(to_py)?;
+                    false
+                }
+            });
+            self.unchecked = false;
+        }
+        self.for_call = false;
+        Ok(self)
     }
 
     /// The tensor with `framework` as the framework whose current stream it follows.
@@ -344,11 +371,14 @@ impl Tensor {
         &self,
     ) -> devspan::Result<DeviceViewMut<'static, T, IxDyn>> {
         let p = &self.place;
-        if !self.writable {
-            return Err(crate::exceptions::invalid(format!(
+        let read_only = || {
+            crate::exceptions::invalid(format!(
                 "the tensor (shape {:?}, strides {:?}) is read-only: its producer marked it so or two indices reach one element",
                 p.shape, p.strides
-            )));
+            ))
+        };
+        if !self.writable {
+            return Err(read_only());
         }
         if p.dtype != T::DTYPE {
             return Err(Error::new(
@@ -356,9 +386,9 @@ impl Tensor {
                 format!("a {} tensor viewed as {}", p.dtype, T::DTYPE),
             ));
         }
-        // SAFETY: as in `view`; the producer allows writes (`writable`), and the layout was
-        // checked not to reach an element twice.
-        unsafe {
+        // SAFETY: as in `view`; the producer allows writes (`writable`), and the layout is
+        // checked here not to reach an element twice.
+        let v = unsafe {
             DeviceViewMut::from_raw_parts_mut_shared(
                 p.base,
                 p.span_len,
@@ -368,6 +398,10 @@ impl Tensor {
                 p.device,
                 &self.cell,
             )
+        };
+        match v {
+            Err(e) if self.unchecked && *e.kind() == ErrorKind::Aliasing => Err(read_only()),
+            v => v,
         }
     }
 
@@ -478,7 +512,7 @@ impl Tensor {
         current: i64,
         record_ready: bool,
     ) -> PyResult<Tensor> {
-        let _current = ContextGuard::save();
+        // (The caller holds a `ContextGuard`, as `Source::import` asks.)
         // The span from the element at index zero to the farthest one: PyTorch strides are never
         // negative, and an empty tensor is never read this way.
         let span_len = match devspan::foreign::reach(&l.shape, &l.strides).map_err(to_py)? {
@@ -504,25 +538,22 @@ impl Tensor {
         };
         let ctx = cuda::context(place.device)?;
         let mut tensor = Tensor::new(place, owner, ctx, false);
-        // Writable unless the layout reaches an element twice; a layout that does not fit the
-        // span at all is refused. (`data_ptr()`, `shape` and `stride()` of a live CUDA tensor
-        // describe memory of its device that the tensor's storage owns, which the owner keeps
-        // alive.)
+        // Writable unless the layout reaches an element twice, which the first writable view
+        // (or `kept`) checks; the layout fits its span (`reach` above). (`data_ptr()`, `shape`
+        // and `stride()` of a live CUDA tensor describe memory of its device that the tensor's
+        // storage owns, which the owner keeps alive.)
         tensor.writable = true;
-        tensor.writable = with_dtype!(l.dtype, T => match tensor.view_mut::<T>() {
-            Ok(_) => true,
-            Err(_) => {
-                tensor.view::<T>().map_err(to_py)?;
-                false
+        tensor.unchecked = true;
+        let follows = !(matches!((stream, current), (0 | 1, 0 | 1)) || stream == current);
+        if follows || record_ready {
+            let s = cuda::stream(&tensor.ctx, stream)?;
+            if follows {
+                let c = cuda::stream(&tensor.ctx, current)?;
+                s.join(&c).map_err(|e| to_py(e.into()))?;
             }
-        });
-        let s = cuda::stream(&tensor.ctx, stream)?;
-        if !(matches!((stream, current), (0 | 1, 0 | 1)) || stream == current) {
-            let c = cuda::stream(&tensor.ctx, current)?;
-            s.join(&c).map_err(|e| to_py(e.into()))?;
-        }
-        if record_ready {
-            tensor.record_write(&s)?;
+            if record_ready {
+                tensor.record_write(&s)?;
+            }
         }
         Ok(tensor.following(Some(Framework::Torch)))
     }
