@@ -8,7 +8,12 @@ Usage, on a machine with a CUDA GPU and PyTorch:
     python3 tools/host_time_bench.py [--n 1024] [--calls 2000] [--rounds 7] [--path DIR]
 
 `--path DIR` puts DIR first on the import path (a directory holding a `devspan` package), so
-that two builds can be compared by running the script once with each.
+that two builds can be compared by running the script once with each. Host time moves by about
+15% from one process to the next, more than many changes are worth; `--ab DIR` compares in one
+process instead: it loads the build in DIR (a directory holding a `devspan` package) beside the
+first one, under another package name, and times the copy, cast, transposed copy and fill rows
+of both builds and PyTorch's own call in alternating rounds (the order rotated every round),
+printing each median, the ratios to PyTorch, and B - A.
 
 Rows, on f32 tensors of N elements (a square of about N elements for the transposed copy):
 - `copy`: `b.copy_(a)` against `devspan.copy(b, a)`;
@@ -55,6 +60,7 @@ def main():
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--path", default=None)
+    ap.add_argument("--ab", default=None, metavar="DIR")
     args = ap.parse_args()
     first = args.path or str(pathlib.Path(__file__).resolve().parents[1] / "python")
     sys.path.insert(0, first)
@@ -135,7 +141,57 @@ def main():
     print("one torch argument, the other a devspan tensor, us:")
     print(f"  {'copy(vb, a)':<26} {t(lambda: devspan.copy(vb, a)):6.1f}")
     print(f"  {'copy(b, va)':<26} {t(lambda: devspan.copy(b, va)):6.1f}")
+    if args.ab:
+        other = load_as(args.ab, "devspan_b")
+        print(f"A/B in one process: A = {pathlib.Path(devspan.__file__).resolve().parent}, "
+              f"B = {pathlib.Path(other.__file__).resolve().parent}")
+        ab_rows = [
+            ("copy", lambda: b.copy_(a), lambda m: lambda: m.copy(b, a)),
+            ("copy, cast", lambda: b.copy_(h), lambda m: lambda: m.copy(b, h)),
+            ("copy, transposed", lambda: bsq.copy_(sq.T), lambda m: lambda: m.copy(bsq, sq.T)),
+            ("fill", lambda: b.fill_(0.5), lambda m: lambda: m.fill(b, 0.5)),
+        ]
+        print(f"{'call':<18} {'torch':>7} {'A':>7} {'B':>7} {'A ratio':>8} {'B ratio':>8} {'B - A':>7}")
+        for name, tf, make in ab_rows:
+            tt, at, bt = alternating([tf, make(devspan), make(other)], args.calls, args.rounds, sync)
+            print(f"{name:<18} {tt:7.2f} {at:7.2f} {bt:7.2f} {at / tt:8.2f} {bt / tt:8.2f} {bt - at:7.2f}")
+        other.copy(b, a)
+        sync()
+        assert torch.equal(b, a)
     return 0
+
+
+def load_as(directory, name):
+    """The `devspan` package in `directory`, imported as the package `name` (beside the one
+    already imported: each build's extension module is its own shared object)."""
+    import importlib.util
+
+    pkg = pathlib.Path(directory) / "devspan"
+    spec = importlib.util.spec_from_file_location(
+        name, pkg / "__init__.py", submodule_search_locations=[str(pkg)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def alternating(fs, calls, rounds, sync):
+    """Per-call medians of each of `fs`, timed in alternating rounds: every round times each
+    function once (CALLS calls), starting with a different one each round."""
+    for f in fs:
+        for _ in range(200):
+            f()
+    sync()
+    times = [[] for _ in fs]
+    for r in range(rounds * 3):
+        for k in range(len(fs)):
+            i = (r + k) % len(fs)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fs[i]()
+            times[i].append((time.perf_counter() - t0) / calls * 1e6)
+            sync()
+    return [statistics.median(t) for t in times]
 
 
 if __name__ == "__main__":
