@@ -165,11 +165,23 @@ pub(crate) unsafe fn stream_wait_event(stream: CUstream, event: CUevent) -> Resu
 /// The driver's id of `stream` (`cuStreamGetId`): unique for the life of the process, also
 /// for the special handles (the legacy and per-thread default streams of the current context),
 /// where a handle's value may be reused by a later stream. An error where the driver lacks the
-/// call or the stream is capturing a graph.
+/// call (older than CUDA 12.0, asked once) or the stream is capturing a graph (where the
+/// refusal also ends the capture: callers do not ask then).
 ///
 /// # Safety
 /// `stream` must be live, in the current context.
 pub(crate) unsafe fn stream_id(stream: CUstream) -> Result<u64> {
+    // A property of the loaded driver library, the same for the whole process.
+    static HAS_STREAM_ID: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let has = *HAS_STREAM_ID.get_or_init(|| {
+        let mut version: c_int = 0;
+        // SAFETY: `cuDriverGetVersion` writes one integer and needs no initialisation.
+        let r = unsafe { sys::cuDriverGetVersion(&mut version) };
+        r == sys::CUresult::CUDA_SUCCESS && version >= 12000
+    });
+    if !has {
+        return Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).into());
+    }
     let mut id: std::ffi::c_ulonglong = 0;
     // SAFETY: the caller's contract; `id` is a valid out-pointer.
     check(unsafe { sys::cuStreamGetId(stream, &mut id) })?;
