@@ -334,13 +334,13 @@ impl Releases {
         self.reap_asking(2, REAP_BATCH);
     }
 
-    /// Releases the tensors whose work has completed when at least `batch` wait, asking the
-    /// driver about at most `queries` events: first the work of the tensor [`REAP_LAG`] from
-    /// the newest, then the oldest work not known complete.
+    /// Releases the tensors whose work has completed when at least `batch` (1 or more) wait,
+    /// asking the driver about at most `queries` events: first the work of the tensor
+    /// [`REAP_LAG`] from the newest, then the oldest work not known complete.
     fn reap_asking(&self, mut queries: usize, batch: usize) {
         let done: Vec<Arc<SharedOwner>> = {
             let mut list = self.list();
-            if list.is_empty() || list.len() < batch {
+            if list.len() < batch.max(1) {
                 return;
             }
             let probe = list.len().saturating_sub(REAP_LAG + 1);

@@ -46,7 +46,7 @@ pub(crate) struct Runtime {
     pub(crate) events: Mutex<Vec<cudarc::driver::CudaEvent>>,
     /// The order of the fences recorded on each of the streams used most recently, by the
     /// driver's stream id ([`crate::owner::fence`]).
-    pub(crate) marks: Mutex<Vec<(u64, Arc<crate::owner::fence::StreamMark>)>>,
+    pub(crate) marks: Mutex<Vec<Arc<crate::owner::fence::StreamMark>>>,
 }
 
 /// Locks `m`, recovering from poisoning (every structure here stays consistent across a

@@ -32,6 +32,8 @@ const KEPT_MARKS: usize = 64;
 
 /// The fences recorded on one stream, in the stream's order (see the [module docs](self)).
 pub(crate) struct StreamMark {
+    /// The driver's id of the stream.
+    id: u64,
     /// How many fences have been recorded with this mark. Held while a fence is recorded, so
     /// that places follow the order of the records on the stream.
     recorded: Mutex<u64>,
@@ -40,19 +42,20 @@ pub(crate) struct StreamMark {
 }
 
 /// The mark of the stream whose driver id is `id`, in `marks` (a context's).
-fn mark_of(marks: &Mutex<Vec<(u64, Arc<StreamMark>)>>, id: u64) -> Arc<StreamMark> {
+fn mark_of(marks: &Mutex<Vec<Arc<StreamMark>>>, id: u64) -> Arc<StreamMark> {
     let mut marks = runtime::lock(marks);
-    if let Some((_, m)) = marks.iter().find(|(i, _)| *i == id) {
+    if let Some(m) = marks.iter().find(|m| m.id == id) {
         return m.clone();
     }
     let m = Arc::new(StreamMark {
+        id,
         recorded: Mutex::new(0),
         completed: AtomicU64::new(0),
     });
     if marks.len() >= KEPT_MARKS {
         marks.remove(0);
     }
-    marks.push((id, m.clone()));
+    marks.push(m.clone());
     m
 }
 
@@ -65,8 +68,6 @@ pub(crate) struct Fence {
     /// The stream's mark and this fence's place in it; `None` where the driver gave no
     /// stream id.
     place: Option<(Arc<StreamMark>, u64)>,
-    /// The driver's id of the stream the fence was recorded on, where it gave one.
-    stream_id: Option<u64>,
 }
 
 impl Fence {
@@ -87,7 +88,6 @@ impl Fence {
             event: Some(event),
             done: AtomicBool::new(false),
             place: None,
-            stream_id: None,
         };
         // Bound through the stream's context: a pooled event may come from another
         // `CudaContext` handle of the same context, whose stored errors are not this call's.
@@ -95,12 +95,14 @@ impl Fence {
         let (cu_event, cu_stream) = (fence.event().cu_event(), stream.cu_stream());
         // Without an id (an older driver, a capture) the fence is known complete by its own
         // queries only.
-        if !capturing {
+        let id = if capturing {
+            None
+        } else {
             // SAFETY: the stream is live (the caller's borrow), in its context, which is
             // current, and not capturing.
-            fence.stream_id = unsafe { crate::driver::stream_id(cu_stream) }.ok();
-        }
-        let mark = fence.stream_id.map(|id| mark_of(&rt.marks, id));
+            unsafe { crate::driver::stream_id(cu_stream) }.ok()
+        };
+        let mark = id.map(|id| mark_of(&rt.marks, id));
         let record = || {
             // SAFETY: the event is live (the fence holds it) and belongs to `stream`'s context
             // (the pool is per context), which is current; the stream is live.
@@ -129,7 +131,7 @@ impl Fence {
 
     /// Whether the fence was recorded on the stream whose driver id is `id`.
     pub(crate) fn recorded_on(&self, id: u64) -> bool {
-        self.stream_id == Some(id)
+        self.place.as_ref().is_some_and(|(mark, _)| mark.id == id)
     }
 
     /// Whether the work is known to have completed, without asking the driver: this fence, or
