@@ -11,8 +11,8 @@ Usage, on a machine with a CUDA GPU and PyTorch:
 that two builds can be compared by running the script once with each. Host time moves by about
 15% from one process to the next, more than many changes are worth; `--ab DIR` compares in one
 process instead: it loads the build in DIR (a directory holding a `devspan` package) beside the
-first one, under another package name, and times the copy, cast, transposed copy and fill rows
-of both builds and PyTorch's own call in alternating rounds (the order rotated every round),
+first one, under another package name, and times the copy, cast, transposed copy and fill rows,
+a copy from 64 source tensors in turn and `from_dlpack`, of both builds and PyTorch's own call in alternating rounds (the order rotated every round),
 printing each median, the ratios to PyTorch, and B - A.
 
 Rows, on f32 tensors of N elements (a square of about N elements for the transposed copy):
@@ -34,6 +34,7 @@ are small enough that the GPU keeps up, so the time is the host's.
 """
 
 import argparse
+import itertools
 import pathlib
 import statistics
 import sys
@@ -143,6 +144,8 @@ def main():
     print(f"  {'copy(b, va)':<26} {t(lambda: devspan.copy(b, va)):6.1f}")
     if args.ab:
         other = load_as(args.ab, "devspan_b")
+        # A different source tensor in every call, 64 in turn.
+        turn = itertools.cycle([torch.randn(n, device=dev) for _ in range(64)])
         print(f"A/B in one process: A = {pathlib.Path(devspan.__file__).resolve().parent}, "
               f"B = {pathlib.Path(other.__file__).resolve().parent}")
         ab_rows = [
@@ -150,6 +153,8 @@ def main():
             ("copy, cast", lambda: b.copy_(h), lambda m: lambda: m.copy(b, h)),
             ("copy, transposed", lambda: bsq.copy_(sq.T), lambda m: lambda: m.copy(bsq, sq.T)),
             ("fill", lambda: b.fill_(0.5), lambda m: lambda: m.fill(b, 0.5)),
+            ("copy, 64 sources", lambda: b.copy_(next(turn)), lambda m: lambda: m.copy(b, next(turn))),
+            ("from_dlpack", lambda: torch.from_dlpack(a), lambda m: lambda: m.from_dlpack(a)),
         ]
         print(f"{'call':<18} {'torch':>7} {'A':>7} {'B':>7} {'A ratio':>8} {'B ratio':>8} {'B - A':>7}")
         for name, tf, make in ab_rows:

@@ -1,6 +1,6 @@
 //! Contexts, framework stream handles and the events that order work between them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, Weak};
 
 use devspan::cudarc::driver::{CudaContext, CudaEvent, CudaStream};
@@ -244,20 +244,30 @@ pub(crate) fn synchronize(stream: &CudaStream) -> PyResult<()> {
 }
 
 /// The tensors imported for one call, released without making the call wait for its work: the
-/// keep-alive of each, whose owner's log records devspan's work on it.
+/// keep-alive of each, whose owner's log records devspan's work on it. An owner shared by the
+/// imports of one PyTorch storage ([`STORAGES`]) is listed once, at the place of its latest
+/// call.
 ///
 /// The call leaves its tensors here. Once [`REAP_BATCH`] tensors wait, each devspan call first
 /// releases those whose work is known to have completed, asking the driver about one recent
-/// tensor's work ([`REAP_LAG`] calls back; a call's tensors share their event): seen complete,
-/// it shows the work queued before it on its stream complete too, so that one query releases
-/// most of the list. Where it has not completed, the oldest is asked about instead. A thread
-/// of devspan's releases all whose work has completed every 10 ms while some are left, so that
-/// the memory goes back within about that time also when no further call comes. Until then a
-/// tensor's owner stays listed in [`TENSORS`], so later work on overlapping memory is still
-/// ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is waited for on
-/// the host (without the GIL), which bounds the memory held back.
+/// tensor's work ([`REAP_LAG`] from the newest): seen complete, it shows the work queued before
+/// it on its stream complete too, so that one query releases most of the list. Where it has not
+/// completed, the oldest is asked about instead. A thread of devspan's looks at the list every
+/// 10 ms while some are left: when calls were made in that time it has the next call reap
+/// whatever waits, batch or not; when none were, it releases those whose work has completed
+/// itself. Either way the memory goes back within about that time, also when no further call
+/// comes. Until then a tensor's owner stays listed in [`TENSORS`], so later work on overlapping
+/// memory is still ordered after it. More than [`RELEASES_KEPT`] tensors waiting: the oldest is
+/// waited for on the host (without the GIL), which bounds the memory held back.
 pub(crate) struct Releases {
+    /// The waiting owners, the least recently deferred first; an owner is listed once.
     list: Mutex<Vec<Arc<SharedOwner>>>,
+    /// How many calls have asked to [`reap`](Self::reap): while it moves, the release thread
+    /// leaves the reaping to the calls.
+    calls: AtomicU64,
+    /// Set by the release thread when it found tensors waiting while calls were being made:
+    /// the next call reaps whatever the list holds, not only a full batch.
+    due: AtomicBool,
     wake: Condvar,
     reaper: Once,
     /// Set at interpreter exit ([`shut_down`](Self::shut_down)): the thread attaches no more.
@@ -279,6 +289,8 @@ const REAP_LAG: usize = 2;
 /// The tensors waiting for their work before going back to their producers.
 pub(crate) static RELEASES: Releases = Releases {
     list: Mutex::new(Vec::new()),
+    calls: AtomicU64::new(0),
+    due: AtomicBool::new(false),
     wake: Condvar::new(),
     reaper: Once::new(),
     stop: AtomicBool::new(false),
@@ -306,6 +318,16 @@ impl Releases {
         let (was_empty, oldest) = {
             let mut list = self.list();
             let was_empty = list.is_empty();
+            // An owner deferred again (one storage imported by several calls) moves to the
+            // end: the list stays in the order of the owners' latest work.
+            if let Some(i) = list.iter().position(|c| Arc::ptr_eq(c, &cell)) {
+                let listed = list.remove(i);
+                list.push(listed);
+                drop(list);
+                // Not the last holder: the list holds the owner.
+                drop(cell);
+                return;
+            }
             list.push(cell);
             (
                 was_empty,
@@ -331,7 +353,13 @@ impl Releases {
     /// driver about at most two events (the rest is left to later calls and to the release
     /// thread). The caller is attached to Python.
     pub(crate) fn reap(&self) {
-        self.reap_asking(2, REAP_BATCH);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let batch = if self.due.swap(false, Ordering::Relaxed) {
+            1
+        } else {
+            REAP_BATCH
+        };
+        self.reap_asking(2, batch);
     }
 
     /// Releases the tensors whose work has completed when at least `batch` (1 or more) wait,
@@ -362,8 +390,11 @@ impl Releases {
     }
 
     /// The release thread: while tensors wait, every 10 ms, releases those whose work has
-    /// completed (attached to Python, which some producers' deleters need). It stops when the
-    /// interpreter can no longer be attached to.
+    /// completed (attached to Python, which some producers' deleters need). While calls are
+    /// being made it leaves that to the next call ([`due`](Self::due)) rather than wait for the
+    /// interpreter, which a busy caller holds: a thread waiting for it makes every release of
+    /// it by the caller (PyTorch releases it inside many of its methods) wake the waiter. It
+    /// stops when the interpreter can no longer be attached to.
     fn reap_periodically(&self) {
         loop {
             {
@@ -372,7 +403,12 @@ impl Releases {
                     list = self.wake.wait(list).unwrap_or_else(|p| p.into_inner());
                 }
             }
+            let calls = self.calls.load(Ordering::Relaxed);
             std::thread::sleep(std::time::Duration::from_millis(10));
+            if self.calls.load(Ordering::Relaxed) != calls {
+                self.due.store(true, Ordering::Relaxed);
+                continue;
+            }
             if !self.list().iter().any(|c| c.is_settled()) {
                 continue;
             }
@@ -492,6 +528,53 @@ impl<T> Users<T> {
 /// in [`RELEASES`]), whose logs record devspan's work on their memory.
 pub(crate) static TENSORS: Users<SharedOwner> = Users::new();
 
+/// The owners of the PyTorch storages imported for calls, by the address of the storage's
+/// Python object and the memory the imported layout spans, so that the same tensor imported by
+/// later calls while its owner lives (in a loop, the owner waits in [`RELEASES`] for the work
+/// of its last call) gets the same owner, listed once in [`TENSORS`], rather than one owner per
+/// call.
+///
+/// Entries are weak: while one yields its owner, the owner holds the storage object, so that
+/// no other object can have its address. A storage object that PyTorch makes anew for every
+/// `untyped_storage()` call (releases without Python object preservation) is never found, and
+/// gets an owner per call.
+pub(crate) struct Storages {
+    entries: Mutex<Vec<(usize, Region, Weak<SharedOwner>)>>,
+}
+
+/// How many storages [`STORAGES`] remembers (the most recently imported).
+const STORAGES_KEPT: usize = 64;
+
+impl Storages {
+    fn entries(&self) -> MutexGuard<'_, Vec<(usize, Region, Weak<SharedOwner>)>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live owner of storage object `storage` imported over `region`, if any.
+    pub(crate) fn find(&self, storage: usize, region: Region) -> Option<Arc<SharedOwner>> {
+        self.entries()
+            .iter()
+            .find(|(s, r, _)| *s == storage && *r == region)
+            .and_then(|(_, _, w)| w.upgrade())
+    }
+
+    /// Remembers `cell` as the owner of storage object `storage` imported over `region`,
+    /// forgetting entries whose owners are gone.
+    pub(crate) fn insert(&self, storage: usize, region: Region, cell: &Arc<SharedOwner>) {
+        let mut entries = self.entries();
+        entries.retain(|(_, _, w)| w.strong_count() > 0);
+        if entries.len() >= STORAGES_KEPT {
+            entries.remove(0);
+        }
+        entries.push((storage, region, Arc::downgrade(cell)));
+    }
+}
+
+/// See [`Storages`].
+pub(crate) static STORAGES: Storages = Storages {
+    entries: Mutex::new(Vec::new()),
+};
+
 /// The links of the live devspan tensors that have any.
 pub(crate) static LINKED: Users<Mutex<Links>> = Users::new();
 
@@ -549,6 +632,63 @@ mod tests {
         let d = Arc::new(4);
         users.register(at(2, 0, 8), &d);
         assert_eq!(users.entries().len(), 3, "registering forgets gone items");
+    }
+
+    #[test]
+    fn storages_gives_back_the_live_owner_of_one_storage_over_one_region() {
+        struct Owner;
+        impl devspan::DeviceOwner for Owner {}
+        let storages = Storages {
+            entries: Mutex::new(Vec::new()),
+        };
+        let at = |start, end| Region {
+            device: 0,
+            start,
+            end,
+        };
+        let a = SharedOwner::new(Arc::new(Owner));
+        storages.insert(0x10, at(0x1000, 0x2000), &a);
+        let found = storages.find(0x10, at(0x1000, 0x2000));
+        assert!(found.is_some_and(|f| Arc::ptr_eq(&f, &a)));
+        assert!(
+            storages.find(0x10, at(0x1000, 0x1800)).is_none(),
+            "another region of the storage has its own owner"
+        );
+        assert!(
+            storages.find(0x20, at(0x1000, 0x2000)).is_none(),
+            "another storage object over the same memory has its own owner"
+        );
+        assert!(
+            storages
+                .find(
+                    0x10,
+                    Region {
+                        device: 1,
+                        ..at(0x1000, 0x2000)
+                    }
+                )
+                .is_none()
+        );
+        drop(a);
+        assert!(
+            storages.find(0x10, at(0x1000, 0x2000)).is_none(),
+            "a gone owner is not given back"
+        );
+        let kept: Vec<_> = (0..STORAGES_KEPT + 1)
+            .map(|i| {
+                let o = SharedOwner::new(Arc::new(Owner));
+                storages.insert(0x100 + i, at(0, 8), &o);
+                o
+            })
+            .collect();
+        assert_eq!(
+            storages.entries().len(),
+            STORAGES_KEPT,
+            "gone and oldest forgotten"
+        );
+        assert!(storages.find(0x100, at(0, 8)).is_none());
+        assert!(storages.find(0x100 + STORAGES_KEPT, at(0, 8)).is_some());
+        drop(kept);
     }
 
     #[test]

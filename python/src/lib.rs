@@ -303,9 +303,9 @@ fn from_cuda_array_interface(obj: &Bound<'_, PyAny>, stream: Option<i64>) -> PyR
 /// The tensor `source` is, or imports, as a new Python object.
 fn imported(py: Python<'_>, source: Source<'_>, stream: Option<i64>) -> PyResult<Py<Tensor>> {
     let s = call_stream(&[&source], stream)?;
-    match source.import(s, true)? {
+    match source.import_kept(s)? {
         Arg::Shared(t) => Ok(t.unbind()),
-        Arg::Temporary(t) => Py::new(py, t.kept()?),
+        Arg::Temporary(t) => Py::new(py, t),
     }
 }
 

@@ -171,6 +171,22 @@ impl<'py> Source<'py> {
     ///
     /// The caller holds a [`cuda::ContextGuard`]: the import may leave another context current.
     pub(crate) fn import(self, stream: i64, record_ready: bool) -> PyResult<Arg<'py>> {
+        self.import_as(stream, record_ready, true)
+    }
+
+    /// The argument as a devspan tensor kept beyond the call ([`Tensor::kept`]), its data
+    /// ready on `stream` (recorded), which otherwise [`import`](Self::import) describes.
+    pub(crate) fn import_kept(self, stream: i64) -> PyResult<Arg<'py>> {
+        Ok(match self.import_as(stream, true, false)? {
+            Arg::Temporary(t) => Arg::Temporary(t.kept()?),
+            shared => shared,
+        })
+    }
+
+    /// [`import`](Self::import); `for_call`: the tensor is for one call (a PyTorch tensor's
+    /// owner is then shared with the other calls' imports of its memory, see
+    /// [`cuda::STORAGES`]), otherwise it is to be kept.
+    fn import_as(self, stream: i64, record_ready: bool, for_call: bool) -> PyResult<Arg<'py>> {
         let t = match self {
             Source::Tensor(t) => return Ok(Arg::Shared(t)),
             Source::Dlpack {
@@ -187,7 +203,7 @@ impl<'py> Source<'py> {
                 obj,
                 layout,
                 current,
-            } => Tensor::import_torch(&obj, layout, stream, current, record_ready)?,
+            } => Tensor::import_torch(&obj, layout, stream, current, record_ready, for_call)?,
             Source::Capsule(obj) => {
                 Tensor::import(capsule::take(&obj)?, stream, None, record_ready)?
             }

@@ -36,6 +36,11 @@ impl<V: Send + Sync + 'static> DeviceOwner for Held<V> {
 struct HeldObject(Option<Py<PyAny>>);
 
 impl HeldObject {
+    /// The address of the object held.
+    fn address(&self) -> usize {
+        self.0.as_ref().map_or(0, |o| o.as_ptr() as usize)
+    }
+
     fn storage_of(obj: &Bound<'_, PyAny>) -> PyResult<HeldObject> {
         let py = obj.py();
         let held = match obj.call_method0(pyo3::intern!(py, "untyped_storage")) {
@@ -254,6 +259,17 @@ impl Tensor {
     ) -> Tensor {
         let cell = SharedOwner::new(owner);
         cuda::TENSORS.register(place.region(), &cell);
+        Tensor::with_cell(place, cell, ctx, self_releasing)
+    }
+
+    /// A tensor over `place` whose memory `cell` keeps alive; the caller lists `cell` in
+    /// [`cuda::TENSORS`] (over `place`'s region at least).
+    fn with_cell(
+        place: Placement,
+        cell: Arc<SharedOwner>,
+        ctx: Arc<CudaContext>,
+        self_releasing: bool,
+    ) -> Tensor {
         Tensor {
             place,
             writable: false,
@@ -505,12 +521,16 @@ impl Tensor {
     /// first waits for PyTorch's current stream on the tensor's device (`current`, asked by the
     /// caller), unless it is that stream; `record_ready` as in
     /// [`Source::import`](crate::source::Source::import).
+    ///
+    /// `shared`: the tensor is for one call, and shares its owner with the other imports of the
+    /// same storage over the same memory for calls while that owner lives ([`cuda::STORAGES`]).
     pub(crate) fn import_torch(
         obj: &Bound<'_, PyAny>,
         l: TorchLayout,
         stream: i64,
         current: i64,
         record_ready: bool,
+        shared: bool,
     ) -> PyResult<Tensor> {
         // (The caller holds a `ContextGuard`, as `Source::import` asks.)
         // The span from the element at index zero to the farthest one: PyTorch strides are never
@@ -525,7 +545,6 @@ impl Tensor {
             }
         };
         let held = HeldObject::storage_of(obj)?;
-        let owner: Arc<dyn DeviceOwner> = Arc::new(held);
         // The span from `data_ptr()`, checked against the layout by the first view below.
         let place = Placement {
             dtype: l.dtype,
@@ -537,7 +556,23 @@ impl Tensor {
             device: l.device,
         };
         let ctx = cuda::context(place.device)?;
-        let mut tensor = Tensor::new(place, owner, ctx, false);
+        let (storage, region) = (held.address(), place.region());
+        let cell = match shared
+            .then(|| cuda::STORAGES.find(storage, region))
+            .flatten()
+        {
+            // The owner holds this storage object already (and is listed over `region`).
+            Some(cell) => cell,
+            None => {
+                let cell = SharedOwner::new(Arc::new(held));
+                cuda::TENSORS.register(region, &cell);
+                if shared {
+                    cuda::STORAGES.insert(storage, region, &cell);
+                }
+                cell
+            }
+        };
+        let mut tensor = Tensor::with_cell(place, cell, ctx, false);
         // Writable unless the layout reaches an element twice, which the first writable view
         // (or `kept`) checks; the layout fits its span (`reach` above). (`data_ptr()`, `shape`
         // and `stride()` of a live CUDA tensor describe memory of its device that the tensor's

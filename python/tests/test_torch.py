@@ -695,3 +695,66 @@ def test_calls_alternating_between_two_streams_wait_for_each_other():
             devspan.copy(b, a)
     torch.cuda.synchronize()
     assert bool((a == 23.0).all()) and bool((b == 23.0).all())
+
+
+def test_a_tensor_passed_to_many_calls_stays_alive_until_the_last_ones_work():
+    """One PyTorch tensor passed to many calls on a side stream behind busy kernels, whole and
+    as two halves: the calls share what keeps its memory alive. The tensor goes while that work
+    is queued, and PyTorch's allocator hands its block out again on the default stream: the new
+    tensor must never see the calls' writes."""
+    s = torch.cuda.Stream()
+    n = 1 << 24
+    reused = 0
+    for _ in range(3):
+        t = torch.empty(n, device="cuda")
+        ptr = t.data_ptr()
+        lo, hi = t[: n // 2], t[n // 2 :]
+        for i in range(12):
+            with torch.cuda.stream(s):
+                torch.cuda._sleep(2_000_000)
+            devspan.fill(t, float(i), stream=s.cuda_stream)
+            devspan.fill(lo, 1.0, stream=s.cuda_stream)
+            devspan.fill(hi, 2.0, stream=s.cuda_stream)
+        del t, lo, hi
+        gc.collect()
+        u = torch.zeros(n, device="cuda")
+        reused += u.data_ptr() == ptr
+        torch.cuda.synchronize()
+        assert int((u != 0).sum().item()) == 0
+        del u
+    print(f"block reused in {reused} of 3 rounds")
+
+
+def allocated_returns_to(base, call=None, seconds=2.0):
+    """Whether PyTorch's allocated memory comes back to `base` within `seconds`, calling
+    `call` meanwhile when given."""
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if torch.cuda.memory_allocated() == base:
+            return True
+        if call is not None:
+            call()
+        else:
+            time.sleep(0.001)
+    return torch.cuda.memory_allocated() == base
+
+
+@pytest.mark.parametrize("calls_go_on", [False, True], ids=["idle", "calls go on"])
+def test_memory_of_a_tensor_passed_to_many_calls_goes_back_after_them(calls_go_on):
+    """A tensor passed to many calls, then dropped: devspan gives its memory back once the
+    work is done, whether no further call comes or calls on other tensors go on."""
+    small = torch.zeros(16, device="cuda")
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    t = torch.empty(1 << 24, device="cuda")
+    for i in range(50):
+        devspan.fill(t, float(i))
+        devspan.copy(small, t[:16])
+    torch.cuda.synchronize()
+    assert float(small[0]) == 49.0
+    del t
+    gc.collect()
+    go_on = (lambda: devspan.fill(small, 1.0)) if calls_go_on else None
+    assert allocated_returns_to(base, go_on), (torch.cuda.memory_allocated(), base)
