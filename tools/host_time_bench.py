@@ -12,8 +12,9 @@ that two builds can be compared by running the script once with each. Host time 
 15% from one process to the next, more than many changes are worth; `--ab DIR` compares in one
 process instead: it loads the build in DIR (a directory holding a `devspan` package) beside the
 first one, under another package name, and times the copy, cast, transposed copy and fill rows,
-a copy from 64 source tensors in turn and `from_dlpack`, of both builds and PyTorch's own call in alternating rounds (the order rotated every round),
-printing each median, the ratios to PyTorch, and B - A.
+a copy from 64 source tensors in turn, `from_dlpack` and an `ElementwiseKernel` call
+(`z = a * x + y`, beside `torch.add`), of both builds and PyTorch's own call in alternating
+rounds (the order rotated every round), printing each median, the ratios to PyTorch, and B - A.
 
 Rows, on f32 tensors of N elements (a square of about N elements for the transposed copy):
 - `copy`: `b.copy_(a)` against `devspan.copy(b, a)`;
@@ -146,6 +147,7 @@ def main():
         other = load_as(args.ab, "devspan_b")
         # A different source tensor in every call, 64 in turn.
         turn = itertools.cycle([torch.randn(n, device=dev) for _ in range(64)])
+        c = torch.empty(n, device=dev)
         print(f"A/B in one process: A = {pathlib.Path(devspan.__file__).resolve().parent}, "
               f"B = {pathlib.Path(other.__file__).resolve().parent}")
         ab_rows = [
@@ -156,6 +158,14 @@ def main():
             ("copy, 64 sources", lambda: b.copy_(next(turn)), lambda m: lambda: m.copy(b, next(turn))),
             ("from_dlpack", lambda: torch.from_dlpack(a), lambda m: lambda: m.from_dlpack(a)),
         ]
+        # `z = a * x + y` through each build's ElementwiseKernel (NVRTC), beside torch.add.
+        try:
+            kernels = [m.ElementwiseKernel("f32 a, f32 x, f32 y", "f32 z", "z = a * x + y")
+                       for m in (devspan, other)]
+            ab_rows.append(("elementwise", lambda: torch.add(b, a, alpha=2.0, out=c),
+                            lambda m: (lambda k: lambda: k(2.0, a, b, c))(kernels[m is other])))
+        except Exception as e:  # no NVRTC: the row is left out, and said so
+            print(f"elementwise row left out: {e}")
         print(f"{'call':<18} {'torch':>7} {'A':>7} {'B':>7} {'A ratio':>8} {'B ratio':>8} {'B - A':>7}")
         for name, tf, make in ab_rows:
             tt, at, bt = alternating([tf, make(devspan), make(other)], args.calls, args.rounds, sync)

@@ -71,22 +71,14 @@ impl PyElementwiseKernel {
     fn __call__(&self, args: &Bound<'_, PyTuple>, stream: Option<i64>) -> PyResult<()> {
         let _current = cuda::ContextGuard::save();
         check_stream(stream)?;
-        let ins: Vec<(String, DType)> = self
-            .kernel
-            .inputs()
-            .map(|(n, t)| (n.to_string(), t))
-            .collect();
-        let outs: Vec<(String, DType)> = self
-            .kernel
-            .outputs()
-            .map(|(n, t)| (n.to_string(), t))
-            .collect();
-        if args.len() != ins.len() + outs.len() {
+        let ins: Vec<DType> = self.kernel.inputs().map(|(_, t)| t).collect();
+        let outs = self.kernel.outputs().count();
+        if args.len() != ins.len() + outs {
             return Err(PyTypeError::new_err(format!(
                 "{} arguments given; the kernel takes {} inputs then {} outputs",
                 args.len(),
                 ins.len(),
-                outs.len()
+                outs
             )));
         }
         let items: Vec<Bound<'_, PyAny>> = args.iter().collect();
@@ -125,13 +117,13 @@ impl PyElementwiseKernel {
         }
         let s = cuda::stream(first.ctx(), stream)?;
         let mut in_args = Vec::with_capacity(ins.len());
-        for (k, (_, t)) in ins.iter().enumerate() {
+        for (k, t) in ins.iter().enumerate() {
             match tensor(k) {
                 Some(tensor) => in_args.push(tensor.elementwise_input().map_err(to_py)?),
                 None => in_args.push(with_dtype!(*t, T => EwArg::scalar(scalar::<T>(&items[k])?))),
             }
         }
-        let mut out_args = Vec::with_capacity(outs.len());
+        let mut out_args = Vec::with_capacity(outs);
         for k in ins.len()..args.len() {
             let tensor = tensor(k).expect("every output is a tensor");
             out_args.push(tensor.elementwise_output().map_err(to_py)?);

@@ -332,16 +332,23 @@ fn scalar<T: DeviceElement + num_traits::NumCast>(value: &Bound<'_, PyAny>) -> P
             _ => num_traits::NumCast::from(i),
         }
     };
-    let out: Option<T> = if let Ok(i) = value.extract::<i64>() {
-        int(i128::from(i))
-    } else if let Ok(u) = value.extract::<u64>() {
-        int(i128::from(u))
-    } else if let Ok(f) = value.extract::<f64>() {
+    // A float (a `float` subclass too) is read as one at once: asking a float for an integer
+    // first would raise, and catch, two exceptions per call.
+    let as_float = |f: f64| -> Option<T> {
         if T::DTYPE.is_float() {
             float(f)
         } else {
             num_traits::NumCast::from(f)
         }
+    };
+    let out: Option<T> = if let Ok(f) = value.cast::<pyo3::types::PyFloat>() {
+        as_float(f.value())
+    } else if let Ok(i) = value.extract::<i64>() {
+        int(i128::from(i))
+    } else if let Ok(u) = value.extract::<u64>() {
+        int(i128::from(u))
+    } else if let Ok(f) = value.extract::<f64>() {
+        as_float(f)
     } else {
         return Err(PyTypeError::new_err(format!(
             "fill value must be an int or a float, got {}",
