@@ -114,7 +114,11 @@ pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
 }
 
 /// `Err(DeviceMismatch)` unless `stream` belongs to device `device`.
-pub(crate) fn check_stream(stream: &CudaStream, device: usize, what: &str) -> Result<()> {
+pub(crate) fn check_stream(
+    stream: &CudaStream,
+    device: usize,
+    what: impl std::fmt::Display,
+) -> Result<()> {
     let s = stream.context().ordinal();
     if s != device {
         return Err(Error::device_mismatch(format!(

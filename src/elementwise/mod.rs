@@ -511,11 +511,8 @@ impl ElementwiseKernel {
                 scalars.len()
             )));
         }
-        let device = stream.context().ordinal();
         for (a, name) in arrays.iter().zip(&names) {
-            if a.raw.device != device {
-                check_stream(stream, a.raw.device, &format!("operand `{name}`"))?;
-            }
+            check_stream(stream, a.raw.device, format_args!("operand `{name}`"))?;
         }
         if shape.contains(&0) {
             return Ok(());
