@@ -262,7 +262,7 @@ impl TorchLayout {
         let Ok(device) = usize::try_from(device) else {
             return Ok(None);
         };
-        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
+        let shape: Vec<usize> = ints(&obj.getattr(intern!(py, "shape"))?)?;
         if shape.contains(&0) {
             // An empty tensor's address may be null: `__dlpack__` describes it.
             return Ok(None);
@@ -271,8 +271,20 @@ impl TorchLayout {
             dtype,
             data: obj.call_method0(intern!(py, "data_ptr"))?.extract()?,
             shape,
-            strides: obj.call_method0(intern!(py, "stride"))?.extract()?,
+            strides: ints(&obj.call_method0(intern!(py, "stride"))?)?,
             device,
         }))
+    }
+}
+
+/// The integers of a sequence: read by index from a tuple (`torch.Size`, `stride()`), through
+/// the sequence protocol otherwise.
+fn ints<T: for<'a, 'py> FromPyObject<'a, 'py>>(seq: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
+    match seq.cast::<PyTuple>() {
+        Ok(t) => t
+            .iter_borrowed()
+            .map(|x| x.extract().map_err(Into::into))
+            .collect(),
+        Err(_) => seq.extract(),
     }
 }

@@ -58,6 +58,7 @@ mod normalize;
 mod pairs;
 mod source;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -66,8 +67,8 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use ndarray::Dimension;
 
+use source::{Flags, Param, Variant};
 pub use source::{MAX_ARRAYS, MAX_RANK, MAX_SCALARS};
-use source::{Param, Variant};
 
 use crate::bytes::RawBytes;
 use crate::device::check_stream;
@@ -464,10 +465,12 @@ impl ElementwiseKernel {
                 self.outputs.len()
             )));
         }
-        let shape = outputs[0].0.shape.clone();
-        let mut arrays: Vec<&ArrayRef<'_>> = Vec::new();
-        let mut names: Vec<&str> = Vec::new();
-        let mut strides: Vec<Vec<isize>> = Vec::new();
+        let shape: &[usize] = &outputs[0].0.shape;
+        let operands = outputs.len() + inputs.len();
+        let mut arrays: Vec<&ArrayRef<'_>> = Vec::with_capacity(operands);
+        let mut names: Vec<&str> = Vec::with_capacity(operands);
+        // Each operand's strides over `shape`: its own where its shape is `shape`.
+        let mut strides: Vec<Cow<'_, [isize]>> = Vec::with_capacity(operands);
         for (o, p) in outputs.iter().zip(&self.outputs) {
             check_type(o.0.dtype, p)?;
             if o.0.shape != shape {
@@ -478,46 +481,56 @@ impl ElementwiseKernel {
             }
             arrays.push(&o.0);
             names.push(&p.name);
-            strides.push(o.0.strides.clone());
+            strides.push(Cow::Borrowed(&o.0.strides));
         }
-        let mut scalars: Vec<u64> = Vec::new();
-        let mut scalar_inputs = Vec::with_capacity(inputs.len());
+        let mut scalars = [0u64; MAX_SCALARS];
+        let mut n_scalars = 0;
         for (a, p) in inputs.iter().zip(&self.inputs) {
             match &a.0 {
                 ArgKind::Scalar(t, bits) => {
                     check_type(*t, p)?;
-                    scalars.push(scalar_word(*t, *bits));
-                    scalar_inputs.push(true);
+                    // Counted past the limit, which is checked below.
+                    if let Some(w) = scalars.get_mut(n_scalars) {
+                        *w = scalar_word(*t, *bits);
+                    }
+                    n_scalars += 1;
                 }
                 ArgKind::Array(r) => {
                     check_type(r.dtype, p)?;
-                    let s = broadcast(&r.shape, &r.strides, &shape).ok_or_else(|| {
-                        Error::shape(format!(
-                            "input `{}` of shape {:?} does not broadcast to the outputs' shape {:?}",
-                            p.name, r.shape, shape
-                        ))
-                    })?;
+                    let s = if r.shape == shape {
+                        Cow::Borrowed(&r.strides[..])
+                    } else {
+                        Cow::Owned(broadcast(&r.shape, &r.strides, shape).ok_or_else(|| {
+                            Error::shape(format!(
+                                "input `{}` of shape {:?} does not broadcast to the outputs' shape {:?}",
+                                p.name, r.shape, shape
+                            ))
+                        })?)
+                    };
                     arrays.push(r);
                     names.push(&p.name);
                     strides.push(s);
-                    scalar_inputs.push(false);
                 }
             }
         }
-        if arrays.len() > MAX_ARRAYS || scalars.len() > MAX_SCALARS {
+        if arrays.len() > MAX_ARRAYS || n_scalars > MAX_SCALARS {
             return Err(Error::invalid(format!(
-                "{} array and {} scalar operands: at most {MAX_ARRAYS} and {MAX_SCALARS}",
+                "{} array and {n_scalars} scalar operands: at most {MAX_ARRAYS} and {MAX_SCALARS}",
                 arrays.len(),
-                scalars.len()
             )));
         }
+        let scalars = &scalars[..n_scalars];
+        let scalar_inputs: Flags = inputs
+            .iter()
+            .map(|a| matches!(a.0, ArgKind::Scalar(..)))
+            .collect();
         for (a, name) in arrays.iter().zip(&names) {
             check_stream(stream, a.raw.device, format_args!("operand `{name}`"))?;
         }
         if shape.contains(&0) {
             return Ok(());
         }
-        let norm = normalize::normalize(&shape, &strides);
+        let norm = normalize::normalize(shape, &strides);
         if norm.shape.len() > MAX_RANK {
             return Err(Error::invalid(format!(
                 "after merging, {} axes remain; elementwise kernels take at most {MAX_RANK}",
@@ -531,8 +544,10 @@ impl ElementwiseKernel {
         let input_types = &types[self.outputs.len()..];
         let staged = if tiled {
             norm.staged(self.outputs.len(), input_types, pairs)
+                .into_iter()
+                .collect()
         } else {
-            vec![false; input_types.len()]
+            Flags::default()
         };
         let mut variant = Variant {
             scalar_inputs,
@@ -544,7 +559,7 @@ impl ElementwiseKernel {
             staged,
             vector: false,
             pairs,
-            paired: Vec::new(),
+            paired: Flags::default(),
         };
         let outs = self.outputs.len();
         let keeps: Vec<(&KeepAlive<'_>, bool)> = arrays
@@ -553,7 +568,7 @@ impl ElementwiseKernel {
             .map(|(k, a)| (&a.raw.keep, k < outs))
             .collect();
         KeepAlive::accessing_all(&keeps, stream, || {
-            check_aliasing(&arrays, &strides, &shape, outs, &self.outputs)?;
+            check_aliasing(&arrays, &strides, shape, outs, &self.outputs)?;
             // Addresses are known once the accesses are prepared.
             variant.vector = variant.contiguous && arrays.iter().all(|a| a.ptr() % 16 == 0);
             if pairs {
@@ -561,7 +576,7 @@ impl ElementwiseKernel {
                     .iter()
                     .enumerate()
                     .map(|(k, a)| {
-                        let staged = k >= outs && variant.staged[k - outs];
+                        let staged = k >= outs && variant.staged.get(k - outs);
                         norm.pairable(k, staged, a.ptr(), a.dtype.size())
                     })
                     .collect();
@@ -616,7 +631,7 @@ impl ElementwiseKernel {
     /// The compiled function of `variant` in `stream`'s context, compiling it on first use.
     fn function(&self, stream: &Arc<CudaStream>, variant: &Variant) -> Result<CudaFunction> {
         let ctx = stream.context();
-        let key = (ctx.cu_ctx() as usize, variant.clone());
+        let key = (ctx.cu_ctx() as usize, *variant);
         let mut c = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = c.get(&key) {
             return Ok(f.clone());
@@ -665,7 +680,7 @@ fn check_type(t: DType, p: &Param) -> Result<()> {
 /// `shape`.
 fn check_aliasing(
     arrays: &[&ArrayRef<'_>],
-    strides: &[Vec<isize>],
+    strides: &[Cow<'_, [isize]>],
     shape: &[usize],
     outs: usize,
     names: &[Param],
@@ -815,40 +830,40 @@ mod tests {
             let n_in = scalar_inputs.iter().filter(|s| !**s).count();
             let arrays = outputs.len() + n_in;
             let base = Variant {
-                scalar_inputs,
+                scalar_inputs: scalar_inputs.iter().copied().collect(),
                 rank: 3,
                 idx32: true,
                 contiguous: false,
                 tiled: false,
-                staged: vec![false; n_in],
+                staged: Flags::default(),
                 vector: false,
                 pairs: false,
-                paired: Vec::new(),
+                paired: Flags::default(),
             };
-            let staged = |k: usize| (0..n_in).map(|j| j % 2 == k % 2).collect::<Vec<_>>();
+            let staged = |k: usize| (0..n_in).map(|j| j % 2 == k % 2).collect::<Flags>();
             let variants = [
-                base.clone(),
+                base,
                 Variant {
                     idx32: false,
-                    ..base.clone()
+                    ..base
                 },
                 Variant {
                     rank: 1,
                     contiguous: true,
                     vector: true,
-                    ..base.clone()
+                    ..base
                 },
                 Variant {
                     tiled: true,
                     staged: staged(0),
-                    ..base.clone()
+                    ..base
                 },
                 Variant {
                     tiled: true,
                     pairs: true,
                     staged: staged(0),
                     paired: (0..arrays).map(|k| k % 2 == 0).collect(),
-                    ..base.clone()
+                    ..base
                 },
                 Variant {
                     tiled: true,
@@ -856,13 +871,13 @@ mod tests {
                     idx32: false,
                     staged: staged(1),
                     paired: (0..arrays).map(|k| k % 2 == 1).collect(),
-                    ..base.clone()
+                    ..base
                 },
             ];
             // The strided and tiled ones also at ranks 2 (no outer axis) and 6.
             let ranks = variants.iter().flat_map(|v| {
                 let r = if v.contiguous { vec![1] } else { vec![2, 3, 6] };
-                r.into_iter().map(move |rank| Variant { rank, ..v.clone() })
+                r.into_iter().map(move |rank| Variant { rank, ..*v })
             });
             for v in ranks {
                 let src = source::source(&inputs, &outputs, body, &v);

@@ -19,10 +19,11 @@ pub(crate) struct Normalized {
 /// Normalises `shape` with one stride vector per operand (all of `shape`'s length, in
 /// elements). The first operand should be an output (no zero strides), which decides the order
 /// of the axes.
-pub(crate) fn normalize(shape: &[usize], strides: &[Vec<isize>]) -> Normalized {
+pub(crate) fn normalize<S: AsRef<[isize]>>(shape: &[usize], strides: &[S]) -> Normalized {
     let mut axes: Vec<usize> = (0..shape.len()).filter(|&k| shape[k] != 1).collect();
     if let Some(first) = strides.first() {
         // Stable, so that equal strides (broadcast axes of the first operand) keep their order.
+        let first = first.as_ref();
         axes.sort_by_key(|&k| std::cmp::Reverse(first[k].unsigned_abs()));
     }
     let mut out_shape: Vec<usize> = Vec::new();
@@ -34,20 +35,20 @@ pub(crate) fn normalize(shape: &[usize], strides: &[Vec<isize>]) -> Normalized {
             // outer axis once is stepping this one `len` times.
             let merge = strides.iter().zip(&out_strides).all(|(s, o)| {
                 let outer = *o.last().unwrap();
-                s[k].checked_mul(len as isize) == Some(outer)
+                s.as_ref()[k].checked_mul(len as isize) == Some(outer)
             });
             if merge {
                 let last = out_shape.len() - 1;
                 out_shape[last] = prev * len;
                 for (o, s) in out_strides.iter_mut().zip(strides) {
-                    *o.last_mut().unwrap() = s[k];
+                    *o.last_mut().unwrap() = s.as_ref()[k];
                 }
                 continue;
             }
         }
         out_shape.push(len);
         for (o, s) in out_strides.iter_mut().zip(strides) {
-            o.push(s[k]);
+            o.push(s.as_ref()[k]);
         }
     }
     if out_shape.is_empty() {

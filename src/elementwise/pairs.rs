@@ -64,7 +64,7 @@ pub(super) fn tiled_pairs(
     let side = PAIR_TILE;
     let (a, b) = (v.rank - 2, v.rank - 1);
     let arrays = types.len();
-    let paired = |k: usize| v.paired.get(k).copied().unwrap_or(false);
+    let paired = |k: usize| v.paired.get(k);
     let stride = |k: usize, axis: usize| format!("({sidx})ds_a.strides[{k}][{axis}]");
     let ptr = |k: usize, c: &str| format!("(({c}{}*)ds_a.ptr[{k}])", storage_type(types[k]));
     // Element `h` (0, 1 or `ds_h`) of input `k`'s pair in slot `ds_u`: a paired input holds

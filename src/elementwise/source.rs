@@ -88,11 +88,42 @@ pub(crate) fn parse_params(list: &str, what: &str) -> Result<Vec<Param>> {
     Ok(out)
 }
 
+/// A set of operand indices below 32 (the limits keep every index lower): the inputs that
+/// are scalars, the staged inputs, the paired operands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Flags(u32);
+
+impl Flags {
+    /// Whether index `k` is in the set.
+    pub(crate) fn get(self, k: usize) -> bool {
+        k < 32 && (self.0 >> k) & 1 == 1
+    }
+
+    /// Number of indices in the set.
+    pub(crate) fn count(self) -> usize {
+        self.0.count_ones() as usize
+    }
+}
+
+impl FromIterator<bool> for Flags {
+    /// The indices of the `true` items (items from index 32 on are not represented).
+    fn from_iter<I: IntoIterator<Item = bool>>(items: I) -> Self {
+        let bits = items
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, b)| b)
+            .fold(0u32, |f, (k, _)| {
+                f | 1u32.checked_shl(k as u32).unwrap_or(0)
+            });
+        Flags(bits)
+    }
+}
+
 /// What one compiled variant is specialised for.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Variant {
-    /// For each input, whether it is a scalar (else an array).
-    pub(crate) scalar_inputs: Vec<bool>,
+    /// The inputs that are scalars (the others are arrays).
+    pub(crate) scalar_inputs: Flags,
     /// Axes after normalisation.
     pub(crate) rank: usize,
     /// 32-bit index arithmetic.
@@ -101,15 +132,16 @@ pub(crate) struct Variant {
     pub(crate) contiguous: bool,
     /// The last two axes walked in tiles ([`Normalized::tiled`](super::normalize::Normalized::tiled)).
     pub(crate) tiled: bool,
-    /// For each array input, whether the tiled variant stages it through shared memory.
-    pub(crate) staged: Vec<bool>,
+    /// The array inputs (numbered among the array inputs) that the tiled variant stages
+    /// through shared memory.
+    pub(crate) staged: Flags,
     /// Contiguous operands moved as 16-byte vectors (every address aligned).
     pub(crate) vector: bool,
     /// The tiled variant moves pairs of neighbours ([`pairs_for`]).
     pub(crate) pairs: bool,
-    /// With `pairs`, for each array operand (outputs first), whether it moves each pair as one
-    /// access ([`Normalized::pairable`](super::normalize::Normalized::pairable)); empty otherwise.
-    pub(crate) paired: Vec<bool>,
+    /// With `pairs`, the array operands (outputs first) that move each pair as one access
+    /// ([`Normalized::pairable`](super::normalize::Normalized::pairable)); empty otherwise.
+    pub(crate) paired: Flags,
 }
 
 /// Whether the tiled variant gives each slot a pair of neighbours (tiles of `TILE` x
@@ -283,9 +315,9 @@ fn array_types(inputs: &[Param], outputs: &[Param], v: &Variant) -> Vec<DType> {
         .chain(
             inputs
                 .iter()
-                .zip(&v.scalar_inputs)
-                .filter(|(_, s)| !**s)
-                .map(|(p, _)| p.dtype),
+                .enumerate()
+                .filter(|&(k, _)| !v.scalar_inputs.get(k))
+                .map(|(_, p)| p.dtype),
         )
         .collect()
 }
@@ -305,8 +337,8 @@ pub(super) fn element(
     let mut s = String::new();
     let mut array = outputs.len();
     let mut slot = 0;
-    for (p, &is_scalar) in inputs.iter().zip(&v.scalar_inputs) {
-        let x = if is_scalar {
+    for (k, p) in inputs.iter().enumerate() {
+        let x = if v.scalar_inputs.get(k) {
             slot += 1;
             scalar(p.dtype, slot - 1)
         } else {
@@ -442,7 +474,7 @@ pub(super) fn tile_origin(
 pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Variant) -> String {
     let types = array_types(inputs, outputs, v);
     let arrays = types.len();
-    let scalars = v.scalar_inputs.iter().filter(|s| **s).count();
+    let scalars = v.scalar_inputs.count();
     let (idx, sidx) = if v.idx32 {
         ("unsigned int", "int")
     } else {
@@ -524,7 +556,7 @@ pub(crate) fn source(inputs: &[Param], outputs: &[Param], body: &str, v: &Varian
     }
     // Shared-memory tiles of the staged inputs (padded rows: conflict-free both ways).
     let staged: Vec<usize> = (outputs.len()..arrays)
-        .filter(|&k| v.staged.get(k - outputs.len()).copied().unwrap_or(false))
+        .filter(|&k| v.staged.get(k - outputs.len()))
         .collect();
     if v.tiled && v.pairs {
         super::pairs::tiled_pairs(
@@ -748,15 +780,15 @@ mod tests {
         let outputs = parse_params("f16 z", "outputs").unwrap();
         for idx32 in [true, false] {
             let v = Variant {
-                scalar_inputs: vec![true, false, false],
+                scalar_inputs: [true, false, false].into_iter().collect(),
                 rank: 3,
                 idx32,
                 contiguous: false,
                 tiled: true,
-                staged: vec![true, false],
+                staged: [true, false].into_iter().collect(),
                 vector: false,
                 pairs: true,
-                paired: vec![true, true, false],
+                paired: [true, true, false].into_iter().collect(),
             };
             let src = source(&inputs, &outputs, "z = a * x + y", &v);
             let (_, rest) = src
@@ -821,15 +853,15 @@ mod tests {
         let inputs = parse_params("f32 a, f16 x, f32 y", "inputs").unwrap();
         let outputs = parse_params("f16 z", "outputs").unwrap();
         let v = Variant {
-            scalar_inputs: vec![true, false, false],
+            scalar_inputs: [true, false, false].into_iter().collect(),
             rank: 2,
             idx32: true,
             contiguous: false,
             tiled: false,
-            staged: vec![false, false],
+            staged: Flags::default(),
             vector: false,
             pairs: false,
-            paired: Vec::new(),
+            paired: Flags::default(),
         };
         let src = source(&inputs, &outputs, "z = a * x + y", &v);
         assert!(src.contains("const float a = __uint_as_float((unsigned int)ds_a.scalar[0]);"));
@@ -842,7 +874,7 @@ mod tests {
         let c = Variant {
             contiguous: true,
             rank: 1,
-            ..v.clone()
+            ..v
         };
         assert!(source(&inputs, &outputs, "z = x", &c).contains("ds_o2[ds_u] = (int)ds_r;"));
         let t = Variant { tiled: true, ..v };
