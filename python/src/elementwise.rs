@@ -87,15 +87,22 @@ impl PyElementwiseKernel {
                 || o.is_instance_of::<PyInt>()
                 || o.is_instance_of::<PyBool>()
         };
-        // The tensors, outputs first (their framework's stream comes first), with their slot.
-        let mut sources: Vec<(usize, Source<'_>)> = Vec::new();
-        for (k, item) in items.iter().enumerate().skip(ins.len()) {
-            sources.push((k, Source::of(item)?));
-        }
-        for (k, item) in items.iter().enumerate().take(ins.len()) {
-            if !is_scalar(item) {
-                sources.push((k, Source::of(item)?));
-            }
+        // The tensors, outputs first (their framework's stream comes first), with their slot;
+        // PyTorch's current stream is asked once per device.
+        let tensors = items
+            .iter()
+            .enumerate()
+            .skip(ins.len())
+            .chain(items.iter().enumerate().take(ins.len()))
+            // Outputs are always tensors (a scalar is refused by its import).
+            .filter(|&(k, item)| k >= ins.len() || !is_scalar(item));
+        let mut sources: Vec<(usize, Source<'_>)> = Vec::with_capacity(items.len());
+        for (k, item) in tensors {
+            let source = match sources.first() {
+                Some((_, first)) => Source::of_next(item, first)?,
+                None => Source::of(item)?,
+            };
+            sources.push((k, source));
         }
         let refs: Vec<&Source<'_>> = sources.iter().map(|(_, s)| s).collect();
         let stream = call_stream(&refs, stream)?;

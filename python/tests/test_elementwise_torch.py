@@ -62,6 +62,9 @@ def test_bad_calls_raise_their_exceptions():
         k(torch.ones(4, 6, device=DEV), z)
     with pytest.raises(TypeError):
         k(x)
+    # A scalar where an output goes is refused, not written.
+    with pytest.raises(TypeError):
+        k(x, 2.0)
     broken = devspan.ElementwiseKernel("f32 x", "f32 z", "z = x +;")
     with pytest.raises(devspan.CompileError, match="body"):
         broken(x, z)
