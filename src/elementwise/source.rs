@@ -681,6 +681,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn flags_hold_the_indices_of_true_items() {
+        let f: Flags = [true, false, true, true].into_iter().collect();
+        assert_eq!(
+            (0..6).map(|k| f.get(k)).collect::<Vec<_>>(),
+            [true, false, true, true, false, false]
+        );
+        assert_eq!(f.count(), 3);
+        assert_eq!(Flags::default().count(), 0);
+        // Every index below 32 is held; later items are not represented, and asking for any
+        // index past 31 answers false without panicking.
+        let all: Flags = std::iter::repeat_n(true, 40).collect();
+        assert_eq!(all.count(), 32);
+        assert!(all.get(31) && !all.get(32) && !all.get(usize::MAX));
+        // Equal sets are equal keys, whatever the length of the items they came from.
+        let short: Flags = [false, true].into_iter().collect();
+        let long: Flags = [false, true, false, false].into_iter().collect();
+        assert_eq!(short, long);
+    }
+
+    #[test]
     fn declarations_parse_with_every_spelling_and_bad_ones_are_refused() {
         let p = parse_params(" f32 a, float32 x ,unsigned char  c,long long n", "inputs").unwrap();
         let got: Vec<(DType, &str)> = p.iter().map(|p| (p.dtype, p.name.as_str())).collect();
