@@ -557,22 +557,20 @@ impl Tensor {
         };
         let ctx = cuda::context(place.device)?;
         let (storage, region) = (held.address(), place.region());
-        let cell = match shared
+        let mut tensor = match shared
             .then(|| cuda::STORAGES.find(storage, region))
             .flatten()
         {
             // The owner holds this storage object already (and is listed over `region`).
-            Some(cell) => cell,
+            Some(cell) => Tensor::with_cell(place, cell, ctx, false),
             None => {
-                let cell = SharedOwner::new(Arc::new(held));
-                cuda::TENSORS.register(region, &cell);
+                let tensor = Tensor::new(place, Arc::new(held), ctx, false);
                 if shared {
-                    cuda::STORAGES.insert(storage, region, &cell);
+                    cuda::STORAGES.insert(storage, region, &tensor.cell);
                 }
-                cell
+                tensor
             }
         };
-        let mut tensor = Tensor::with_cell(place, cell, ctx, false);
         // Writable unless the layout reaches an element twice, which the first writable view
         // (or `kept`) checks; the layout fits its span (`reach` above). (`data_ptr()`, `shape`
         // and `stride()` of a live CUDA tensor describe memory of its device that the tensor's
