@@ -15,6 +15,12 @@
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
+//!
+//! By default each timed run starts on an idle stream, so its host work (planning, launch)
+//! counts, as it does for a caller that waits for every operation. With `--queued`, a kernel
+//! that spins for [`SPIN_NS`] precedes each timed run (the workload's and the memcpy's alike),
+//! so that the host work overlaps it and the events time the device work alone, as for a
+//! caller that queues operations ahead of the device.
 
 mod common;
 #[path = "../tests/common/gpu.rs"]
@@ -24,13 +30,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use devspan::internals::{GridOptions, Steer, Tuning};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, IxDyn, s};
 
-use common::{median, time_events};
+use common::{median, time_events, time_events_after};
 use test_common::permutations;
 
 const GIB: usize = 1 << 30;
@@ -44,6 +52,56 @@ struct Bench {
     warmup: usize,
     scratch: Option<(CudaSlice<u8>, CudaSlice<u8>)>,
     rows: Vec<Row>,
+    /// `--queued`: the kernel that precedes each timed run.
+    spin: Option<Spin>,
+}
+
+/// How long the `--queued` spin keeps the stream busy ahead of a timed run: far longer than
+/// any operation's host work.
+const SPIN_NS: u64 = 200_000;
+
+/// A one-thread kernel that spins on the global timer for a given number of nanoseconds.
+struct Spin(CudaFunction);
+
+impl Spin {
+    const PTX: &'static str = ".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry devspan_bench_spin(.param .u64 ns)
+{
+\t.reg .pred %p;
+\t.reg .b64 %t0, %t, %n;
+\tld.param.u64 %n, [ns];
+\tmov.u64 %t0, %globaltimer;
+$SPIN:
+\tmov.u64 %t, %globaltimer;
+\tsub.u64 %t, %t, %t0;
+\tsetp.lt.u64 %p, %t, %n;
+\t@%p bra $SPIN;
+\tret;
+}
+";
+
+    fn new(stream: &CudaStream) -> Spin {
+        let m = stream
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(Self::PTX))
+            .unwrap();
+        Spin(m.load_function("devspan_bench_spin").unwrap())
+    }
+
+    /// Queues a spin of `ns` nanoseconds on `stream`.
+    fn queue(&self, stream: &CudaStream, ns: u64) {
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = stream.launch_builder(&self.0);
+        b.arg(&ns);
+        // SAFETY: the kernel takes one u64 by value and touches no memory.
+        unsafe { b.launch(cfg) }.unwrap();
+    }
 }
 
 struct Row {
@@ -86,8 +144,19 @@ impl Bench {
     }
 
     /// Median milliseconds of `f`, each run bracketed by its own pair of events.
+    /// With `--queued`, each run follows a spin of [`SPIN_NS`] on the stream, which the events
+    /// leave out.
     fn time(&self, f: impl FnMut()) -> f64 {
-        time_events(&self.stream, self.warmup, self.reps, f)
+        match &self.spin {
+            Some(spin) => time_events_after(
+                &self.stream,
+                || spin.queue(&self.stream, SPIN_NS),
+                self.warmup,
+                self.reps,
+                f,
+            ),
+            None => time_events(&self.stream, self.warmup, self.reps, f),
+        }
     }
 
     /// Median time of `cuMemcpyDtoD` moving `counted / 2` bytes (so `counted` bytes read +
@@ -1183,17 +1252,24 @@ fn main() {
         println!("permute grids: {n} tiles per block");
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let queued = args.iter().any(|a| a == "--queued");
     let stream = devspan::new_stream(0).unwrap();
     let ctx = stream.context().clone();
     println!(
-        "device: {}, {} SMs; reps {}",
+        "device: {}, {} SMs; reps {}; {}",
         ctx.name().unwrap(),
         ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
         )
         .unwrap(),
-        if quick { 5 } else { 21 }
+        if quick { 5 } else { 21 },
+        if queued {
+            "queued: device time alone"
+        } else {
+            "host work counts"
+        }
     );
+    let spin = queued.then(|| Spin::new(&stream));
     let mut b = Bench {
         stream,
         grid: GridOptions {
@@ -1204,6 +1280,7 @@ fn main() {
         warmup: 3,
         scratch: None,
         rows: Vec::new(),
+        spin,
     };
     if want("copy") {
         copy_workloads(&mut b);
@@ -1283,7 +1360,7 @@ fn main() {
     for line in &sweep {
         println!("{line}");
     }
-    let mut json = String::from("{\n  \"rows\": [\n");
+    let mut json = format!("{{\n  \"queued\": {queued},\n  \"rows\": [\n");
     for (i, r) in b.rows.iter().enumerate() {
         json += &format!(
             "    {{\"group\": \"{}\", \"name\": \"{}\", \"path\": \"{}\", \"bytes\": {}, \"ms\": {:.5}, \"gbs\": {:.2}, \"memcpy_ms\": {:.5}, \"ratio\": {:.4}, \"target\": {}}}{}\n",

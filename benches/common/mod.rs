@@ -16,7 +16,19 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 
 /// Median milliseconds of `f` over `reps` runs after `warmup` untimed ones, each run bracketed
 /// by its own pair of events recorded on `stream`.
-pub fn time_events(stream: &CudaStream, warmup: usize, reps: usize, mut f: impl FnMut()) -> f64 {
+pub fn time_events(stream: &CudaStream, warmup: usize, reps: usize, f: impl FnMut()) -> f64 {
+    time_events_after(stream, || {}, warmup, reps, f)
+}
+
+/// [`time_events`], with `before` called ahead of each timed run's first event (it may queue
+/// work on `stream` that the events then leave out).
+pub fn time_events_after(
+    stream: &CudaStream,
+    mut before: impl FnMut(),
+    warmup: usize,
+    reps: usize,
+    mut f: impl FnMut(),
+) -> f64 {
     let ctx = stream.context();
     for _ in 0..warmup {
         f();
@@ -30,6 +42,7 @@ pub fn time_events(stream: &CudaStream, warmup: usize, reps: usize, mut f: impl 
         let b = ctx
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .unwrap();
+        before();
         a.record(stream).unwrap();
         f();
         b.record(stream).unwrap();
