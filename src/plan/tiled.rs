@@ -5,7 +5,8 @@
 //! along which the kernels store) and the source's fastest axes (its *read side*, along
 //! which they load), one axis at a time on the side whose run of elements is shorter, each
 //! axis whole while the tile has room and the last one of a side cut into pieces; pieces
-//! then grow until the tile holds [`TILE_FILL`] elements (or more where the runs need them). An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
+//! then grow until the tile holds [`tile_fill`] elements (or more where the runs need them).
+//! An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
 //! a plan of its own ([`Tiled::rest`]).
@@ -93,8 +94,23 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 const RUN_BYTES: usize = 256;
 
 /// Elements up to which pieces grow once both runs are long enough (tiles that the runs
-/// make larger stay larger).
+/// make larger stay larger): [`TILE_FILL_B1`] for vector tiles of 1-byte destination
+/// elements, else [`TILE_FILL`].
+fn tile_fill(vector: bool, dst_size: usize) -> usize {
+    if vector && dst_size == 1 {
+        TILE_FILL_B1
+    } else {
+        TILE_FILL
+    }
+}
+
+/// [`tile_fill`] of most tiles.
 const TILE_FILL: usize = 2048;
+
+/// [`tile_fill`] of vector tiles of 1-byte destination elements: 512 threads of one 16-byte
+/// vector each, the block that runs on the `cp.async` kernel for copies. Such tiles hold
+/// few bytes per thread at [`TILE_FILL`] elements, and move them with fewer bytes in flight.
+const TILE_FILL_B1: usize = 8192;
 
 /// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
 /// `whole_vectors`, every piece is a multiple of the wider side's vector.
@@ -217,6 +233,8 @@ fn tile_for(
     }
     // Then pieces grow, the shorter side's first, up to TILE_FILL elements: smaller tiles
     // make smaller blocks, more of them resident, whose barriers stall less of the device.
+    // Tiles whose tile_fill is larger grow on to it by pieces that leave no rest where their
+    // axis had none.
     let mut cut: Vec<usize> = (0..r)
         .filter(|&k| chunk[k] > 0 && chunk[k] < axes[k].len)
         .collect();
@@ -229,16 +247,25 @@ fn tile_for(
         (ext(&worder, w) * dst_size).min(ext(&rorder, rr) * src_size)
     };
     cut.sort_by_key(|&k| bytes_of(k, &chunk));
-    let fill = max.min(volume.max(TILE_FILL));
-    for k in cut {
-        let room = fill / volume;
-        if room < 2 {
-            break;
-        }
-        let c0 = chunk[k];
-        if let Some(c) = piece(axes[k].len, c0 * room, g).filter(|&c| c > c0) {
-            volume = volume / c0 * c;
-            chunk[k] = c;
+    let target = tile_fill(vector, dst_size);
+    let stages: &[(usize, bool)] = if target > TILE_FILL {
+        &[(TILE_FILL, false), (target, true)]
+    } else {
+        &[(TILE_FILL, false)]
+    };
+    for &(fill, no_new_rest) in stages {
+        let fill = max.min(volume.max(fill));
+        for &k in &cut {
+            let room = fill / volume;
+            if room < 2 {
+                break;
+            }
+            let (len, c0) = (axes[k].len, chunk[k]);
+            let keeps_rest = |c: usize| !no_new_rest || len % c0 != 0 || len % c == 0;
+            if let Some(c) = piece(len, c0 * room, g).filter(|&c| c > c0 && keeps_rest(c)) {
+                volume = volume / c0 * c;
+                chunk[k] = c;
+            }
         }
     }
     if volume < 2 {
@@ -369,13 +396,14 @@ mod tests {
         assert_eq!(a.vector, 1);
         assert_eq!((a.tile_rank, a.batch_rank), (2, 1));
         // Read order: the pixels' run, then the planes; write order: planes first.
-        // Pieces of 512 pixels: the largest divisor that keeps the tile within TILE_FILL.
-        assert_eq!((a.read[0].len, a.read[0].src, a.read[1].len), (512, 1, 3));
-        assert_eq!((a.write[0].len, a.write[0].read), (3, 512));
-        assert_eq!(a.volume, 3 * 512);
-        assert_eq!(a.tiles, (1 << 20) / 512);
+        // Pieces of 2048 pixels: the largest divisor that keeps the tile within tile_fill
+        // (TILE_FILL_B1 for 1-byte elements).
+        assert_eq!((a.read[0].len, a.read[0].src, a.read[1].len), (2048, 1, 3));
+        assert_eq!((a.write[0].len, a.write[0].read), (3, 2048));
+        assert_eq!(a.volume, 3 * 2048);
+        assert_eq!(a.tiles, (1 << 20) / 2048);
         assert!(t.rest.is_empty());
-        // The reverse direction.
+        // The reverse direction, f32: pieces of 512 pixels, within TILE_FILL.
         let n = norm(&[(1 << 20, 1, 3), (3, 1 << 20, 1)]);
         let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
         assert_eq!(t.args.vector, 1);
@@ -385,6 +413,27 @@ mod tests {
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
         assert_eq!(t.args.vector, 0);
         assert_eq!(t.rest.len(), 1);
+    }
+
+    #[test]
+    fn one_byte_tiles_grow_past_tile_fill_only_by_pieces_that_leave_no_new_rest() {
+        // u8 3 planes of 512 x 1009 pixels -> interleaved: pieces of 512 pixels divide the
+        // axis and fill the tile to 1536 elements (TILE_FILL); on to TILE_FILL_B1 the pieces
+        // would be 2560 pixels, which no divisor near that size replaces: they would leave a
+        // rest, so the tile stays at 512 pixels.
+        let p = 512 * 1009;
+        let t = tiled_plan(&norm(&[(3, 1, p as isize), (p, 3, 1)]), 0, 0, 1, 1, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        assert_eq!(t.args.volume, 3 * 512);
+        assert!(t.rest.is_empty());
+        // 2-byte elements stop at TILE_FILL: pieces of 512 pixels (the f16 vector is 8).
+        let p = 1 << 20;
+        let t = tiled_plan(&norm(&[(3, 1, p as isize), (p, 3, 1)]), 0, 0, 2, 2, 0).unwrap();
+        assert_eq!(t.args.volume, 3 * 512);
+        // A cast to 1-byte elements grows like a 1-byte copy.
+        let t = tiled_plan(&norm(&[(3, 1, p as isize), (p, 3, 1)]), 0, 0, 4, 1, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        assert_eq!(t.args.volume, 3 * 2048);
     }
 
     /// The normalised axes of a contiguous `shape` copied into the standard layout of its
@@ -434,10 +483,10 @@ mod tests {
 
     #[test]
     fn a_vector_plan_whose_runs_do_not_line_up_is_sought_again_with_whole_vectors() {
-        // u8 [12, 5, 6, 12] under (1, 3, 0, 2): pieces sized for one side's run leave the
+        // u8 [12, 7, 6, 12] under (3, 1, 2, 0): pieces sized for one side's run leave the
         // other side's run, which reaches the cut axis later, short of whole vectors; the plan
         // with every piece a multiple of 16 lines up and is the one taken.
-        let n = permuted(&[12, 5, 6, 12], &[1, 3, 0, 2]);
+        let n = permuted(&[12, 7, 6, 12], &[3, 1, 2, 0]);
         assert!(tile_for(&n, 0, 0, 1, 1, true, false, 0).is_none());
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
         assert_eq!(t.args.vector, 1);
