@@ -20,7 +20,9 @@
 //! counts, as it does for a caller that waits for every operation. With `--queued`, a kernel
 //! that spins for [`SPIN_NS`] precedes each timed run (the workload's and the memcpy's alike),
 //! so that the host work overlaps it and the events time the device work alone, as for a
-//! caller that queues operations ahead of the device.
+//! caller that queues operations ahead of the device. `--no-event-tracking` turns cudarc's
+//! multi-stream event tracking off before the bench allocates anything (it uses one stream), so
+//! that no event record or wait joins the timed runs.
 
 mod common;
 #[path = "../tests/common/gpu.rs"]
@@ -1253,10 +1255,16 @@ fn main() {
     }
     let quick = args.iter().any(|a| a == "--quick");
     let queued = args.iter().any(|a| a == "--queued");
+    let tracking = !args.iter().any(|a| a == "--no-event-tracking");
     let stream = devspan::new_stream(0).unwrap();
     let ctx = stream.context().clone();
+    if !tracking {
+        // SAFETY: this process uses one stream, so nothing needs cudarc's events; every buffer
+        // is allocated after this call.
+        unsafe { ctx.disable_event_tracking() };
+    }
     println!(
-        "device: {}, {} SMs; reps {}; {}",
+        "device: {}, {} SMs; reps {}; {}; {}",
         ctx.name().unwrap(),
         ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -1267,6 +1275,11 @@ fn main() {
             "queued: device time alone"
         } else {
             "host work counts"
+        },
+        if tracking {
+            "cudarc event tracking on"
+        } else {
+            "cudarc event tracking off"
         }
     );
     let spin = queued.then(|| Spin::new(&stream));
@@ -1318,12 +1331,14 @@ fn main() {
     };
     let mut overhead = Vec::new();
     if want("overhead") {
-        println!("host overhead with cudarc's multi-stream event tracking (the default):");
-        overhead.extend(
-            host_overhead(&mut b)
-                .into_iter()
-                .map(|(n, us)| (format!("{n}, event tracking"), us)),
-        );
+        if tracking {
+            println!("host overhead with cudarc's multi-stream event tracking (the default):");
+            overhead.extend(
+                host_overhead(&mut b)
+                    .into_iter()
+                    .map(|(n, us)| (format!("{n}, event tracking"), us)),
+            );
+        }
         // SAFETY: this process uses one stream from here on, so nothing needs cudarc's events.
         unsafe { ctx.disable_event_tracking() };
         println!("host overhead with event tracking disabled (single-stream use):");
@@ -1360,7 +1375,8 @@ fn main() {
     for line in &sweep {
         println!("{line}");
     }
-    let mut json = format!("{{\n  \"queued\": {queued},\n  \"rows\": [\n");
+    let mut json =
+        format!("{{\n  \"queued\": {queued},\n  \"event_tracking\": {tracking},\n  \"rows\": [\n");
     for (i, r) in b.rows.iter().enumerate() {
         json += &format!(
             "    {{\"group\": \"{}\", \"name\": \"{}\", \"path\": \"{}\", \"bytes\": {}, \"ms\": {:.5}, \"gbs\": {:.2}, \"memcpy_ms\": {:.5}, \"ratio\": {:.4}, \"target\": {}}}{}\n",
