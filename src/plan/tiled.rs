@@ -5,7 +5,8 @@
 //! along which the kernels store) and the source's fastest axes (its *read side*, along
 //! which they load), one axis at a time on the side whose run of elements is shorter, each
 //! axis whole while the tile has room and the last one of a side cut into pieces; pieces
-//! then grow until the tile holds [`tile_fill`] elements (or more where the runs need them).
+//! then grow until the tile holds [`TILE_FILL`] elements, [`TILE_FILL_B1`] for vector tiles
+//! of 1-byte destination elements (or more where the runs need them).
 //! An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
@@ -94,22 +95,14 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 const RUN_BYTES: usize = 256;
 
 /// Elements up to which pieces grow once both runs are long enough (tiles that the runs
-/// make larger stay larger): [`TILE_FILL_B1`] for vector tiles of 1-byte destination
-/// elements, else [`TILE_FILL`].
-fn tile_fill(vector: bool, dst_size: usize) -> usize {
-    if vector && dst_size == 1 {
-        TILE_FILL_B1
-    } else {
-        TILE_FILL
-    }
-}
-
-/// [`tile_fill`] of most tiles.
+/// make larger stay larger).
 const TILE_FILL: usize = 2048;
 
-/// [`tile_fill`] of vector tiles of 1-byte destination elements: 512 threads of one 16-byte
-/// vector each, the block that runs on the `cp.async` kernel for copies. Such tiles hold
-/// few bytes per thread at [`TILE_FILL`] elements, and move them with fewer bytes in flight.
+/// Elements up to which the pieces of vector tiles of 1-byte destination elements grow on,
+/// past [`TILE_FILL`], by pieces that leave no rest where their axis had none: 512 threads of
+/// one 16-byte vector each, the block that runs on the `cp.async` kernel for copies. Such
+/// tiles hold few bytes per thread at [`TILE_FILL`] elements, and move them with fewer bytes
+/// in flight.
 const TILE_FILL_B1: usize = 8192;
 
 /// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
@@ -233,8 +226,8 @@ fn tile_for(
     }
     // Then pieces grow, the shorter side's first, up to TILE_FILL elements: smaller tiles
     // make smaller blocks, more of them resident, whose barriers stall less of the device.
-    // Tiles whose tile_fill is larger grow on to it by pieces that leave no rest where their
-    // axis had none.
+    // Vector tiles of 1-byte destination elements grow on to TILE_FILL_B1 by pieces that
+    // leave no rest where their axis had none.
     let mut cut: Vec<usize> = (0..r)
         .filter(|&k| chunk[k] > 0 && chunk[k] < axes[k].len)
         .collect();
@@ -247,9 +240,8 @@ fn tile_for(
         (ext(&worder, w) * dst_size).min(ext(&rorder, rr) * src_size)
     };
     cut.sort_by_key(|&k| bytes_of(k, &chunk));
-    let target = tile_fill(vector, dst_size);
-    let stages: &[(usize, bool)] = if target > TILE_FILL {
-        &[(TILE_FILL, false), (target, true)]
+    let stages: &[(usize, bool)] = if vector && dst_size == 1 {
+        &[(TILE_FILL, false), (TILE_FILL_B1, true)]
     } else {
         &[(TILE_FILL, false)]
     };
@@ -396,8 +388,8 @@ mod tests {
         assert_eq!(a.vector, 1);
         assert_eq!((a.tile_rank, a.batch_rank), (2, 1));
         // Read order: the pixels' run, then the planes; write order: planes first.
-        // Pieces of 2048 pixels: the largest divisor that keeps the tile within tile_fill
-        // (TILE_FILL_B1 for 1-byte elements).
+        // Pieces of 2048 pixels: the largest divisor that keeps the tile within TILE_FILL_B1
+        // (1-byte elements).
         assert_eq!((a.read[0].len, a.read[0].src, a.read[1].len), (2048, 1, 3));
         assert_eq!((a.write[0].len, a.write[0].read), (3, 2048));
         assert_eq!(a.volume, 3 * 2048);
