@@ -22,7 +22,9 @@
 //! so that the host work overlaps it and the events time the device work alone, as for a
 //! caller that queues operations ahead of the device. `--no-event-tracking` turns cudarc's
 //! multi-stream event tracking off before the bench allocates anything (it uses one stream), so
-//! that no event record or wait joins the timed runs.
+//! that no event record or wait joins the timed runs. `--no-narrow` runs the tiled plans that
+//! the narrow kernels take on the tiled kernels instead (their rows then name `tiled`), for a
+//! comparison of the two in one binary.
 
 mod common;
 #[path = "../tests/common/gpu.rs"]
@@ -242,11 +244,20 @@ fn random_device<T: DeviceElement>(stream: &Arc<CudaStream>, n: usize) -> CudaSl
     stream.clone_htod(host).unwrap()
 }
 
+/// Whether `--no-narrow` keeps the narrow kernels off (the tiled kernels run their plans).
+static NO_NARROW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn path_of<T: DeviceElement, U: DeviceElement, D: ndarray::Dimension>(
     dst: &mut devspan::DeviceViewMut<'_, T, D>,
     src: &DeviceView<'_, U, D>,
 ) -> String {
-    devspan::internals::copy_path(dst, src)
+    let path = devspan::internals::copy_path(dst, src);
+    match path.strip_prefix("narrow") {
+        Some(rest) if NO_NARROW.load(std::sync::atomic::Ordering::Relaxed) => {
+            format!("tiled{rest}")
+        }
+        _ => path,
+    }
 }
 
 fn copy_workloads(b: &mut Bench) {
@@ -1256,6 +1267,8 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let queued = args.iter().any(|a| a == "--queued");
     let tracking = !args.iter().any(|a| a == "--no-event-tracking");
+    let no_narrow = args.iter().any(|a| a == "--no-narrow");
+    NO_NARROW.store(no_narrow, std::sync::atomic::Ordering::Relaxed);
     let stream = devspan::new_stream(0).unwrap();
     let ctx = stream.context().clone();
     if !tracking {
@@ -1287,6 +1300,7 @@ fn main() {
         stream,
         grid: GridOptions {
             tiles_per_block,
+            no_narrow,
             ..GridOptions::default()
         },
         reps: if quick { 5 } else { 21 },
@@ -1375,8 +1389,9 @@ fn main() {
     for line in &sweep {
         println!("{line}");
     }
-    let mut json =
-        format!("{{\n  \"queued\": {queued},\n  \"event_tracking\": {tracking},\n  \"rows\": [\n");
+    let mut json = format!(
+        "{{\n  \"queued\": {queued},\n  \"event_tracking\": {tracking},\n  \"no_narrow\": {no_narrow},\n  \"rows\": [\n"
+    );
     for (i, r) in b.rows.iter().enumerate() {
         json += &format!(
             "    {{\"group\": \"{}\", \"name\": \"{}\", \"path\": \"{}\", \"bytes\": {}, \"ms\": {:.5}, \"gbs\": {:.2}, \"memcpy_ms\": {:.5}, \"ratio\": {:.4}, \"target\": {}}}{}\n",

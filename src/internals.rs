@@ -165,6 +165,11 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         ..PlanOptions::default()
     };
     let path = planned_path(dst, src, opt)?;
+    // A narrow plan is a vector tiled plan that the tiled kernels run when told to.
+    let path = match path.strip_prefix("narrow") {
+        Some(rest) if grid.no_narrow => format!("tiled{rest}"),
+        _ => path,
+    };
     dst.assign_cast_with(stream, src, opt, grid)?;
     Ok(path)
 }
@@ -188,7 +193,8 @@ pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) 
 /// outside a GPU (a PTX interpreter).
 #[derive(Clone, Debug)]
 pub struct TiledLaunch {
-    /// The kernel's module and entry point name (`copy_tiled_b4`, `cast_tiled_e_u8_f32`, ...).
+    /// The kernel's module and entry point name (`copy_tiled_b4`, `cast_tiled_e_u8_f32`,
+    /// `copy_split_c3_b1`, ...).
     pub kernel: String,
     /// The bytes of its parameter block (`TiledArgs`).
     pub params: Vec<u8>,
@@ -225,11 +231,29 @@ pub fn tiled_launch(
         return Ok(None);
     };
     let vector = args.vector != 0;
-    let threads =
-        devspan_kernels::abi::tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
     // The kernel the launcher runs on sm_90.
-    let kind = devspan_kernels::abi::tiled_launch_kind(args, from.size(), to.size(), threads, 9);
-    let kernel = devspan_kernels::abi::Kernel::copy(kind, from, to).module_name();
+    let (kernel, threads) = match crate::kernels::narrow_of(args, from, to, GridOptions::default())
+    {
+        Some(narrow) => {
+            let k = devspan_kernels::abi::Kernel::Narrow {
+                size: from.size(),
+                narrow,
+            };
+            (k, devspan_kernels::abi::NARROW_THREADS)
+        }
+        None => {
+            let threads = devspan_kernels::abi::tiled_threads(
+                u64::from(args.volume),
+                vector,
+                from.size(),
+                to.size(),
+            );
+            let kind =
+                devspan_kernels::abi::tiled_launch_kind(args, from.size(), to.size(), threads, 9);
+            (devspan_kernels::abi::Kernel::copy(kind, from, to), threads)
+        }
+    };
+    let kernel = kernel.module_name();
     let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
     // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
     // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.

@@ -12,8 +12,9 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
 use devspan_kernels::abi::{
-    GridOptions, Kernel, Kind, contig_grid, fill_grid, permute_grid, permute_kind, row_grid,
-    strided_grid, tiled_grid, tiled_launch_kind, tiled_threads, transpose_grid_sized,
+    DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, TiledArgs, contig_grid, fill_grid,
+    narrow_grid, narrow_items, permute_grid, permute_kind, row_grid, strided_grid, tiled_grid,
+    tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -126,6 +127,20 @@ fn kernel_and_resident(
     let f = c.function(ctx, k)?;
     let per_sm = c.blocks_per_sm(k, &f, threads)?;
     Ok((f, u64::from(sms) * u64::from(per_sm)))
+}
+
+/// The narrow kernel that runs the tiled plan `args` from `from` to `to` ([`tiled_narrow`]):
+/// copies only, unless `grid` keeps the tiled kernels.
+pub(crate) fn narrow_of(
+    args: &TiledArgs,
+    from: DType,
+    to: DType,
+    grid: GridOptions,
+) -> Option<Narrow> {
+    if from != to || grid.no_narrow {
+        return None;
+    }
+    tiled_narrow(args, from.size())
 }
 
 /// The launch configuration of kernel `k` with grid `grid` (at least one block on each
@@ -265,6 +280,28 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             to,
             rest,
         } => {
+            if let Some(n) = narrow_of(args, *from, *to, grid) {
+                let k = Kernel::Narrow {
+                    size: from.size(),
+                    narrow: n,
+                };
+                let (f, resident) = kernel_and_resident(stream.context(), NARROW_THREADS, |_| k)?;
+                let items = narrow_items(args, from.size(), n);
+                let cfg = config(k, (narrow_grid(items, resident), 1, 1));
+                let p = Param(**args);
+                let mut b = stream.launch_builder(&f);
+                b.arg(&p);
+                // SAFETY: every element of every tile is in bounds of both operands (contract);
+                // the kernel takes exactly one `TiledArgs` block, of a tile that `tiled_narrow`
+                // accepted (the kernel's two axes, 16-byte aligned addresses), and a block of
+                // `NARROW_THREADS` threads.
+                unsafe { b.launch(cfg)? };
+                for p in rest {
+                    // SAFETY: the rest's plans cover parts of the same operands (contract).
+                    unsafe { execute(p, stream, grid)? };
+                }
+                return Ok(());
+            }
             let vector = args.vector != 0;
             let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
             let (f, resident) = kernel_and_resident(stream.context(), threads, |major| {

@@ -265,12 +265,25 @@ pub(crate) enum Plan {
 impl Plan {
     /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels, wide
     /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute_vec`,
-    /// `permute32`, `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), for
-    /// diagnostics and benchmarks.
+    /// `permute32`, `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), and the
+    /// tiled path's kernels (`tiled`, `tiled_e`, `narrow`, each with `+rest` where other plans
+    /// take part of the copy), for diagnostics and benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.words != 0 => "permute_words",
             Plan::Permute { args, .. } => devspan_kernels::abi::permute_kind(args).name(),
+            Plan::Tiled {
+                args,
+                rest,
+                from,
+                to,
+            } if crate::kernels::narrow_of(args, *from, *to, Default::default()).is_some() => {
+                if rest.is_empty() {
+                    "narrow"
+                } else {
+                    "narrow+rest"
+                }
+            }
             Plan::Tiled { args, rest, .. } => match (args.vector != 0, rest.is_empty()) {
                 (true, true) => "tiled",
                 (true, false) => "tiled+rest",

@@ -2040,15 +2040,16 @@ fn high_rank_copies_and_fills_match_reference() {
 }
 
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
-/// pairs, NCHW <-> NHWC) take the tiled kernels, with 16-byte vectors where the planes are
-/// whole vectors, and match the reference for every element size, fused casts, odd sizes
-/// that leave a rest, and misaligned bases.
+/// pairs, NCHW <-> NHWC) take the tiled plans, with 16-byte vectors where the planes are
+/// whole vectors (copies then run on the narrow kernels, casts on the tiled ones), and match
+/// the reference for every element size, fused casts, odd sizes that leave a rest, and
+/// misaligned bases.
 #[test]
 #[cfg_attr(
     miri,
     ignore = "a sweep of many plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
 )]
-fn narrow_axes_take_the_tiled_kernels() {
+fn narrow_axes_take_the_tiled_plans() {
     use DType::*;
     let mut n = 0;
     for c in [1usize, 2, 3, 4, 5, 8, 15] {
@@ -2083,14 +2084,20 @@ fn narrow_axes_take_the_tiled_kernels() {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
                     } else if c < 16 {
                         assert!(
-                            path.starts_with("tiled"),
+                            path.starts_with("tiled") || path.starts_with("narrow"),
                             "{shape:?} {perm:?} {from}->{to}: {path}"
                         );
-                        // Planes of whole vectors, aligned: the vector kernels.
+                        // Planes of whole vectors, aligned: the vector kernels, and for
+                        // copies the narrow kernels.
                         let planes = h * w * from.size().max(to.size());
                         if planes % 16 == 0 && doff == 0 && (h * w) % 16 == 0 {
                             assert!(
                                 !path.starts_with("tiled_e"),
+                                "{shape:?} {perm:?} {from}->{to}: {path}"
+                            );
+                            assert_eq!(
+                                path.starts_with("narrow"),
+                                from == to,
                                 "{shape:?} {perm:?} {from}->{to}: {path}"
                             );
                         }

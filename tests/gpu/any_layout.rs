@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 use devspan::dlpack::DlpackTensor;
-use devspan::internals::{Steer, assign_cast_steered, copy_path, fill_path, transfer_path};
+use devspan::internals::{
+    GridOptions, Steer, assign_cast_steered, copy_path, fill_path, transfer_path,
+};
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement, DeviceView, DeviceViewMut, Layout};
 use half::f16;
@@ -817,6 +819,89 @@ fn narrow_axes_both_directions() {
         paths.keys().any(|p| p.starts_with("tiled")),
         "no narrow case took the tiled kernels: {paths:?}"
     );
+    assert!(
+        paths.keys().any(|p| p.starts_with("narrow")),
+        "no narrow case took the narrow kernels: {paths:?}"
+    );
+}
+
+/// A same-type copy by `assign_cast_steered` with `grid`.
+fn steered_case<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    case: &Case<'_>,
+    grid: GridOptions,
+    paths: &mut Paths,
+) -> String {
+    let f = |o: &mut DeviceViewMut<'_, T, IxDyn>, s: &DeviceView<'_, T, IxDyn>| {
+        assign_cast_steered(o, stream, s, grid)
+    };
+    run_case::<T, T>(stream, case, Op::Into(&f), paths)
+}
+
+/// The narrow kernels (`copy_split_cC_bN`, `copy_join_cC_bN`) for every channel count they
+/// take (2 to 16) and every element size, both directions, on images whose tiles end in a
+/// part of a chunk, with and without a batch axis, from sources read with their channels
+/// reversed and into destinations whose planes are padded; each case also with the narrow
+/// kernels turned off (the tiled kernels), both against ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn narrow_kernels_of_2_to_16_channels() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    let tunings = [
+        GridOptions::default(),
+        GridOptions {
+            no_narrow: true,
+            ..GridOptions::default()
+        },
+    ];
+    for c in 2..=16usize {
+        for (n, h, w) in [(1, 24, 40), (3, 8, 200)] {
+            for (base, perm) in [
+                (vec![n, c, h, w], vec![0, 2, 3, 1]),
+                (vec![n, h, w, c], vec![0, 3, 1, 2]),
+            ] {
+                let mut src = Src::permuted(&base, perm.clone());
+                let channel = if perm[3] == 1 { 1 } else { 3 };
+                if (c + h) % 3 == 0 {
+                    src.slice[channel] = step(0, None, -1);
+                }
+                let shape = src.shape();
+                let padded = (c + w) % 4 == 0;
+                let dst = if padded {
+                    Dst::padded(&shape)
+                } else {
+                    Dst::contiguous(&shape)
+                };
+                for (k, grid) in tunings.into_iter().enumerate() {
+                    index += 1;
+                    let seed = case_seed(0xa17, index);
+                    let op = format!("assign_cast_steered(no_narrow: {})", grid.no_narrow);
+                    let case = Case {
+                        seed,
+                        op: &op,
+                        src: &src,
+                        dst: &dst,
+                    };
+                    let p = &mut paths;
+                    let path = match (c + index) % 4 {
+                        0 => steered_case::<u8>(&stream, &case, grid, p),
+                        1 => steered_case::<f16>(&stream, &case, grid, p),
+                        2 => steered_case::<f32>(&stream, &case, grid, p),
+                        _ => steered_case::<f64>(&stream, &case, grid, p),
+                    };
+                    if k == 1 {
+                        assert!(!path.starts_with("narrow"), "{op}: {path}");
+                    } else if !padded {
+                        assert_eq!(path, "narrow", "{c} channels, {base:?} {perm:?}");
+                    }
+                }
+            }
+        }
+    }
+    println!("narrow kernels: paths {paths:?}");
 }
 
 /// `fill` of one view of a random array of `base`, sliced and (optionally) permuted, which must

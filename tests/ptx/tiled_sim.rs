@@ -1,4 +1,5 @@
-//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`) through the PTX
+//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`, and the narrow kernels
+//! `copy_split_cC_bN` / `copy_join_cC_bN` that run some of their plans) through the PTX
 //! interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's
 //! planner tiles: narrow axes moved to and from the innermost position, many axes of extent 2
 //! and 3 reversed and permuted, sources sliced backwards, broadcast or misaligned, every
@@ -106,6 +107,27 @@ fn layouts() -> Vec<Layout> {
             ));
         }
     }
+    // The narrow kernels with tiles of several chunks (the last one part of 32 vectors), a
+    // batch axis, 16 channels, and source planes in reverse order.
+    all.push(permuted(
+        "nchw_nhwc/3/b1",
+        &[2, 3, 32, 48],
+        &[0, 2, 3, 1],
+        1,
+        0,
+    ));
+    all.push(permuted(
+        "nhwc_nchw/3/b1",
+        &[2, 32, 48, 3],
+        &[0, 3, 1, 2],
+        1,
+        0,
+    ));
+    all.push(permuted("hwc_chw/16/b4", &[6, 40, 16], &[2, 0, 1], 4, 0));
+    all.push(permuted("chw_hwc/16/b2", &[16, 6, 40], &[1, 2, 0], 2, 0));
+    let mut l = permuted("chw_hwc_flipped/3/b2", &[3, 16, 64], &[1, 2, 0], 2, 0);
+    l.src[2] = -l.src[2];
+    all.push(l);
     for &size in &sizes {
         let rev: Vec<usize> = (0..9).rev().collect();
         all.push(permuted(

@@ -1,10 +1,10 @@
 //! The identity of every kernel, and the name of its PTX module.
 
 use super::{
-    CONTIG_BLOCK, DType, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
-    PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
-    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TILED_MAX_THREADS,
-    TRANSPOSE_BLOCK, WideKernel,
+    CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_THREADS, Narrow,
+    PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE, PERMUTE_PACKED128_BLOCK,
+    PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE,
+    PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TILED_MAX_THREADS, TRANSPOSE_BLOCK, WideKernel,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -49,6 +49,9 @@ pub enum Kind {
     /// shared memory by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles
     /// per block (sm_80 and later): [`TiledArgs`](super::TiledArgs).
     TiledA,
+    /// A tile of a narrow axis and pixels, split into planes or joined from them with
+    /// 16-byte vectors on both sides ([`Kernel::Narrow`]): [`TiledArgs`](super::TiledArgs).
+    Narrow,
     /// Any strides and any number of axes, 64-bit index math:
     /// [`StridedArgsN`](super::StridedArgsN) (fills: and `value_bits`).
     StridedN,
@@ -56,7 +59,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -73,6 +76,7 @@ impl Kind {
         Kind::Tiled,
         Kind::TiledE,
         Kind::TiledA,
+        Kind::Narrow,
         Kind::StridedN,
     ];
 
@@ -117,6 +121,7 @@ impl Kind {
             Kind::Tiled => "tiled",
             Kind::TiledE => "tiled_e",
             Kind::TiledA => "tiled_a",
+            Kind::Narrow => "narrow",
             Kind::StridedN => "stridedn",
         }
     }
@@ -173,6 +178,14 @@ pub enum Kernel {
         from: DType,
         /// Destination element type.
         to: DType,
+    },
+    /// `copy_split_cC_bN` / `copy_join_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
+    /// `size` = N bytes between `C` interleaved channels and `C` planes.
+    Narrow {
+        /// Element size in bytes: 1, 2, 4 or 8.
+        size: usize,
+        /// Channels and direction.
+        narrow: Narrow,
     },
 }
 
@@ -233,6 +246,14 @@ impl Kernel {
         for w in &PERMUTE_WIDE {
             all.push(Kernel::copy(w.kind, DType::U8, DType::U8));
         }
+        for size in [1, 2, 4, 8] {
+            for join in [false, true] {
+                for channels in NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS {
+                    let narrow = Narrow { channels, join };
+                    all.push(Kernel::Narrow { size, narrow });
+                }
+            }
+        }
         for from in DType::ALL {
             for to in DType::ALL {
                 if from != to {
@@ -256,6 +277,7 @@ impl Kernel {
             Kernel::Fill { kind, .. } | Kernel::Copy { kind, .. } | Kernel::Cast { kind, .. } => {
                 kind
             }
+            Kernel::Narrow { .. } => Kind::Narrow,
         }
     }
 
@@ -263,7 +285,7 @@ impl Kernel {
     /// wide kernel's both 16, its vectors).
     pub fn sizes(&self) -> (usize, usize) {
         match *self {
-            Kernel::Fill { size, .. } => (size, size),
+            Kernel::Fill { size, .. } | Kernel::Narrow { size, .. } => (size, size),
             Kernel::Copy { kind, .. } if kind.wide().is_some() => (16, 16),
             Kernel::Copy { size, .. } => (size, size),
             Kernel::Cast { from, to, .. } => (from.size(), to.size()),
@@ -271,13 +293,18 @@ impl Kernel {
     }
 
     /// The name of the kernel's entry point and of its PTX module: `fill_{kind}_bN`,
-    /// `copy_{kind}_bN`, `copy_{kind}` for the wide kinds, `cast_{kind}_S_D`.
+    /// `copy_{kind}_bN`, `copy_{kind}` for the wide kinds, `cast_{kind}_S_D`, and
+    /// `copy_split_cC_bN` / `copy_join_cC_bN` for the narrow kernels.
     pub fn module_name(&self) -> String {
         match *self {
             Kernel::Fill { kind, size } => format!("fill_{kind}_b{size}"),
             Kernel::Copy { kind, .. } if kind.wide().is_some() => format!("copy_{kind}"),
             Kernel::Copy { kind, size } => format!("copy_{kind}_b{size}"),
             Kernel::Cast { kind, from, to } => format!("cast_{kind}_{from}_{to}"),
+            Kernel::Narrow { size, narrow } => {
+                let dir = if narrow.join { "join" } else { "split" };
+                format!("copy_{dir}_c{}_b{size}", narrow.channels)
+            }
         }
     }
 
@@ -295,6 +322,7 @@ impl Kernel {
             Kind::Contig => (CONTIG_BLOCK, 1, 1),
             Kind::Strided32 | Kind::Strided64 | Kind::StridedN => (STRIDED_BLOCK, 1, 1),
             Kind::Tiled | Kind::TiledE | Kind::TiledA => (TILED_MAX_THREADS, 1, 1),
+            Kind::Narrow => (NARROW_THREADS, 1, 1),
             Kind::Rows => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
@@ -349,11 +377,17 @@ mod tests {
             .iter()
             .filter(|k| matches!(k, Kernel::Cast { .. }))
             .count();
+        let narrow = all
+            .iter()
+            .filter(|k| matches!(k, Kernel::Narrow { .. }))
+            .count();
         assert_eq!(fills, 4 * 4);
         // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
         assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        assert_eq!(all.len(), 1385);
+        // Four sizes, two directions, 2 to 16 channels.
+        assert_eq!(narrow, 4 * 2 * 15);
+        assert_eq!(all.len(), 1385 + 120);
     }
 
     #[test]
@@ -392,5 +426,27 @@ mod tests {
             Kernel::copy(Kind::PermuteW32, DType::F16, DType::F16).sizes(),
             (16, 16)
         );
+        let split = Narrow {
+            channels: 3,
+            join: false,
+        };
+        let n = Kernel::Narrow {
+            size: 1,
+            narrow: split,
+        };
+        assert_eq!(n.module_name(), "copy_split_c3_b1");
+        assert_eq!(
+            (n.kind(), n.sizes(), n.block()),
+            (Kind::Narrow, (1, 1), (128, 1, 1))
+        );
+        let join = Narrow {
+            channels: 16,
+            join: true,
+        };
+        let n = Kernel::Narrow {
+            size: 8,
+            narrow: join,
+        };
+        assert_eq!(n.module_name(), "copy_join_c16_b8");
     }
 }

@@ -2,18 +2,21 @@
 //! identity, shared by the generator of the kernels and by the code that launches them.
 //!
 //! [`args`] describes the contiguous, strided, transpose and row kernels, [`permute`] the
-//! permute kernels, [`tiled`] the tiled kernels and the rank-generic strided kernels; every
-//! item of the three is re-exported here.
+//! permute kernels, [`tiled`] the tiled kernels and the rank-generic strided kernels,
+//! [`narrow`] the narrow-axis kernels that run some tiled plans; every item of the four is
+//! re-exported here.
 
 pub mod args;
 mod dtype;
 mod kernel;
+pub mod narrow;
 pub mod permute;
 pub mod tiled;
 
 pub use args::*;
 pub use dtype::DType;
 pub use kernel::{Kernel, Kind};
+pub use narrow::*;
 pub use permute::*;
 pub use tiled::*;
 

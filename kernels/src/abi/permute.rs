@@ -480,6 +480,9 @@ pub struct GridOptions {
     pub grid_scale: Option<u32>,
     /// At most this many blocks, so that every block loops over many tiles.
     pub max_grid: Option<u32>,
+    /// Run tiled plans on the tiled kernels even where a narrow kernel
+    /// ([`tiled_narrow`](super::tiled_narrow)) takes them.
+    pub no_narrow: bool,
 }
 
 /// Grid (x) of a permute kernel on a device that keeps `resident` of its blocks resident (all
@@ -651,6 +654,7 @@ mod tests {
                 tiles_per_block,
                 grid_scale,
                 max_grid,
+                no_narrow: false,
             };
             permute_grid(tiles, 264, per_block, grid)
         };

@@ -16,6 +16,7 @@ mod contig;
 mod convert;
 mod layout;
 mod load_store;
+mod narrow;
 mod permute;
 mod rows;
 mod strided;
@@ -121,6 +122,7 @@ fn kernel(t: &mut Templates, k: Kernel) -> String {
             }
         },
         Kernel::Cast { from, to, .. } => elementwise(t, &name, k, elem_ty(from), elem_ty(to)),
+        Kernel::Narrow { size, narrow } => narrow::narrow_kernel(t, &name, size, narrow),
     }
 }
 
@@ -145,6 +147,7 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false),
         Kind::TiledA => tiled::tiled_async_kernel(t, name, d),
         Kind::StridedN => stridedn::stridedn_kernel(t, name, Op::Cast(s, d)),
+        Kind::Narrow => unreachable!("the narrow kernels are Kernel::Narrow"),
         Kind::PermuteW16 | Kind::PermuteW32 | Kind::PermuteW64 => {
             unreachable!("the wide kernels are copies of runs")
         }

@@ -15,7 +15,7 @@ const fn block<T: ParamBlock>() -> Option<Block> {
 
 /// Every template: its file name in `templates/`, its text and the argument block its
 /// `{{args.FIELD}}` keys refer to.
-pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 13] = [
+pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 14] = [
     (
         "header.ptx",
         include_str!("../../templates/header.ptx"),
@@ -74,6 +74,11 @@ pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 13] = [
     (
         "tiled_async.ptx",
         include_str!("../../templates/tiled_async.ptx"),
+        block::<abi::TiledArgs>(),
+    ),
+    (
+        "narrow.ptx",
+        include_str!("../../templates/narrow.ptx"),
         block::<abi::TiledArgs>(),
     ),
     (

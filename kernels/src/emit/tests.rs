@@ -19,7 +19,9 @@ fn block_size(k: Kernel) -> Option<usize> {
         Kind::Strided64 => Some(size_of::<StridedArgs64>()),
         Kind::Transpose => Some(size_of::<TransposeArgs>()),
         Kind::Rows => Some(size_of::<RowArgs>()),
-        Kind::Tiled | Kind::TiledE | Kind::TiledA => Some(size_of::<crate::abi::TiledArgs>()),
+        Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow => {
+            Some(size_of::<crate::abi::TiledArgs>())
+        }
         Kind::StridedN => Some(size_of::<crate::abi::StridedArgsN>()),
         _ => Some(size_of::<PermuteArgs>()),
     }

@@ -116,7 +116,7 @@ const fn batch_field(f: usize) -> usize {
 
 /// The split of tile index `tile` (a register; copied to `%x`, which is clobbered) over the
 /// batch axes into `%od` / `%os`.
-fn origin(label: &str, tile: &str) -> Code {
+pub(super) fn origin(label: &str, tile: &str) -> Code {
     let mut c = Code::default();
     c.line(format!("mov.u32 %x, {tile};"));
     c.line("mov.b64 %od, 0;");

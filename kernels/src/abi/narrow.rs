@@ -1,0 +1,246 @@
+//! The narrow-axis tiled kernels: tiled copies whose tile is a narrow axis of `C` channels and
+//! a run of pixels, moved as 16-byte vectors on both sides with the channels split or joined
+//! in registers.
+//!
+//! `copy_split_cC_bN(args: TiledArgs)` copies interleaved pixels (`C` consecutive elements of
+//! `N` bytes each, as in HWC or NHWC) into `C` planes (CHW, NCHW); `copy_join_cC_bN(args)`
+//! does the reverse. They take the [`TiledArgs`] of a vector tiled plan whose tile has exactly
+//! these two axes ([`tiled_narrow`] says which plans qualify), so that the planner, its
+//! remainders and the batch axes are those of the tiled path; only the kernel differs.
+//!
+//! A *group* is `V = 16 / N` pixels: one 16-byte vector of one plane, `C` vectors of the
+//! interleaved side. A *chunk* is up to 32 groups of one tile, moved by one warp: the
+//! interleaved side's `C` vectors per group go through the warp's part of shared memory
+//! (`512 * C` bytes) so that every global load and store of the warp covers consecutive
+//! 16-byte vectors, and each lane splits or joins its group's `C` vectors in registers
+//! (`prmt` for 1- and 2-byte elements). Block [`NARROW_THREADS`] threads, one chunk per warp
+//! at a time; the grid ([`narrow_grid`]) loops over the chunks of all tiles in tile order.
+
+use super::tiled::TiledArgs;
+
+/// Threads per block of the narrow kernels (their PTX's `.reqntid`): 4 warps.
+pub const NARROW_THREADS: u32 = 128;
+/// Fewest channels of a narrow kernel.
+pub const NARROW_MIN_CHANNELS: u32 = 2;
+/// Most channels of a narrow kernel: a lane holds `2 C` vectors in registers, and a block
+/// `NARROW_THREADS / 32 * 512 * C` bytes of shared memory.
+pub const NARROW_MAX_CHANNELS: u32 = 16;
+
+/// The narrow kernel that runs a tiled plan: its channel count and direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Narrow {
+    /// Channels `C`: the extent of the narrow axis.
+    pub channels: u32,
+    /// `false`: interleaved source, planar destination (`copy_split_*`); `true`: planar
+    /// source, interleaved destination (`copy_join_*`).
+    pub join: bool,
+}
+
+/// Static shared memory of the narrow kernel with `channels` channels: 512 bytes per channel
+/// and warp.
+pub const fn narrow_smem_bytes(channels: u32) -> u32 {
+    NARROW_THREADS / 32 * 512 * channels
+}
+
+/// The narrow kernel for the tiled copy `args` of elements of `size` bytes (a copy, not a
+/// cast), if one takes it: a tile of exactly two axes, a channel axis of
+/// [`NARROW_MIN_CHANNELS`] to [`NARROW_MAX_CHANNELS`] elements and a pixel axis whose piece is
+/// a multiple of the pixels of one 16-byte vector, where
+/// - split: the source holds each tile as `piece` pixels of `C` consecutive channels
+///   (channel stride 1, pixel stride `C`) and the destination as `C` planes of consecutive
+///   pixels (pixel stride 1, any plane stride);
+/// - join: the reverse (source planes, interleaved destination);
+///
+/// and every address the kernel forms is 16-byte aligned: both operands' element zero, the
+/// plane stride and every batch stride in bytes. Sizes 1, 2, 4 and 8 bytes; chunks of all
+/// tiles fewer than 2^31.
+pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
+    if !matches!(size, 1 | 2 | 4 | 8) || args.tile_rank != 2 {
+        return None;
+    }
+    let s = size as i64;
+    let v = 16 / size as u32;
+    let (r, w) = (&args.read, &args.write);
+    let c_ok = |c: u32| (NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS).contains(&c);
+    let (narrow, piece, plane) = if c_ok(r[0].len)
+        && r[0].src == 1
+        && r[1].src == r[0].len as i32
+        && w[0].len == r[1].len
+        && w[0].dst == 1
+        && w[0].read == r[0].len
+        && w[1].len == r[0].len
+        && w[1].read == 1
+    {
+        let n = Narrow {
+            channels: r[0].len,
+            join: false,
+        };
+        (n, r[1].len, w[1].dst)
+    } else if c_ok(r[1].len)
+        && r[0].src == 1
+        && w[0].len == r[1].len
+        && w[0].dst == 1
+        && w[0].read == r[0].len
+        && w[1].len == r[0].len
+        && w[1].dst == r[1].len as i32
+        && w[1].read == 1
+    {
+        let n = Narrow {
+            channels: r[1].len,
+            join: true,
+        };
+        (n, r[0].len, r[1].src)
+    } else {
+        return None;
+    };
+    let aligned = |elems: i64| (elems * s) % 16 == 0;
+    let batch = &args.batch[..args.batch_rank as usize];
+    if piece % v != 0
+        || !aligned(i64::from(plane))
+        || args.dst % 16 != 0
+        || args.src % 16 != 0
+        || batch.iter().any(|b| !aligned(b.dst) || !aligned(b.src))
+        || narrow_items(args, size, narrow) >= 1 << 31
+    {
+        return None;
+    }
+    Some(narrow)
+}
+
+/// Pixels of one tile of the narrow plan `args` ([`tiled_narrow`]).
+pub fn narrow_piece(args: &TiledArgs, n: Narrow) -> u32 {
+    if n.join {
+        args.read[0].len
+    } else {
+        args.read[1].len
+    }
+}
+
+/// Chunks (up to 32 vectors of pixels, one warp's work) of all tiles of the narrow plan
+/// `args` of elements of `size` bytes.
+pub fn narrow_items(args: &TiledArgs, size: usize, n: Narrow) -> u64 {
+    let per_chunk = 32 * 16 / size as u64;
+    u64::from(args.tiles) * u64::from(narrow_piece(args, n)).div_ceil(per_chunk)
+}
+
+/// Grid (x) of a narrow kernel over `items` chunks ([`narrow_items`]) on a device that keeps
+/// `resident` of its blocks resident: one block per [`NARROW_THREADS`] / 32 chunks up to one
+/// wave of resident blocks, whose blocks then loop; 0 when there is nothing to do.
+pub fn narrow_grid(items: u64, resident: u64) -> u32 {
+    items
+        .div_ceil(u64::from(NARROW_THREADS / 32))
+        .min(resident.max(1))
+        .min(i32::MAX as u64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::TiledAxis;
+
+    fn ax(len: u64, dst: i64, src: i64) -> TiledAxis {
+        TiledAxis { len, dst, src }
+    }
+
+    /// HWC -> CHW of `c` channels, `p` pixels per plane, tiles of `piece` pixels.
+    fn split(c: u64, p: u64, piece: u64, size: usize) -> Option<TiledArgs> {
+        let read = [ax(c, p as i64, 1), ax(piece, 1, c as i64)];
+        let batch = [ax(p / piece, piece as i64, (piece * c) as i64)];
+        TiledArgs::new(0x1000, 0x8000, &read, &[1, 0], &batch, true, size, size)
+    }
+
+    /// CHW -> HWC.
+    fn join(c: u64, p: u64, piece: u64, size: usize) -> Option<TiledArgs> {
+        let read = [ax(piece, c as i64, 1), ax(c, 1, p as i64)];
+        let batch = [ax(p / piece, (piece * c) as i64, piece as i64)];
+        TiledArgs::new(0x1000, 0x8000, &read, &[1, 0], &batch, true, size, size)
+    }
+
+    #[test]
+    fn splits_and_joins_of_narrow_axes_take_the_narrow_kernels() {
+        for size in [1, 2, 4, 8] {
+            for c in [2u64, 3, 5, 16] {
+                let piece = 512 / size as u64;
+                let a = split(c, 1 << 16, piece, size).unwrap();
+                let n = tiled_narrow(&a, size).unwrap();
+                assert_eq!(
+                    (n.channels, n.join),
+                    (c as u32, false),
+                    "split c={c} b{size}"
+                );
+                assert_eq!(narrow_piece(&a, n), piece as u32);
+                // One chunk (32 vectors of pixels) per tile.
+                assert_eq!(narrow_items(&a, size, n), (1 << 16) / piece);
+                let a = join(c, 1 << 16, piece, size).unwrap();
+                let n = tiled_narrow(&a, size).unwrap();
+                assert_eq!((n.channels, n.join), (c as u32, true), "join c={c} b{size}");
+            }
+        }
+    }
+
+    #[test]
+    fn other_tiles_keep_the_tiled_kernels() {
+        // 17 channels, or 1: too many or none to split.
+        assert_eq!(tiled_narrow(&split(17, 4096, 64, 4).unwrap(), 4), None);
+        // A cast is not a copy of `size`-byte elements: sizes other than 1, 2, 4, 8.
+        assert_eq!(tiled_narrow(&split(3, 4096, 256, 4).unwrap(), 3), None);
+        // A piece that is not whole vectors.
+        let mut a = split(3, 4096, 256, 4).unwrap();
+        a.read[1].len = 250;
+        a.write[0].len = 250;
+        assert_eq!(tiled_narrow(&a, 4), None);
+        // A plane stride that is not a multiple of 16 bytes.
+        let mut a = split(3, 4096, 256, 4).unwrap();
+        a.write[1].dst = 4098;
+        assert_eq!(tiled_narrow(&a, 4), None);
+        // Misaligned operands.
+        let mut a = split(3, 4096, 256, 4).unwrap();
+        a.src += 4;
+        assert_eq!(tiled_narrow(&a, 4), None);
+        let mut a = join(3, 4096, 256, 4).unwrap();
+        a.dst += 8;
+        assert_eq!(tiled_narrow(&a, 4), None);
+        // A batch stride that is not a multiple of 16 bytes.
+        let mut a = join(3, 4096, 256, 2).unwrap();
+        a.batch[0].src = 3;
+        assert_eq!(tiled_narrow(&a, 2), None);
+        // A source whose channels are not adjacent (stride 2).
+        let mut a = split(3, 4096, 256, 4).unwrap();
+        a.read[0].src = 2;
+        assert_eq!(tiled_narrow(&a, 4), None);
+        // Three tile axes.
+        let read = [ax(3, 4096, 1), ax(16, 1, 3), ax(4, 16, 48)];
+        let a = TiledArgs::new(0, 0, &read, &[1, 2, 0], &[], true, 4, 4).unwrap();
+        assert_eq!(tiled_narrow(&a, 4), None);
+    }
+
+    #[test]
+    fn chunks_round_up() {
+        // 48 vectors of f32 pixels per tile: a whole chunk and half of one.
+        let a = split(3, 192 * 16, 192, 4).unwrap();
+        let n = tiled_narrow(&a, 4).unwrap();
+        assert_eq!(narrow_items(&a, 4, n), 16 * 2);
+    }
+
+    #[test]
+    fn negative_plane_and_batch_strides_are_taken_when_aligned() {
+        let read = [ax(64, 3, 1), ax(3, 1, -4096)];
+        let batch = [ax(8, 192, -64)];
+        let a = TiledArgs::new(0x10000, 0x90000, &read, &[1, 0], &batch, true, 4, 4).unwrap();
+        assert_eq!(
+            tiled_narrow(&a, 4),
+            Some(Narrow {
+                channels: 3,
+                join: true
+            })
+        );
+    }
+
+    #[test]
+    fn grid_and_shared_memory() {
+        assert_eq!(narrow_grid(0, 100), 0);
+        assert_eq!(narrow_grid(9, 100), 3);
+        assert_eq!(narrow_grid(1 << 20, 100), 100);
+        assert_eq!(narrow_smem_bytes(16), 32768);
+    }
+}

@@ -1,0 +1,283 @@
+//! The narrow-axis kernels (`copy_split_cC_bN`, `copy_join_cC_bN`): `templates/narrow.ptx`.
+
+use std::mem::{offset_of, size_of};
+
+use super::code::{Class, Code, Gen};
+use super::templates::Templates;
+use super::tiled::origin;
+use super::types::log2;
+use crate::abi::{
+    NARROW_THREADS, Narrow, TiledArgs, TiledReadAxis, TiledWriteAxis, narrow_smem_bytes,
+};
+
+/// Byte `b` of the output block of one lane (`c` vectors of 16 bytes) as a byte of its input
+/// block, for `c` channels of `s`-byte elements: a split turns `V` interleaved pixels of `c`
+/// channels into `c` planes of `V` pixels, a join does the reverse.
+fn source_byte(b: usize, c: usize, s: usize, join: bool) -> usize {
+    let v = 16 / s;
+    let (e, r) = (b / s, b % s);
+    let ie = if join {
+        // Output: pixel-major (p, ch); input: plane-major (ch, p).
+        let (p, ch) = (e / c, e % c);
+        ch * v + p
+    } else {
+        let (ch, p) = (e / v, e % v);
+        p * c + ch
+    };
+    ie * s + r
+}
+
+/// The `prmt` selector that puts, at each byte `q` of the result, byte `sel[q]` (0 to 7) of
+/// the pair `{b, a}` (`a` bytes 0 to 3).
+fn selector(sel: [usize; 4]) -> u32 {
+    sel.iter()
+        .enumerate()
+        .map(|(q, &x)| (x as u32) << (4 * q))
+        .sum()
+}
+
+/// Emits output vector `k` (words `4 k` to `4 k + 3`) of one lane's block from its input
+/// words `inw`: registers of the input for elements of at least 4 bytes (whole words move),
+/// else `prmt`s.
+fn shuffle(
+    g: &mut Gen,
+    code: &mut Code,
+    inw: &[String],
+    (c, s, join): (usize, usize, bool),
+    k: usize,
+) -> Vec<String> {
+    (4 * k..4 * k + 4)
+        .map(|w| {
+            let src: Vec<(usize, usize)> = (0..4)
+                .map(|q| {
+                    let b = source_byte(4 * w + q, c, s, join);
+                    (b / 4, b % 4)
+                })
+                .collect();
+            if s >= 4 {
+                debug_assert!(src.iter().all(|&(x, _)| x == src[0].0));
+                return inw[src[0].0].clone();
+            }
+            let mut words: Vec<usize> = Vec::new();
+            for &(x, _) in &src {
+                if !words.contains(&x) {
+                    words.push(x);
+                }
+            }
+            // One prmt over two words: the bytes of `pair` at their places, others 0.
+            let prmt = |g: &mut Gen, code: &mut Code, pair: &[usize]| {
+                let mut sel = [0usize; 4];
+                for (q, &(x, byte)) in src.iter().enumerate() {
+                    if let Some(i) = pair.iter().position(|&p| p == x) {
+                        sel[q] = 4 * i + byte;
+                    }
+                }
+                let a = &inw[pair[0]];
+                let b = &inw[*pair.get(1).unwrap_or(&pair[0])];
+                let d = g.reg(Class::B32);
+                code.line(format!("prmt.b32 {d}, {a}, {b}, {:#06x};", selector(sel)));
+                d
+            };
+            if words.len() <= 2 {
+                return prmt(g, code, &words);
+            }
+            let lo = prmt(g, code, &words[..2]);
+            let hi = prmt(g, code, &words[2..]);
+            let mut sel = [0usize; 4];
+            for (q, &(x, _)) in src.iter().enumerate() {
+                sel[q] = if words[..2].contains(&x) { q } else { 4 + q };
+            }
+            let d = g.reg(Class::B32);
+            code.line(format!("prmt.b32 {d}, {lo}, {hi}, {:#06x};", selector(sel)));
+            d
+        })
+        .collect()
+}
+
+fn vec4(r: &[String]) -> String {
+    format!("{{{}, {}, {}, {}}}", r[0], r[1], r[2], r[3])
+}
+
+/// The narrow kernel `name` for elements of `s` bytes.
+pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) -> String {
+    let c = n.channels as usize;
+    let v = 16 / s;
+    let mut g = Gen::default();
+    let words = |g: &mut Gen| -> Vec<String> { (0..4 * c).map(|_| g.reg(Class::B32)).collect() };
+    let (mut p1, mut p2) = (Code::default(), Code::default());
+    // The lane's interleaved vectors in shared memory: vector `lane * C + k` at `%x + 16 k`.
+    let lane_vectors = |code: &mut Code| {
+        code.line(format!("mad.lo.u32 %x, %lane, {}, %wb;", 16 * c));
+    };
+    // `%ga`: byte address of element `base + chunk * per_chunk` of `op`, plus 16 per lane.
+    let chunk_base = |code: &mut Code, reg: &str, base: &str, op: &str, per_chunk: usize| {
+        code.line(format!("mul.wide.u32 %cw, %chunk, {per_chunk};"));
+        code.line(format!("add.s64 %cw, %cw, {base};"));
+        code.line(format!("mad.lo.s64 {reg}, %cw, {s}, {op};"));
+        code.line("mul.wide.u32 %cw, %lane, 16;");
+        code.line(format!("add.s64 {reg}, {reg}, %cw;"));
+    };
+    // Interleaved vector `lane + 32 k` of the chunk exists when it is below `%gc`.
+    let vector_pred = |g: &mut Gen, code: &mut Code, k: usize| -> String {
+        let p = g.reg(Class::Pred);
+        code.line(format!("add.u32 %k, %lane, {};", 32 * k));
+        code.line(format!("setp.lt.u32 {p}, %k, %gc;"));
+        p
+    };
+    if n.join {
+        // Phase 1: the lane's C plane vectors, joined, into shared memory.
+        chunk_base(&mut p1, "%ga", "%os", "%src", 32 * v);
+        p1.line("setp.lt.u32 %p0, %lane, %g;");
+        p1.line("@!%p0 bra $P1_SKIP;");
+        let inw = words(&mut g);
+        for ch in 0..c {
+            if ch > 0 {
+                p1.line("add.s64 %ga, %ga, %pb;");
+            }
+            p1.line(format!(
+                "ld.global.nc.v4.u32 {}, [%ga];",
+                vec4(&inw[4 * ch..])
+            ));
+        }
+        lane_vectors(&mut p1);
+        for k in 0..c {
+            // Each vector goes out as soon as it is made, so that its registers die.
+            let out = shuffle(&mut g, &mut p1, &inw, (c, s, true), k);
+            p1.line(format!("st.shared.v4.u32 [%x+{}], {};", 16 * k, vec4(&out)));
+        }
+        p1.label("$P1_SKIP");
+        chunk_base(&mut p1, "%gb", "%od", "%dst", 32 * v * c);
+        // Phase 2: consecutive vectors per lane, out to the interleaved destination.
+        p2.line("mad.lo.u32 %sa, %lane, 16, %wb;");
+        for k in 0..c {
+            let p = vector_pred(&mut g, &mut p2, k);
+            let r = words(&mut g);
+            let r = &r[..4];
+            p2.line(format!(
+                "@{p} ld.shared.v4.u32 {}, [%sa+{}];",
+                vec4(r),
+                512 * k
+            ));
+            p2.line(format!(
+                "@{p} st.global.v4.u32 [%gb+{}], {};",
+                512 * k,
+                vec4(r)
+            ));
+        }
+    } else {
+        // Phase 1: consecutive vectors per lane, in from the interleaved source.
+        chunk_base(&mut p1, "%ga", "%os", "%src", 32 * v * c);
+        p1.line("mad.lo.u32 %sa, %lane, 16, %wb;");
+        for k in 0..c {
+            let p = vector_pred(&mut g, &mut p1, k);
+            let r = words(&mut g);
+            let r = &r[..4];
+            p1.line(format!(
+                "@{p} ld.global.nc.v4.u32 {}, [%ga+{}];",
+                vec4(r),
+                512 * k
+            ));
+            p1.line(format!(
+                "@{p} st.shared.v4.u32 [%sa+{}], {};",
+                512 * k,
+                vec4(r)
+            ));
+        }
+        chunk_base(&mut p1, "%gb", "%od", "%dst", 32 * v);
+        // Phase 2: the lane's C interleaved vectors, split, out to the planes.
+        p2.line("setp.lt.u32 %p0, %lane, %g;");
+        p2.line("@!%p0 bra $P2_SKIP;");
+        lane_vectors(&mut p2);
+        let inw = words(&mut g);
+        for k in 0..c {
+            p2.line(format!(
+                "ld.shared.v4.u32 {}, [%x+{}];",
+                vec4(&inw[4 * k..]),
+                16 * k
+            ));
+        }
+        for ch in 0..c {
+            if ch > 0 {
+                p2.line("add.s64 %gb, %gb, %pb;");
+            }
+            let out = shuffle(&mut g, &mut p2, &inw, (c, s, false), ch);
+            p2.line(format!("st.global.v4.u32 [%gb], {};", vec4(&out)));
+        }
+        p2.label("$P2_SKIP");
+    }
+    let (piece, plane) = if n.join {
+        (
+            read_field(0, offset_of!(TiledReadAxis, len)),
+            read_field(1, offset_of!(TiledReadAxis, src)),
+        )
+    } else {
+        (
+            read_field(1, offset_of!(TiledReadAxis, len)),
+            offset_of!(TiledArgs, write)
+                + size_of::<TiledWriteAxis>()
+                + offset_of!(TiledWriteAxis, dst),
+        )
+    };
+    let warps = NARROW_THREADS / 32;
+    t.render(
+        "narrow.ptx",
+        &[
+            ("NAME", name.to_string()),
+            (
+                "DIR",
+                if n.join {
+                    "planes joined"
+                } else {
+                    "interleaved split"
+                }
+                .to_string(),
+            ),
+            ("C", c.to_string()),
+            ("S", s.to_string()),
+            ("V", v.to_string()),
+            ("LOG_V", log2(v as u64).to_string()),
+            ("THREADS", NARROW_THREADS.to_string()),
+            ("WARPS", warps.to_string()),
+            ("SMEM_BYTES", narrow_smem_bytes(n.channels).to_string()),
+            ("WARP_BYTES", (512 * c).to_string()),
+            ("PIECE", piece.to_string()),
+            ("PLANE", plane.to_string()),
+            ("DECLS", g.decls()),
+            ("ORIGIN", origin("BAX", "%tile").text()),
+            ("PHASE1", p1.text()),
+            ("PHASE2", p2.text()),
+        ],
+    )
+}
+
+/// Offset of field `f` of read axis `k` in [`TiledArgs`].
+fn read_field(k: usize, f: usize) -> usize {
+    offset_of!(TiledArgs, read) + k * size_of::<TiledReadAxis>() + f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_bytes_split_and_join() {
+        // u8, 3 channels: output plane 1, pixel 2 comes from interleaved byte 2 * 3 + 1.
+        assert_eq!(source_byte(16 + 2, 3, 1, false), 7);
+        // Join: output pixel 2, channel 1 (byte 7) comes from plane 1, pixel 2 (byte 18).
+        assert_eq!(source_byte(7, 3, 1, true), 18);
+        // f32, 2 channels: output plane 1 word 1 = interleaved element 1 * 2 + 1.
+        assert_eq!(source_byte(16 + 4, 2, 4, false), 12);
+        // The two directions invert each other.
+        for (c, s) in [(3, 1), (5, 2), (16, 1), (7, 8)] {
+            for b in 0..16 * c {
+                assert_eq!(source_byte(source_byte(b, c, s, true), c, s, false), b);
+            }
+        }
+    }
+
+    #[test]
+    fn selectors() {
+        assert_eq!(selector([0, 1, 2, 3]), 0x3210);
+        assert_eq!(selector([4, 0, 7, 1]), 0x1704);
+    }
+}
