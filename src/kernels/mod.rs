@@ -377,7 +377,10 @@ mod tests {
             let text = ptx::module_ptx(&name).unwrap_or_else(|| panic!("no module {name}"));
             assert!(text.contains(&format!(".visible .entry {name}(")), "{name}");
             let (bx, by, bz) = k.block();
-            let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE | Kind::TiledA) {
+            let directive = if matches!(
+                k.kind(),
+                Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow
+            ) {
                 "maxntid"
             } else {
                 "reqntid"

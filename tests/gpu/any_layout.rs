@@ -583,7 +583,8 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
         &[3, 5, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 7],
         &[8, 2, 4, 2, 2, 4, 2, 2, 2, 4, 2, 3],
     ];
-    async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", 12);
+    // Most cyclic permutations move one axis of 2 to 16 elements and take the narrow kernels.
+    async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", 11);
     async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", 8);
 }
 

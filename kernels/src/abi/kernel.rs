@@ -315,7 +315,8 @@ impl Kernel {
 
     /// The kernel's block shape, which its PTX requires exactly (`.reqntid`); for the tiled
     /// kinds the largest block, which their PTX allows (`.maxntid`; the launch takes
-    /// [`tiled_threads`](super::tiled_threads)).
+    /// [`tiled_threads`](super::tiled_threads)), and for the narrow kernels the block the
+    /// launch takes, also their largest (`.maxntid`).
     pub fn block(&self) -> (u32, u32, u32) {
         let kind = self.kind();
         match kind {

@@ -11,14 +11,15 @@
 //! A *group* is `V = 16 / N` pixels: one 16-byte vector of one plane, `C` vectors of the
 //! interleaved side. A *chunk* is up to 32 groups of one tile, moved by one warp: the
 //! interleaved side's `C` vectors per group go through the warp's part of shared memory
-//! (`512 * C` bytes) so that every global load and store of the warp covers consecutive
+//! ([`narrow_warp_bytes`]) so that every global load and store of the warp covers consecutive
 //! 16-byte vectors, and each lane splits or joins its group's `C` vectors in registers
 //! (`prmt` for 1- and 2-byte elements). Block [`NARROW_THREADS`] threads, one chunk per warp
-//! at a time; the grid ([`narrow_grid`]) loops over the chunks of all tiles in tile order.
+//! at a time (the warps synchronise alone, with `bar.warp.sync`); the grid ([`narrow_grid`]) loops over the chunks of all tiles in tile order.
 
 use super::tiled::TiledArgs;
 
-/// Threads per block of the narrow kernels (their PTX's `.reqntid`): 4 warps.
+/// Threads per block of the narrow kernels: 4 warps, also the most their PTX allows
+/// (`.maxntid`; any multiple of 32 up to it is correct).
 pub const NARROW_THREADS: u32 = 128;
 /// Fewest channels of a narrow kernel.
 pub const NARROW_MIN_CHANNELS: u32 = 2;
@@ -36,10 +37,32 @@ pub struct Narrow {
     pub join: bool,
 }
 
-/// Static shared memory of the narrow kernel with `channels` channels: 512 bytes per channel
-/// and warp.
+/// The 16-byte slot in a warp's shared memory of the chunk's interleaved vector `i`: `i`, and
+/// for 2 channels or a multiple of 4 `i + i / 8` (a free slot after every 8), so that the
+/// lanes of a quarter warp reading their groups' vectors (`C` apart) hit distinct banks (2, 4
+/// and 8 channels) or at most two lanes per bank (the others).
+pub const fn narrow_slot(i: u32, channels: u32) -> u32 {
+    if narrow_padded(channels) {
+        i + i / 8
+    } else {
+        i
+    }
+}
+
+/// Whether [`narrow_slot`] leaves free slots for `channels` channels.
+pub const fn narrow_padded(channels: u32) -> bool {
+    channels == 2 || channels % 4 == 0
+}
+
+/// Bytes of shared memory per warp of the narrow kernel with `channels` channels: the slots
+/// of a chunk's `32 C` interleaved vectors.
+pub const fn narrow_warp_bytes(channels: u32) -> u32 {
+    16 * (narrow_slot(32 * channels - 1, channels) + 1)
+}
+
+/// Static shared memory of the narrow kernel with `channels` channels.
 pub const fn narrow_smem_bytes(channels: u32) -> u32 {
-    NARROW_THREADS / 32 * 512 * channels
+    NARROW_THREADS / 32 * narrow_warp_bytes(channels)
 }
 
 /// The narrow kernel for the tiled copy `args` of elements of `size` bytes (a copy, not a
@@ -241,6 +264,21 @@ mod tests {
         assert_eq!(narrow_grid(0, 100), 0);
         assert_eq!(narrow_grid(9, 100), 3);
         assert_eq!(narrow_grid(1 << 20, 100), 100);
-        assert_eq!(narrow_smem_bytes(16), 32768);
+        assert_eq!(narrow_smem_bytes(3), 4 * 512 * 3);
+        assert_eq!(narrow_smem_bytes(16), 4 * 16 * (512 + 63));
+        // The quarter warp's reads of its groups' first vectors: 8 distinct 16-byte units of a
+        // 128-byte line for 2, 4 and 8 channels (up to 8-way conflicts without the free
+        // slots), at most 2 lanes per unit for the other even counts.
+        for c in [2u32, 4, 6, 8, 10, 12, 14, 16] {
+            let mut per_unit = [0; 8];
+            for l in 0..8 {
+                per_unit[(narrow_slot(l * c, c) % 8) as usize] += 1;
+            }
+            let most = per_unit.into_iter().max().unwrap();
+            assert!(
+                most <= if [2, 4, 8].contains(&c) { 1 } else { 2 },
+                "{c} channels"
+            );
+        }
     }
 }

@@ -7,7 +7,8 @@ use super::templates::Templates;
 use super::tiled::origin;
 use super::types::log2;
 use crate::abi::{
-    NARROW_THREADS, Narrow, TiledArgs, TiledReadAxis, TiledWriteAxis, narrow_smem_bytes,
+    NARROW_THREADS, Narrow, TiledArgs, TiledReadAxis, TiledWriteAxis, narrow_padded, narrow_slot,
+    narrow_smem_bytes, narrow_warp_bytes,
 };
 
 /// Byte `b` of the output block of one lane (`c` vectors of 16 bytes) as a byte of its input
@@ -105,9 +106,38 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
     let mut g = Gen::default();
     let words = |g: &mut Gen| -> Vec<String> { (0..4 * c).map(|_| g.reg(Class::B32)).collect() };
     let (mut p1, mut p2) = (Code::default(), Code::default());
-    // The lane's interleaved vectors in shared memory: vector `lane * C + k` at `%x + 16 k`.
-    let lane_vectors = |code: &mut Code| {
-        code.line(format!("mad.lo.u32 %x, %lane, {}, %wb;", 16 * c));
+    let padded = narrow_padded(n.channels);
+    // The shared-memory addresses of the lane's group's interleaved vectors `lane * C + k`
+    // ([`narrow_slot`]).
+    let lane_vectors = |g: &mut Gen, code: &mut Code| -> Vec<String> {
+        code.line(format!("mul.lo.u32 %x, %lane, {c};"));
+        (0..c)
+            .map(|k| {
+                let a = g.reg(Class::B32);
+                if padded {
+                    code.line(format!("add.u32 {a}, %x, {k};"));
+                    code.line(format!("shr.u32 %k, {a}, 3;"));
+                    code.line(format!("add.u32 {a}, {a}, %k;"));
+                    code.line(format!("mad.lo.u32 {a}, {a}, 16, %wb;"));
+                } else {
+                    code.line(format!("mad.lo.u32 {a}, %x, 16, %wb;"));
+                    code.line(format!("add.u32 {a}, {a}, {};", 16 * k));
+                }
+                a
+            })
+            .collect()
+    };
+    // `%sa`: the address of the chunk's interleaved vector `lane`; vector `lane + 32 k` lies
+    // `chunk_step * k` bytes further.
+    let chunk_step = 16 * narrow_slot(32, n.channels) as usize;
+    let chunk_vectors = |code: &mut Code| {
+        if padded {
+            code.line("shr.u32 %k, %lane, 3;");
+            code.line("add.u32 %k, %k, %lane;");
+            code.line("mad.lo.u32 %sa, %k, 16, %wb;");
+        } else {
+            code.line("mad.lo.u32 %sa, %lane, 16, %wb;");
+        }
     };
     // `%ga`: byte address of element `base + chunk * per_chunk` of `op`, plus 16 per lane.
     let chunk_base = |code: &mut Code, reg: &str, base: &str, op: &str, per_chunk: usize| {
@@ -139,16 +169,16 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
                 vec4(&inw[4 * ch..])
             ));
         }
-        lane_vectors(&mut p1);
-        for k in 0..c {
+        let at = lane_vectors(&mut g, &mut p1);
+        for (k, at) in at.iter().enumerate() {
             // Each vector goes out as soon as it is made, so that its registers die.
             let out = shuffle(&mut g, &mut p1, &inw, (c, s, true), k);
-            p1.line(format!("st.shared.v4.u32 [%x+{}], {};", 16 * k, vec4(&out)));
+            p1.line(format!("st.shared.v4.u32 [{at}], {};", vec4(&out)));
         }
         p1.label("$P1_SKIP");
         chunk_base(&mut p1, "%gb", "%od", "%dst", 32 * v * c);
         // Phase 2: consecutive vectors per lane, out to the interleaved destination.
-        p2.line("mad.lo.u32 %sa, %lane, 16, %wb;");
+        chunk_vectors(&mut p2);
         for k in 0..c {
             let p = vector_pred(&mut g, &mut p2, k);
             let r = words(&mut g);
@@ -156,7 +186,7 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             p2.line(format!(
                 "@{p} ld.shared.v4.u32 {}, [%sa+{}];",
                 vec4(r),
-                512 * k
+                chunk_step * k
             ));
             p2.line(format!(
                 "@{p} st.global.v4.u32 [%gb+{}], {};",
@@ -167,7 +197,7 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
     } else {
         // Phase 1: consecutive vectors per lane, in from the interleaved source.
         chunk_base(&mut p1, "%ga", "%os", "%src", 32 * v * c);
-        p1.line("mad.lo.u32 %sa, %lane, 16, %wb;");
+        chunk_vectors(&mut p1);
         for k in 0..c {
             let p = vector_pred(&mut g, &mut p1, k);
             let r = words(&mut g);
@@ -179,7 +209,7 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ));
             p1.line(format!(
                 "@{p} st.shared.v4.u32 [%sa+{}], {};",
-                512 * k,
+                chunk_step * k,
                 vec4(r)
             ));
         }
@@ -187,14 +217,10 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
         // Phase 2: the lane's C interleaved vectors, split, out to the planes.
         p2.line("setp.lt.u32 %p0, %lane, %g;");
         p2.line("@!%p0 bra $P2_SKIP;");
-        lane_vectors(&mut p2);
+        let at = lane_vectors(&mut g, &mut p2);
         let inw = words(&mut g);
-        for k in 0..c {
-            p2.line(format!(
-                "ld.shared.v4.u32 {}, [%x+{}];",
-                vec4(&inw[4 * k..]),
-                16 * k
-            ));
+        for (k, at) in at.iter().enumerate() {
+            p2.line(format!("ld.shared.v4.u32 {}, [{at}];", vec4(&inw[4 * k..])));
         }
         for ch in 0..c {
             if ch > 0 {
@@ -218,7 +244,6 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
                 + offset_of!(TiledWriteAxis, dst),
         )
     };
-    let warps = NARROW_THREADS / 32;
     t.render(
         "narrow.ptx",
         &[
@@ -237,9 +262,8 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ("V", v.to_string()),
             ("LOG_V", log2(v as u64).to_string()),
             ("THREADS", NARROW_THREADS.to_string()),
-            ("WARPS", warps.to_string()),
             ("SMEM_BYTES", narrow_smem_bytes(n.channels).to_string()),
-            ("WARP_BYTES", (512 * c).to_string()),
+            ("WARP_BYTES", narrow_warp_bytes(n.channels).to_string()),
             ("PIECE", piece.to_string()),
             ("PLANE", plane.to_string()),
             ("DECLS", g.decls()),

@@ -62,7 +62,10 @@ fn every_module_is_one_kernel_with_its_abi() {
         );
         assert!(!text.contains("{{") && !text.contains("}}"), "{name}");
         let (bx, by, bz) = k.block();
-        let directive = if matches!(k.kind(), Kind::Tiled | Kind::TiledE | Kind::TiledA) {
+        let directive = if matches!(
+            k.kind(),
+            Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow
+        ) {
             "maxntid"
         } else {
             "reqntid"
