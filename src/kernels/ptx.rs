@@ -129,7 +129,7 @@ mod tests {
         // and b2, three wide copies, casts, narrow splits and joins of 2 to 16 channels.
         assert_eq!(
             names.len(),
-            4 * 4 + 4 * 10 + 2 + 1 + 1 + 2 + 3 + 12 * 11 * 10 + 4 * 2 * 15
+            4 * 4 + 4 * 10 + 2 + 1 + 1 + 2 + 3 + 12 * 11 * 10 + 3 * 2 * 15
         );
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {

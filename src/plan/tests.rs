@@ -2041,7 +2041,8 @@ fn high_rank_copies_and_fills_match_reference() {
 
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
 /// pairs, NCHW <-> NHWC) take the tiled plans, with 16-byte vectors where the planes are
-/// whole vectors (copies then run on the narrow kernels, casts on the tiled ones), and match
+/// whole vectors (copies of 1-, 4- and 8-byte elements then run on the narrow kernels, the
+/// others on the tiled ones), and match
 /// the reference for every element size, fused casts, odd sizes that leave a rest, and
 /// misaligned bases.
 #[test]
@@ -2097,7 +2098,7 @@ fn narrow_axes_take_the_tiled_plans() {
                             );
                             assert_eq!(
                                 path.starts_with("narrow"),
-                                from == to,
+                                from == to && from.size() != 2,
                                 "{shape:?} {perm:?} {from}->{to}: {path}"
                             );
                         }

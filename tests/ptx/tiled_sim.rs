@@ -124,8 +124,8 @@ fn layouts() -> Vec<Layout> {
         0,
     ));
     all.push(permuted("hwc_chw/16/b4", &[6, 40, 16], &[2, 0, 1], 4, 0));
-    all.push(permuted("chw_hwc/16/b2", &[16, 6, 40], &[1, 2, 0], 2, 0));
-    let mut l = permuted("chw_hwc_flipped/3/b2", &[3, 16, 64], &[1, 2, 0], 2, 0);
+    all.push(permuted("chw_hwc/16/b1", &[16, 6, 40], &[1, 2, 0], 1, 0));
+    let mut l = permuted("chw_hwc_flipped/3/b4", &[3, 16, 64], &[1, 2, 0], 4, 0);
     l.src[2] = -l.src[2];
     all.push(l);
     for &size in &sizes {

@@ -1,8 +1,8 @@
 //! The identity of every kernel, and the name of its PTX module.
 
 use super::{
-    CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_THREADS, Narrow,
-    PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE, PERMUTE_PACKED128_BLOCK,
+    CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SIZES, NARROW_THREADS,
+    Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE, PERMUTE_PACKED128_BLOCK,
     PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE,
     PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TILED_MAX_THREADS, TRANSPOSE_BLOCK, WideKernel,
 };
@@ -182,7 +182,7 @@ pub enum Kernel {
     /// `copy_split_cC_bN` / `copy_join_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
     /// `size` = N bytes between `C` interleaved channels and `C` planes.
     Narrow {
-        /// Element size in bytes: 1, 2, 4 or 8.
+        /// Element size in bytes: 1, 4 or 8.
         size: usize,
         /// Channels and direction.
         narrow: Narrow,
@@ -246,7 +246,7 @@ impl Kernel {
         for w in &PERMUTE_WIDE {
             all.push(Kernel::copy(w.kind, DType::U8, DType::U8));
         }
-        for size in [1, 2, 4, 8] {
+        for size in NARROW_SIZES {
             for join in [false, true] {
                 for channels in NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS {
                     let narrow = Narrow { channels, join };
@@ -386,9 +386,9 @@ mod tests {
         // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
         assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        // Four sizes, two directions, 2 to 16 channels.
-        assert_eq!(narrow, 4 * 2 * 15);
-        assert_eq!(all.len(), 1385 + 120);
+        // Three sizes, two directions, 2 to 16 channels.
+        assert_eq!(narrow, 3 * 2 * 15);
+        assert_eq!(all.len(), 1385 + 90);
     }
 
     #[test]

@@ -264,6 +264,7 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ("THREADS", NARROW_THREADS.to_string()),
             ("SMEM_BYTES", narrow_smem_bytes(n.channels).to_string()),
             ("WARP_BYTES", narrow_warp_bytes(n.channels).to_string()),
+            ("MIN_BLOCKS", narrow_min_blocks(n.channels).to_string()),
             ("PIECE", piece.to_string()),
             ("PLANE", plane.to_string()),
             ("DECLS", g.decls()),
@@ -272,6 +273,14 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ("PHASE2", p2.text()),
         ],
     )
+}
+
+/// The blocks per multiprocessor that the kernel of `channels` channels asks `ptxas` to fit
+/// (`.minnctapersm`, which bounds its registers): room for about `8 C + 32` registers per
+/// thread, what the kernel holds (its group's `C` input vectors, an output vector and
+/// addresses) without spilling.
+fn narrow_min_blocks(channels: u32) -> u32 {
+    (65536 / NARROW_THREADS / (8 * channels + 32)).clamp(1, 16)
 }
 
 /// Offset of field `f` of read axis `k` in [`TiledArgs`].
