@@ -11,7 +11,9 @@
 //! 5. choose 32-bit indexing when the element count and every reachable offset fit in `i32`.
 //!
 //! Then the path: driver memset / memcpy where they are the fastest, a vectorised
-//! contiguous kernel; the tiled kernels ([`tiled`]) for every layout of more than `MAX_RANK`
+//! contiguous kernel; the tiled kernels ([`tiled`]; the launcher runs the copies of
+//! interleaved channels and their planes that it plans on the narrow kernels,
+//! [`devspan_kernels::abi::tiled_narrow`]) for every layout of more than `MAX_RANK`
 //! axes and for permutations that put a narrow axis (shorter than 16) first on either side;
 //! the wide permute kernels when the innermost axis is a contiguous, 16-byte aligned run of
 //! 16, 32 or 64 bytes on both sides and the other axes are permuted (whole runs move through
