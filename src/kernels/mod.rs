@@ -280,46 +280,42 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             to,
             rest,
         } => {
-            if let Some(n) = narrow_of(args, *from, *to, grid) {
-                let k = Kernel::Narrow {
-                    size: from.size(),
-                    narrow: n,
-                };
-                let (f, resident) = kernel_and_resident(stream.context(), NARROW_THREADS, |_| k)?;
-                let items = narrow_items(args, from.size(), n);
-                let cfg = config(k, (narrow_grid(items, resident), 1, 1));
-                let p = Param(**args);
-                let mut b = stream.launch_builder(&f);
-                b.arg(&p);
-                // SAFETY: every element of every tile is in bounds of both operands (contract);
-                // the kernel takes exactly one `TiledArgs` block, of a tile that `tiled_narrow`
-                // accepted (the kernel's two axes, 16-byte aligned addresses), and a block of
-                // `NARROW_THREADS` threads.
-                unsafe { b.launch(cfg)? };
-                for p in rest {
-                    // SAFETY: the rest's plans cover parts of the same operands (contract).
-                    unsafe { execute(p, stream, grid)? };
+            let (f, cfg) = match narrow_of(args, *from, *to, grid) {
+                Some(n) => {
+                    let k = Kernel::Narrow {
+                        size: from.size(),
+                        narrow: n,
+                    };
+                    let (f, resident) =
+                        kernel_and_resident(stream.context(), NARROW_THREADS, |_| k)?;
+                    let items = narrow_items(args, from.size(), n);
+                    (f, config(k, (narrow_grid(items, resident), 1, 1)))
                 }
-                return Ok(());
-            }
-            let vector = args.vector != 0;
-            let threads = tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
-            let (f, resident) = kernel_and_resident(stream.context(), threads, |major| {
-                let kind = tiled_launch_kind(args, from.size(), to.size(), threads, major);
-                Kernel::copy(kind, *from, *to)
-            })?;
-            let blocks = tiled_grid(u64::from(args.tiles), resident);
-            let cfg = LaunchConfig {
-                grid_dim: (blocks.max(1), 1, 1),
-                block_dim: (threads, 1, 1),
-                shared_mem_bytes: 0,
+                None => {
+                    let vector = args.vector != 0;
+                    let threads =
+                        tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
+                    let (f, resident) = kernel_and_resident(stream.context(), threads, |major| {
+                        let kind = tiled_launch_kind(args, from.size(), to.size(), threads, major);
+                        Kernel::copy(kind, *from, *to)
+                    })?;
+                    let blocks = tiled_grid(u64::from(args.tiles), resident);
+                    let cfg = LaunchConfig {
+                        grid_dim: (blocks.max(1), 1, 1),
+                        block_dim: (threads, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    (f, cfg)
+                }
             };
             let p = Param(**args);
             let mut b = stream.launch_builder(&f);
             b.arg(&p);
             // SAFETY: every element of every tile is in bounds of both operands (contract);
-            // the kernel takes exactly one `TiledArgs` block, and any block of at most
-            // `TILED_MAX_THREADS` threads that covers the tile.
+            // the kernel takes exactly one `TiledArgs` block: the tiled kernels with any block
+            // of at most `TILED_MAX_THREADS` threads that covers the tile, the narrow kernels
+            // with `NARROW_THREADS` and a tile that `tiled_narrow` accepted (its two axes,
+            // 16-byte aligned addresses).
             unsafe { b.launch(cfg)? };
             for p in rest {
                 // SAFETY: the rest's plans cover parts of the same operands (contract).
