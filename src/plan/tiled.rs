@@ -11,6 +11,11 @@
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
 //! a plan of its own ([`Tiled::rest`]).
+//!
+//! The tile index runs over the batch axes in write order, so that the tiles running at once
+//! continue each other in the destination, except for tiles whose source runs are shorter
+//! than a cache line: their index runs first over the axes that continue the destination,
+//! then over those that continue the source ([`window_order`]).
 
 use super::permute::fastest;
 use super::{Normalized, PAxis};
@@ -312,6 +317,24 @@ fn tile_for(
             }
         }
     }
+    // The tile's runs: its leading axes in each order while they are contiguous.
+    let contiguous = |axes: &mut dyn Iterator<Item = (u64, u64)>| {
+        let mut e = 1;
+        for (len, stride) in axes {
+            if stride != e {
+                break;
+            }
+            e *= len;
+        }
+        e
+    };
+    let read_run = contiguous(&mut read.iter().map(|a| (a.len, a.src.unsigned_abs())));
+    let write_run = contiguous(
+        &mut write_order
+            .iter()
+            .map(|&i| (read[i].len, read[i].dst.unsigned_abs())),
+    );
+    let batch = window_order(batch, write_run, read_run, dst_size, src_size);
     let at = |base: u64, off: isize, size: usize| super::addr(base, off, size);
     let args = TiledArgs::new(
         at(dst, dst_off, dst_size),
@@ -324,6 +347,76 @@ fn tile_for(
         dst_size,
     )?;
     Some(Tiled { args, rest })
+}
+
+/// Source runs shorter than this many bytes (a cache line) leave lines partly read by each
+/// tile: [`window_order`] lets the tiles that run at once complete them.
+const LINE_BYTES: u64 = 128;
+
+/// Contiguous bytes of the destination, then of the source, that the tiles running at once
+/// cover first where [`window_order`] reorders the batch axes.
+const WINDOW_BYTES: u64 = 1024;
+
+/// The order in which the tile index runs over the batch axes (given in write order), for a
+/// tile whose runs (the contiguous elements it covers, in write and in read order) are
+/// `write_run` and `read_run` elements of `dst_size` and `src_size` bytes.
+///
+/// The blocks run consecutive tiles at once, so the leading batch axes decide which stretches
+/// of memory are in flight together. In write order, consecutive tiles continue each other in
+/// the destination, and the tiles that continue a tile's source runs may run thousands of
+/// tiles later (a high-rank permutation of small extents puts them last). Where those runs
+/// are shorter than [`LINE_BYTES`], every line of the source is then read in parts, far apart
+/// in time. So for such tiles the index first runs over the axes that continue the
+/// destination until the tiles cover [`WINDOW_BYTES`] of it contiguously, then over those
+/// that continue the source until they cover as much of it, then over the rest in write
+/// order. Tiles with longer source runs keep the write order: taking axes from it for the
+/// source costs more than it gains there.
+fn window_order(
+    batch: Vec<TiledAxis>,
+    write_run: u64,
+    read_run: u64,
+    dst_size: usize,
+    src_size: usize,
+) -> Vec<TiledAxis> {
+    let (ds, ss) = (dst_size as u64, src_size as u64);
+    if read_run * ss >= LINE_BYTES {
+        return batch;
+    }
+    let n = batch.len();
+    let mut taken = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    // Destination first, then source: each side takes the axes that continue its contiguous
+    // stretch (in bytes, from its run) while the stretch is shorter than WINDOW_BYTES.
+    let mut by_src: Vec<usize> = (0..n).collect();
+    by_src.sort_by_key(|&k| (batch[k].src == 0, batch[k].src.unsigned_abs(), k));
+    let sides = [
+        ((0..n).collect::<Vec<_>>(), write_run * ds, true),
+        (by_src, read_run * ss, false),
+    ];
+    for (list, mut covered, dst) in sides {
+        for k in list {
+            if covered >= WINDOW_BYTES {
+                break;
+            }
+            if taken[k] {
+                continue;
+            }
+            let a = &batch[k];
+            let stride = if dst {
+                a.dst.unsigned_abs() * ds
+            } else {
+                a.src.unsigned_abs() * ss
+            };
+            if stride != covered {
+                break;
+            }
+            taken[k] = true;
+            order.push(k);
+            covered *= a.len;
+        }
+    }
+    order.extend((0..n).filter(|&k| !taken[k]));
+    order.into_iter().map(|k| batch[k]).collect()
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -515,5 +608,77 @@ mod tests {
         assert_eq!(a.batch_rank, 8);
         assert_eq!(a.tiles, 256);
         assert!(t.rest.is_empty());
+    }
+
+    /// How many first tiles continue each other on each side, from the tile origins: the
+    /// tiles 0, 1, ... continue the destination while tile `t` starts `t` write runs in; then
+    /// the tiles `0, k, 2k, ...` (k of the former) continue the source likewise. Returns
+    /// `(k, j)`: k tiles, then j groups of k tiles.
+    fn window(a: &TiledArgs) -> (u64, u64) {
+        let (w, r) = runs(a);
+        let tiles = u64::from(a.tiles);
+        let k = (1..=tiles)
+            .find(|&t| t == tiles || a.tile_origin(t as u32).0.unsigned_abs() != t * w)
+            .unwrap();
+        let j = (1..=tiles / k)
+            .find(|&g| g == tiles / k || a.tile_origin((g * k) as u32).1.unsigned_abs() != g * r)
+            .unwrap();
+        (k, j)
+    }
+
+    #[test]
+    fn tiles_with_short_source_runs_run_along_both_sides_first() {
+        // [2; 20] reversed: u8 tiles read runs of 64 bytes, shorter than a line, so the first
+        // tiles cover 1 KiB of the destination, then groups of them 1 KiB of the source.
+        let axes: Vec<(usize, isize, isize)> =
+            (0..20).map(|k| (2, 1 << k, 1 << (19 - k))).collect();
+        let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 0).unwrap();
+        let a = &t.args;
+        let (w, r) = runs(a);
+        assert!(r < 128, "read run {r}");
+        let (k, j) = window(a);
+        assert_eq!(
+            (k * w, j * r),
+            (1024, 1024),
+            "runs {w}, {r}; window {k} x {j}"
+        );
+        // f32: read runs of 256 bytes; the tiles keep the write order, and the first tiles
+        // continue the destination along every batch axis.
+        let t = tiled_plan(&norm(&axes), 0, 0, 4, 4, 0).unwrap();
+        let a = &t.args;
+        let (w, r) = runs(a);
+        assert!(r * 4 >= 128, "read run {r}");
+        let strides: Vec<i64> = a.batch[..a.batch_rank as usize]
+            .iter()
+            .map(|b| b.dst)
+            .collect();
+        assert!(
+            strides.windows(2).all(|p| p[0].abs() < p[1].abs()),
+            "{strides:?}"
+        );
+        assert_eq!(window(a).0, u64::from(a.tiles), "run {w}");
+    }
+
+    #[test]
+    fn misaligned_short_runs_take_the_window_order_too() {
+        // u8 [2, 3^13] reversed, element-wise tiles (runs of 27 and 54 elements do not line
+        // up with vectors): a destination window of at least 1 KiB, then a source one.
+        let mut shape = vec![2usize];
+        shape.extend([3; 13]);
+        let perm: Vec<usize> = (0..shape.len()).rev().collect();
+        let t = tiled_plan(&permuted(&shape, &perm), 0, 0, 1, 1, 0).unwrap();
+        let a = &t.args;
+        assert_eq!(a.vector, 0);
+        let (w, r) = runs(a);
+        assert!(r < 128, "read run {r}");
+        let (k, j) = window(a);
+        assert!(
+            k * w >= 1024 && k * w < 3 * 1024,
+            "runs {w}, {r}; window {k} x {j}"
+        );
+        assert!(
+            j * r >= 1024 && j * r < 3 * 1024,
+            "runs {w}, {r}; window {k} x {j}"
+        );
     }
 }
