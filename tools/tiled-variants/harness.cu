@@ -15,8 +15,9 @@
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
 // `rest` leaves part of the destination to other launches, so those compare as far as the
 // tiled launch goes), then ROUNDS rounds time every configuration and the memcpy once each, in
-// turn (CUDA events, after 2 warm-up rounds); a cell is memcpy median / kernel median, with the
-// blocks per multiprocessor that the occupancy calculator gives. Sources hold random bits.
+// turn, each round starting at the next one (CUDA events, after 2 warm-up rounds); a cell is
+// memcpy median / kernel median, with the blocks per multiprocessor that the occupancy
+// calculator gives. Sources hold random bits.
 #include <cuda.h>
 #include <cstdio>
 #include <cstdlib>
@@ -123,7 +124,10 @@ int main(int argc, char** argv) {
     }
     std::vector<std::vector<float>> t(cfgs.size() + 1);
     for (int r = 0; r < rounds + 2; r++) {
-      for (size_t ci = 0; ci <= cfgs.size(); ci++) {
+      // Each round starts at another configuration, so that no configuration always runs
+      // first or right after the memcpy.
+      for (size_t j = 0; j <= cfgs.size(); j++) {
+        size_t ci = (j + r) % (cfgs.size() + 1);
         if (ci < cfgs.size() && cfgs[ci].cases.find(name) == cfgs[ci].cases.end()) continue;
         CK(cuEventRecord(e0, st));
         if (ci == cfgs.size()) CK(cuMemcpyDtoDAsync(dst, src, mb, st)); else launch(cfgs[ci], cfgs[ci].cases[name]);
