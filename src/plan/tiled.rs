@@ -402,10 +402,11 @@ fn window_order(
                 continue;
             }
             let a = &batch[k];
+            // Saturating: a stride too large for the product continues no stretch.
             let stride = if dst {
-                a.dst.unsigned_abs() * ds
+                a.dst.unsigned_abs().saturating_mul(ds)
             } else {
-                a.src.unsigned_abs() * ss
+                a.src.unsigned_abs().saturating_mul(ss)
             };
             if stride != covered {
                 break;
