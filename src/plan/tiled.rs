@@ -179,9 +179,12 @@ fn tile_for(
     // First both runs up to RUN_BYTES, the shorter one (in bytes) first: whole axes while
     // they stay within reach of the target, else a piece that reaches it.
     let sizes = [dst_size, src_size];
+    // Sides that found no piece for their next axis.
+    let mut stuck = [false; 2];
     loop {
         let sides = [run(&worder, &chunk), run(&rorder, &chunk)];
-        let want = |i: usize| sides[i].0 * sizes[i] < RUN_BYTES && sides[i].1.is_some();
+        let want =
+            |i: usize| !stuck[i] && sides[i].0 * sizes[i] < RUN_BYTES && sides[i].1.is_some();
         let side = match (want(0), want(1)) {
             (false, false) => break,
             (true, false) => 0,
@@ -217,16 +220,23 @@ fn tile_for(
             (eo, Some(ko)) if ko == k => lcm(part(side, e), part(other, eo)),
             _ => part(side, e),
         };
-        // No useful piece (one of 1) of an axis that fits whole: the whole axis.
+        // No useful piece (one of 1) of an axis that fits whole: the whole axis; of one that
+        // does not, the smallest divisor from `need` up to the room (a multiple of `gk`).
+        // Without any, this side stops growing and the other goes on.
         let cut = piece(len, need.min(room).max(gk), gk)
             .filter(|&c| c >= 2 && c <= room)
-            .or((len <= room).then_some(len));
+            .or((len <= room).then_some(len))
+            .or_else(|| {
+                (need.max(2)..=room)
+                    .filter(|c| c % gk == 0)
+                    .find(|&c| len % c == 0)
+            });
         match cut {
             Some(c) => {
                 chunk[k] = c;
                 volume *= c;
             }
-            None => break,
+            None => stuck[side] = true,
         }
     }
     // Then pieces grow, the shorter side's first, up to TILE_FILL elements: smaller tiles
@@ -681,5 +691,27 @@ mod tests {
             j * r >= 1024 && j * r < 3 * 1024,
             "runs {w}, {r}; window {k} x {j}"
         );
+    }
+
+    #[test]
+    fn a_side_without_a_useful_piece_lets_the_other_side_grow() {
+        // f64, 23 axes: after runs of 15 elements on both sides, the destination's next axis
+        // (55) has no divisor from 2 to the room left (3) and its piece of 1 is useless. The
+        // tile took no further axis (45 elements, one warp); now the destination's axis takes
+        // the divisor 5 and the source side grows on.
+        let n = permuted(
+            &[
+                2, 2, 170, 55, 3, 1, 3, 2, 5, 5, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+            ],
+            &[
+                1, 8, 17, 21, 22, 13, 7, 20, 10, 0, 19, 18, 2, 16, 4, 3, 5, 11, 6, 15, 9, 12, 14,
+            ],
+        );
+        let t = tiled_plan(&n, 0, 0, 8, 8, 0).unwrap();
+        let a = &t.args;
+        assert_eq!(a.vector, 0);
+        let (w, r) = runs(a);
+        assert!(a.volume >= 512, "volume {}, runs {w}, {r}", a.volume);
+        assert!(w * 8 >= 256 && r * 8 >= 256, "runs {w}, {r}");
     }
 }
