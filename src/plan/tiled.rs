@@ -4,7 +4,8 @@
 //! The tile grows from both ends at once: the destination's fastest axes (its *write side*,
 //! along which the kernels store) and the source's fastest axes (its *read side*, along
 //! which they load), one axis at a time on the side whose run of elements is shorter, each
-//! axis whole while the tile has room and the last one of a side cut into pieces; pieces
+//! axis whole while the tile has room and the last one of a side cut into pieces (a side
+//! whose next axis has no useful piece stops there, and the other goes on); pieces
 //! then grow until the tile holds [`TILE_FILL`] elements, [`TILE_FILL_B1`] for vector tiles
 //! of 1-byte destination elements (or more where the runs need them).
 //! An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
