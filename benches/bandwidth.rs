@@ -9,7 +9,8 @@
 //! groups: `copy`, `fill`, `cast`, `overhead`, `first-use`, `permute` (the permuted-copy
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
 //! kernel), `narrow` (a narrow axis moved to or from the innermost position: CHW <-> HWC,
-//! NCHW <-> NHWC, split <-> interleaved complex), `rank` (ranks 9 to 30, extents mostly 2 to
+//! NCHW <-> NHWC, split <-> interleaved complex), `narrow-cast` (the same layouts with C = 3
+//! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `rank` (ranks 9 to 30, extents mostly 2 to
 //! 4, under reversed, cyclic and seeded random permutations; `tools/any_layout_bench.py` times the
 //! `narrow` and `rank` cases in PyTorch and CuPy too) and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
@@ -651,6 +652,39 @@ fn narrow_workloads(b: &mut Bench) {
     one_type::<u8>(b);
     one_type::<f16>(b);
     one_type::<f32>(b);
+}
+
+/// The `narrow-cast` group: the [`narrow_layouts`] with C = 3 and 4 (both directions, with
+/// and without a batch axis) copied with a cast: u8 -> f32 (an 8-bit image to floats), f32 ->
+/// f16 and f16 -> f32. Shapes come from `narrow_layouts(4)`, so that the f32 side stays within
+/// 1 GiB. Ratios count the bytes read plus written, as in the `cast` group.
+fn narrow_cast_workloads(b: &mut Bench) {
+    fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench) {
+        let stream = b.stream.clone();
+        let n = GIB / 4;
+        let src = random_device::<F>(&stream, n);
+        let mut out = stream.alloc_zeros::<T>(n).unwrap();
+        for (name, shape, perm) in narrow_layouts(4) {
+            if !(name.contains("C=3") || name.contains("C=4")) {
+                continue;
+            }
+            let name = format!("{} -> {} {name}", F::DTYPE, T::DTYPE);
+            permute_one(
+                b,
+                "narrow-cast",
+                name,
+                &src,
+                &mut out,
+                &shape,
+                &perm,
+                group_steer(),
+                Some(0.85),
+            );
+        }
+    }
+    one_pair::<u8, f32>(b);
+    one_pair::<f32, f16>(b);
+    one_pair::<f16, f32>(b);
 }
 
 /// The `rank` group's shapes: ranks 9 to 28, extents 2 to 4 (with two long axes at rank 9),
@@ -1327,6 +1361,9 @@ fn main() {
     if want("narrow") {
         narrow_workloads(&mut b);
     }
+    if want("narrow-cast") {
+        narrow_cast_workloads(&mut b);
+    }
     if want("rank") {
         rank_workloads(&mut b);
     }
@@ -1381,7 +1418,7 @@ fn main() {
             println!("  worst: {:<40} {:.3} ({})", r.name, r.ratio(), r.path);
         }
     }
-    for (group, target) in [("narrow", 0.85), ("rank", 0.80)] {
+    for (group, target) in [("narrow", 0.85), ("narrow-cast", 0.85), ("rank", 0.80)] {
         if let Some(line) = group_summary(&b.rows, group, target) {
             println!("{line}");
         }

@@ -30,8 +30,9 @@ from collections import OrderedDict
 BEGIN = "<!-- results: begin -->"
 END = "<!-- results: end -->"
 
-# Groups summarised by element type (the first word of a row's name), and those summarised whole.
-BY_TYPE = ("narrow", "rank", "sweep")
+# Groups summarised by element type (the first word of a row's name; for `narrow-cast`, the pair
+# "u8 -> f32"), and those summarised whole.
+BY_TYPE = ("narrow", "narrow-cast", "rank", "sweep")
 WHOLE = ("cast",)
 # Groups the sweep records for its alternative kernels: summarised whole, after the sweep.
 ALTERNATIVES = ("sweep-transpose", "sweep-unpacked", "sweep-rows", "sweep-novec", "sweep-packed64")
@@ -67,7 +68,9 @@ def bandwidth_rows(data):
         if group in BY_TYPE:
             types = OrderedDict()
             for r in rs:
-                types.setdefault(r["name"].split()[0], []).append(r)
+                words = r["name"].split()
+                key = " ".join(words[:3]) if group == "narrow-cast" else words[0]
+                types.setdefault(key, []).append(r)
             for t, trs in types.items():
                 out.append(
                     (group, f"{t}, {len(trs)} rows", paths(trs),
