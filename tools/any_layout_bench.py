@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
-"""PyTorch, CuPy and devspan side by side on the `narrow` and `rank` cases of
+"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast` and `rank` cases of
 benches/bandwidth.rs, in one process.
 
 Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
 skipped, and the script says so):
 
     bash python/build.sh                 # builds python/devspan/_devspan.abi3.so (or: pip install ./python)
-    python3 tools/any_layout_bench.py                      # both groups
+    python3 tools/any_layout_bench.py                      # every group
     python3 tools/any_layout_bench.py narrow --json any_layout.json
+    python3 tools/any_layout_bench.py narrow-cast --only "u8 -> f32"
     python3 tools/any_layout_bench.py rank --only "rank 28" --reps 11
     python3 tools/any_layout_bench.py --queued             # device time alone (see below)
     python3 tools/any_layout_bench.py --list               # the cases, nothing timed
 
-Each case makes the permuted tensor contiguous: PyTorch `t.permute(p).contiguous()`, CuPy
-`cupy.ascontiguousarray(cupy.transpose(a, p))` of the same memory (through DLPack), and devspan
-`devspan.to_contiguous(t.permute(p))`. All three run on one torch stream, which CuPy is given as
-an external stream and devspan finds as the tensor's current stream. Each is timed with CUDA events
-around the call (allocation of the result included, as a user sees it): 3 warm-up calls, then the
-median of --reps calls (21, at least 11). A cell is the ratio of the time of a device-to-device
-copy of the same bytes (torch `dst.copy_(src)` of contiguous uint8 tensors, timed in the same
-process right after the case) to the framework's time: above 1 is faster than that copy. A
-framework that refuses a case shows its error text in the cell.
+Each `narrow` and `rank` case makes the permuted tensor contiguous: PyTorch
+`t.permute(p).contiguous()`, CuPy `cupy.ascontiguousarray(cupy.transpose(a, p))` of the same
+memory (through DLPack), and devspan `devspan.to_contiguous(t.permute(p))`. Each `narrow-cast`
+case (the narrow layouts with C = 3 or 4, shapes as for 4-byte elements, copied with a cast:
+u8 -> f32, f32 -> f16, f16 -> f32) makes it contiguous in the target type T in one call:
+PyTorch `torch.empty(shape, dtype=T).copy_(t.permute(p))`, CuPy `out = cupy.empty(shape,
+dtype=T); cupy.copyto(out, cupy.transpose(a, p))`, and devspan `devspan.cast(t.permute(p), T)`.
+All three run on one torch stream, which CuPy is given as an external stream and devspan finds
+as the tensor's current stream. Each is timed with CUDA events around the call (allocation of
+the result included, as a user sees it): 3 warm-up calls, then the median of --reps calls (21,
+at least 11). A case counts the bytes it reads plus writes: elements * (size(F) + size(T)), so
+twice the tensor's bytes without a cast. A cell is the ratio of the time of a device-to-device
+copy of as many bytes, counted read + written as well (torch `dst.copy_(src)` of contiguous
+uint8 tensors of half that count, timed in the same process right after the case) to the
+framework's time: above 1 is faster than that copy. A framework that refuses a case shows its
+error text in the cell.
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -29,9 +37,13 @@ counts too (as a caller sees it). A call that still shows host time with --queue
 the device inside.
 
 Sources hold random bits (never all zeros). Every result is checked on a sample of 4096
-positions, bit for bit: PyTorch's against the elements its positions address in the source, the
-others against PyTorch's result (or, where PyTorch refused the case, against the source); a
-mismatch marks the cell and is listed below the table.
+positions, bit for bit: PyTorch's against the elements its positions address in the source
+(for a cast, those elements converted by torch, `src_elems.to(T)`), the others against the same
+and against PyTorch's result where PyTorch made one; a result of another shape or dtype, or a
+mismatch, marks the cell and is listed below the table. Random bits include NaNs in f32 and f16
+sources, and a conversion may change a NaN's payload: where a cast's source element is a NaN,
+the results need only be NaNs too (every other position, and every position of a copy without a
+cast, is compared bit for bit).
 
 The cases, their names and the seeded random permutations (splitmix64, Fisher-Yates) are those
 of benches/bandwidth.rs: keep the two in step.
@@ -50,7 +62,8 @@ SAMPLE = 4096
 SLEEP_CYCLES = 2_000_000
 
 
-# --- The cases (as benches/bandwidth.rs: narrow_layouts, RANK_SHAPES, rank_permutations) -------
+# --- The cases (as benches/bandwidth.rs: narrow_layouts, narrow_cast_workloads, RANK_SHAPES,
+# rank_permutations) ----------------------------------------------------------------------------
 
 
 def splitmix64(state):
@@ -123,30 +136,50 @@ def rank_permutations(rank, index):
 
 
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
+GROUPS = ("narrow", "narrow-cast", "rank")
+# The `narrow-cast` group's (source, target) types.
+CAST_PAIRS = [("u8", "f32"), ("f32", "f16"), ("f16", "f32")]
+# CuPy's (NumPy's) names of the types.
+NUMPY_NAMES = {"u8": "uint8", "f16": "float16", "f32": "float32"}
 
 
 def cases(groups):
-    """(group, name, dtype name, source shape, permutation), in the bench's order."""
+    """(group, name, source dtype name, result dtype name, source shape, permutation), in the
+    bench's order. The two dtypes differ in the `narrow-cast` group alone."""
     out = []
     if "narrow" in groups:
         for ty, size in SIZES.items():
             for name, shape, perm in narrow_layouts(size):
-                out.append(("narrow", f"{ty} {name}", ty, shape, perm))
+                out.append(("narrow", f"{ty} {name}", ty, ty, shape, perm))
             if ty == "f32":
                 m = 1 << 27
                 for name, shape in (
                     ("split -> interleaved complex", [2, m]),
                     ("interleaved -> split complex", [m, 2]),
                 ):
-                    out.append(("narrow", f"f32 {name}, [{shape[0]}, {shape[1]}]", ty, shape, [1, 0]))
+                    out.append(
+                        ("narrow", f"f32 {name}, [{shape[0]}, {shape[1]}]", ty, ty, shape, [1, 0])
+                    )
+    if "narrow-cast" in groups:
+        # Shapes for 4-byte elements, so that the f32 side stays within 1 GiB.
+        for ty, to in CAST_PAIRS:
+            for name, shape, perm in narrow_layouts(4):
+                if "C=3" in name or "C=4" in name:
+                    out.append(("narrow-cast", f"{ty} -> {to} {name}", ty, to, shape, perm))
     if "rank" in groups:
         for ty, size in SIZES.items():
             shapes = list(RANK_SHAPES) + ([[2] * 30] if size == 1 else [])
             for index, shape in enumerate(shapes):
                 for kind, perm in rank_permutations(len(shape), index):
                     name = f"{ty} rank {len(shape)} {show_shape(shape)} {kind}"
-                    out.append(("rank", name, ty, shape, perm))
+                    out.append(("rank", name, ty, ty, shape, perm))
     return out
+
+
+def counted_bytes(n, ty, to):
+    """Bytes read plus written by a case of n elements from ty to to (the reference copy moves
+    half of them, counted read + written as well)."""
+    return n * (SIZES[ty] + SIZES[to])
 
 
 # --- Frameworks --------------------------------------------------------------------------------
@@ -184,7 +217,7 @@ def load_frameworks():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("groups", nargs="*", help="narrow, rank (default: both)")
+    ap.add_argument("groups", nargs="*", help="narrow, narrow-cast, rank (default: all)")
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls before them")
@@ -195,16 +228,16 @@ def main():
         help="a GPU sleep before each timed call: the events time the device work alone",
     )
     args = ap.parse_args()
-    groups = args.groups or ["narrow", "rank"]
+    groups = args.groups or list(GROUPS)
     for g in groups:
-        if g not in ("narrow", "rank"):
-            ap.error(f"unknown group {g!r} (narrow, rank)")
+        if g not in GROUPS:
+            ap.error(f"unknown group {g!r} ({', '.join(GROUPS)})")
     if args.reps < 11:
         ap.error("--reps must be at least 11")
     todo = [c for c in cases(groups) if not args.only or args.only in c[1]]
     if args.list:
-        for group, name, _, shape, perm in todo:
-            print(f"{group:<7} {name:<60} shape {shape} perm {perm}")
+        for group, name, _, _, shape, perm in todo:
+            print(f"{group:<11} {name:<60} shape {shape} perm {perm}")
         return
 
     torch, cupy, devspan, notes = load_frameworks()
@@ -257,7 +290,7 @@ def main():
     with torch.cuda.stream(stream):
         # Two contiguous byte buffers for the reference copy, of the largest case.
         most = max(
-            SIZES[ty] * _numel(shape) for _, _, ty, shape, _ in todo
+            counted_bytes(_numel(shape), ty, to) // 2 for _, _, ty, to, shape, _ in todo
         ) if todo else 0
         ref_src = torch.randint(0, 256, (max(most, 1),), dtype=torch.uint8, device="cuda")
         ref_dst = torch.empty_like(ref_src)
@@ -267,18 +300,21 @@ def main():
                 continue
             dtype = dtypes[ty]
             size = SIZES[ty]
-            elems = max(_numel(c[3]) for c in mine)
+            elems = max(_numel(c[4]) for c in mine)
             # Random bits: 32-bit words over their whole range, seen as the element type.
             words = torch.randint(
                 -(1 << 31), (1 << 31) - 1, ((elems * size + 3) // 4,), dtype=torch.int32,
                 device="cuda",
             )
             flat = words.view(torch.uint8)[: elems * size].view(dtype)
-            for group, name, _, shape, perm in mine:
+            for group, name, _, to, shape, perm in mine:
                 n = _numel(shape)
                 base = flat[:n].view(shape)
                 src = base.permute(perm)
-                nbytes = n * size
+                to_dtype = dtypes[to]
+                cast = to != ty
+                counted = counted_bytes(n, ty, to)
+                nbytes = counted // 2
                 # The sample: flat positions of the result and the source elements they address.
                 gen = torch.Generator(device="cuda")
                 gen.manual_seed(n ^ len(shape))
@@ -288,7 +324,22 @@ def main():
                 for extent, st in zip(reversed(src.shape), reversed(src.stride())):
                     off += (rest % extent) * st
                     rest //= extent
-                expect = bits(flat[off])
+                src_elems = flat[off]
+                expect = src_elems.to(to_dtype) if cast else src_elems
+                # A cast of a NaN need only give a NaN (its payload may change); a copy keeps it.
+                nan_at = src_elems.isnan() if cast and src_elems.is_floating_point() else None
+
+                def agree(a, b):
+                    """Two samples of the result type: bit for bit, NaN for NaN at nan_at."""
+                    if nan_at is None:
+                        return torch.equal(bits(a), bits(b))
+                    keep = ~nan_at
+                    return (
+                        torch.equal(bits(a[keep]), bits(b[keep]))
+                        and bool(a[nan_at].isnan().all())
+                        and bool(b[nan_at].isnan().all())
+                    )
+
                 cells = {}
                 results = {}
 
@@ -308,9 +359,14 @@ def main():
                     results[fw] = (sample, shape_ok)
 
                 def torch_sample(out):
-                    return bits(out.reshape(-1)[pos]), tuple(out.shape) == tuple(src.shape)
+                    return out.reshape(-1)[pos], tuple(out.shape) == tuple(src.shape)
 
-                run("torch", lambda: src.contiguous(), torch_sample)
+                def torch_fn():
+                    if not cast:
+                        return src.contiguous()
+                    return torch.empty(src.shape, dtype=to_dtype, device=src.device).copy_(src)
+
+                run("torch", torch_fn, torch_sample)
                 if cupy is not None:
                     with cp_stream:
                         try:
@@ -321,7 +377,11 @@ def main():
                         def cp_fn():
                             if isinstance(cp_src, Exception):
                                 raise cp_src
-                            return cupy.ascontiguousarray(cp_src)
+                            if not cast:
+                                return cupy.ascontiguousarray(cp_src)
+                            out = cupy.empty(cp_src.shape, dtype=NUMPY_NAMES[to])
+                            cupy.copyto(out, cp_src)
+                            return out
 
                         def cp_sample(out):
                             t = torch.from_dlpack(out)
@@ -333,19 +393,31 @@ def main():
                         t = torch.from_dlpack(out)
                         return torch_sample(t)
 
-                    run("devspan", lambda: devspan.to_contiguous(src), ds_sample)
+                    def ds_fn():
+                        if not cast:
+                            return devspan.to_contiguous(src)
+                        return devspan.cast(src, to)
+
+                    run("devspan", ds_fn, ds_sample)
                 memcpy = time_ms(lambda: ref_dst[:nbytes].copy_(ref_src[:nbytes]))
-                # Every result against the source elements its sample addresses, and the others
-                # against torch's result where torch made one.
+                # Every result against the source elements its sample addresses (converted by
+                # torch for a cast), and the others against torch's result where torch made one.
                 for fw, (sample, shape_ok) in results.items():
                     problems = []
                     if not shape_ok:
                         problems.append("its shape differs")
-                    if not torch.equal(sample, expect):
-                        problems.append("its elements differ from the source's")
-                    if fw != "torch" and "torch" in results:
-                        if not torch.equal(sample, results["torch"][0]):
-                            problems.append("its elements differ from torch's result")
+                    if sample.dtype != to_dtype:
+                        problems.append(f"its dtype is {sample.dtype}, not {to_dtype}")
+                    else:
+                        if not agree(sample, expect):
+                            problems.append(
+                                "its elements differ from the source's converted by torch"
+                                if cast else "its elements differ from the source's"
+                            )
+                        if fw != "torch" and "torch" in results:
+                            ref = results["torch"][0]
+                            if ref.dtype == to_dtype and not agree(sample, ref):
+                                problems.append("its elements differ from torch's result")
                     cells[fw]["match"] = not problems
                     if problems:
                         mismatches.append(f"{name}: {fw}: {'; '.join(problems)}")
@@ -356,16 +428,17 @@ def main():
                     "group": group,
                     "name": name,
                     "dtype": ty,
+                    "to_dtype": to,
                     "shape": shape,
                     "perm": perm,
-                    "bytes": 2 * nbytes,
+                    "bytes": counted,
                     "memcpy_ms": memcpy,
                 }
                 for fw in ("torch", "cupy", "devspan"):
                     row[fw] = cells.get(fw)
                 rows.append(row)
                 print(_line(row, width), flush=True)
-                del base, src, pos, off, rest, expect, results
+                del base, src, pos, off, rest, src_elems, expect, nan_at, results
             del words, flat
             torch.cuda.empty_cache()
 
