@@ -5,9 +5,13 @@
 //! along which the kernels store) and the source's fastest axes (its *read side*, along
 //! which they load), one axis at a time on the side whose run of elements is shorter, each
 //! axis whole while the tile has room and the last one of a side cut into pieces (a side
-//! whose next axis has no useful piece stops there, and the other goes on); pieces
-//! then grow until the tile holds [`TILE_FILL`] elements, [`TILE_FILL_B1`] for vector tiles
-//! of 1-byte destination elements (or more where the runs need them).
+//! whose next axis has no useful piece stops there, and the other goes on). Sides that end
+//! with a whole axis then take their next axes whole while the tile has room for them (up to
+//! the kernels' limit), except a tile of a narrow axis and a run of pixels, which the narrow
+//! kernels take; pieces then grow until the tile holds [`TILE_FILL`] elements,
+//! [`TILE_FILL_B1`] for vector tiles of 1-byte destination elements (or more where the runs
+//! need them); last, a tile of fewer than [`SMALL_TILE_BYTES`] takes the next axes in write
+//! order that fit whole.
 //! An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
@@ -20,7 +24,9 @@
 
 use super::permute::fastest;
 use super::{Normalized, PAxis};
-use devspan_kernels::abi::{TiledArgs, TiledAxis, tiled_max_volume, tiled_vectors};
+use devspan_kernels::abi::{
+    NARROW_MAX_CHANNELS, TiledArgs, TiledAxis, tiled_max_volume, tiled_vectors,
+};
 
 /// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
 /// operands, with its own shape, strides (elements) and element-zero offsets.
@@ -110,6 +116,11 @@ const TILE_FILL: usize = 2048;
 /// tiles hold few bytes per thread at [`TILE_FILL`] elements, and move them with fewer bytes
 /// in flight.
 const TILE_FILL_B1: usize = 8192;
+
+/// Bytes of destination elements below which a tile whose runs can grow no further takes
+/// further whole axes in write order: smaller tiles make blocks of a few warps that move
+/// little per barrier.
+const SMALL_TILE_BYTES: usize = 4096;
 
 /// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
 /// `whole_vectors`, every piece is a multiple of the wider side's vector.
@@ -240,6 +251,31 @@ fn tile_for(
             None => stuck[side] = true,
         }
     }
+    // Then whole axes on: each side's next axis, the shorter run's first, while the tile has
+    // room for it whole. A tile of a narrow axis and a run of pixels (two axes, one of at
+    // most 16 elements) stays as it is, for the narrow kernels.
+    let narrow_shape = |chunk: &[usize]| {
+        let mut tile = chunk.iter().filter(|&&c| c > 0);
+        match (tile.next(), tile.next(), tile.next()) {
+            (Some(&a), Some(&b), None) => a.min(b) <= NARROW_MAX_CHANNELS as usize,
+            _ => false,
+        }
+    };
+    while !narrow_shape(&chunk) {
+        let sides = [run(&worder, &chunk), run(&rorder, &chunk)];
+        let mut next: Option<(usize, usize)> = None;
+        for (i, side) in sides.iter().enumerate() {
+            if let &(e, Some(k)) = side
+                && axes[k].len.saturating_mul(volume) <= max
+                && next.is_none_or(|(bytes, _)| e * sizes[i] < bytes)
+            {
+                next = Some((e * sizes[i], k));
+            }
+        }
+        let Some((_, k)) = next else { break };
+        chunk[k] = axes[k].len;
+        volume *= axes[k].len;
+    }
     // Then pieces grow, the shorter side's first, up to TILE_FILL elements: smaller tiles
     // make smaller blocks, more of them resident, whose barriers stall less of the device.
     // Vector tiles of 1-byte destination elements grow on to TILE_FILL_B1 by pieces that
@@ -275,6 +311,19 @@ fn tile_for(
                 chunk[k] = c;
             }
         }
+    }
+    // Last, a tile of fewer than SMALL_TILE_BYTES of destination elements takes the next
+    // axes in write order that fit whole.
+    while volume * dst_size < SMALL_TILE_BYTES && !narrow_shape(&chunk) {
+        let Some(k) = worder
+            .iter()
+            .copied()
+            .find(|&k| chunk[k] == 0 && axes[k].len.saturating_mul(volume) <= max)
+        else {
+            break;
+        };
+        chunk[k] = axes[k].len;
+        volume *= axes[k].len;
     }
     if volume < 2 {
         return None;
@@ -597,14 +646,16 @@ mod tests {
     fn an_axis_too_short_for_a_useful_piece_is_taken_whole() {
         // f32: the write side (a run of 32) wants 2 more elements where its next axis holds 3:
         // the whole axis, where a piece would be 1 and stop the tile's growth at 96 elements.
+        // Runs of 96 and 144 elements (864 in all); then the write side's next axis (3) fits
+        // whole too, and the next ones no longer do (2592 elements).
         let n = permuted(
             &[3, 348, 2, 3, 3, 4, 5, 2, 3, 4, 3, 1, 4, 1, 1, 1, 1],
             &[10, 6, 8, 16, 1, 7, 5, 14, 13, 15, 4, 3, 0, 2, 12, 9, 11],
         );
         let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
         assert_eq!(t.args.vector, 1);
-        assert_eq!(runs(&t.args), (96, 144));
-        assert_eq!(t.args.volume, 864);
+        assert_eq!(runs(&t.args), (288, 144));
+        assert_eq!(t.args.volume, 2592);
     }
 
     #[test]
@@ -714,5 +765,50 @@ mod tests {
         let (w, r) = runs(a);
         assert!(a.volume >= 512, "volume {}, runs {w}, {r}", a.volume);
         assert!(w * 8 >= 256 && r * 8 >= 256, "runs {w}, {r}");
+    }
+
+    #[test]
+    fn tiles_with_long_runs_take_whole_axes_up_to_the_limit() {
+        // f32 [2; 28] under a random permutation: both runs reach 256 bytes at 1024 elements;
+        // the sides' next axes (2 each) then fit whole up to the kernels' 4096 elements, the
+        // shorter run's side first.
+        let perm = [
+            20, 16, 3, 1, 18, 11, 13, 5, 17, 9, 6, 25, 26, 7, 22, 14, 12, 27, 0, 21, 2, 19, 10, 24,
+            4, 8, 23, 15,
+        ];
+        let t = tiled_plan(&permuted(&[2; 28], &perm), 0, 0, 4, 4, 0).unwrap();
+        let a = &t.args;
+        assert_eq!(a.vector, 1);
+        assert_eq!(a.volume, 4096);
+        let (w, r) = runs(a);
+        assert!(w * 4 >= 256 && r * 4 >= 256, "runs {w}, {r}");
+        assert!(t.rest.is_empty());
+    }
+
+    #[test]
+    fn small_tiles_take_the_next_axes_in_write_order() {
+        // f16 [2, 3, 4] x 6 under a random permutation: the runs stop at 32 and 48 elements
+        // (each side's next axis no longer fits whole), at 1536 elements, 3 KiB. Such a tile
+        // takes the next axis in write order that fits (2): 3072 elements, the same runs.
+        let perm = [12, 15, 17, 10, 16, 3, 14, 5, 4, 0, 13, 7, 6, 11, 1, 9, 2, 8];
+        let shape = [2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4];
+        let t = tiled_plan(&permuted(&shape, &perm), 0, 0, 2, 2, 0).unwrap();
+        let a = &t.args;
+        assert_eq!(a.vector, 1);
+        assert_eq!(runs(a), (32, 48));
+        assert_eq!(a.volume, 3072);
+        assert!(t.rest.is_empty());
+    }
+
+    #[test]
+    fn narrow_tiles_take_no_further_axis() {
+        // u8 NCHW -> NHWC with N = 8, C = 3, H x W = 128: the tile of 3 channels x 128 pixels
+        // (runs of 384 bytes) has room for N whole, but it stays a tile of two axes, which the
+        // narrow kernels take.
+        let n = norm(&[(3, 1, 128), (128, 3, 1), (8, 384, 384)]);
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        let a = &t.args;
+        assert_eq!((a.vector, a.tile_rank, a.volume), (1, 2, 384));
+        assert!(devspan_kernels::abi::tiled_narrow(a, 1).is_some());
     }
 }
