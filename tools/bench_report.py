@@ -149,7 +149,9 @@ def section(args, bw, tr, al):
     if al:
         rows = any_layout_rows(al)
         parts.append("")
-        parts.append("Narrow and rank cases beside PyTorch and CuPy (`tools/any_layout_bench.py`):")
+        parts.append(
+            "Narrow, narrow-cast and rank cases beside PyTorch and CuPy (`tools/any_layout_bench.py`):"
+        )
         parts.append("")
         summ = []
         for fw in ("torch", "cupy", "devspan"):
@@ -164,7 +166,7 @@ def section(args, bw, tr, al):
 
 
 def svg_chart(bw, al, path):
-    """Two panels: sorted sweep ratios per type; narrow + rank rows with PyTorch and CuPy."""
+    """Two panels: sorted sweep ratios per type; the any_layout rows with PyTorch and CuPy."""
     W, H, pad = 960, 360, 48
     panels = []
     colors = {"f32": "#1f77b4", "f16": "#ff7f0e", "u8": "#2ca02c",
@@ -216,7 +218,7 @@ def svg_chart(bw, al, path):
 
     panel(pad * 1.2, "Permutation sweep: ratio to memcpy, sorted", series1, "ratio")
     if series2:
-        panel(W / 2 + pad * 0.6, "Narrow and rank cases (sorted by devspan)", series2, "ratio")
+        panel(W / 2 + pad * 0.6, "Narrow, narrow-cast and rank cases (sorted by devspan)", series2, "ratio")
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
