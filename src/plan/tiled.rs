@@ -11,7 +11,9 @@
 //! kernels take; pieces then grow until the tile holds [`TILE_FILL`] elements,
 //! [`TILE_FILL_B1`] for vector tiles of 1-byte destination elements (or more where the runs
 //! need them); last, a tile of fewer than [`SMALL_TILE_BYTES`] takes the next axes in write
-//! order that fit whole.
+//! order that fit whole. Where one side's run ends at a line ([`LINE_BYTES`]) or less and the
+//! other's at [`RUN_BYTES`] or more, the tile is sought again with the long side's target
+//! lowered to a line, and taken where the short side's run grows.
 //! An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
@@ -70,17 +72,58 @@ pub(crate) fn tiled_plan(
     [(true, false), (true, true), (false, false)]
         .into_iter()
         .find_map(|(vector, whole_vectors)| {
-            tile_for(
-                norm,
-                dst,
-                src,
-                src_size,
-                dst_size,
-                vector,
-                whole_vectors,
-                cap,
-            )
+            let plan = |targets| {
+                tile_with(
+                    norm,
+                    dst,
+                    src,
+                    (src_size, dst_size),
+                    vector,
+                    whole_vectors,
+                    cap,
+                    targets,
+                )
+            };
+            let t = plan([RUN_BYTES; 2])?;
+            // Runs of one line or less on one side and of RUN_BYTES or more on the other:
+            // the long side's target lowered to a line leaves the short side room, and that
+            // plan is taken where its short side's run grows.
+            let (w, r) = tile_runs(&t.args);
+            let bytes = [w as usize * dst_size, r as usize * src_size];
+            let short = usize::from(bytes[1] < bytes[0]);
+            let long = 1 - short;
+            if bytes[short] >= LINE_BYTES as usize || bytes[long] < RUN_BYTES {
+                return Some(t);
+            }
+            let mut targets = [RUN_BYTES; 2];
+            targets[long] = LINE_BYTES as usize;
+            match plan(targets) {
+                Some(b) => {
+                    let (bw, br) = tile_runs(&b.args);
+                    let balanced = [bw as usize * dst_size, br as usize * src_size];
+                    Some(if balanced[short] > bytes[short] { b } else { t })
+                }
+                None => Some(t),
+            }
         })
+}
+
+/// The contiguous run of each side of a tile, in elements: (write, read).
+fn tile_runs(a: &TiledArgs) -> (u64, u64) {
+    let r = a.tile_rank as usize;
+    let run = |axes: &mut dyn Iterator<Item = (u32, i64)>| {
+        let mut e = 1u64;
+        for (len, stride) in axes {
+            if stride != e as i64 {
+                break;
+            }
+            e *= u64::from(len);
+        }
+        e
+    };
+    let mut w = a.write[..r].iter().map(|x| (x.len, i64::from(x.dst)));
+    let mut rd = a.read[..r].iter().map(|x| (x.len, i64::from(x.src)));
+    (run(&mut w), run(&mut rd))
 }
 
 /// Pieces of `len` elements of an axis cut to fit `room` slots in multiples of `g`: the whole
@@ -122,8 +165,8 @@ const TILE_FILL_B1: usize = 8192;
 /// little per barrier.
 const SMALL_TILE_BYTES: usize = 4096;
 
-/// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
-/// `whole_vectors`, every piece is a multiple of the wider side's vector.
+/// [`tile_with`] with runs of [`RUN_BYTES`] sought on both sides.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 fn tile_for(
     norm: &Normalized,
@@ -134,6 +177,33 @@ fn tile_for(
     vector: bool,
     whole_vectors: bool,
     cap: u32,
+) -> Option<Tiled> {
+    let sizes = (src_size, dst_size);
+    tile_with(
+        norm,
+        dst,
+        src,
+        sizes,
+        vector,
+        whole_vectors,
+        cap,
+        [RUN_BYTES; 2],
+    )
+}
+
+/// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
+/// `whole_vectors`, every piece is a multiple of the wider side's vector. The runs grow to
+/// `targets` = (write, read) bytes before the tile grows otherwise.
+#[allow(clippy::too_many_arguments)]
+fn tile_with(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    (src_size, dst_size): (usize, usize),
+    vector: bool,
+    whole_vectors: bool,
+    cap: u32,
+    targets: [usize; 2],
 ) -> Option<Tiled> {
     let mut axes = norm.axes.clone();
     let r = axes.len();
@@ -188,7 +258,7 @@ fn tile_for(
         }
         (e, None)
     };
-    // First both runs up to RUN_BYTES, the shorter one (in bytes) first: whole axes while
+    // First both runs up to their targets, the shorter one (in bytes) first: whole axes while
     // they stay within reach of the target, else a piece that reaches it.
     let sizes = [dst_size, src_size];
     // Sides that found no piece for their next axis.
@@ -196,7 +266,7 @@ fn tile_for(
     loop {
         let sides = [run(&worder, &chunk), run(&rorder, &chunk)];
         let want =
-            |i: usize| !stuck[i] && sides[i].0 * sizes[i] < RUN_BYTES && sides[i].1.is_some();
+            |i: usize| !stuck[i] && sides[i].0 * sizes[i] < targets[i] && sides[i].1.is_some();
         let side = match (want(0), want(1)) {
             (false, false) => break,
             (true, false) => 0,
@@ -210,13 +280,13 @@ fn tile_for(
         let reserve = match sides[other] {
             (eo, Some(ko)) if want(other) && ko != k => axes[ko]
                 .len
-                .min(RUN_BYTES.div_ceil(eo * sizes[other]))
+                .min(targets[other].div_ceil(eo * sizes[other]))
                 .min((max / volume).isqrt())
                 .max(1),
             _ => 1,
         };
         let room = (max / volume / reserve).max(1);
-        let need = RUN_BYTES.div_ceil(e * sizes[side]);
+        let need = targets[side].div_ceil(e * sizes[side]);
         let len = axes[k].len;
         if len <= need.min(room) {
             chunk[k] = len;
@@ -591,20 +661,7 @@ mod tests {
 
     /// The contiguous run of each side of a tile, in elements: (write, read).
     fn runs(a: &TiledArgs) -> (u64, u64) {
-        let r = a.tile_rank as usize;
-        let run = |axes: &mut dyn Iterator<Item = (u32, i64)>| {
-            let mut e = 1u64;
-            for (len, stride) in axes {
-                if stride != e as i64 {
-                    break;
-                }
-                e *= u64::from(len);
-            }
-            e
-        };
-        let mut w = a.write[..r].iter().map(|x| (x.len, i64::from(x.dst)));
-        let mut rd = a.read[..r].iter().map(|x| (x.len, i64::from(x.src)));
-        (run(&mut w), run(&mut rd))
+        tile_runs(a)
     }
 
     #[test]
@@ -623,8 +680,36 @@ mod tests {
         // f16 [4; 14] reversed: reads run 64 bytes (a piece of 2 after a run of 16), where
         // pieces in multiples of 8 left them at 32; writes 256.
         let rev: Vec<usize> = (0..14).rev().collect();
-        let t = tiled_plan(&permuted(&[4; 14], &rev), 0, 0, 2, 2, 0).unwrap();
+        let t = tile_for(&permuted(&[4; 14], &rev), 0, 0, 2, 2, true, false, 0).unwrap();
         assert_eq!(runs(&t.args), (128, 32));
+    }
+
+    #[test]
+    fn a_run_of_a_line_or_less_beside_a_long_one_takes_room_from_it() {
+        // f16 [4; 14] reversed: runs of 256 bytes written and 64 read; with the write side's
+        // target lowered to a line, both run 128 bytes, and that plan is taken.
+        let rev: Vec<usize> = (0..14).rev().collect();
+        let n = permuted(&[4; 14], &rev);
+        let t = tiled_plan(&n, 0, 0, 2, 2, 0).unwrap();
+        assert_eq!((t.args.vector, t.args.volume), (1, 4096));
+        assert_eq!(runs(&t.args), (64, 64));
+        // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under a random permutation: 32 bytes written and
+        // 256 read; with the read side's target lowered to a line, the write run grows.
+        let n = permuted(
+            &[128, 3, 4, 2, 4, 3, 4, 2, 512],
+            &[5, 1, 7, 3, 8, 6, 0, 2, 4],
+        );
+        let plain = tile_for(&n, 0, 0, 1, 1, true, false, 0).unwrap();
+        assert_eq!(runs(&plain.args), (32, 256));
+        let (w, r) = runs(&tiled_plan(&n, 0, 0, 1, 1, 0).unwrap().args);
+        assert!(w > 32 && r >= 128, "runs: write {w}, read {r}");
+        // Balanced runs of 256 bytes (f32 [2; 20] reversed) keep their plan.
+        let axes: Vec<(usize, isize, isize)> =
+            (0..20).map(|k| (2, 1 << k, 1 << (19 - k))).collect();
+        let n = norm(&axes);
+        let plain = tile_for(&n, 0, 0, 4, 4, true, false, 0).unwrap();
+        let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
+        assert_eq!(t.args, plain.args);
     }
 
     #[test]
