@@ -7,7 +7,7 @@
 //! axis whole while the tile has room and the last one of a side cut into pieces (a side
 //! whose next axis has no useful piece stops there, and the other goes on). Sides that end
 //! with a whole axis then take their next axes whole while the tile has room for them (up to
-//! the kernels' limit), except a tile of a narrow axis and a run of pixels, which the narrow
+//! the kernels' limit, every element within 2^31 bytes of the tile's first), except a tile of a narrow axis and a run of pixels, which the narrow
 //! kernels take; pieces then grow until the tile holds [`TILE_FILL`] elements,
 //! [`TILE_FILL_B1`] for vector tiles of 1-byte destination elements (or more where the runs
 //! need them); last, a tile of fewer than [`SMALL_TILE_BYTES`] takes the next axes in write
@@ -258,6 +258,22 @@ fn tile_with(
         }
         (e, None)
     };
+    // Whether the tile, with axis `k` at `c` elements, keeps every element within 2^31 bytes
+    // of its first on both operands ([`TiledArgs::new`] refuses the tile otherwise): the
+    // stages after the runs leave axes out of reach out of the tile. (A run that needs such an
+    // axis leaves the layout to the other paths.)
+    let within_reach = |chunk: &[usize], k: usize, c: usize| {
+        let (mut d, mut s) = (0u128, 0u128);
+        for (j, a) in axes.iter().enumerate() {
+            let len = if j == k { c } else { chunk[j] };
+            if len > 1 {
+                d += (len as u128 - 1) * a.dst.unsigned_abs() as u128;
+                s += (len as u128 - 1) * a.src.unsigned_abs() as u128;
+            }
+        }
+        let limit = i32::MAX as u128;
+        d * dst_size as u128 <= limit && s * src_size as u128 <= limit
+    };
     // First both runs up to their targets, the shorter one (in bytes) first: whole axes while
     // they stay within reach of the target, else a piece that reaches it.
     let sizes = [dst_size, src_size];
@@ -337,6 +353,7 @@ fn tile_with(
         for (i, side) in sides.iter().enumerate() {
             if let &(e, Some(k)) = side
                 && axes[k].len.saturating_mul(volume) <= max
+                && within_reach(&chunk, k, axes[k].len)
                 && next.is_none_or(|(bytes, _)| e * sizes[i] < bytes)
             {
                 next = Some((e * sizes[i], k));
@@ -376,7 +393,9 @@ fn tile_with(
             }
             let (len, c0) = (axes[k].len, chunk[k]);
             let keeps_rest = |c: usize| !no_new_rest || len % c0 != 0 || len % c == 0;
-            if let Some(c) = piece(len, c0 * room, g).filter(|&c| c > c0 && keeps_rest(c)) {
+            if let Some(c) = piece(len, c0 * room, g)
+                .filter(|&c| c > c0 && keeps_rest(c) && within_reach(&chunk, k, c))
+            {
                 volume = volume / c0 * c;
                 chunk[k] = c;
             }
@@ -385,11 +404,11 @@ fn tile_with(
     // Last, a tile of fewer than SMALL_TILE_BYTES of destination elements takes the next
     // axes in write order that fit whole.
     while volume * dst_size < SMALL_TILE_BYTES && !narrow_shape(&chunk) {
-        let Some(k) = worder
-            .iter()
-            .copied()
-            .find(|&k| chunk[k] == 0 && axes[k].len.saturating_mul(volume) <= max)
-        else {
+        let Some(k) = worder.iter().copied().find(|&k| {
+            chunk[k] == 0
+                && axes[k].len.saturating_mul(volume) <= max
+                && within_reach(&chunk, k, axes[k].len)
+        }) else {
             break;
         };
         chunk[k] = axes[k].len;
@@ -543,7 +562,7 @@ fn window_order(
             }
             taken[k] = true;
             order.push(k);
-            covered *= a.len;
+            covered = covered.saturating_mul(a.len);
         }
     }
     order.extend((0..n).filter(|&k| !taken[k]));
@@ -895,5 +914,51 @@ mod tests {
         let a = &t.args;
         assert_eq!((a.vector, a.tile_rank, a.volume), (1, 2, 384));
         assert!(devspan_kernels::abi::tiled_narrow(a, 1).is_some());
+    }
+
+    #[test]
+    fn axes_out_of_reach_stay_out_of_the_tile() {
+        // u8 32 x 32 transposes (runs of 1 KiB each side) whose next axis on one side lies
+        // 2^31 bytes apart on the other: the tile that took it would be refused; it stays out
+        // (as a batch axis) and the 32 x 32 tile takes the rest of the room where it can.
+        let far = 1isize << 31;
+        for axes in [
+            [
+                (32, 1, 32),
+                (32, 32, 1),
+                (2, 1024, far),
+                (1 << 20, 2048, 1024),
+            ],
+            [
+                (32, 1, 32),
+                (32, 32, 1),
+                (1 << 20, 1024, 2048),
+                (2, 1 << 30, far),
+            ],
+        ] {
+            let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 0).unwrap();
+            let a = &t.args;
+            assert_eq!(a.vector, 1);
+            assert!(a.volume >= 1024, "volume {}", a.volume);
+            let tile = &a.read[..a.tile_rank as usize];
+            assert!(
+                tile.iter()
+                    .all(|x| i64::from(x.src).unsigned_abs() < 1 << 31)
+            );
+            // Every element of the copy is in a tile.
+            assert_eq!(
+                u64::from(a.tiles) * u64::from(a.volume),
+                2 * 1024 * (1 << 20)
+            );
+        }
+        // Source strides of 2^20 bytes: a tile of two such planes is in reach.
+        let axes = [
+            (32, 1, 32),
+            (32, 32, 1),
+            (4, 1024, 1 << 20),
+            (1 << 10, 4096, 1024),
+        ];
+        let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 0).unwrap();
+        assert!(t.args.volume >= 4096, "volume {}", t.args.volume);
     }
 }
