@@ -3,7 +3,7 @@
 //! destinations, narrow axes moved to or from the innermost position (CHW <-> HWC,
 //! split <-> interleaved complex, NCHW <-> NHWC), fills of views that stay above eight axes
 //! after merging, host <-> device transfers, DLPack and `to_shape` at high rank, a u8 copy of
-//! more than 2^31 elements, and the planner's steerings (`Steer::Default`, `NoTiled`,
+//! more than 2^31 elements, tiles beside an axis 2^31 bytes across, and the planner's steerings (`Steer::Default`, `NoTiled`,
 //! `PreferTiled`) on narrow and high-rank cases.
 //!
 //! Every case draws its layout and data from its own seed and compares with ndarray; a
@@ -1339,6 +1339,71 @@ fn to_shape_of_high_rank_permuted_views() {
         }
     }
     println!("to_shape: paths {paths:?}");
+}
+
+/// A u8 view of 3 rows 2^30 + 64 bytes apart (the first bytes of the rows of a 3 GiB array,
+/// 2^31 + 128 bytes from the first row's first byte to the last row's), each row's 1024 bytes
+/// split into ten axes of 2 and reversed, the rows kept outermost: 11 axes after merging, so a
+/// tiled plan, whose tiles hold each row's 1024 bytes but leave the rows out (a tile across
+/// them would reach 2^31 bytes). Copied with `assign` into a poisoned array and with
+/// `to_contiguous`, compared with ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tiles_leave_out_axes_2_pow_31_bytes_across() {
+    if !unless_sanitized("a 3 GiB array") {
+        return;
+    }
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let seed = case_seed(0xa1c, 0);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let m = (1usize << 30) + 64;
+    let mut big = DeviceArray::<u8, _>::zeros(&stream, IxDyn(&[3, m])).unwrap();
+    let rows = random::<u8>(&mut rng, &[3, 1024]);
+    let used = |n: usize| slice_info(&[step(0, None, 1), step(0, Some(n as isize), 1)]);
+    big.view_mut()
+        .slice_move(used(1024))
+        .copy_from_host_on(&stream, &rows.view())
+        .unwrap();
+    let mut shape = vec![3];
+    shape.extend([2; 10]);
+    let mut perm = vec![0];
+    perm.extend((1..=10).rev());
+    let src = big
+        .view()
+        .slice_move(used(1024))
+        .into_shape_with_order(IxDyn(&shape))
+        .unwrap()
+        .permuted_axes(IxDyn(&perm));
+    assert_eq!(src.strides()[0], m as isize);
+    let expect = rows
+        .view()
+        .into_shape_with_order(IxDyn(&shape))
+        .unwrap()
+        .permuted_axes(IxDyn(&perm))
+        .as_standard_layout()
+        .into_owned();
+    let what = format!("seed {seed}: u8 rows {m} bytes apart, [3, 2^10] permuted {perm:?}");
+    let poison = random::<u8>(&mut rng, expect.shape());
+    let mut out = DeviceArray::from_host(&stream, &poison.view()).unwrap();
+    let path = {
+        let mut o = out.view_mut();
+        assign(&stream, &mut o, &src).unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    assert!(path.starts_with("tiled"), "{what}: path {path}");
+    let got = out.to_host_on(&stream).unwrap();
+    assert_same(&got.view(), &expect.view(), &format!("{what}, path {path}"));
+    let got = src
+        .to_contiguous_on(&stream)
+        .unwrap_or_else(|e| panic!("{what}: to_contiguous: {e}"))
+        .to_host_on(&stream)
+        .unwrap();
+    assert_same(
+        &got.view(),
+        &expect.view(),
+        &format!("{what}: to_contiguous"),
+    );
+    println!("rows 2^30 + 64 bytes apart: {path}");
 }
 
 /// A u8 copy of 2^31 + 6 elements (64-bit indexing): a split pair of 2^30 + 3 bytes each
