@@ -7,8 +7,9 @@
 //! axis whole while the tile has room and the last one of a side cut into pieces (a side
 //! whose next axis has no useful piece stops there, and the other goes on). Sides that end
 //! with a whole axis then take their next axes whole while the tile has room for them (up to
-//! the kernels' limit, every element within 2^31 bytes of the tile's first), except a tile of a narrow axis and a run of pixels, which the narrow
-//! kernels take; pieces then grow until the tile holds [`TILE_FILL`] elements,
+//! the kernels' limit, every element within 2^31 bytes of the tile's first), except a tile of
+//! a narrow axis and a run of pixels, which the narrow kernels take; pieces then grow until
+//! the tile holds [`TILE_FILL`] elements,
 //! [`TILE_FILL_B1`] for vector tiles of 1-byte destination elements (or more where the runs
 //! need them); last, a tile of fewer than [`SMALL_TILE_BYTES`] takes the next axes in write
 //! order that fit whole. Where one side's run ends at a line ([`LINE_BYTES`]) or less and the
