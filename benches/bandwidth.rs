@@ -10,9 +10,10 @@
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
 //! kernel), `narrow` (a narrow axis moved to or from the innermost position: CHW <-> HWC,
 //! NCHW <-> NHWC, split <-> interleaved complex), `narrow-cast` (the same layouts with C = 3
-//! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `rank` (ranks 9 to 30, extents mostly 2 to
-//! 4, under reversed, cyclic and seeded random permutations; `tools/any_layout_bench.py` times the
-//! `narrow` and `rank` cases in PyTorch and CuPy too) and `sweep` (every permutation of the
+//! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `rank` (ranks 9 to 30,
+//! extents mostly 2 to 4, under reversed, cyclic and seeded random permutations;
+//! `tools/any_layout_bench.py` times the `narrow`, `narrow-cast` and `rank` cases in PyTorch and
+//! CuPy too) and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.

@@ -3,8 +3,8 @@
 //! destinations, narrow axes moved to or from the innermost position (CHW <-> HWC,
 //! split <-> interleaved complex, NCHW <-> NHWC), fills of views that stay above eight axes
 //! after merging, host <-> device transfers, DLPack and `to_shape` at high rank, a u8 copy of
-//! more than 2^31 elements, tiles beside an axis 2^31 bytes across, and the planner's steerings (`Steer::Default`, `NoTiled`,
-//! `PreferTiled`) on narrow and high-rank cases.
+//! more than 2^31 elements, tiles beside an axis 2^31 bytes across, and the planner's
+//! steerings (`Steer::Default`, `NoTiled`, `PreferTiled`) on narrow and high-rank cases.
 //!
 //! Every case draws its layout and data from its own seed and compares with ndarray; a
 //! destination is poisoned with random values first, so that unwritten elements are caught, and
