@@ -10,7 +10,9 @@
 // 0 or none, the library's (one wave of resident blocks, tiled_grid); N > 0, one wave of at most
 // N blocks per multiprocessor; -W, W waves; bB[mT], one wave of at most max(B / tile bytes,
 // T / threads, 1) blocks per multiprocessor (tile bytes: elements per tile times the larger
-// element size). Cases are matched by name across configurations.
+// element size); dN, the library's grid with N bytes of dynamic shared memory per block (for
+// PTX edited to declare its tile `.extern .shared`; the function's limit is raised to N, so N may
+// exceed 48 KiB). Cases are matched by name across configurations.
 // For every case: each configuration's output is checked against the first's (a hash of the
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
 // `rest` leaves part of the destination to other launches, so those compare as far as the
@@ -32,7 +34,7 @@
 #define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s; cuGetErrorString(r_, &s); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); exit(1);} } while (0)
 
 struct Case { std::string name, kernel; unsigned threads, tiles; size_t n; int ss, ds, rest; std::vector<uint8_t> params; };
-struct Config { int cap = 0; long budget = 0, minthr = 0; std::string label, dir; std::map<std::string, Case> cases; std::vector<std::string> order; };
+struct Config { int cap = 0; long budget = 0, minthr = 0, dyn = 0; std::string label, dir; std::map<std::string, Case> cases; std::vector<std::string> order; };
 
 __global__ void hashk(const uint32_t* p, size_t words, unsigned long long* out) {
   unsigned long long acc = 0;
@@ -60,7 +62,8 @@ int main(int argc, char** argv) {
     std::string s = argv[a]; size_t p1 = s.find(':'), p2 = s.find(':', p1 + 1);
     Config c; c.label = s.substr(0, p1); std::string file = s.substr(p1 + 1, p2 - p1 - 1); c.dir = s.substr(p2 + 1);
     size_t p3 = c.dir.find(':'); if (p3 != std::string::npos) { std::string g = c.dir.substr(p3 + 1);
-      if (g[0] == 'b') { size_t m = g.find('m'); c.budget = atol(g.substr(1, m == std::string::npos ? m : m - 1).c_str()); if (m != std::string::npos) c.minthr = atol(g.substr(m + 1).c_str()); }
+      if (g[0] == 'd') c.dyn = atol(g.substr(1).c_str());
+      else if (g[0] == 'b') { size_t m = g.find('m'); c.budget = atol(g.substr(1, m == std::string::npos ? m : m - 1).c_str()); if (m != std::string::npos) c.minthr = atol(g.substr(m + 1).c_str()); }
       else c.cap = atoi(g.c_str());
       c.dir = c.dir.substr(0, p3); }
     std::ifstream f(file); std::string line;
@@ -87,13 +90,14 @@ int main(int argc, char** argv) {
     std::ifstream f(key + ".ptx"); std::stringstream b; b << f.rdbuf(); std::string text = b.str();
     if (text.empty()) { fprintf(stderr, "missing %s\n", key.c_str()); exit(1); }
     CUmodule m; CK(cuModuleLoadData(&m, text.c_str())); CUfunction fu; CK(cuModuleGetFunction(&fu, m, k.c_str()));
+    if (c.dyn > 0) CK(cuFuncSetAttribute(fu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c.dyn));
     int regs, local; cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fu); cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fu);
     printf("# module %s: %d regs, %d local bytes\n", key.c_str(), regs, local);
     fns[key] = fu; return fu;
   };
   auto launch = [&](Config& c, Case& k) {
     CUfunction f = fn(c, k.kernel);
-    int per; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, k.threads, 0));
+    int per; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, k.threads, (size_t)c.dyn));
     unsigned grid = 0;
     if (c.cap == 0) grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)std::max(per, 1) * sms);
     if (c.cap > 0) { per = std::min(per, c.cap); grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)per * sms); }
@@ -106,7 +110,7 @@ int main(int argc, char** argv) {
     if (c.cap < 0) grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)std::max(per, 1) * sms * (uint64_t)(-c.cap));
     std::vector<uint8_t> p = k.params; uint64_t d, s; memcpy(&d, &p[0], 8); memcpy(&s, &p[8], 8); d += dst; s += src; memcpy(&p[0], &d, 8); memcpy(&p[8], &s, 8);
     void* args[] = {p.data()};
-    CK(cuLaunchKernel(f, grid, 1, 1, k.threads, 1, 1, 0, st, args, nullptr));
+    CK(cuLaunchKernel(f, grid, 1, 1, k.threads, 1, 1, (unsigned)c.dyn, st, args, nullptr));
     return per;
   };
   auto hash = [&](size_t bytes) { cudaMemsetAsync(hbuf, 0, 8, st); hashk<<<1024, 256, 0, st>>>((const uint32_t*)dst, bytes / 4, hbuf); unsigned long long h; cudaMemcpyAsync(&h, hbuf, 8, cudaMemcpyDeviceToHost, st); cuStreamSynchronize(st); return h; };

@@ -2,6 +2,10 @@
 //! `benches/bandwidth.rs` (and a few casts and f64 copies), or the PTX of every module, for
 //! `harness.cu` to time on a GPU machine without a Rust toolchain. See `run` for the workflow.
 //!
+//! Each bench layout and each unlisted one also comes read backwards along some source axes
+//! (named `neg ...`): the source's fastest axis and one other for the bench layouts, a seeded
+//! half of the axes for the unlisted ones.
+//!
 //! `tiled-variants cases [MAX_VOLUME]`: one line per case on stdout,
 //! `name|kernel|threads|tiles|elements|src size|dst size|has rest|params (hex)`, planned with
 //! the tiled kernels preferred and tiles of at most MAX_VOLUME elements (0: the kernels' limit);
@@ -54,12 +58,34 @@ fn emit(
     to: DType,
     cap: u32,
 ) {
-    let cs = cstrides(shape);
+    emit_flipped(out, name, shape, perm, &[], from, to, cap);
+}
+
+/// [`emit`] with the source read backwards along the source axes in `flip` (indices into
+/// `shape`): their strides negated, element zero at their far end.
+#[allow(clippy::too_many_arguments)]
+fn emit_flipped(
+    out: &mut String,
+    name: &str,
+    shape: &[usize],
+    perm: &[usize],
+    flip: &[usize],
+    from: DType,
+    to: DType,
+    cap: u32,
+) {
+    let mut cs = cstrides(shape);
+    let mut src0 = 0u64;
+    for &a in flip {
+        src0 += ((shape[a] - 1) as isize * cs[a]) as u64 * from.size() as u64;
+        cs[a] = -cs[a];
+    }
     let dshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let sstr: Vec<isize> = perm.iter().map(|&p| cs[p]).collect();
     let dstr = cstrides(&dshape);
     let n: usize = shape.iter().product();
-    let l = devspan::internals::tiled_launch(0, &dstr, to, 0, &sstr, from, &dshape, cap).unwrap();
+    let l =
+        devspan::internals::tiled_launch(0, &dstr, to, src0, &sstr, from, &dshape, cap).unwrap();
     let Some(l) = l else {
         eprintln!("no tiled plan: {name}");
         return;
@@ -196,6 +222,11 @@ fn cases(cap: u32) {
             for (pn, perm) in perms {
                 let name = format!("rank {tn} s{index} r{rank} {pn}");
                 emit(&mut out, &name, shape, &perm, t, t, cap);
+                // The same read backwards along the source's fastest axis and one other,
+                // seeded by the rank.
+                let other = (splitmix64(&mut (rank as u64)) % (rank as u64 - 1)) as usize;
+                let name = format!("neg {tn} s{index} r{rank} {pn}");
+                emit_flipped(&mut out, &name, shape, &perm, &[rank - 1, other], t, t, cap);
             }
         }
     }
@@ -223,7 +254,7 @@ fn unlisted(out: &mut String, cap: u32) {
         let mut n = 1usize;
         for _ in 0..rank {
             let r = splitmix64(&mut state);
-            let e = if r % 6 == 0 {
+            let e = if r.is_multiple_of(6) {
                 16 + (r >> 8) as usize % 497
             } else {
                 1 + (r >> 8) as usize % 5
@@ -240,6 +271,14 @@ fn unlisted(out: &mut String, cap: u32) {
         let perm = seeded_permutation(rank, 9000 + case as u64);
         let name = format!("unl {tn} r{rank} #{case}");
         emit(out, &name, &shape, &perm, t, t, cap);
+        // The same read backwards along a seeded half of the axes (a seed of its own, so that
+        // the unlisted layouts stay as they were).
+        let mut flips = 0xf11e_u64 + case as u64;
+        let flip: Vec<usize> = (0..rank)
+            .filter(|_| splitmix64(&mut flips).is_multiple_of(2))
+            .collect();
+        let name = format!("neg {tn} r{rank} #{case}");
+        emit_flipped(out, &name, &shape, &perm, &flip, t, t, cap);
     }
 }
 
