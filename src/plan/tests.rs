@@ -520,7 +520,8 @@ pub(super) fn permuted_layout(
 
 /// The options of the tests that pin which kernel of the permute, transpose, row and strided
 /// families a layout takes: the tiled kernels only where nothing else applies (the tests of
-/// the tiled path are in `tiled_paths_match_reference` and `plan::tiled`).
+/// the tiled path are in `plan::tiled`, `narrow_axes_take_the_tiled_plans` and
+/// `sources_read_backwards_along_their_runs_take_vector_tiles`).
 const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
     no_driver: false,
     force_64: false,
@@ -2109,6 +2110,68 @@ fn narrow_axes_take_the_tiled_plans() {
         }
     }
     assert!(n > 400);
+}
+
+/// Permuted copies of [2]^12 and [4]^6 whose source is read backwards along its fastest axis
+/// and along a second axis of its run take vector tiles (every axis read backwards that runs
+/// faster in the source than in the destination is flipped), and match the reference for
+/// every element size.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn sources_read_backwards_along_their_runs_take_vector_tiles() {
+    use DType::*;
+    let opt = PlanOptions {
+        prefer_tiled: true,
+        ..PlanOptions::default()
+    };
+    for shape in [vec![2usize; 12], vec![4; 6]] {
+        let rank = shape.len();
+        // Reversed, and cycled by half the rank: the axes read backwards land in the middle
+        // of the destination, away from its fastest axes.
+        let perms: [Vec<usize>; 2] = [
+            (0..rank).rev().collect(),
+            (0..rank).map(|i| (i + rank / 2) % rank).collect(),
+        ];
+        for perm in perms {
+            let (out, dst, mut src) = permuted_layout(&shape, &perm);
+            for t in [U8, F16, F32, F64] {
+                // The source axes of strides 1 and 2 or 4 (the last two of `shape`), read
+                // backwards: element zero at their far end.
+                let mut off = 0;
+                for s in src.iter_mut() {
+                    if s.unsigned_abs() < shape[rank - 1] * shape[rank - 1] {
+                        off += (shape[rank - 1] as isize - 1) * *s;
+                        *s = -*s;
+                    }
+                }
+                let p = run_case_with(
+                    &out,
+                    &dst,
+                    0,
+                    t,
+                    &src,
+                    off as u64 * t.size() as u64,
+                    t,
+                    None,
+                    opt,
+                );
+                let path = p.kernel_path();
+                assert!(
+                    path.starts_with("tiled") && !path.starts_with("tiled_e"),
+                    "{shape:?} {perm:?} {t}: {path}"
+                );
+                // Back to the forward source for the next element type.
+                for s in src.iter_mut() {
+                    if s.unsigned_abs() < shape[rank - 1] * shape[rank - 1] {
+                        *s = -*s;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The permutation sweep's layouts (every permutation of the bench's seven shapes, extents of

@@ -209,20 +209,23 @@ fn tile_with(
     let mut axes = norm.axes.clone();
     let r = axes.len();
     let (mut dst_off, mut src_off) = (0isize, 0isize);
-    // The source's fastest axis read backwards: flip it (both operands) unless it is the
-    // destination's fastest axis, whose destination stride then turns negative.
-    let src_fastest = fastest(&axes, &[], |a| a.src);
-    if vector
-        && let Some(k) = src_fastest
-        && axes[k].src < 0
-        && k != 0
-    {
-        let a = &mut axes[k];
-        let last = a.len as isize - 1;
-        dst_off += last * a.dst;
-        src_off += last * a.src;
-        a.dst = -a.dst;
-        a.src = -a.src;
+    // Axes read backwards are flipped (both operands), so that the runs of vectors a tile
+    // reads along them go forwards: the source's fastest axis unless it is the destination's
+    // fastest, and every axis that runs faster in the source than in the destination. Their
+    // destination strides turn negative, which leaves the write side's runs (along the
+    // destination's fastest axes) as they were.
+    if vector {
+        let src_fastest = fastest(&axes, &[], |a| a.src);
+        for (k, a) in axes.iter_mut().enumerate() {
+            let faster = a.src.unsigned_abs() < a.dst.unsigned_abs();
+            if a.src < 0 && ((src_fastest == Some(k) && k != 0) || faster) {
+                let last = a.len as isize - 1;
+                dst_off += last * a.dst;
+                src_off += last * a.src;
+                a.dst = -a.dst;
+                a.src = -a.src;
+            }
+        }
     }
     // Write order: by |destination stride|; read order: by |source stride|, broadcast axes
     // last.
@@ -961,5 +964,24 @@ mod tests {
         ];
         let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 0).unwrap();
         assert!(t.args.volume >= 4096, "volume {}", t.args.volume);
+    }
+
+    #[test]
+    fn every_axis_read_backwards_faster_than_written_is_flipped_for_vectors() {
+        // u8: the destination's fastest axis (16) lies 256 apart in the source; the source's
+        // run is the next three axes (4 x 4 x 16 = 256 bytes), the first two read backwards
+        // (element zero at byte 15, the lowest source byte at 0). Flipping only the fastest of
+        // them left the run at 4 bytes and the tile element-wise; flipping both makes it 256
+        // bytes of vectors.
+        let axes = [(16, 1, 256), (4, 16, -1), (4, 64, -4), (16, 256, 16)];
+        let t = tiled_plan(&norm(&axes), 0, 15, 1, 1, 0).unwrap();
+        assert_eq!(t.args.vector, 1);
+        let (w, r) = runs(&t.args);
+        assert!(w >= 16 && r >= 256, "runs: write {w}, read {r}");
+        // An axis read backwards that runs faster in the destination is not flipped: the
+        // destination's fastest axis keeps its stride of 1.
+        let axes = [(16, 1, -256), (16, 16, 1), (16, 256, 16)];
+        let t = tiled_plan(&norm(&axes), 0, 15 * 256, 1, 1, 0).unwrap();
+        assert_eq!(t.args.write[0].dst, 1);
     }
 }
