@@ -682,11 +682,6 @@ mod tests {
         super::super::normalize(&shape, &dst, &src)
     }
 
-    /// The contiguous run of each side of a tile, in elements: (write, read).
-    fn runs(a: &TiledArgs) -> (u64, u64) {
-        tile_runs(a)
-    }
-
     #[test]
     fn a_side_whose_vectors_are_complete_takes_pieces_of_any_size() {
         // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under one permutation: the destination's fastest
@@ -698,13 +693,13 @@ mod tests {
         );
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
         assert_eq!(t.args.vector, 1);
-        let (w, r) = runs(&t.args);
+        let (w, r) = tile_runs(&t.args);
         assert!(w >= 32 && r >= 128, "runs: write {w}, read {r}");
         // f16 [4; 14] reversed: reads run 64 bytes (a piece of 2 after a run of 16), where
         // pieces in multiples of 8 left them at 32; writes 256.
         let rev: Vec<usize> = (0..14).rev().collect();
         let t = tile_for(&permuted(&[4; 14], &rev), 0, 0, 2, 2, true, false, 0).unwrap();
-        assert_eq!(runs(&t.args), (128, 32));
+        assert_eq!(tile_runs(&t.args), (128, 32));
     }
 
     #[test]
@@ -715,7 +710,7 @@ mod tests {
         let n = permuted(&[4; 14], &rev);
         let t = tiled_plan(&n, 0, 0, 2, 2, 0).unwrap();
         assert_eq!((t.args.vector, t.args.volume), (1, 4096));
-        assert_eq!(runs(&t.args), (64, 64));
+        assert_eq!(tile_runs(&t.args), (64, 64));
         // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under a random permutation: 32 bytes written and
         // 256 read; with the read side's target lowered to a line, the write run grows.
         let n = permuted(
@@ -723,8 +718,8 @@ mod tests {
             &[5, 1, 7, 3, 8, 6, 0, 2, 4],
         );
         let plain = tile_for(&n, 0, 0, 1, 1, true, false, 0).unwrap();
-        assert_eq!(runs(&plain.args), (32, 256));
-        let (w, r) = runs(&tiled_plan(&n, 0, 0, 1, 1, 0).unwrap().args);
+        assert_eq!(tile_runs(&plain.args), (32, 256));
+        let (w, r) = tile_runs(&tiled_plan(&n, 0, 0, 1, 1, 0).unwrap().args);
         assert!(w > 32 && r >= 128, "runs: write {w}, read {r}");
         // Balanced runs of 256 bytes (f32 [2; 20] reversed) keep their plan.
         let axes: Vec<(usize, isize, isize)> =
@@ -762,7 +757,7 @@ mod tests {
         );
         let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
         assert_eq!(t.args.vector, 1);
-        assert_eq!(runs(&t.args), (288, 144));
+        assert_eq!(tile_runs(&t.args), (288, 144));
         assert_eq!(t.args.volume, 2592);
     }
 
@@ -786,7 +781,7 @@ mod tests {
     /// the tiles `0, k, 2k, ...` (k of the former) continue the source likewise. Returns
     /// `(k, j)`: k tiles, then j groups of k tiles.
     fn window(a: &TiledArgs) -> (u64, u64) {
-        let (w, r) = runs(a);
+        let (w, r) = tile_runs(a);
         let tiles = u64::from(a.tiles);
         let k = (1..=tiles)
             .find(|&t| t == tiles || a.tile_origin(t as u32).0.unsigned_abs() != t * w)
@@ -805,7 +800,7 @@ mod tests {
             (0..20).map(|k| (2, 1 << k, 1 << (19 - k))).collect();
         let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 0).unwrap();
         let a = &t.args;
-        let (w, r) = runs(a);
+        let (w, r) = tile_runs(a);
         assert!(r < 128, "read run {r}");
         let (k, j) = window(a);
         assert_eq!(
@@ -817,7 +812,7 @@ mod tests {
         // continue the destination along every batch axis.
         let t = tiled_plan(&norm(&axes), 0, 0, 4, 4, 0).unwrap();
         let a = &t.args;
-        let (w, r) = runs(a);
+        let (w, r) = tile_runs(a);
         assert!(r * 4 >= 128, "read run {r}");
         let strides: Vec<i64> = a.batch[..a.batch_rank as usize]
             .iter()
@@ -840,7 +835,7 @@ mod tests {
         let t = tiled_plan(&permuted(&shape, &perm), 0, 0, 1, 1, 0).unwrap();
         let a = &t.args;
         assert_eq!(a.vector, 0);
-        let (w, r) = runs(a);
+        let (w, r) = tile_runs(a);
         assert!(r < 128, "read run {r}");
         let (k, j) = window(a);
         assert!(
@@ -870,7 +865,7 @@ mod tests {
         let t = tiled_plan(&n, 0, 0, 8, 8, 0).unwrap();
         let a = &t.args;
         assert_eq!(a.vector, 0);
-        let (w, r) = runs(a);
+        let (w, r) = tile_runs(a);
         assert!(a.volume >= 512, "volume {}, runs {w}, {r}", a.volume);
         assert!(w * 8 >= 256 && r * 8 >= 256, "runs {w}, {r}");
     }
@@ -888,7 +883,7 @@ mod tests {
         let a = &t.args;
         assert_eq!(a.vector, 1);
         assert_eq!(a.volume, 4096);
-        let (w, r) = runs(a);
+        let (w, r) = tile_runs(a);
         assert!(w * 4 >= 256 && r * 4 >= 256, "runs {w}, {r}");
         assert!(t.rest.is_empty());
     }
@@ -903,7 +898,7 @@ mod tests {
         let t = tiled_plan(&permuted(&shape, &perm), 0, 0, 2, 2, 0).unwrap();
         let a = &t.args;
         assert_eq!(a.vector, 1);
-        assert_eq!(runs(a), (32, 48));
+        assert_eq!(tile_runs(a), (32, 48));
         assert_eq!(a.volume, 3072);
         assert!(t.rest.is_empty());
     }
@@ -976,7 +971,7 @@ mod tests {
         let axes = [(16, 1, 256), (4, 16, -1), (4, 64, -4), (16, 256, 16)];
         let t = tiled_plan(&norm(&axes), 0, 15, 1, 1, 0).unwrap();
         assert_eq!(t.args.vector, 1);
-        let (w, r) = runs(&t.args);
+        let (w, r) = tile_runs(&t.args);
         assert!(w >= 16 && r >= 256, "runs: write {w}, read {r}");
         // An axis read backwards that runs faster in the destination is not flipped: the
         // destination's fastest axis keeps its stride of 1.
