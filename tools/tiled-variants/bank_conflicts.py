@@ -12,7 +12,8 @@ The model follows the tiled kernels (kernels/src/emit/tiled.rs) for elements of 
 bytes:
 - read position r of a tile is kept at byte r * size of the tile in shared memory, in units of
   4 bytes, 32 to a 128-byte line, unit j of line L at unit j ^ rot(L)
-  (`tiled_smem_offset`: rot(L) = (L ^ L >> 5) % 32);
+  (`tiled_smem_offset`: rot(L) = (L ^ L >> 5) % 32, or (L ^ L >> 1 ^ L >> 4) % 32 for the
+  vector copies of 1-byte elements, `tiled_smem_shifts`);
 - store slot s = t + k * threads of thread t gathers the elements of write positions
   s * vd .. s * vd + vd - 1 (vd: 16 bytes of elements for the vector kernels, 1 for the
   element-wise ones), one shared load each, and the 32 lanes of a warp issue each load
@@ -99,7 +100,8 @@ def main():
             continue
         vd = 16 // size if vector else 1
         positions = read_positions(volume, write)
-        now = cost(positions, volume, threads, size, vd, family["x5"])
+        ours = "x14" if vector and kernel in ("copy_tiled_b1", "copy_tiled_a_b1") else "x5"
+        now = cost(positions, volume, threads, size, vd, family[ours])
         costs = {k: cost(positions, volume, threads, size, vd, f) for k, f in family.items()}
         best = min(costs.values())
         which = [k for k, v in costs.items() if v == best][:4]

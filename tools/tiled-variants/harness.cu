@@ -12,7 +12,11 @@
 // T / threads, 1) blocks per multiprocessor (tile bytes: elements per tile times the larger
 // element size); dN, the library's grid with N bytes of dynamic shared memory per block (for
 // PTX edited to declare its tile `.extern .shared`; the function's limit is raised to N, so N may
-// exceed 48 KiB). Cases are matched by name across configurations.
+// exceed 48 KiB); da, the library's grid with the dynamic shared memory that the library gives
+// the pipelined kernels (`copy_tiled_a_*`: 4 buffers of the tile rounded up to 128 bytes; their
+// limit raised to 64 KiB), none to the others; dm, as da with the largest tile's buffers (16 KiB
+// tiles of 1-byte elements, 8 KiB of 2-byte ones). Cases are matched by name across
+// configurations.
 // For every case: each configuration's output is checked against the first's (a hash of the
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
 // `rest` leaves part of the destination to other launches, so those compare as far as the
@@ -62,7 +66,9 @@ int main(int argc, char** argv) {
     std::string s = argv[a]; size_t p1 = s.find(':'), p2 = s.find(':', p1 + 1);
     Config c; c.label = s.substr(0, p1); std::string file = s.substr(p1 + 1, p2 - p1 - 1); c.dir = s.substr(p2 + 1);
     size_t p3 = c.dir.find(':'); if (p3 != std::string::npos) { std::string g = c.dir.substr(p3 + 1);
-      if (g[0] == 'd') c.dyn = atol(g.substr(1).c_str());
+      if (g == "da") c.dyn = -1;
+      else if (g == "dm") c.dyn = -2;
+      else if (g[0] == 'd') c.dyn = atol(g.substr(1).c_str());
       else if (g[0] == 'b') { size_t m = g.find('m'); c.budget = atol(g.substr(1, m == std::string::npos ? m : m - 1).c_str()); if (m != std::string::npos) c.minthr = atol(g.substr(m + 1).c_str()); }
       else c.cap = atoi(g.c_str());
       c.dir = c.dir.substr(0, p3); }
@@ -91,13 +97,20 @@ int main(int argc, char** argv) {
     if (text.empty()) { fprintf(stderr, "missing %s\n", key.c_str()); exit(1); }
     CUmodule m; CK(cuModuleLoadData(&m, text.c_str())); CUfunction fu; CK(cuModuleGetFunction(&fu, m, k.c_str()));
     if (c.dyn > 0) CK(cuFuncSetAttribute(fu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c.dyn));
+    if (c.dyn < 0 && k.rfind("copy_tiled_a_", 0) == 0) CK(cuFuncSetAttribute(fu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
     int regs, local; cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fu); cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fu);
     printf("# module %s: %d regs, %d local bytes\n", key.c_str(), regs, local);
     fns[key] = fu; return fu;
   };
   auto launch = [&](Config& c, Case& k) {
     CUfunction f = fn(c, k.kernel);
-    int per; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, k.threads, (size_t)c.dyn));
+    size_t dyn = c.dyn > 0 ? (size_t)c.dyn : 0;
+    if (c.dyn < 0 && k.kernel.rfind("copy_tiled_a_", 0) == 0) {
+      uint32_t vol; memcpy(&vol, &k.params[20], 4);
+      if (c.dyn == -2) vol = k.ds == 1 ? 16384 : 4096;
+      dyn = 4 * (((size_t)vol * k.ds + 127) / 128 * 128);
+    }
+    int per; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, k.threads, dyn));
     unsigned grid = 0;
     if (c.cap == 0) grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)std::max(per, 1) * sms);
     if (c.cap > 0) { per = std::min(per, c.cap); grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)per * sms); }
@@ -110,7 +123,7 @@ int main(int argc, char** argv) {
     if (c.cap < 0) grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)std::max(per, 1) * sms * (uint64_t)(-c.cap));
     std::vector<uint8_t> p = k.params; uint64_t d, s; memcpy(&d, &p[0], 8); memcpy(&s, &p[8], 8); d += dst; s += src; memcpy(&p[0], &d, 8); memcpy(&p[8], &s, 8);
     void* args[] = {p.data()};
-    CK(cuLaunchKernel(f, grid, 1, 1, k.threads, 1, 1, (unsigned)c.dyn, st, args, nullptr));
+    CK(cuLaunchKernel(f, grid, 1, 1, k.threads, 1, 1, (unsigned)dyn, st, args, nullptr));
     return per;
   };
   auto hash = [&](size_t bytes) { cudaMemsetAsync(hbuf, 0, 8, st); hashk<<<1024, 256, 0, st>>>((const uint32_t*)dst, bytes / 4, hbuf); unsigned long long h; cudaMemcpyAsync(&h, hbuf, 8, cudaMemcpyDeviceToHost, st); cuStreamSynchronize(st); return h; };
