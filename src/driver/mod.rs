@@ -30,8 +30,8 @@ use crate::error::Result;
 use fault::{Call, Fault};
 
 pub(crate) use sys::{
-    CUcontext, CUdevice_attribute, CUevent, CUmemoryPool, CUresult, CUstream, CUstreamCaptureMode,
-    CUstreamCaptureStatus,
+    CUcontext, CUdevice_attribute, CUevent, CUfunction_attribute, CUmemoryPool, CUresult, CUstream,
+    CUstreamCaptureMode, CUstreamCaptureStatus,
 };
 
 /// `Ok(())` for `CUDA_SUCCESS`, the driver error otherwise.

@@ -13,8 +13,9 @@ use cudarc::driver::{
 };
 use devspan_kernels::abi::{
     DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, TiledArgs, contig_grid, fill_grid,
-    narrow_grid, narrow_items, permute_grid, permute_kind, row_grid, strided_grid, tiled_grid,
-    tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
+    narrow_grid, narrow_items, permute_grid, permute_kind, row_grid, strided_grid,
+    tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_grid, tiled_kind, tiled_launch_kind,
+    tiled_narrow, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -28,8 +29,9 @@ pub(crate) struct Cache {
     /// The kernel of each loaded module (every module holds one kernel); the function holds
     /// its module, and so the context, alive.
     functions: HashMap<Kernel, CudaFunction>,
-    /// Resident blocks per multiprocessor of a kernel at a block size.
-    occupancy: HashMap<(Kernel, u32), u32>,
+    /// Resident blocks per multiprocessor of a kernel at a block size and dynamic shared
+    /// memory.
+    occupancy: HashMap<(Kernel, u32, u32), u32>,
     /// The device's multiprocessor count and compute capability (major), once asked.
     device: Option<(u32, u32)>,
 }
@@ -46,22 +48,41 @@ impl Cache {
         // a capture.
         let f = {
             let _relaxed = crate::capture::RelaxedMode::enter()?;
-            load(ctx, &name)?.load_function(&name)?
+            let f = load(ctx, &name)?.load_function(&name)?;
+            if k.kind() == Kind::TiledA {
+                // Its tile buffers are dynamic shared memory, up to 64 KiB of them: above the
+                // 48 KiB that a launch may take without the function's consent.
+                let most = tiled_async_max_smem_bytes(k.sizes().1);
+                if most > 48 << 10 {
+                    f.set_attribute(
+                        driver::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        most as i32,
+                    )?;
+                }
+            }
+            f
         };
         self.functions.insert(k, f.clone());
         Ok(f)
     }
 
     /// How many blocks of kernel `k` (function `f`) a multiprocessor of the context's device
-    /// keeps resident at `threads` threads per block, as the driver computes it from the
-    /// kernel's registers and shared memory; at least 1. Cached per kernel and block size.
-    fn blocks_per_sm(&mut self, k: Kernel, f: &CudaFunction, threads: u32) -> Result<u32> {
-        let key = (k, threads);
+    /// keeps resident at `threads` threads per block and `smem` bytes of dynamic shared
+    /// memory, as the driver computes it from the kernel's registers and shared memory; at
+    /// least 1. Cached per kernel, block size and dynamic shared memory.
+    fn blocks_per_sm(
+        &mut self,
+        k: Kernel,
+        f: &CudaFunction,
+        threads: u32,
+        smem: u32,
+    ) -> Result<u32> {
+        let key = (k, threads, smem);
         if let Some(&n) = self.occupancy.get(&key) {
             return Ok(n);
         }
         let n = f
-            .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)?
+            .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)?
             .max(1);
         self.occupancy.insert(key, n);
         Ok(n)
@@ -120,13 +141,24 @@ fn kernel_and_resident(
     threads: u32,
     pick: impl FnOnce(u32) -> Kernel,
 ) -> Result<(CudaFunction, u64)> {
+    let (f, resident, _) = kernel_and_resident_smem(ctx, threads, |major| (pick(major), 0))?;
+    Ok((f, resident))
+}
+
+/// [`kernel_and_resident`] for a kernel that takes dynamic shared memory: `pick` names the
+/// kernel and its bytes of dynamic shared memory, which are returned with the function.
+fn kernel_and_resident_smem(
+    ctx: &Arc<CudaContext>,
+    threads: u32,
+    pick: impl FnOnce(u32) -> (Kernel, u32),
+) -> Result<(CudaFunction, u64, u32)> {
     let rt = crate::driver::runtime::of(ctx);
     let mut c = crate::driver::runtime::lock(&rt.kernels);
     let (sms, major) = c.device(ctx)?;
-    let k = pick(major);
+    let (k, smem) = pick(major);
     let f = c.function(ctx, k)?;
-    let per_sm = c.blocks_per_sm(k, &f, threads)?;
-    Ok((f, u64::from(sms) * u64::from(per_sm)))
+    let per_sm = c.blocks_per_sm(k, &f, threads, smem)?;
+    Ok((f, u64::from(sms) * u64::from(per_sm), smem))
 }
 
 /// The narrow kernel that runs the tiled plan `args` from `from` to `to` ([`tiled_narrow`]):
@@ -295,15 +327,25 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
                     let vector = args.vector != 0;
                     let threads =
                         tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
-                    let (f, resident) = kernel_and_resident(stream.context(), threads, |major| {
-                        let kind = tiled_launch_kind(args, from.size(), to.size(), threads, major);
-                        Kernel::copy(kind, *from, *to)
-                    })?;
+                    let (f, resident, smem) =
+                        kernel_and_resident_smem(stream.context(), threads, |major| {
+                            let kind = if grid.no_async {
+                                tiled_kind(args)
+                            } else {
+                                tiled_launch_kind(args, from.size(), to.size(), threads, major)
+                            };
+                            let smem = if kind == Kind::TiledA {
+                                tiled_async_smem_bytes(u64::from(args.volume), to.size()) as u32
+                            } else {
+                                0
+                            };
+                            (Kernel::copy(kind, *from, *to), smem)
+                        })?;
                     let blocks = tiled_grid(u64::from(args.tiles), resident);
                     let cfg = LaunchConfig {
                         grid_dim: (blocks.max(1), 1, 1),
                         block_dim: (threads, 1, 1),
-                        shared_mem_bytes: 0,
+                        shared_mem_bytes: smem,
                     };
                     (f, cfg)
                 }
@@ -313,7 +355,8 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             b.arg(&p);
             // SAFETY: every element of every tile is in bounds of both operands (contract);
             // the kernel takes exactly one `TiledArgs` block: the tiled kernels with any block
-            // of at most `TILED_MAX_THREADS` threads that covers the tile, the narrow kernels
+            // of at most `tiled_max_threads` threads that covers the tile (`TiledA` with the
+            // dynamic shared memory of its buffers for that tile), the narrow kernels
             // with `NARROW_THREADS` and a tile that `tiled_narrow` accepted (its two axes,
             // 16-byte aligned addresses).
             unsafe { b.launch(cfg)? };

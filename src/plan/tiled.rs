@@ -5,7 +5,9 @@
 //! along which the kernels store) and the source's fastest axes (its *read side*, along
 //! which they load), one axis at a time on the side whose run of elements is shorter, each
 //! axis whole while the tile has room and the last one of a side cut into pieces (a side
-//! whose next axis has no useful piece stops there, and the other goes on). Sides that end
+//! whose next axis has no useful piece stops there, and the other goes on; a side keeps
+//! room for the other side's next axis, except while its own run is shorter than a line
+//! ([`LINE_BYTES`]) and the other's is not). Sides that end
 //! with a whole axis then take their next axes whole while the tile has room for them (up to
 //! the kernels' limit, every element within 2^31 bytes of the tile's first), except a tile of
 //! a narrow axis and a run of pixels, which the narrow kernels take; pieces then grow until
@@ -295,10 +297,14 @@ fn tile_with(
         };
         let (e, Some(k)) = sides[side] else { break };
         // Room for this side, keeping some for the other side's next axis while that side
-        // still wants to grow (unless it is this axis).
+        // still wants to grow (unless it is this axis), and while this side's run is at least
+        // a line long or the other's shorter than one: a run shorter than a line reads or
+        // writes every line in parts.
         let other = 1 - side;
+        let line = LINE_BYTES as usize;
+        let short = e * sizes[side] < line && sides[other].0 * sizes[other] >= line;
         let reserve = match sides[other] {
-            (eo, Some(ko)) if want(other) && ko != k => axes[ko]
+            (eo, Some(ko)) if want(other) && ko != k && !short => axes[ko]
                 .len
                 .min(targets[other].div_ceil(eo * sizes[other]))
                 .min((max / volume).isqrt())
@@ -613,7 +619,7 @@ mod tests {
         let t = tile_for(&n, 0, 0, 1, 1, true, false, 0).unwrap();
         let a = &t.args;
         eprintln!("{a:?}");
-        assert_eq!((a.vector, a.volume, a.tile_rank, a.tiles), (1, 4608, 3, 10));
+        assert_eq!((a.vector, a.volume, a.tile_rank, a.tiles), (1, 9216, 3, 5));
         assert!(t.rest.is_empty());
     }
 
@@ -695,11 +701,28 @@ mod tests {
         assert_eq!(t.args.vector, 1);
         let (w, r) = tile_runs(&t.args);
         assert!(w >= 32 && r >= 128, "runs: write {w}, read {r}");
-        // f16 [4; 14] reversed: reads run 64 bytes (a piece of 2 after a run of 16), where
-        // pieces in multiples of 8 left them at 32; writes 256.
+        // f16 [4; 14] reversed: the read run, shorter than a line while the write run is a
+        // line, keeps no room for the write side's next axis: both run 64 elements (128
+        // bytes), where the write run would take 128 and leave the read run at 32.
         let rev: Vec<usize> = (0..14).rev().collect();
         let t = tile_for(&permuted(&[4; 14], &rev), 0, 0, 2, 2, true, false, 0).unwrap();
-        assert_eq!(tile_runs(&t.args), (128, 32));
+        assert_eq!(tile_runs(&t.args), (64, 64));
+    }
+
+    #[test]
+    fn byte_tiles_of_16_kib_read_and_write_whole_lines() {
+        // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] reversed: the destination's fastest axis (128)
+        // makes a write run of a line; the read run then takes a line of the source's fastest
+        // (512) rather than half of one beside room for the write side's next axis (3).
+        let rev: Vec<usize> = (0..9).rev().collect();
+        let n = permuted(&[128, 3, 4, 2, 4, 3, 4, 2, 512], &rev);
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!((t.args.vector, t.args.volume), (1, 16384));
+        assert_eq!(tile_runs(&t.args), (128, 128));
+        assert_eq!(devspan_kernels::abi::tiled_threads(16384, true, 1, 1), 1024);
+        // At most 8192 elements, the write run takes half a line instead.
+        let t = tiled_plan(&n, 0, 0, 1, 1, 8192).unwrap();
+        assert_eq!(tile_runs(&t.args), (64, 128));
     }
 
     #[test]
@@ -711,15 +734,16 @@ mod tests {
         let t = tiled_plan(&n, 0, 0, 2, 2, 0).unwrap();
         assert_eq!((t.args.vector, t.args.volume), (1, 4096));
         assert_eq!(tile_runs(&t.args), (64, 64));
-        // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under a random permutation: 32 bytes written and
-        // 256 read; with the read side's target lowered to a line, the write run grows.
+        // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under a random permutation, tiles of at most 8192
+        // elements: 32 bytes written and 256 read; with the read side's target lowered to a
+        // line, the write run grows.
         let n = permuted(
             &[128, 3, 4, 2, 4, 3, 4, 2, 512],
             &[5, 1, 7, 3, 8, 6, 0, 2, 4],
         );
-        let plain = tile_for(&n, 0, 0, 1, 1, true, false, 0).unwrap();
+        let plain = tile_for(&n, 0, 0, 1, 1, true, false, 8192).unwrap();
         assert_eq!(tile_runs(&plain.args), (32, 256));
-        let (w, r) = tile_runs(&tiled_plan(&n, 0, 0, 1, 1, 0).unwrap().args);
+        let (w, r) = tile_runs(&tiled_plan(&n, 0, 0, 1, 1, 8192).unwrap().args);
         assert!(w > 32 && r >= 128, "runs: write {w}, read {r}");
         // Balanced runs of 256 bytes (f32 [2; 20] reversed) keep their plan.
         let axes: Vec<(usize, isize, isize)> =
@@ -794,11 +818,12 @@ mod tests {
 
     #[test]
     fn tiles_with_short_source_runs_run_along_both_sides_first() {
-        // [2; 20] reversed: u8 tiles read runs of 64 bytes, shorter than a line, so the first
-        // tiles cover 1 KiB of the destination, then groups of them 1 KiB of the source.
+        // [2; 20] reversed: u8 tiles of at most 8192 elements read runs of 64 bytes, shorter
+        // than a line, so the first tiles cover 1 KiB of the destination, then groups of them
+        // 1 KiB of the source.
         let axes: Vec<(usize, isize, isize)> =
             (0..20).map(|k| (2, 1 << k, 1 << (19 - k))).collect();
-        let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 0).unwrap();
+        let t = tiled_plan(&norm(&axes), 0, 0, 1, 1, 8192).unwrap();
         let a = &t.args;
         let (w, r) = tile_runs(a);
         assert!(r < 128, "read run {r}");

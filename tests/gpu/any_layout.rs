@@ -584,22 +584,25 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
         &[8, 2, 4, 2, 2, 4, 2, 2, 2, 4, 2, 3],
     ];
     // Most cyclic permutations move one axis of 2 to 16 elements and take the narrow kernels.
-    async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", 11);
-    async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", 8);
+    // Copies of bytes take tiles of up to 16 KiB in blocks of up to 1024 threads.
+    async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", (11, 6));
+    async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", (8, 0));
 }
 
 /// The cases of [`small_element_copies_in_large_tiles_take_the_async_kernels`] for `T`: each
-/// shape reversed, cycled and permuted at random; asserts that at least `least` of the layouts
-/// plan to `kernel`.
+/// shape reversed, cycled and permuted at random; asserts that at least `least.0` of the
+/// layouts plan to `kernel`, and at least `least.1` of those in blocks of more than 512
+/// threads.
 fn async_copies<T: DeviceElement>(
     stream: &Arc<CudaStream>,
     tag: u64,
     shapes: &[&[usize]],
     kernel: &str,
-    least: usize,
+    least: (usize, usize),
 ) {
     let mut paths = Paths::new();
     let mut kernels = Paths::new();
+    let mut wide = 0;
     let mut index = 0;
     for (i, shape) in shapes.iter().enumerate() {
         let rank = shape.len();
@@ -627,6 +630,12 @@ fn async_copies<T: DeviceElement>(
                 0,
             )
             .unwrap();
+            if launch
+                .as_ref()
+                .is_some_and(|l| l.kernel == kernel && l.threads > 512)
+            {
+                wide += 1;
+            }
             let planned = launch.map_or("none".to_string(), |l| l.kernel);
             *kernels.entry(planned).or_default() += 1;
             for which in 0..4 {
@@ -634,16 +643,34 @@ fn async_copies<T: DeviceElement>(
                 let seed = case_seed(tag, 100 + index);
                 same_type_case::<T>(stream, seed, which, &src, &dst, &mut paths);
             }
+            // The same plan on the register-pipelined kernels, which devices before sm_80 run.
+            index += 1;
+            let case = Case {
+                seed: case_seed(tag, 100 + index),
+                op: "assign_cast_steered(no_async: true)",
+                src: &src,
+                dst: &dst,
+            };
+            let grid = GridOptions {
+                no_async: true,
+                ..GridOptions::default()
+            };
+            steered_case::<T>(stream, &case, grid, &mut paths);
         }
     }
     println!(
-        "large tiles of {}: paths {paths:?}; tiled kernels {kernels:?}",
+        "large tiles of {}: paths {paths:?}; tiled kernels {kernels:?}; {wide} in blocks of more \
+         than 512 threads",
         T::DTYPE
     );
     let taken = kernels.get(kernel).copied().unwrap_or(0);
     assert!(
-        taken >= least,
+        taken >= least.0,
         "too few cases plan to {kernel}: {kernels:?}"
+    );
+    assert!(
+        wide >= least.1,
+        "{wide} cases plan to {kernel} in blocks of more than 512 threads"
     );
 }
 

@@ -554,9 +554,21 @@ fn assign_every_path_in_every_mode() {
             &[3, 0, 1, 2],
             s,
         ));
+        // Bytes of [2; 14] reversed: one tile of 16 KiB, 1024 threads, and on sm_80 and later
+        // the cp.async kernel, whose tile buffers are dynamic shared memory.
+        let reversed: Vec<usize> = (0..14).rev().collect();
+        paths.insert(copy_case::<u8, u8>(
+            &stream,
+            &mut rng,
+            mode,
+            &[2; 14],
+            &[full(); 14],
+            &reversed,
+            s,
+        ));
     }
     println!("copy paths captured: {paths:?}");
-    for p in ["memcpy", "contig", "rows", "transpose", "strided32"] {
+    for p in ["memcpy", "contig", "rows", "transpose", "strided32", "tiled"] {
         assert!(
             paths.contains(p),
             "no captured copy took the {p} path: {paths:?}"

@@ -4,7 +4,7 @@ use super::{
     CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SIZES, NARROW_THREADS,
     Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE, PERMUTE_PACKED128_BLOCK,
     PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE,
-    PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TILED_MAX_THREADS, TRANSPOSE_BLOCK, WideKernel,
+    PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK, WideKernel, tiled_max_threads,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -322,7 +322,10 @@ impl Kernel {
         match kind {
             Kind::Contig => (CONTIG_BLOCK, 1, 1),
             Kind::Strided32 | Kind::Strided64 | Kind::StridedN => (STRIDED_BLOCK, 1, 1),
-            Kind::Tiled | Kind::TiledE | Kind::TiledA => (TILED_MAX_THREADS, 1, 1),
+            Kind::Tiled | Kind::TiledE | Kind::TiledA => {
+                let (from, to) = self.sizes();
+                (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
+            }
             Kind::Narrow => (NARROW_THREADS, 1, 1),
             Kind::Rows => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,

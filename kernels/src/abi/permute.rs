@@ -483,6 +483,10 @@ pub struct GridOptions {
     /// Run tiled plans on the tiled kernels even where a narrow kernel
     /// ([`tiled_narrow`](super::tiled_narrow)) takes them.
     pub no_narrow: bool,
+    /// Run vector copies on the register-pipelined tiled kernels ([`Kind::Tiled`](super::Kind))
+    /// even where the `cp.async` kernels take them ([`tiled_launch_kind`](super::tiled_launch_kind)),
+    /// as on devices before sm_80.
+    pub no_async: bool,
 }
 
 /// Grid (x) of a permute kernel on a device that keeps `resident` of its blocks resident (all
@@ -654,7 +658,7 @@ mod tests {
                 tiles_per_block,
                 grid_scale,
                 max_grid,
-                no_narrow: false,
+                ..GridOptions::default()
             };
             permute_grid(tiles, 264, per_block, grid)
         };

@@ -48,8 +48,23 @@ pub const TILED_MAX_TILE_AXES: usize = 16;
 /// Most batch axes of [`TiledArgs`]. A destination that does not overlap itself with more
 /// than 63 axes of extent 2 or more would hold 2^64 elements, so every layout fits.
 pub const TILED_MAX_BATCH_AXES: usize = 64;
-/// Most threads of a tiled kernel's block (its PTX's `.maxntid`).
+/// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for the vector copies of
+/// 1-byte elements ([`TILED_WIDE_THREADS`]); [`tiled_max_threads`] gives each kernel's.
 pub const TILED_MAX_THREADS: u32 = 512;
+/// Most threads of the block of a vector copy of 1-byte elements: tiles of up to 16 KiB, whose
+/// longer runs keep layouts of many short axes near memcpy speed.
+pub const TILED_WIDE_THREADS: u32 = 1024;
+
+/// Most threads of the block of a tiled kernel from elements of `src_size` to `dst_size` bytes,
+/// vector or element-wise (its PTX's `.maxntid`): [`TILED_WIDE_THREADS`] for vector copies of
+/// 1-byte elements, else [`TILED_MAX_THREADS`].
+pub const fn tiled_max_threads(vector: bool, src_size: usize, dst_size: usize) -> u32 {
+    if vector && src_size == 1 && dst_size == 1 {
+        TILED_WIDE_THREADS
+    } else {
+        TILED_MAX_THREADS
+    }
+}
 /// Most axes of [`StridedArgsN`] (see [`TILED_MAX_BATCH_AXES`] for why this is every layout).
 pub const STRIDEDN_MAX_RANK: usize = 64;
 
@@ -118,10 +133,11 @@ pub const TILED_ASYNC_MIN_MAJOR: u32 = 8;
 /// Most bytes of one tile of destination elements in shared memory.
 pub const TILED_MAX_TILE_BYTES: u64 = 32768;
 
-/// Most elements of one tile: [`TILED_MAX_THREADS`] x [`tiled_per_thread`], or fewer where
+/// Most elements of one tile: [`tiled_max_threads`] x [`tiled_per_thread`], or fewer where
 /// their destination elements would take more than [`TILED_MAX_TILE_BYTES`].
 pub const fn tiled_max_volume(vector: bool, src_size: usize, dst_size: usize) -> u64 {
-    let slots = TILED_MAX_THREADS as u64 * tiled_per_thread(vector, src_size, dst_size) as u64;
+    let slots = tiled_max_threads(vector, src_size, dst_size) as u64
+        * tiled_per_thread(vector, src_size, dst_size) as u64;
     let fit = TILED_MAX_TILE_BYTES / dst_size as u64;
     if slots < fit { slots } else { fit }
 }
@@ -131,26 +147,69 @@ pub const fn tiled_smem_bytes(vector: bool, src_size: usize, dst_size: usize) ->
     tiled_max_volume(vector, src_size, dst_size) * dst_size as u64
 }
 
+/// Bytes between the tile buffers of [`Kind::TiledA`] for tiles of `volume` elements of
+/// `size` bytes: the tile rounded up to whole lines of 128 bytes.
+pub const fn tiled_async_tile_bytes(volume: u64, size: usize) -> u64 {
+    (volume * size as u64).div_ceil(128) * 128
+}
+
+/// Dynamic shared memory of a launch of [`Kind::TiledA`] for tiles of `volume` elements of
+/// `size` bytes: [`TILED_ASYNC_BUFFERS`] tiles ([`tiled_async_tile_bytes`]). The kernels size
+/// their buffers from the tile, so that small tiles leave the multiprocessor's L1 its room.
+pub const fn tiled_async_smem_bytes(volume: u64, size: usize) -> u64 {
+    TILED_ASYNC_BUFFERS as u64 * tiled_async_tile_bytes(volume, size)
+}
+
+/// The most dynamic shared memory that a launch of [`Kind::TiledA`] for elements of `size`
+/// bytes takes ([`tiled_async_smem_bytes`] of the largest tile); the launcher raises the
+/// kernel's limit to it where it exceeds the default 48 KiB.
+pub const fn tiled_async_max_smem_bytes(size: usize) -> u64 {
+    tiled_async_smem_bytes(tiled_max_volume(true, size, size), size)
+}
+
 /// Unit of the shared-memory permutation of the tiled kernels for destination elements of
 /// `dst_size` bytes: `max(4, dst_size)` bytes.
 pub const fn tiled_smem_unit(dst_size: usize) -> u64 {
     if dst_size > 4 { dst_size as u64 } else { 4 }
 }
 
-/// The shared-memory byte offset at which the tiled kernels keep byte `b` of a tile (the
-/// tile's elements in read order, `size(D)` bytes each): units of [`tiled_smem_unit`] bytes,
-/// lines of 128 bytes, and within line `L` unit `j` stored at unit `j ^ rot(L)`, where
-/// `rot(L) = (L ^ (L >> log2(units per line))) % units per line`. Bytes inside a unit, and
-/// units inside a line, stay together; reads of one column of a tile whose rows are 2^k
-/// units long hit distinct banks.
-pub const fn tiled_smem_offset(b: u64, dst_size: usize) -> u64 {
+/// The shifts of the line rotation of a tiled kernel from elements of `src_size` to
+/// `dst_size` bytes ([`tiled_smem_offset`]): `rot(L) = (L ^ (L >> s1) ^ (L >> s2) ...) % units
+/// per line`.
+/// - `[log2(units per line)]` for most kernels: one column of a tile whose rows are 2^k units
+///   long lies in distinct banks.
+/// - `[1, 4]` for the vector copies of 1-byte elements ([`TILED_WIDE_THREADS`]): their tiles of
+///   up to 128 lines, gathered along many axes of extent 2 to 4, otherwise meet up to 4 words
+///   in one bank.
+pub const fn tiled_smem_shifts(vector: bool, src_size: usize, dst_size: usize) -> &'static [u32] {
+    if tiled_max_threads(vector, src_size, dst_size) == TILED_WIDE_THREADS {
+        &[1, 4]
+    } else if dst_size > 4 {
+        &[4]
+    } else {
+        &[5]
+    }
+}
+
+/// The shared-memory byte offset at which a tiled kernel from elements of `src_size` to
+/// `dst_size` bytes keeps byte `b` of a tile (the tile's elements in read order, `dst_size`
+/// bytes each): units of [`tiled_smem_unit`] bytes, lines of 128 bytes, and within line `L`
+/// unit `j` stored at unit `j ^ rot(L)`, where `rot` is the rotation of
+/// [`tiled_smem_shifts`]. Bytes inside a unit, and units inside a line, stay together.
+pub const fn tiled_smem_offset(b: u64, vector: bool, src_size: usize, dst_size: usize) -> u64 {
     let u = tiled_smem_unit(dst_size);
     let per_line = 128 / u;
-    let shift = per_line.trailing_zeros();
     let unit = b / u;
     let line = unit / per_line;
     let low = unit % per_line;
-    let rot = (line ^ (line >> shift)) % per_line;
+    let shifts = tiled_smem_shifts(vector, src_size, dst_size);
+    let mut rot = line;
+    let mut i = 0;
+    while i < shifts.len() {
+        rot ^= line >> shifts[i];
+        i += 1;
+    }
+    let rot = rot % per_line;
     (line * per_line + (low ^ rot)) * u + b % u
 }
 
@@ -192,11 +251,11 @@ pub fn tiled_launch_kind(
 
 /// Threads of a tiled kernel's block for a tile of `volume` elements: the smallest multiple
 /// of 32 that gives every element a slot ([`tiled_per_thread`] per thread), at most
-/// [`TILED_MAX_THREADS`].
+/// [`tiled_max_threads`].
 pub fn tiled_threads(volume: u64, vector: bool, src_size: usize, dst_size: usize) -> u32 {
     let k = u64::from(tiled_per_thread(vector, src_size, dst_size));
     let t = volume.div_ceil(k).div_ceil(32).max(1) * 32;
-    t.min(u64::from(TILED_MAX_THREADS)) as u32
+    t.min(u64::from(tiled_max_threads(vector, src_size, dst_size))) as u32
 }
 
 /// Grid (x) of a tiled kernel on a device that keeps `resident` of its blocks resident: one
@@ -716,8 +775,20 @@ mod tests {
         assert_eq!(tiled_vectors(true, 8, 8), (2, 2));
         assert_eq!(tiled_vectors(false, 4, 4), (1, 1));
         assert_eq!(tiled_max_volume(true, 4, 4), 4096);
-        assert_eq!(tiled_max_volume(true, 1, 1), 8192);
+        assert_eq!(tiled_max_volume(true, 1, 1), 16384);
         assert_eq!(tiled_max_volume(false, 1, 1), 4096);
+        assert_eq!(tiled_max_volume(true, 4, 1), 8192);
+        assert_eq!(tiled_max_volume(true, 2, 2), 4096);
+        assert_eq!(tiled_max_threads(true, 1, 1), 1024);
+        assert_eq!(tiled_max_threads(false, 1, 1), 512);
+        assert_eq!(tiled_max_threads(true, 4, 1), 512);
+        assert_eq!(tiled_threads(16384, true, 1, 1), 1024);
+        assert_eq!(tiled_threads(16384, true, 2, 2), 512);
+        assert_eq!(tiled_async_tile_bytes(4608, 1), 4608);
+        assert_eq!(tiled_async_tile_bytes(16 * 33, 1), 640);
+        assert_eq!(tiled_async_smem_bytes(16384, 1), 65536);
+        assert_eq!(tiled_async_max_smem_bytes(1), 65536);
+        assert_eq!(tiled_async_max_smem_bytes(2), 32768);
         assert_eq!(tiled_smem_bytes(true, 1, 8), 32768);
         assert_eq!(tiled_max_volume(true, 1, 8), 4096);
         assert_eq!(tiled_smem_bytes(true, 2, 8), 32768);
@@ -737,28 +808,89 @@ mod tests {
     }
 
     /// The shared-memory permutation is a bijection on every tile size, keeps units whole and
-    /// lines apart, and spreads a column of 32 rows of `2^k` units over 32 banks.
+    /// lines apart, and spreads a column of 32 rows of `2^k` units over 32 banks (the wide
+    /// kernels' rotation: of 32 rows of one line, or of 16 or 32 units).
     #[test]
     fn smem_permutation() {
-        for size in [1usize, 2, 4, 8] {
-            let bytes = tiled_smem_bytes(true, 4.min(size), size);
+        for (vector, s, d) in [
+            (true, 1, 1),
+            (false, 1, 1),
+            (true, 2, 2),
+            (true, 4, 4),
+            (true, 8, 8),
+        ] {
+            let bytes = tiled_smem_bytes(vector, s, d);
             let mut seen = vec![false; bytes as usize];
             for b in 0..bytes {
-                let p = tiled_smem_offset(b, size);
-                assert!(p < bytes && !seen[p as usize], "size {size}, byte {b}");
+                let p = tiled_smem_offset(b, vector, s, d);
+                assert!(p < bytes && !seen[p as usize], "size {d}, byte {b}");
                 seen[p as usize] = true;
                 assert_eq!(p / 128, b / 128);
-                let u = tiled_smem_unit(size);
+                let u = tiled_smem_unit(d);
                 assert_eq!(p % u, b % u);
             }
         }
+        let banks = |row: u64, vector: bool, size: usize| {
+            (0..32u64)
+                .map(|i| tiled_smem_offset(i * row * 4, vector, size, size) / 4 % 32)
+                .collect::<std::collections::BTreeSet<u64>>()
+                .len()
+        };
         for k in 0..8u32 {
             let row = 1u64 << k; // units of 4 bytes
-            let banks: std::collections::BTreeSet<u64> = (0..32u64)
-                .map(|i| tiled_smem_offset(i * row * 4, 4) / 4 % 32)
-                .collect();
-            assert_eq!(banks.len(), 32, "rows of {row} words");
+            assert_eq!(banks(row, true, 4), 32, "rows of {row} words");
+            assert_eq!(banks(row, false, 1), 32, "rows of {row} words");
         }
+        for row in [1, 16, 32] {
+            assert_eq!(banks(row, true, 1), 32, "rows of {row} words");
+        }
+        assert_eq!(tiled_smem_shifts(true, 1, 1), &[1, 4]);
+        assert_eq!(tiled_smem_shifts(true, 4, 1), &[5]);
+        assert_eq!(tiled_smem_shifts(true, 8, 8), &[4]);
+    }
+
+    /// The wide kernels' rotation gathers a tile of `[2]^14` bytes, written in a shuffled
+    /// order of its axes, with one word per bank per warp instruction, where the others'
+    /// rotation meets 4 words in one bank (the model of `tools/tiled-variants/bank_conflicts.py`).
+    #[test]
+    fn wide_rotation_spreads_gathers_of_many_short_axes() {
+        // Write axis k (extent 2) has read stride `1 << order[k]`; a store slot is 16 write
+        // positions (write axes 0 to 3), so lane bit b is write axis 4 + b.
+        let worst = |order: &[u32], shifts: &'static [u32]| {
+            let offset = |r: u64| {
+                let (u, line) = (r / 4, r / 128);
+                let mut rot = line;
+                for &s in shifts {
+                    rot ^= line >> s;
+                }
+                line * 32 + ((u % 32) ^ (rot % 32))
+            };
+            let mut most = 0;
+            for slot0 in (0..1024u64).step_by(32) {
+                for j in 0..16u64 {
+                    let mut words: std::collections::BTreeMap<
+                        u64,
+                        std::collections::BTreeSet<u64>,
+                    > = Default::default();
+                    for lane in 0..32u64 {
+                        let w = (slot0 + lane) * 16 + j;
+                        let r: u64 = (0..14)
+                            .filter(|&k| w >> k & 1 == 1)
+                            .map(|k| 1 << order[k])
+                            .sum();
+                        let word = offset(r);
+                        words.entry(word % 32).or_default().insert(word);
+                    }
+                    most = most.max(words.values().map(|v| v.len()).max().unwrap());
+                }
+            }
+            most
+        };
+        // A shuffled read order (the first four write axes make the stores' 16-byte vectors,
+        // so they are the first four read axes too).
+        let order = [0, 1, 2, 3, 6, 5, 11, 10, 8, 7, 4, 13, 12, 9];
+        assert_eq!(worst(&order, tiled_smem_shifts(true, 1, 1)), 1);
+        assert_eq!(worst(&order, &[5]), 4);
     }
 
     fn ax(len: u64, dst: i64, src: i64) -> TiledAxis {

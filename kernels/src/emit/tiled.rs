@@ -9,9 +9,9 @@ use super::load_store::{Space, load_scalar, load_vec, pack_word, store_scalar, s
 use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
-    TILED_ASYNC_BUFFERS, TILED_MAX_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis,
-    TiledWriteAxis, tiled_max_registers, tiled_per_thread, tiled_smem_bytes, tiled_smem_unit,
-    tiled_vectors,
+    TILED_ASYNC_BUFFERS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis,
+    tiled_max_registers, tiled_max_threads, tiled_per_thread, tiled_smem_bytes, tiled_smem_shifts,
+    tiled_smem_unit, tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -69,12 +69,20 @@ fn axis_range_loop(
 }
 
 /// Emits the shared-memory address (32-bit, from the tile's base `%tb`) of byte `b` (a
-/// register) of the tile: [`tiled_smem_offset`](crate::abi::tiled_smem_offset). With
+/// register) of the tile: [`tiled_smem_offset`](crate::abi::tiled_smem_offset), with the line
+/// rotation's `shifts` ([`tiled_smem_shifts`](crate::abi::tiled_smem_shifts)). With
 /// `units > 1` (a store of that many whole units starting at `b`, a power of two), returns
 /// the address of the first unit with the low `log2(units)` bits of the rotation left out,
 /// and a register with those bits: unit `m` of the store goes to that address plus
 /// `(m ^ bits) * unit`.
-fn smem_addr(g: &mut Gen, c: &mut Code, b: &str, d: Ty, units: u64) -> (String, Option<String>) {
+fn smem_addr(
+    g: &mut Gen,
+    c: &mut Code,
+    b: &str,
+    d: Ty,
+    shifts: &[u32],
+    units: u64,
+) -> (String, Option<String>) {
     let u = tiled_smem_unit(d.size as usize);
     let per_line = 128 / u;
     let (lu, lp) = (log2(u), log2(per_line));
@@ -87,8 +95,11 @@ fn smem_addr(g: &mut Gen, c: &mut Code, b: &str, d: Ty, units: u64) -> (String, 
     c.line(format!("shr.u32 {unit}, {b}, {lu};"));
     c.line(format!("shr.u32 {line}, {unit}, {lp};"));
     c.line(format!("and.b32 {low}, {unit}, {};", per_line - 1));
-    c.line(format!("shr.u32 {t}, {line}, {lp};"));
-    c.line(format!("xor.b32 {rot}, {line}, {t};"));
+    c.line(format!("mov.b32 {rot}, {line};"));
+    for s in shifts {
+        c.line(format!("shr.u32 {t}, {line}, {s};"));
+        c.line(format!("xor.b32 {rot}, {rot}, {t};"));
+    }
     c.line(format!("and.b32 {rot}, {rot}, {};", per_line - 1));
     let bits = (units > 1).then(|| {
         let r = g.reg(Class::B32);
@@ -174,6 +185,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     // Whole units per load's worth of destination elements (0: less than one unit).
     let units = vs * d.size / unit;
     let copy = s == d;
+    let shifts = tiled_smem_shifts(vector, ss, ds);
     let mut g = Gen::default();
 
     // --- Set-up: the loads' source offsets and places in shared memory, one loop over the
@@ -190,7 +202,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
         setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
         setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
         setup.line(format!("shl.b32 {b}, {x}, {};", log2(d.size)));
-        let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, units.max(1));
+        let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, shifts, units.max(1));
         source_offset(&mut g, &mut setup, &x, o.as_str(), &format!("RAX_{i}"));
         rsoff.push(o);
         raddr.push(a);
@@ -203,7 +215,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     // element (the split costs them registers, or more set-up than it saves on tiles of few
     // axes).
     let split = copy && vd >= 8;
-    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, vd, writes, split);
+    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, shifts, vd, writes, split);
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
     // --- Per tile: loads, from the tile's source base `%sb`.
@@ -317,7 +329,7 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
             ("DSIZE", d.size.to_string()),
             ("SSIZE", s.size.to_string()),
             ("UNIT", unit.to_string()),
-            ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
+            ("MAX_THREADS", tiled_max_threads(vector, ss, ds).to_string()),
             (
                 "MAXNREG",
                 tiled_max_registers(vector, copy, ss, ds)
@@ -348,6 +360,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     let nbuf = u64::from(TILED_ASYNC_BUFFERS);
     let ahead = nbuf - 1;
     let tile_bytes = tiled_smem_bytes(true, ds, ds);
+    let shifts = tiled_smem_shifts(true, ds, ds);
     let mut g = Gen::default();
 
     // --- Set-up: how many units (stores) a thread has.
@@ -364,14 +377,14 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
         setup.line(format!("mad.lo.u32 {x}, %nt, {j}, %ti;"));
         setup.line(format!("shl.b32 {b}, {x}, 2;"));
         setup.line(format!("shl.b32 {x}, {x}, {};", log2(per_unit)));
-        uaddr.push(smem_addr(&mut g, &mut setup, &b, d, 1).0);
+        uaddr.push(smem_addr(&mut g, &mut setup, &b, d, shifts, 1).0);
         source_offset(&mut g, &mut setup, &x, o.as_str(), &format!("UAX_{j}"));
         usoff.push(o);
     }
     let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
     // The stores' set-up runs after the prologue has started the first tiles' copies.
     let mut store_set = Code::default();
-    let (wdoff, gpacked) = store_setup(&mut g, &mut store_set, d, vd, writes, true);
+    let (wdoff, gpacked) = store_setup(&mut g, &mut store_set, d, shifts, vd, writes, true);
 
     // --- Per tile: the copies of a tile's units from `%sb` into the buffer at `%lb`.
     let mut loads = Code::default();
@@ -424,7 +437,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
         pro.0.push('\n');
         pro.label(&format!("$P_COMMIT{j}"));
         pro.line("cp.async.commit_group;");
-        pro.line(format!("add.u32 %lb, %lb, {tile_bytes};"));
+        pro.line("add.u32 %lb, %lb, %tby;");
     }
     pro.line("mov.u32 %gb, %tb;");
     pro.line(format!("mov.u32 %sl, {ahead};"));
@@ -445,10 +458,9 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
             ("VD", vd.to_string()),
             ("DSIZE", d.size.to_string()),
             ("SSIZE", d.size.to_string()),
-            ("MAX_THREADS", TILED_MAX_THREADS.to_string()),
+            ("MAX_THREADS", tiled_max_threads(true, ds, ds).to_string()),
             ("MAXNREG", String::new()),
             ("TILE_BYTES", tile_bytes.to_string()),
-            ("SMEM_BYTES", (tile_bytes * nbuf).to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
             ("SETUP_STORES", store_set.text()),
@@ -522,6 +534,7 @@ fn store_setup(
     g: &mut Gen,
     setup: &mut Code,
     d: Ty,
+    shifts: &[u32],
     vd: u64,
     writes: u64,
     split: bool,
@@ -625,7 +638,7 @@ fn store_setup(
                 body,
             );
             setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
-            row.push(smem_addr(g, setup, &r, d, 1).0);
+            row.push(smem_addr(g, setup, &r, d, shifts, 1).0);
         }
         wdoff.push(o);
         gaddr.push(row);
