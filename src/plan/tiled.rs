@@ -701,11 +701,12 @@ mod tests {
         assert_eq!(t.args.vector, 1);
         let (w, r) = tile_runs(&t.args);
         assert!(w >= 32 && r >= 128, "runs: write {w}, read {r}");
-        // f16 [4; 14] reversed: the read run, shorter than a line while the write run is a
-        // line, keeps no room for the write side's next axis: both run 64 elements (128
-        // bytes), where the write run would take 128 and leave the read run at 32.
+        // f16 [4; 14] reversed, tiles of at most 4096 elements: the read run, shorter than a
+        // line while the write run is a line, keeps no room for the write side's next axis:
+        // both run 64 elements (128 bytes), where the write run would take 128 and leave the
+        // read run at 32.
         let rev: Vec<usize> = (0..14).rev().collect();
-        let t = tile_for(&permuted(&[4; 14], &rev), 0, 0, 2, 2, true, false, 0).unwrap();
+        let t = tile_for(&permuted(&[4; 14], &rev), 0, 0, 2, 2, true, false, 4096).unwrap();
         assert_eq!(tile_runs(&t.args), (64, 64));
     }
 
@@ -727,11 +728,12 @@ mod tests {
 
     #[test]
     fn a_run_of_a_line_or_less_beside_a_long_one_takes_room_from_it() {
-        // f16 [4; 14] reversed: runs of 256 bytes written and 64 read; with the write side's
-        // target lowered to a line, both run 128 bytes, and that plan is taken.
+        // f16 [4; 14] reversed, tiles of at most 4096 elements: runs of 256 bytes written and
+        // 64 read; with the write side's target lowered to a line, both run 128 bytes, and
+        // that plan is taken.
         let rev: Vec<usize> = (0..14).rev().collect();
         let n = permuted(&[4; 14], &rev);
-        let t = tiled_plan(&n, 0, 0, 2, 2, 0).unwrap();
+        let t = tiled_plan(&n, 0, 0, 2, 2, 4096).unwrap();
         assert_eq!((t.args.vector, t.args.volume), (1, 4096));
         assert_eq!(tile_runs(&t.args), (64, 64));
         // u8 [128, 3, 4, 2, 4, 3, 4, 2, 512] under a random permutation, tiles of at most 8192
@@ -915,12 +917,13 @@ mod tests {
 
     #[test]
     fn small_tiles_take_the_next_axes_in_write_order() {
-        // f16 [2, 3, 4] x 6 under a random permutation: the runs stop at 32 and 48 elements
-        // (each side's next axis no longer fits whole), at 1536 elements, 3 KiB. Such a tile
-        // takes the next axis in write order that fits (2): 3072 elements, the same runs.
+        // f16 [2, 3, 4] x 6 under a random permutation, tiles of at most 4096 elements: the
+        // runs stop at 32 and 48 elements (each side's next axis no longer fits whole), at
+        // 1536 elements, 3 KiB. Such a tile takes the next axis in write order that fits (2):
+        // 3072 elements, the same runs.
         let perm = [12, 15, 17, 10, 16, 3, 14, 5, 4, 0, 13, 7, 6, 11, 1, 9, 2, 8];
         let shape = [2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2, 3, 4];
-        let t = tiled_plan(&permuted(&shape, &perm), 0, 0, 2, 2, 0).unwrap();
+        let t = tiled_plan(&permuted(&shape, &perm), 0, 0, 2, 2, 4096).unwrap();
         let a = &t.args;
         assert_eq!(a.vector, 1);
         assert_eq!(tile_runs(a), (32, 48));

@@ -584,9 +584,9 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
         &[8, 2, 4, 2, 2, 4, 2, 2, 2, 4, 2, 3],
     ];
     // Most cyclic permutations move one axis of 2 to 16 elements and take the narrow kernels.
-    // Copies of bytes take tiles of up to 16 KiB in blocks of up to 1024 threads.
+    // Both take tiles of up to 16 KiB in blocks of up to 1024 threads.
     async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", (11, 6));
-    async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", (8, 0));
+    async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", (8, 5));
 }
 
 /// The cases of [`small_element_copies_in_large_tiles_take_the_async_kernels`] for `T`: each

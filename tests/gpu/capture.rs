@@ -568,7 +568,14 @@ fn assign_every_path_in_every_mode() {
         ));
     }
     println!("copy paths captured: {paths:?}");
-    for p in ["memcpy", "contig", "rows", "transpose", "strided32", "tiled"] {
+    for p in [
+        "memcpy",
+        "contig",
+        "rows",
+        "transpose",
+        "strided32",
+        "tiled",
+    ] {
         assert!(
             paths.contains(p),
             "no captured copy took the {p} path: {paths:?}"

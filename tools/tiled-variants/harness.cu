@@ -15,7 +15,7 @@
 // exceed 48 KiB); da, the library's grid with the dynamic shared memory that the library gives
 // the pipelined kernels (`copy_tiled_a_*`: 4 buffers of the tile rounded up to 128 bytes; their
 // limit raised to 64 KiB), none to the others; dm, as da with the largest tile's buffers (16 KiB
-// tiles of 1-byte elements, 8 KiB of 2-byte ones). Cases are matched by name across
+// tiles). Cases are matched by name across
 // configurations.
 // For every case: each configuration's output is checked against the first's (a hash of the
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     size_t dyn = c.dyn > 0 ? (size_t)c.dyn : 0;
     if (c.dyn < 0 && k.kernel.rfind("copy_tiled_a_", 0) == 0) {
       uint32_t vol; memcpy(&vol, &k.params[20], 4);
-      if (c.dyn == -2) vol = k.ds == 1 ? 16384 : 4096;
+      if (c.dyn == -2) vol = 16384 / k.ds;
       dyn = 4 * (((size_t)vol * k.ds + 127) / 128 * 128);
     }
     int per; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, k.threads, dyn));

@@ -49,17 +49,17 @@ pub const TILED_MAX_TILE_AXES: usize = 16;
 /// than 63 axes of extent 2 or more would hold 2^64 elements, so every layout fits.
 pub const TILED_MAX_BATCH_AXES: usize = 64;
 /// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for the vector copies of
-/// 1-byte elements ([`TILED_WIDE_THREADS`]); [`tiled_max_threads`] gives each kernel's.
+/// 1- and 2-byte elements ([`TILED_WIDE_THREADS`]); [`tiled_max_threads`] gives each kernel's.
 pub const TILED_MAX_THREADS: u32 = 512;
-/// Most threads of the block of a vector copy of 1-byte elements: tiles of up to 16 KiB, whose
-/// longer runs keep layouts of many short axes near memcpy speed.
+/// Most threads of the block of a vector copy of 1- or 2-byte elements: tiles of up to 16 KiB,
+/// whose longer runs keep layouts of many short axes near memcpy speed.
 pub const TILED_WIDE_THREADS: u32 = 1024;
 
 /// Most threads of the block of a tiled kernel from elements of `src_size` to `dst_size` bytes,
 /// vector or element-wise (its PTX's `.maxntid`): [`TILED_WIDE_THREADS`] for vector copies of
-/// 1-byte elements, else [`TILED_MAX_THREADS`].
+/// 1- and 2-byte elements, else [`TILED_MAX_THREADS`].
 pub const fn tiled_max_threads(vector: bool, src_size: usize, dst_size: usize) -> u32 {
-    if vector && src_size == 1 && dst_size == 1 {
+    if vector && src_size == dst_size && src_size <= 2 {
         TILED_WIDE_THREADS
     } else {
         TILED_MAX_THREADS
@@ -178,11 +178,11 @@ pub const fn tiled_smem_unit(dst_size: usize) -> u64 {
 /// per line`.
 /// - `[log2(units per line)]` for most kernels: one column of a tile whose rows are 2^k units
 ///   long lies in distinct banks.
-/// - `[1, 4]` for the vector copies of 1-byte elements ([`TILED_WIDE_THREADS`]): their tiles of
-///   up to 128 lines, gathered along many axes of extent 2 to 4, otherwise meet up to 4 words
-///   in one bank.
+/// - `[1, 4]` for the vector copies of 1-byte elements: their tiles of up to 128 lines,
+///   gathered 16 bytes per store along many axes of extent 2 to 4, otherwise meet up to 4
+///   words in one bank.
 pub const fn tiled_smem_shifts(vector: bool, src_size: usize, dst_size: usize) -> &'static [u32] {
-    if tiled_max_threads(vector, src_size, dst_size) == TILED_WIDE_THREADS {
+    if vector && src_size == 1 && dst_size == 1 {
         &[1, 4]
     } else if dst_size > 4 {
         &[4]
@@ -778,17 +778,20 @@ mod tests {
         assert_eq!(tiled_max_volume(true, 1, 1), 16384);
         assert_eq!(tiled_max_volume(false, 1, 1), 4096);
         assert_eq!(tiled_max_volume(true, 4, 1), 8192);
-        assert_eq!(tiled_max_volume(true, 2, 2), 4096);
+        assert_eq!(tiled_max_volume(true, 2, 2), 8192);
+        assert_eq!(tiled_max_threads(true, 2, 2), 1024);
+        assert_eq!(tiled_max_threads(true, 4, 4), 512);
         assert_eq!(tiled_max_threads(true, 1, 1), 1024);
         assert_eq!(tiled_max_threads(false, 1, 1), 512);
         assert_eq!(tiled_max_threads(true, 4, 1), 512);
         assert_eq!(tiled_threads(16384, true, 1, 1), 1024);
-        assert_eq!(tiled_threads(16384, true, 2, 2), 512);
+        assert_eq!(tiled_threads(16384, true, 2, 2), 1024);
+        assert_eq!(tiled_threads(16384, true, 4, 4), 512);
         assert_eq!(tiled_async_tile_bytes(4608, 1), 4608);
         assert_eq!(tiled_async_tile_bytes(16 * 33, 1), 640);
         assert_eq!(tiled_async_smem_bytes(16384, 1), 65536);
         assert_eq!(tiled_async_max_smem_bytes(1), 65536);
-        assert_eq!(tiled_async_max_smem_bytes(2), 32768);
+        assert_eq!(tiled_async_max_smem_bytes(2), 65536);
         assert_eq!(tiled_smem_bytes(true, 1, 8), 32768);
         assert_eq!(tiled_max_volume(true, 1, 8), 4096);
         assert_eq!(tiled_smem_bytes(true, 2, 8), 32768);
@@ -846,6 +849,7 @@ mod tests {
         }
         assert_eq!(tiled_smem_shifts(true, 1, 1), &[1, 4]);
         assert_eq!(tiled_smem_shifts(true, 4, 1), &[5]);
+        assert_eq!(tiled_smem_shifts(true, 2, 2), &[5]);
         assert_eq!(tiled_smem_shifts(true, 8, 8), &[4]);
     }
 
