@@ -248,8 +248,7 @@ pub fn tiled_launch(
                 from.size(),
                 to.size(),
             );
-            let kind =
-                devspan_kernels::abi::tiled_launch_kind(args, from.size(), to.size(), threads, 9);
+            let kind = devspan_kernels::abi::tiled_launch_kind(args, from, to, threads, 9);
             (devspan_kernels::abi::Kernel::copy(kind, from, to), threads)
         }
     };

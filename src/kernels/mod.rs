@@ -332,7 +332,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
                             let kind = if grid.no_async {
                                 tiled_kind(args)
                             } else {
-                                tiled_launch_kind(args, from.size(), to.size(), threads, major)
+                                tiled_launch_kind(args, *from, *to, threads, major)
                             };
                             let smem = if kind == Kind::TiledA {
                                 tiled_async_smem_bytes(u64::from(args.volume), to.size()) as u32
@@ -444,6 +444,25 @@ mod tests {
             for to in DType::ALL {
                 for kind in Kind::ELEMENTWISE {
                     assert!(Kernel::copy(kind, from, to).exists());
+                }
+            }
+        }
+        // The tiled kernel the launcher picks, for every pair of element types, vector or
+        // element-wise tiles, every block size and device generation.
+        for from in DType::ALL {
+            for to in DType::ALL {
+                for vector in [0, 1] {
+                    let args = TiledArgs {
+                        vector,
+                        ..TiledArgs::default()
+                    };
+                    for threads in (32..=1024).step_by(32) {
+                        for major in [5, 7, 8, 9, 10] {
+                            let kind = tiled_launch_kind(&args, from, to, threads, major);
+                            let k = Kernel::copy(kind, from, to);
+                            assert!(k.exists(), "{}", k.module_name());
+                        }
+                    }
                 }
             }
         }

@@ -158,7 +158,8 @@ const TILE_FILL: usize = 2048;
 
 /// Elements up to which the pieces of vector tiles of 1-byte destination elements grow on,
 /// past [`TILE_FILL`], by pieces that leave no rest where their axis had none: 512 threads of
-/// one 16-byte vector each, the block that runs on the `cp.async` kernel for copies. Such
+/// one 16-byte vector each (runs that need them make larger tiles, up to the kernels' limit
+/// of 1024 threads). Such
 /// tiles hold few bytes per thread at [`TILE_FILL`] elements, and move them with fewer bytes
 /// in flight.
 const TILE_FILL_B1: usize = 8192;

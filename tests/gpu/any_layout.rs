@@ -23,7 +23,7 @@ use devspan::internals::{
 };
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement, DeviceView, DeviceViewMut, Layout};
-use half::f16;
+use half::{bf16, f16};
 use ndarray::{IxDyn, Order, SliceInfo, SliceInfoElem};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -587,6 +587,42 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
     // Both take tiles of up to 16 KiB in blocks of up to 1024 threads.
     async_copies::<u8>(&stream, 0xa13, &shapes, "copy_tiled_a_b1", (11, 6));
     async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", (8, 5));
+}
+
+/// Casts between element types of one size (u8 -> i8, i8 -> u8, f16 -> bf16, bf16 -> f16,
+/// u16 -> i16) on the layouts whose copies take the cp.async kernels: their vector tiles run
+/// on the register-pipelined cast kernels (there are no cp.async casts), against ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn same_size_casts_in_large_tiles() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let shapes: [&[usize]; 3] = [&[2; 14], &[4; 9], &[16, 3, 4, 2, 4, 3, 4, 2, 64]];
+    let mut index = 0;
+    for (i, shape) in shapes.iter().enumerate() {
+        let rank = shape.len();
+        let mut rng = StdRng::seed_from_u64(case_seed(0xa1c, i));
+        for perm in [reversed(rank), random_perm(&mut rng, rank)] {
+            let src = Src::permuted(shape, perm);
+            let dst = Dst::contiguous(&src.shape());
+            for which in 0..2 {
+                index += 1;
+                let seed = case_seed(0xa1c, 100 + index);
+                let p = &mut paths;
+                cast_case::<u8, i8>(&stream, seed, which, &src, &dst, p);
+                cast_case::<i8, u8>(&stream, seed + 1, which, &src, &dst, p);
+                cast_case::<f16, bf16>(&stream, seed + 2, which, &src, &dst, p);
+                cast_case::<bf16, f16>(&stream, seed + 3, which, &src, &dst, p);
+                cast_case::<u16, i16>(&stream, seed + 4, which, &src, &dst, p);
+            }
+        }
+    }
+    println!("same-size casts in large tiles: paths {paths:?}");
+    assert!(
+        paths.keys().any(|p| p.starts_with("tiled")),
+        "no same-size cast took the tiled kernels: {paths:?}"
+    );
 }
 
 /// The cases of [`small_element_copies_in_large_tiles_take_the_async_kernels`] for `T`: each

@@ -128,6 +128,10 @@ fn layouts() -> Vec<Layout> {
     let mut l = permuted("chw_hwc_flipped/3/b4", &[3, 16, 64], &[1, 2, 0], 4, 0);
     l.src[2] = -l.src[2];
     all.push(l);
+    // Byte tiles of 16 lines in shared memory: the line rotation L ^ L>>1 ^ L>>4 of their
+    // gathers.
+    let perm = [7, 2, 10, 0, 5, 11, 3, 8, 1, 6, 9, 4];
+    all.push(permuted("perm2/12/b1", &[2; 12], &perm, 1, 2048));
     for &size in &sizes {
         let rev: Vec<usize> = (0..9).rev().collect();
         all.push(permuted(

@@ -15,7 +15,7 @@
 // exceed 48 KiB); da, the library's grid with the dynamic shared memory that the library gives
 // the pipelined kernels (`copy_tiled_a_*`: 4 buffers of the tile rounded up to 128 bytes; their
 // limit raised to 64 KiB), none to the others; dm, as da with the largest tile's buffers (16 KiB
-// tiles). Cases are matched by name across
+// tiles). Without dN, kernels whose PTX declares `.extern .shared` get da's memory. Cases are matched by name across
 // configurations.
 // For every case: each configuration's output is checked against the first's (a hash of the
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
@@ -91,13 +91,15 @@ int main(int argc, char** argv) {
   CUstream st; CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
   CUevent e0, e1; CK(cuEventCreate(&e0, 0)); CK(cuEventCreate(&e1, 0));
   std::map<std::string, CUfunction> fns;
+  std::map<CUfunction, bool> ext;
   auto fn = [&](Config& c, const std::string& k) {
     std::string key = c.dir + "/" + k; auto it = fns.find(key); if (it != fns.end()) return it->second;
     std::ifstream f(key + ".ptx"); std::stringstream b; b << f.rdbuf(); std::string text = b.str();
     if (text.empty()) { fprintf(stderr, "missing %s\n", key.c_str()); exit(1); }
     CUmodule m; CK(cuModuleLoadData(&m, text.c_str())); CUfunction fu; CK(cuModuleGetFunction(&fu, m, k.c_str()));
     if (c.dyn > 0) CK(cuFuncSetAttribute(fu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)c.dyn));
-    if (c.dyn < 0 && k.rfind("copy_tiled_a_", 0) == 0) CK(cuFuncSetAttribute(fu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
+    ext[fu] = text.find(".extern .shared") != std::string::npos;
+    if (c.dyn <= 0 && (ext[fu] || (c.dyn < 0 && k.rfind("copy_tiled_a_", 0) == 0))) CK(cuFuncSetAttribute(fu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536));
     int regs, local; cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fu); cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fu);
     printf("# module %s: %d regs, %d local bytes\n", key.c_str(), regs, local);
     fns[key] = fu; return fu;
@@ -105,7 +107,7 @@ int main(int argc, char** argv) {
   auto launch = [&](Config& c, Case& k) {
     CUfunction f = fn(c, k.kernel);
     size_t dyn = c.dyn > 0 ? (size_t)c.dyn : 0;
-    if (c.dyn < 0 && k.kernel.rfind("copy_tiled_a_", 0) == 0) {
+    if ((c.dyn < 0 && k.kernel.rfind("copy_tiled_a_", 0) == 0) || (c.dyn == 0 && ext[f])) {
       uint32_t vol; memcpy(&vol, &k.params[20], 4);
       if (c.dyn == -2) vol = 16384 / k.ds;
       dyn = 4 * (((size_t)vol * k.ds + 127) / 128 * 128);

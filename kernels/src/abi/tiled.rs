@@ -27,9 +27,10 @@
 //! multiple of `Vs` must be `Vs` consecutive source elements starting at a 16-byte aligned
 //! address (and likewise `Vd` in write order for the destination), and `volume` a multiple of
 //! both. Each thread moves [`tiled_per_thread`] elements per tile and phase; the block is
-//! [`tiled_threads`] threads (at most [`TILED_MAX_THREADS`]), the smallest multiple of 32
-//! that covers a tile; the grid [`tiled_grid`] loops over the tiles. Static shared memory:
-//! [`tiled_smem_bytes`].
+//! [`tiled_threads`] threads (at most [`tiled_max_threads`]), the smallest multiple of 32
+//! that covers a tile; the grid [`tiled_grid`] loops over the tiles. Shared memory: static,
+//! [`tiled_smem_bytes`], but for the `cp.async` kernels ([`Kind::TiledA`]), whose launch gives
+//! them [`tiled_async_smem_bytes`] of dynamic shared memory for the plan's tile.
 //!
 //! # Rank-generic strided kernels
 //!
@@ -38,26 +39,29 @@
 //! [`STRIDEDN_MAX_RANK`], with 64-bit index math: block [`STRIDED_BLOCK`](super::STRIDED_BLOCK)
 //! threads, grid [`strided_grid`](super::strided_grid).
 
+use super::DType;
 use super::args::{FastDiv64, fast_div32, fast_div32_apply};
 use super::kernel::Kind;
 use super::param_block;
 
-/// Most tile axes of [`TiledArgs`]: a tile holds at most [`TILED_MAX_THREADS`] x 16 elements
-/// and every tile axis has at least 2, so 13 would do.
+/// Most tile axes of [`TiledArgs`]: a tile holds at most [`TILED_WIDE_THREADS`] x 16 = 2^14
+/// elements and every tile axis has at least 2, so 14 would do.
 pub const TILED_MAX_TILE_AXES: usize = 16;
 /// Most batch axes of [`TiledArgs`]. A destination that does not overlap itself with more
 /// than 63 axes of extent 2 or more would hold 2^64 elements, so every layout fits.
 pub const TILED_MAX_BATCH_AXES: usize = 64;
-/// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for the vector copies of
-/// 1- and 2-byte elements ([`TILED_WIDE_THREADS`]); [`tiled_max_threads`] gives each kernel's.
+/// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for vector tiles between
+/// elements of one size of 1 or 2 bytes ([`TILED_WIDE_THREADS`]); [`tiled_max_threads`] gives
+/// each kernel's.
 pub const TILED_MAX_THREADS: u32 = 512;
-/// Most threads of the block of a vector copy of 1- or 2-byte elements: tiles of up to 16 KiB,
-/// whose longer runs keep layouts of many short axes near memcpy speed.
+/// Most threads of the block of a vector tile between elements of one size of 1 or 2 bytes
+/// (copies, and casts such as u8 -> i8): tiles of up to 16 KiB, whose longer runs keep
+/// layouts of many short axes near memcpy speed.
 pub const TILED_WIDE_THREADS: u32 = 1024;
 
 /// Most threads of the block of a tiled kernel from elements of `src_size` to `dst_size` bytes,
-/// vector or element-wise (its PTX's `.maxntid`): [`TILED_WIDE_THREADS`] for vector copies of
-/// 1- and 2-byte elements, else [`TILED_MAX_THREADS`].
+/// vector or element-wise (its PTX's `.maxntid`): [`TILED_WIDE_THREADS`] for vector tiles
+/// between elements of one size of 1 or 2 bytes, else [`TILED_MAX_THREADS`].
 pub const fn tiled_max_threads(vector: bool, src_size: usize, dst_size: usize) -> u32 {
     if vector && src_size == dst_size && src_size <= 2 {
         TILED_WIDE_THREADS
@@ -142,7 +146,9 @@ pub const fn tiled_max_volume(vector: bool, src_size: usize, dst_size: usize) ->
     if slots < fit { slots } else { fit }
 }
 
-/// Static shared memory of a tiled kernel: one tile of destination elements.
+/// Static shared memory of a tiled kernel: one tile of destination elements, the largest
+/// ([`tiled_max_volume`]). (The `cp.async` kernels take dynamic shared memory instead:
+/// [`tiled_async_smem_bytes`].)
 pub const fn tiled_smem_bytes(vector: bool, src_size: usize, dst_size: usize) -> u64 {
     tiled_max_volume(vector, src_size, dst_size) * dst_size as u64
 }
@@ -178,7 +184,7 @@ pub const fn tiled_smem_unit(dst_size: usize) -> u64 {
 /// per line`.
 /// - `[log2(units per line)]` for most kernels: one column of a tile whose rows are 2^k units
 ///   long lies in distinct banks.
-/// - `[1, 4]` for the vector copies of 1-byte elements: their tiles of up to 128 lines,
+/// - `[1, 4]` for vector tiles between 1-byte elements: their tiles of up to 128 lines,
 ///   gathered 16 bytes per store along many axes of extent 2 to 4, otherwise meet up to 4
 ///   words in one bank.
 pub const fn tiled_smem_shifts(vector: bool, src_size: usize, dst_size: usize) -> &'static [u32] {
@@ -223,23 +229,24 @@ pub fn tiled_kind(args: &TiledArgs) -> Kind {
     }
 }
 
-/// The kind of tiled kernel that the launcher runs for `args`, from elements of `src_size`
-/// to `dst_size` bytes, in blocks of `threads` ([`tiled_threads`]) on a device of compute
-/// capability `major`: [`Kind::TiledA`] for vector copies of 1-byte elements in blocks of at
-/// least [`TILED_ASYNC_MIN_THREADS`] threads, and of 2-byte elements in blocks of at least
-/// [`TILED_ASYNC_MIN_THREADS_B2`], from [`TILED_ASYNC_MIN_MAJOR`] on, else [`tiled_kind`].
-/// Both take the same arguments and blocks.
+/// The kind of tiled kernel that the launcher runs for `args`, from `from` to `to` elements,
+/// in blocks of `threads` ([`tiled_threads`]) on a device of compute capability `major`:
+/// [`Kind::TiledA`] for vector copies (`from == to`; there are no `cp.async` casts) of 1-byte
+/// elements in blocks of at least [`TILED_ASYNC_MIN_THREADS`] threads, and of 2-byte elements
+/// in blocks of at least [`TILED_ASYNC_MIN_THREADS_B2`], from [`TILED_ASYNC_MIN_MAJOR`] on,
+/// else [`tiled_kind`]. Both take the same arguments and blocks.
 pub fn tiled_launch_kind(
     args: &TiledArgs,
-    src_size: usize,
-    dst_size: usize,
+    from: DType,
+    to: DType,
     threads: u32,
     major: u32,
 ) -> Kind {
     let kind = tiled_kind(args);
-    let least = match (src_size, dst_size) {
-        (1, 1) => TILED_ASYNC_MIN_THREADS,
-        (2, 2) => TILED_ASYNC_MIN_THREADS_B2,
+    let least = match from.size() {
+        _ if from != to => u32::MAX,
+        1 => TILED_ASYNC_MIN_THREADS,
+        2 => TILED_ASYNC_MIN_THREADS_B2,
         _ => u32::MAX,
     };
     if kind == Kind::Tiled && threads >= least && major >= TILED_ASYNC_MIN_MAJOR {
@@ -739,18 +746,23 @@ mod tests {
             ..TiledArgs::default()
         };
         let element = TiledArgs::default();
-        assert_eq!(tiled_launch_kind(&vector, 1, 1, 512, 9), Kind::TiledA);
-        assert_eq!(tiled_launch_kind(&vector, 1, 1, 256, 8), Kind::TiledA);
-        assert_eq!(tiled_launch_kind(&vector, 1, 1, 224, 9), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 1, 1, 512, 7), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 2, 2, 512, 9), Kind::TiledA);
-        assert_eq!(tiled_launch_kind(&vector, 2, 2, 288, 9), Kind::TiledA);
-        assert_eq!(tiled_launch_kind(&vector, 2, 2, 256, 9), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 2, 2, 512, 7), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 4, 4, 512, 9), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 2, 1, 512, 9), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&vector, 1, 4, 512, 9), Kind::Tiled);
-        assert_eq!(tiled_launch_kind(&element, 1, 1, 512, 9), Kind::TiledE);
+        use DType::{BF16, F16, F32, I8, U8, U16};
+        assert_eq!(tiled_launch_kind(&vector, U8, U8, 512, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, U8, U8, 1024, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, U8, U8, 256, 8), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, U8, U8, 224, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, U8, U8, 512, 7), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, F16, F16, 512, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, U16, U16, 288, 9), Kind::TiledA);
+        assert_eq!(tiled_launch_kind(&vector, F16, F16, 256, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, F16, F16, 512, 7), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, F32, F32, 512, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, F16, U8, 512, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, U8, F32, 512, 9), Kind::Tiled);
+        // Casts between elements of one size: no cp.async kernel.
+        assert_eq!(tiled_launch_kind(&vector, U8, I8, 1024, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, F16, BF16, 1024, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&element, U8, U8, 512, 9), Kind::TiledE);
     }
 
     #[test]

@@ -23,7 +23,8 @@
 //! threads; the grid is [`contig_grid`] / [`fill_grid`] (any grid of at least
 //! one block is correct; `n == 0` does nothing). `value_bits` holds the fill
 //! value's bit pattern in its low `8 * N` bits. Casts to a wider type use up
-//! to 32 KiB of static shared memory; no kernel needs dynamic shared memory.
+//! to 32 KiB of static shared memory; these kernels need no dynamic shared memory (the
+//! tiled `cp.async` kernels do: [`tiled_async_smem_bytes`](super::tiled_async_smem_bytes)).
 //!
 //! # Strided kernels
 //!
