@@ -50,15 +50,12 @@ impl Cache {
             let _relaxed = crate::capture::RelaxedMode::enter()?;
             let f = load(ctx, &name)?.load_function(&name)?;
             if k.kind() == Kind::TiledA {
-                // Its tile buffers are dynamic shared memory, up to 64 KiB of them: above the
-                // 48 KiB that a launch may take without the function's consent.
-                let most = tiled_async_max_smem_bytes(k.sizes().1);
-                if most > 48 << 10 {
-                    f.set_attribute(
-                        driver::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        most as i32,
-                    )?;
-                }
+                // Its tile buffers are dynamic shared memory, up to 64 KiB of them: more than
+                // the 48 KiB that a launch may take without the function's consent.
+                f.set_attribute(
+                    driver::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    tiled_async_max_smem_bytes(k.sizes().1) as i32,
+                )?;
             }
             f
         };

@@ -865,22 +865,17 @@ mod tests {
         assert_eq!(tiled_smem_shifts(true, 8, 8), &[4]);
     }
 
-    /// The wide kernels' rotation gathers a tile of `[2]^14` bytes, written in a shuffled
-    /// order of its axes, with one word per bank per warp instruction, where the others'
-    /// rotation meets 4 words in one bank (the model of `tools/tiled-variants/bank_conflicts.py`).
+    /// The byte tiles' rotation gathers a tile of `[2]^14` bytes, written in a shuffled order
+    /// of its axes, with one word per bank per warp instruction, where the rotation of the
+    /// other kernels with 4-byte units meets 4 words in one bank (the model of
+    /// `tools/tiled-variants/bank_conflicts.py`).
     #[test]
     fn wide_rotation_spreads_gathers_of_many_short_axes() {
         // Write axis k (extent 2) has read stride `1 << order[k]`; a store slot is 16 write
-        // positions (write axes 0 to 3), so lane bit b is write axis 4 + b.
-        let worst = |order: &[u32], shifts: &'static [u32]| {
-            let offset = |r: u64| {
-                let (u, line) = (r / 4, r / 128);
-                let mut rot = line;
-                for &s in shifts {
-                    rot ^= line >> s;
-                }
-                line * 32 + ((u % 32) ^ (rot % 32))
-            };
+        // positions (write axes 0 to 3), so lane bit b is write axis 4 + b. `sizes`: the
+        // kernel whose layout of read-order bytes (`tiled_smem_offset`) is used.
+        let worst = |order: &[u32], (s, d): (usize, usize)| {
+            let offset = |r: u64| tiled_smem_offset(r, true, s, d) / 4;
             let mut most = 0;
             for slot0 in (0..1024u64).step_by(32) {
                 for j in 0..16u64 {
@@ -905,8 +900,9 @@ mod tests {
         // A shuffled read order (the first four write axes make the stores' 16-byte vectors,
         // so they are the first four read axes too).
         let order = [0, 1, 2, 3, 6, 5, 11, 10, 8, 7, 4, 13, 12, 9];
-        assert_eq!(worst(&order, tiled_smem_shifts(true, 1, 1)), 1);
-        assert_eq!(worst(&order, &[5]), 4);
+        assert_eq!(tiled_smem_shifts(true, 4, 4), &[5]);
+        assert_eq!(worst(&order, (1, 1)), 1);
+        assert_eq!(worst(&order, (4, 4)), 4);
     }
 
     fn ax(len: u64, dst: i64, src: i64) -> TiledAxis {
