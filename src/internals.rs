@@ -230,7 +230,7 @@ pub fn tiled_launch(
     let plan::Plan::Tiled { args, rest, .. } = &p else {
         return Ok(None);
     };
-    let vector = args.vector != 0;
+    let vector = args.vector == 1;
     // The kernel the launcher runs on sm_90.
     let (kernel, threads) = match crate::kernels::narrow_of(args, from, to, GridOptions::default())
     {

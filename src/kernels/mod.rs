@@ -321,7 +321,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
                     (f, config(k, (narrow_grid(items, resident), 1, 1)))
                 }
                 None => {
-                    let vector = args.vector != 0;
+                    let vector = args.vector == 1;
                     let threads =
                         tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
                     let (f, resident, smem) =

@@ -6,7 +6,8 @@ pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
 use devspan_kernels::abi::{
     CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
-    TiledArgs, contig_group_elems, row_grid, row_head, row_units_per_lane, tiled_vectors,
+    TILED_SHIFTED_SOURCE, TiledArgs, contig_group_elems, row_grid, row_head, row_units_per_lane,
+    tiled_vectors,
 };
 
 /// Host buffers standing in for device allocations at chosen addresses.
@@ -244,10 +245,12 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
 /// Runs a tiled kernel over `mem` with its index math: per tile, every load of `Vs` source
 /// elements (read order) into a shared tile of converted elements, then every store of `Vd`
 /// destination elements (write order) gathered from it. Panics if a vector kernel's load or
-/// store is not `V` consecutive elements from an address aligned to its width, or a store
-/// reads a place of the shared tile that no load filled.
+/// store is not `V` consecutive elements from an address aligned to its width (for a tile of
+/// shifted source vectors, [`TILED_SHIFTED_SOURCE`], if a load's covering 16-byte blocks end
+/// outside its allocation), or a store reads a place of the shared tile that no load filled.
 pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut HostMem) {
     let vector = args.vector != 0;
+    let shifted = args.vector == TILED_SHIFTED_SOURCE;
     let (ss, ds) = (from.size(), to.size());
     let (vs, vd) = tiled_vectors(vector, ss, ds);
     let volume = args.volume;
@@ -263,8 +266,13 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
         for u in (0..volume).step_by(vs as usize) {
             let s0 = args.read_offset(u);
             let a = at(args.src, os + i64::from(s0), ss);
-            if vector {
-                let width = u64::from(vs) * ss as u64;
+            let width = u64::from(vs) * ss as u64;
+            if shifted {
+                // The kernel reads the aligned 16-byte blocks that cover the vector: the
+                // bytes from its start up to the end of the last block must be in the
+                // allocation (the blocks' start is, allocations being 16-byte aligned).
+                let _ = mem.read(a, ((a + width).next_multiple_of(16) - a) as usize);
+            } else if vector {
                 assert_eq!(
                     a % width,
                     0,

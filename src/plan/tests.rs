@@ -2043,9 +2043,9 @@ fn high_rank_copies_and_fills_match_reference() {
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
 /// pairs, NCHW <-> NHWC) take the tiled plans, with 16-byte vectors where the planes are
 /// whole vectors (copies of 1-, 4- and 8-byte elements then run on the narrow kernels, the
-/// others on the tiled ones), and match
-/// the reference for every element size, fused casts, odd sizes that leave a rest, and
-/// misaligned bases.
+/// others on the tiled ones), copies of such elements from planes off their alignment into
+/// an aligned interleaved destination the shifted joins, and match the reference for every
+/// element size, fused casts, odd sizes that leave a rest, and misaligned bases.
 #[test]
 #[cfg_attr(
     miri,
@@ -2054,6 +2054,7 @@ fn high_rank_copies_and_fills_match_reference() {
 fn narrow_axes_take_the_tiled_plans() {
     use DType::*;
     let mut n = 0;
+    let mut shifted_joins = 0;
     for c in [1usize, 2, 3, 4, 5, 8, 15] {
         for (h, w) in [(16, 16), (7, 13), (32, 64)] {
             for (shape, perm) in [
@@ -2079,9 +2080,39 @@ fn narrow_axes_take_the_tiled_plans() {
                     } else {
                         0
                     };
+                    // Sources that start off their 16-byte alignment, now and then.
+                    let soff = if (n + k) % 3 == 1 {
+                        from.size() as u64
+                    } else {
+                        0
+                    };
                     let opt = PlanOptions::default();
-                    let p = run_case_with(&out, &dst, doff, to, &src, 0, from, None, opt);
+                    let p = run_case_with(&out, &dst, doff, to, &src, soff, from, None, opt);
                     let path = p.kernel_path();
+                    // Copies from planes that are not aligned into an aligned interleaved
+                    // destination: vector tiles where the source lines up as a whole, else
+                    // the shifted joins, which the interpreter checks read no block past the
+                    // end of the source.
+                    let join = perm == [1, 2, 0] || perm == [0, 2, 3, 1];
+                    let size = from.size();
+                    let shifted = (h * w * size) % 16 != 0 || soff % 16 != 0;
+                    // The destination's images start aligned (or there is one).
+                    let images = shape.len() == 3 || (c * h * w * size) % 16 == 0;
+                    if join
+                        && images
+                        && from == to
+                        && size != 2
+                        && doff == 0
+                        && shifted
+                        && (2..=16).contains(&c)
+                        && h * w >= 32 / size
+                    {
+                        assert!(
+                            !path.starts_with("tiled_e"),
+                            "{shape:?} {perm:?} {from}: {path}"
+                        );
+                        shifted_joins += usize::from(path == "narrow_shifted+rest");
+                    }
                     if c == 1 {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
                     } else if c < 16 {
@@ -2092,7 +2123,7 @@ fn narrow_axes_take_the_tiled_plans() {
                         // Planes of whole vectors, aligned: the vector kernels, and for
                         // copies the narrow kernels.
                         let planes = h * w * from.size().max(to.size());
-                        if planes % 16 == 0 && doff == 0 && (h * w) % 16 == 0 {
+                        if planes % 16 == 0 && doff == 0 && soff == 0 && (h * w) % 16 == 0 {
                             assert!(
                                 !path.starts_with("tiled_e"),
                                 "{shape:?} {perm:?} {from}->{to}: {path}"
@@ -2110,6 +2141,7 @@ fn narrow_axes_take_the_tiled_plans() {
         }
     }
     assert!(n > 400);
+    assert!(shifted_joins >= 30, "{shifted_joins} shifted joins");
 }
 
 /// Permuted copies of [2]^12 and [4]^6 whose source is read backwards along its fastest axis

@@ -30,7 +30,8 @@
 use super::permute::fastest;
 use super::{Normalized, PAxis};
 use devspan_kernels::abi::{
-    NARROW_MAX_CHANNELS, TiledArgs, TiledAxis, tiled_max_volume, tiled_vectors,
+    NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SIZES, TiledArgs, TiledAxis, tiled_max_volume,
+    tiled_narrow, tiled_vectors,
 };
 
 /// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
@@ -72,43 +73,107 @@ pub(crate) fn tiled_plan(
     if norm.axes.is_empty() {
         return None;
     }
-    [(true, false), (true, true), (false, false)]
-        .into_iter()
-        .find_map(|(vector, whole_vectors)| {
-            let plan = |targets| {
-                tile_with(
-                    norm,
-                    dst,
-                    src,
-                    (src_size, dst_size),
-                    vector,
-                    whole_vectors,
-                    cap,
-                    targets,
-                )
-            };
-            let t = plan([RUN_BYTES; 2])?;
-            // Runs of one line or less on one side and of RUN_BYTES or more on the other:
-            // the long side's target lowered to a line leaves the short side room, and that
-            // plan is taken where its short side's run grows.
-            let (w, r) = tile_runs(&t.args);
-            let bytes = [w as usize * dst_size, r as usize * src_size];
-            let short = usize::from(bytes[1] < bytes[0]);
-            let long = 1 - short;
-            if bytes[short] >= LINE_BYTES as usize || bytes[long] < RUN_BYTES {
-                return Some(t);
+    let attempt = |vector, whole_vectors| {
+        let plan = |targets| {
+            tile_with(
+                norm,
+                dst,
+                src,
+                (src_size, dst_size),
+                vector,
+                whole_vectors,
+                cap,
+                targets,
+                false,
+            )
+        };
+        let t = plan([RUN_BYTES; 2])?;
+        // Runs of one line or less on one side and of RUN_BYTES or more on the other:
+        // the long side's target lowered to a line leaves the short side room, and that
+        // plan is taken where its short side's run grows.
+        let (w, r) = tile_runs(&t.args);
+        let bytes = [w as usize * dst_size, r as usize * src_size];
+        let short = usize::from(bytes[1] < bytes[0]);
+        let long = 1 - short;
+        if bytes[short] >= LINE_BYTES as usize || bytes[long] < RUN_BYTES {
+            return Some(t);
+        }
+        let mut targets = [RUN_BYTES; 2];
+        targets[long] = LINE_BYTES as usize;
+        match plan(targets) {
+            Some(b) => {
+                let (bw, br) = tile_runs(&b.args);
+                let balanced = [bw as usize * dst_size, br as usize * src_size];
+                Some(if balanced[short] > bytes[short] { b } else { t })
             }
-            let mut targets = [RUN_BYTES; 2];
-            targets[long] = LINE_BYTES as usize;
-            match plan(targets) {
-                Some(b) => {
-                    let (bw, br) = tile_runs(&b.args);
-                    let balanced = [bw as usize * dst_size, br as usize * src_size];
-                    Some(if balanced[short] > bytes[short] { b } else { t })
-                }
-                None => Some(t),
-            }
-        })
+            None => Some(t),
+        }
+    };
+    attempt(true, false)
+        .or_else(|| attempt(true, true))
+        .or_else(|| shifted_join(norm, dst, src, src_size, dst_size, cap))
+        .or_else(|| attempt(false, false))
+}
+
+/// The plan of a copy that moves planes of pixels into interleaved channels (a join) on the
+/// narrow kernels whose source planes may start anywhere ([`TiledArgs::new_shifted`]), where
+/// the vector plans found no aligned tiling: elements of a narrow kernel's size, a source
+/// axis of stride 1 (the pixels) of at least two vectors, and a plan of
+/// [`devspan_kernels::abi::tiled_narrow`]'s join shape. Its tiles cover whole vectors of
+/// pixels of that axis and leave out at least its last vector, which a rest copies: each
+/// source vector then has 16 bytes of the source above it, so that the aligned blocks that
+/// the kernel reads around it stay in the source's allocation.
+fn shifted_join(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+    cap: u32,
+) -> Option<Tiled> {
+    if src_size != dst_size || !NARROW_SIZES.contains(&src_size) {
+        return None;
+    }
+    let v = 16 / src_size;
+    let k = norm.axes.iter().position(|a| a.src == 1)?;
+    let channels = norm.axes.iter().find(|a| a.dst == 1)?.len;
+    let len = norm.axes[k].len;
+    if len < 2 * v
+        || !(NARROW_MIN_CHANNELS as usize..=NARROW_MAX_CHANNELS as usize).contains(&channels)
+    {
+        return None;
+    }
+    // The tiles take whole vectors of pixels up to `end`, at least one vector below the end.
+    let end = (len - v) / v * v;
+    let mut short = norm.clone();
+    short.axes[k].len = end;
+    let limit = tiled_max_volume(false, src_size, dst_size) as u32;
+    let cap = if cap == 0 { limit } else { cap.min(limit) };
+    let sizes = (src_size, dst_size);
+    // Runs no longer than the pixels and the channels give, so that the tile keeps the
+    // narrow kernels' two axes.
+    let targets = [
+        RUN_BYTES.min(channels.saturating_mul(end).saturating_mul(dst_size)),
+        RUN_BYTES.min(end.saturating_mul(src_size)),
+    ];
+    let mut t = tile_with(&short, dst, src, sizes, true, true, cap, targets, true)?;
+    let n = tiled_narrow(&t.args, src_size)?;
+    if !(n.join && n.shifted) {
+        return None;
+    }
+    t.rest.push(Rest {
+        shape: norm
+            .axes
+            .iter()
+            .enumerate()
+            .map(|(j, a)| if j == k { len - end } else { a.len })
+            .collect(),
+        dst_strides: norm.axes.iter().map(|a| a.dst).collect(),
+        src_strides: norm.axes.iter().map(|a| a.src).collect(),
+        dst_off: end as isize * norm.axes[k].dst,
+        src_off: end as isize,
+    });
+    Some(t)
 }
 
 /// The contiguous run of each side of a tile, in elements: (write, read).
@@ -192,6 +257,7 @@ fn tile_for(
         whole_vectors,
         cap,
         [RUN_BYTES; 2],
+        false,
     )
 }
 
@@ -208,6 +274,7 @@ fn tile_with(
     whole_vectors: bool,
     cap: u32,
     targets: [usize; 2],
+    shifted: bool,
 ) -> Option<Tiled> {
     let mut axes = norm.axes.clone();
     let r = axes.len();
@@ -496,16 +563,21 @@ fn tile_with(
     );
     let batch = window_order(batch, write_run, read_run, dst_size, src_size);
     let at = |base: u64, off: isize, size: usize| super::addr(base, off, size);
-    let args = TiledArgs::new(
-        at(dst, dst_off, dst_size),
-        at(src, src_off, src_size),
-        &read,
-        &write_order,
-        &batch,
-        vector,
-        src_size,
-        dst_size,
-    )?;
+    let (d0, s0) = (at(dst, dst_off, dst_size), at(src, src_off, src_size));
+    let args = if shifted {
+        TiledArgs::new_shifted(d0, s0, &read, &write_order, &batch, src_size, dst_size)?
+    } else {
+        TiledArgs::new(
+            d0,
+            s0,
+            &read,
+            &write_order,
+            &batch,
+            vector,
+            src_size,
+            dst_size,
+        )?
+    };
     Some(Tiled { args, rest })
 }
 
@@ -600,6 +672,7 @@ pub(crate) fn has_narrow_side(axes: &[PAxis], narrow: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use devspan_kernels::abi::TILED_SHIFTED_SOURCE;
 
     fn norm(axes: &[(usize, isize, isize)]) -> Normalized {
         Normalized {
@@ -654,11 +727,31 @@ mod tests {
         let t = tiled_plan(&n, 0, 0, 4, 4, 0).unwrap();
         assert_eq!(t.args.vector, 1);
         assert_eq!(t.args.volume, 3 * 512);
-        // A pixel count with no good divisor leaves a rest.
-        let n = norm(&[(3, 1, 1_000_003), (1_000_003, 3, 1)]);
+        // Planes 1_000_003 bytes apart, not aligned: the shifted join, whose tiles leave out
+        // the last vector of pixels (the last rest) besides the end that no piece covers.
+        let p = 1_000_003;
+        let n = norm(&[(3, 1, p), (p as usize, 3, 1)]);
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
-        assert_eq!(t.args.vector, 0);
-        assert_eq!(t.rest.len(), 1);
+        assert_eq!(t.args.vector, TILED_SHIFTED_SOURCE);
+        let k = tiled_narrow(&t.args, 1).unwrap();
+        assert!(k.join && k.shifted && k.channels == 3, "{k:?}");
+        let last = t.rest.last().unwrap();
+        // Whole vectors of pixels up to 999_984, a vector short of the end.
+        assert_eq!(last.shape, [3, 19]);
+        assert_eq!((last.src_off, last.dst_off), (p - 19, 3 * (p - 19)));
+        let covered: usize = t.args.tiles as usize * t.args.volume as usize;
+        let rest: usize = t
+            .rest
+            .iter()
+            .map(|r| r.shape.iter().product::<usize>())
+            .sum();
+        assert_eq!(covered + rest, 3 * p as usize);
+        // Casts and 2-byte elements, and the split direction, stay element-wise.
+        for (s, d) in [(1, 4), (2, 2)] {
+            assert_eq!(tiled_plan(&n, 0, 0, s, d, 0).unwrap().args.vector, 0);
+        }
+        let n = norm(&[(p as usize, 1, 3), (3, p, 1)]);
+        assert_eq!(tiled_plan(&n, 0, 0, 1, 1, 0).unwrap().args.vector, 0);
     }
 
     #[test]

@@ -179,7 +179,7 @@ pub enum Kernel {
         /// Destination element type.
         to: DType,
     },
-    /// `copy_split_cC_bN` / `copy_join_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
+    /// `copy_split_cC_bN` / `copy_join_cC_bN` / `copy_join_shifted_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
     /// `size` = N bytes between `C` interleaved channels and `C` planes.
     Narrow {
         /// Element size in bytes: 1, 4 or 8.
@@ -247,9 +247,13 @@ impl Kernel {
             all.push(Kernel::copy(w.kind, DType::U8, DType::U8));
         }
         for size in NARROW_SIZES {
-            for join in [false, true] {
+            for (join, shifted) in [(false, false), (true, false), (true, true)] {
                 for channels in NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS {
-                    let narrow = Narrow { channels, join };
+                    let narrow = Narrow {
+                        channels,
+                        join,
+                        shifted,
+                    };
                     all.push(Kernel::Narrow { size, narrow });
                 }
             }
@@ -294,7 +298,8 @@ impl Kernel {
 
     /// The name of the kernel's entry point and of its PTX module: `fill_{kind}_bN`,
     /// `copy_{kind}_bN`, `copy_{kind}` for the wide kinds, `cast_{kind}_S_D`, and
-    /// `copy_split_cC_bN` / `copy_join_cC_bN` for the narrow kernels.
+    /// `copy_split_cC_bN` / `copy_join_cC_bN` / `copy_join_shifted_cC_bN` for the narrow
+    /// kernels.
     pub fn module_name(&self) -> String {
         match *self {
             Kernel::Fill { kind, size } => format!("fill_{kind}_b{size}"),
@@ -302,7 +307,11 @@ impl Kernel {
             Kernel::Copy { kind, size } => format!("copy_{kind}_b{size}"),
             Kernel::Cast { kind, from, to } => format!("cast_{kind}_{from}_{to}"),
             Kernel::Narrow { size, narrow } => {
-                let dir = if narrow.join { "join" } else { "split" };
+                let dir = match (narrow.join, narrow.shifted) {
+                    (false, _) => "split",
+                    (true, false) => "join",
+                    (true, true) => "join_shifted",
+                };
                 format!("copy_{dir}_c{}_b{size}", narrow.channels)
             }
         }
@@ -389,9 +398,9 @@ mod tests {
         // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
         assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        // Three sizes, two directions, 2 to 16 channels.
-        assert_eq!(narrow, 3 * 2 * 15);
-        assert_eq!(all.len(), 1385 + 90);
+        // Three sizes, two directions and the shifted joins, 2 to 16 channels.
+        assert_eq!(narrow, 3 * 3 * 15);
+        assert_eq!(all.len(), 1385 + 135);
     }
 
     #[test]
@@ -433,6 +442,7 @@ mod tests {
         let split = Narrow {
             channels: 3,
             join: false,
+            shifted: false,
         };
         let n = Kernel::Narrow {
             size: 1,
@@ -446,11 +456,20 @@ mod tests {
         let join = Narrow {
             channels: 16,
             join: true,
+            shifted: false,
         };
         let n = Kernel::Narrow {
             size: 8,
             narrow: join,
         };
         assert_eq!(n.module_name(), "copy_join_c16_b8");
+        let n = Kernel::Narrow {
+            size: 1,
+            narrow: Narrow {
+                shifted: true,
+                ..join
+            },
+        };
+        assert_eq!(n.module_name(), "copy_join_shifted_c16_b1");
     }
 }

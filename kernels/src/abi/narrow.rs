@@ -16,7 +16,7 @@
 //! (`prmt` for 1- and 2-byte elements). Block [`NARROW_THREADS`] threads, one chunk per warp
 //! at a time (the warps synchronise alone, with `bar.warp.sync`); the grid ([`narrow_grid`]) loops over the chunks of all tiles in tile order.
 
-use super::tiled::TiledArgs;
+use super::tiled::{TILED_SHIFTED_SOURCE, TiledArgs};
 
 /// Threads per block of the narrow kernels: 4 warps, also the most their PTX allows
 /// (`.maxntid`; any multiple of 32 up to it is correct).
@@ -39,6 +39,10 @@ pub struct Narrow {
     /// `false`: interleaved source, planar destination (`copy_split_*`); `true`: planar
     /// source, interleaved destination (`copy_join_*`).
     pub join: bool,
+    /// Source planes at any alignment (`copy_join_shifted_*`, joins only): each lane reads
+    /// a plane vector through the two aligned 16-byte blocks that cover it and shifts it into
+    /// place (a plan of [`TiledArgs::new_shifted`]).
+    pub shifted: bool,
 }
 
 /// The 16-byte slot in a warp's shared memory of the chunk's interleaved vector `i`: `i`, and
@@ -80,7 +84,9 @@ pub const fn narrow_smem_bytes(channels: u32) -> u32 {
 /// - join: the reverse (source planes, interleaved destination);
 ///
 /// and every address the kernel forms is 16-byte aligned: both operands' element zero, the
-/// plane stride and every batch stride in bytes; chunks of all tiles fewer than 2^31.
+/// plane stride and every batch stride in bytes; chunks of all tiles fewer than 2^31. A join
+/// planned by [`TiledArgs::new_shifted`] (`vector` is [`TILED_SHIFTED_SOURCE`]) needs this of
+/// the destination side alone, and runs on the shifted join kernel; a split is never shifted.
 pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
     if !NARROW_SIZES.contains(&size) || args.tile_rank != 2 {
         return None;
@@ -101,6 +107,7 @@ pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
         let n = Narrow {
             channels: r[0].len,
             join: false,
+            shifted: false,
         };
         (n, r[1].len, w[1].dst)
     } else if c_ok(r[1].len)
@@ -115,18 +122,27 @@ pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
         let n = Narrow {
             channels: r[1].len,
             join: true,
+            shifted: args.vector == TILED_SHIFTED_SOURCE,
         };
         (n, r[0].len, r[1].src)
     } else {
         return None;
     };
-    let aligned = |elems: i64| (elems * s) % 16 == 0;
+    // Wrapping: the residue modulo 16 of the product survives it.
+    let aligned = |elems: i64| elems.wrapping_mul(s) % 16 == 0;
     let batch = &args.batch[..args.batch_rank as usize];
+    if args.vector == TILED_SHIFTED_SOURCE && !narrow.join {
+        return None;
+    }
+    // The source side of a shifted join may start anywhere.
+    let src_ok = narrow.shifted
+        || (aligned(i64::from(plane))
+            && args.src % 16 == 0
+            && batch.iter().all(|b| aligned(b.src)));
     if piece % v != 0
-        || !aligned(i64::from(plane))
+        || !src_ok
         || args.dst % 16 != 0
-        || args.src % 16 != 0
-        || batch.iter().any(|b| !aligned(b.dst) || !aligned(b.src))
+        || batch.iter().any(|b| !aligned(b.dst))
         || narrow_items(args, size, narrow) >= 1 << 31
     {
         return None;
@@ -259,7 +275,8 @@ mod tests {
             tiled_narrow(&a, 4),
             Some(Narrow {
                 channels: 3,
-                join: true
+                join: true,
+                shifted: false,
             })
         );
     }

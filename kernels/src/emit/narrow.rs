@@ -1,4 +1,5 @@
-//! The narrow-axis kernels (`copy_split_cC_bN`, `copy_join_cC_bN`): `templates/narrow.ptx`.
+//! The narrow-axis kernels (`copy_split_cC_bN`, `copy_join_cC_bN`,
+//! `copy_join_shifted_cC_bN`): `templates/narrow.ptx`.
 
 use std::mem::{offset_of, size_of};
 
@@ -160,14 +161,18 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
         p1.line("setp.lt.u32 %p0, %lane, %g;");
         p1.line("@!%p0 bra $P1_SKIP;");
         let inw = words(&mut g);
-        for ch in 0..c {
-            if ch > 0 {
-                p1.line("add.s64 %ga, %ga, %pb;");
+        if n.shifted {
+            shifted_loads(&mut g, &mut p1, &inw, c);
+        } else {
+            for ch in 0..c {
+                if ch > 0 {
+                    p1.line("add.s64 %ga, %ga, %pb;");
+                }
+                p1.line(format!(
+                    "ld.global.nc.v4.u32 {}, [%ga];",
+                    vec4(&inw[4 * ch..])
+                ));
             }
-            p1.line(format!(
-                "ld.global.nc.v4.u32 {}, [%ga];",
-                vec4(&inw[4 * ch..])
-            ));
         }
         let at = lane_vectors(&mut g, &mut p1);
         for (k, at) in at.iter().enumerate() {
@@ -250,10 +255,10 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ("NAME", name.to_string()),
             (
                 "DIR",
-                if n.join {
-                    "planes joined"
-                } else {
-                    "interleaved split"
+                match (n.join, n.shifted) {
+                    (false, _) => "interleaved split",
+                    (true, false) => "planes joined",
+                    (true, true) => "planes at any alignment joined",
                 }
                 .to_string(),
             ),
@@ -264,7 +269,7 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ("THREADS", NARROW_THREADS.to_string()),
             ("SMEM_BYTES", narrow_smem_bytes(n.channels).to_string()),
             ("WARP_BYTES", narrow_warp_bytes(n.channels).to_string()),
-            ("MIN_BLOCKS", narrow_min_blocks(n.channels).to_string()),
+            ("MIN_BLOCKS", narrow_min_blocks(n).to_string()),
             ("PIECE", piece.to_string()),
             ("PLANE", plane.to_string()),
             ("DECLS", g.decls()),
@@ -275,12 +280,70 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
     )
 }
 
+/// Emits the loads of a lane's `c` plane vectors into `inw` (4 words each) for the shifted
+/// joins: plane `ch`'s vector starts at `%ga` plus `ch` plane strides (`%pb` bytes), at any
+/// alignment. Each comes from the two aligned 16-byte blocks that cover it (all loads are
+/// issued first), shifted right by its misalignment `m` (the same for every lane of the warp,
+/// whose vectors lie 16 bytes apart): whole words by `m & 8` and `m & 4` (`selp`), then bytes
+/// by `m & 3` (`shf.r.clamp`, a shift of 0 keeping the low word).
+fn shifted_loads(g: &mut Gen, code: &mut Code, inw: &[String], c: usize) {
+    let mut blocks = Vec::with_capacity(c);
+    for ch in 0..c {
+        if ch > 0 {
+            code.line("add.s64 %ga, %ga, %pb;");
+        }
+        let base = g.reg(Class::B64);
+        let m = g.reg(Class::B32);
+        let w: Vec<String> = (0..8).map(|_| g.reg(Class::B32)).collect();
+        code.line(format!("and.b64 {base}, %ga, -16;"));
+        code.line(format!("cvt.u32.u64 {m}, %ga;"));
+        code.line(format!("and.b32 {m}, {m}, 15;"));
+        code.line(format!("ld.global.nc.v4.u32 {}, [{base}];", vec4(&w[..4])));
+        code.line(format!(
+            "ld.global.nc.v4.u32 {}, [{base}+16];",
+            vec4(&w[4..])
+        ));
+        blocks.push((m, w));
+    }
+    for (ch, (m, w)) in blocks.iter().enumerate() {
+        // Words by 2 (m & 8), then by 1 (m & 4): `by(words, k, bit)` keeps `keep` words.
+        let by = |g: &mut Gen, code: &mut Code, x: &[String], k: usize, bit: u32, keep: usize| {
+            let t = g.reg(Class::B32);
+            let p = g.reg(Class::Pred);
+            code.line(format!("and.b32 {t}, {m}, {bit};"));
+            code.line(format!("setp.ne.u32 {p}, {t}, 0;"));
+            (0..keep)
+                .map(|j| {
+                    let d = g.reg(Class::B32);
+                    code.line(format!("selp.b32 {d}, {}, {}, {p};", x[j + k], x[j]));
+                    d
+                })
+                .collect::<Vec<String>>()
+        };
+        let b = by(g, code, w, 2, 8, 6);
+        let x = by(g, code, &b, 1, 4, 5);
+        let sh = g.reg(Class::B32);
+        code.line(format!("and.b32 {sh}, {m}, 3;"));
+        code.line(format!("shl.b32 {sh}, {sh}, 3;"));
+        for j in 0..4 {
+            code.line(format!(
+                "shf.r.clamp.b32 {}, {}, {}, {sh};",
+                inw[4 * ch + j],
+                x[j],
+                x[j + 1]
+            ));
+        }
+    }
+}
+
 /// The blocks per multiprocessor that the kernel of `channels` channels asks `ptxas` to fit
 /// (`.minnctapersm`, which bounds its registers): room for about `8 C + 32` registers per
 /// thread, what the kernel holds (its group's `C` input vectors, an output vector and
-/// addresses) without spilling.
-fn narrow_min_blocks(channels: u32) -> u32 {
-    (65536 / NARROW_THREADS / (8 * channels + 32)).clamp(1, 16)
+/// addresses) without spilling; `12 C + 32` for the shifted joins, whose loads take two
+/// blocks per vector.
+fn narrow_min_blocks(n: Narrow) -> u32 {
+    let per_channel = if n.shifted { 12 } else { 8 };
+    (65536 / NARROW_THREADS / (per_channel * n.channels + 32)).clamp(1, 16)
 }
 
 /// Offset of field `f` of read axis `k` in [`TiledArgs`].
