@@ -581,6 +581,18 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
             vec![2, 0, 1],
         ));
     }
+    // Planes of an odd number of pixels, off their 16-byte alignment.
+    let side = 8191;
+    out.push((
+        format!("CHW -> HWC, C=3 H=W={side}"),
+        vec![3, side, side],
+        vec![1, 2, 0],
+    ));
+    out.push((
+        format!("HWC -> CHW, C=3 H=W={side}"),
+        vec![side, side, 3],
+        vec![2, 0, 1],
+    ));
     for c in [3usize, 4] {
         let (h, w) = (256, 256);
         let n = (256 << 20) / (c * h * w * size);

@@ -166,8 +166,12 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     };
     let path = planned_path(dst, src, opt)?;
     // A narrow plan is a vector tiled plan that the tiled kernels run when told to.
+    // A shifted one runs on the element-wise tiled kernels then.
     let path = match path.strip_prefix("narrow") {
-        Some(rest) if grid.no_narrow => format!("tiled{rest}"),
+        Some(rest) if grid.no_narrow => match rest.strip_prefix("_shifted") {
+            Some(rest) => format!("tiled_e{rest}"),
+            None => format!("tiled{rest}"),
+        },
         _ => path,
     };
     dst.assign_cast_with(stream, src, opt, grid)?;

@@ -106,6 +106,10 @@ def narrow_layouts(size):
             side //= 2
         out.append((f"CHW -> HWC, C={c} H=W={side}", [c, side, side], [1, 2, 0]))
         out.append((f"HWC -> CHW, C={c} H=W={side}", [side, side, c], [2, 0, 1]))
+    # Planes of an odd number of pixels, off their 16-byte alignment.
+    side = 8191
+    out.append((f"CHW -> HWC, C=3 H=W={side}", [3, side, side], [1, 2, 0]))
+    out.append((f"HWC -> CHW, C=3 H=W={side}", [side, side, 3], [2, 0, 1]))
     for c in (3, 4):
         h = w = 256
         n = (256 << 20) // (c * h * w * size)

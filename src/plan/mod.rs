@@ -269,7 +269,7 @@ impl Plan {
     /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute_vec`,
     /// `permute32`, `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), and the
     /// tiled path's kernels (`tiled`, `tiled_e`, `narrow`, each with `+rest` where other plans
-    /// take part of the copy, and `narrow_shifted+rest`), for diagnostics and benchmarks.
+    /// take part of the copy, and `narrow_shifted` for planes at any alignment), for diagnostics and benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.words != 0 => "permute_words",
@@ -280,11 +280,12 @@ impl Plan {
                 from,
                 to,
             } if crate::kernels::narrow_of(args, *from, *to, Default::default()).is_some() => {
-                let shifted = args.vector == devspan_kernels::abi::TILED_SHIFTED_SOURCE;
+                let shifted = args.vector > 1;
                 match (shifted, rest.is_empty()) {
                     (false, true) => "narrow",
                     (false, false) => "narrow+rest",
-                    (true, _) => "narrow_shifted+rest",
+                    (true, true) => "narrow_shifted",
+                    (true, false) => "narrow_shifted+rest",
                 }
             }
             Plan::Tiled { args, rest, .. } => match (args.vector == 1, rest.is_empty()) {

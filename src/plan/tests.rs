@@ -2043,9 +2043,9 @@ fn high_rank_copies_and_fills_match_reference() {
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
 /// pairs, NCHW <-> NHWC) take the tiled plans, with 16-byte vectors where the planes are
 /// whole vectors (copies of 1-, 4- and 8-byte elements then run on the narrow kernels, the
-/// others on the tiled ones), copies of such elements from planes off their alignment into
-/// an aligned interleaved destination the shifted joins, and match the reference for every
-/// element size, fused casts, odd sizes that leave a rest, and misaligned bases.
+/// others on the tiled ones), copies of such elements between planes off their alignment and
+/// an aligned interleaved side the shifted joins and splits, and match the reference for
+/// every element size, fused casts, odd sizes that leave a rest, and misaligned bases.
 #[test]
 #[cfg_attr(
     miri,
@@ -2055,6 +2055,7 @@ fn narrow_axes_take_the_tiled_plans() {
     use DType::*;
     let mut n = 0;
     let mut shifted_joins = 0;
+    let mut shifted_splits = 0;
     for c in [1usize, 2, 3, 4, 5, 8, 15] {
         for (h, w) in [(16, 16), (7, 13), (32, 64)] {
             for (shape, perm) in [
@@ -2113,6 +2114,23 @@ fn narrow_axes_take_the_tiled_plans() {
                         );
                         shifted_joins += usize::from(path == "narrow_shifted+rest");
                     }
+                    // The reverse, from an aligned interleaved source into planes off their
+                    // alignment: the shifted splits, or vector tiles.
+                    let split = perm == [2, 0, 1] || perm == [0, 3, 1, 2];
+                    let planes = (h * w * size) % 16 != 0 || doff % 16 != 0;
+                    if split
+                        && images
+                        && from == to
+                        && size != 2
+                        && soff == 0
+                        && planes
+                        && (2..=16).contains(&c)
+                        && h * w >= 16 / size
+                    {
+                        let what = format!("{shape:?} {perm:?} {from}: {path}");
+                        assert!(!path.starts_with("tiled_e"), "{what}");
+                        shifted_splits += usize::from(path.starts_with("narrow_shifted"));
+                    }
                     if c == 1 {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
                     } else if c < 16 {
@@ -2142,6 +2160,83 @@ fn narrow_axes_take_the_tiled_plans() {
     }
     assert!(n > 400);
     assert!(shifted_joins >= 30, "{shifted_joins} shifted joins");
+    assert!(shifted_splits >= 15, "{shifted_splits} shifted splits");
+}
+
+/// The layouts of the GPU test `shifted_narrow_kernels_of_planes_off_their_alignment`
+/// (tests/gpu/any_layout.rs), through the interpreter: copies between planes off their
+/// 16-byte alignment and an aligned interleaved side, both directions, from sources that start
+/// a plane, a row or a pixel into their array and end where it does, with channels read
+/// forwards or backwards, for 1-, 4- and 8-byte elements. Where the planes are off their
+/// alignment and the images start aligned on the interleaved side, they take vector tiles,
+/// mostly the shifted narrow kernels, never the element-wise tiles.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a sweep of plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn shifted_narrow_plans_of_odd_planes() {
+    use DType::*;
+    let contiguous = |shape: &[usize]| -> Vec<isize> {
+        let mut st = vec![0isize; shape.len()];
+        let mut acc = 1isize;
+        for i in (0..shape.len()).rev() {
+            st[i] = acc;
+            acc *= shape[i] as isize;
+        }
+        st
+    };
+    let mut shifted = [0usize; 2];
+    for c in [2usize, 3, 4, 5, 8, 13, 16] {
+        for (n, h, w, skip, first) in [
+            (1, 97, 101, 0, 0),
+            (1, 93, 181, 1, 0),
+            (1, 24, 40, 0, 1),
+            (3, 36, 37, 0, 0),
+        ] {
+            for join in [true, false] {
+                let reverse = (c + h) % 3 == 0;
+                // The base array, the view's shape and strides over its axes, element zero.
+                let (base, axes, perm, off) = if join {
+                    let base = [n, c + skip, h, w + first];
+                    let cs = contiguous(&base);
+                    let ch = if reverse { skip + c - 1 } else { skip };
+                    let s1 = if reverse { -cs[1] } else { cs[1] };
+                    let off = ch as isize * cs[1] + first as isize * cs[3];
+                    (base, [cs[0], s1, cs[2], cs[3]], [0, 2, 3, 1], off)
+                } else {
+                    let base = [n, h + skip, w + first, c];
+                    let cs = contiguous(&base);
+                    let s3 = if reverse { -cs[3] } else { cs[3] };
+                    let ch = if reverse { c - 1 } else { 0 };
+                    let off = skip as isize * cs[1] + first as isize * cs[2] + ch as isize;
+                    (base, [cs[0], cs[1], cs[2], s3], [0, 3, 1, 2], off)
+                };
+                let view = if join { [n, c, h, w] } else { [n, h, w, c] };
+                let shape: Vec<usize> = perm.iter().map(|&a| view[a]).collect();
+                let src: Vec<isize> = perm.iter().map(|&a| axes[a]).collect();
+                let dst = contiguous(&shape);
+                for t in [U8, F32, F64] {
+                    let size = t.size();
+                    let soff = (off * size as isize) as u64;
+                    let opt = PlanOptions::default();
+                    let p = run_case_with(&shape, &dst, 0, t, &src, soff, t, None, opt);
+                    let path = p.kernel_path();
+                    shifted[usize::from(join)] += usize::from(path.starts_with("narrow_shifted"));
+                    let planes = h * w * size % 16 != 0;
+                    let images = n == 1 || c * h * w * size % 16 == 0;
+                    if first == 0 && planes && images && (join || skip == 0) {
+                        let what = format!("{base:?} {t} join {join}: {path}");
+                        assert!(!path.starts_with("tiled_e"), "{what}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        shifted.iter().all(|&n| n >= 20),
+        "splits, joins: {shifted:?}"
+    );
 }
 
 /// Permuted copies of [2]^12 and [4]^6 whose source is read backwards along its fastest axis

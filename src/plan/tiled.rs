@@ -84,7 +84,7 @@ pub(crate) fn tiled_plan(
                 whole_vectors,
                 cap,
                 targets,
-                false,
+                None,
             )
         };
         let t = plan([RUN_BYTES; 2])?;
@@ -111,68 +111,111 @@ pub(crate) fn tiled_plan(
     };
     attempt(true, false)
         .or_else(|| attempt(true, true))
-        .or_else(|| shifted_join(norm, dst, src, src_size, dst_size, cap))
+        .or_else(|| shifted_narrow(norm, dst, src, (src_size, dst_size), cap, true))
+        .or_else(|| shifted_narrow(norm, dst, src, (src_size, dst_size), cap, false))
         .or_else(|| attempt(false, false))
 }
 
-/// The plan of a copy that moves planes of pixels into interleaved channels (a join) on the
-/// narrow kernels whose source planes may start anywhere ([`TiledArgs::new_shifted`]), where
-/// the vector plans found no aligned tiling: elements of a narrow kernel's size, a source
-/// axis of stride 1 (the pixels) of at least two vectors, and a plan of
-/// [`devspan_kernels::abi::tiled_narrow`]'s join shape. Its tiles cover whole vectors of
-/// pixels of that axis and leave out at least its last vector, which a rest copies: each
-/// source vector then has 16 bytes of the source above it, so that the aligned blocks that
-/// the kernel reads around it stay in the source's allocation.
-fn shifted_join(
+/// The plan of a copy between planes of pixels and interleaved channels on the narrow kernels
+/// whose planes may start anywhere ([`TiledArgs::new_shifted`]), where the vector plans found
+/// no aligned tiling: elements of a narrow kernel's size, an axis of stride 1 on the planes'
+/// side (the pixels; the source's for a `join`, the destination's for a split) of at least
+/// one vector (two for a join), an axis of stride 1 on the other side of 2 to 16 elements
+/// (the channels), and a plan of [`devspan_kernels::abi::tiled_narrow`]'s shape. Its tiles
+/// cover whole vectors of pixels, the end of the pixel axis going to a rest; a join's tiles
+/// also leave out at least the last vector of pixels, so that each source vector has 16
+/// bytes of the source above it and the aligned blocks that the kernel reads around it stay
+/// in the source's allocation.
+fn shifted_narrow(
     norm: &Normalized,
     dst: u64,
     src: u64,
-    src_size: usize,
-    dst_size: usize,
+    (src_size, dst_size): (usize, usize),
     cap: u32,
+    join: bool,
 ) -> Option<Tiled> {
     if src_size != dst_size || !NARROW_SIZES.contains(&src_size) {
         return None;
     }
     let v = 16 / src_size;
-    let k = norm.axes.iter().position(|a| a.src == 1)?;
-    let channels = norm.axes.iter().find(|a| a.dst == 1)?.len;
+    // A join's pixels run forwards in the source (the margin above each vector needs it);
+    // a split's channels may run either way (the tiles flip them).
+    let unit = |a: &PAxis| if join { a.src == 1 } else { a.dst == 1 };
+    let interleaved = |a: &PAxis| {
+        if join {
+            a.dst == 1
+        } else {
+            a.src.unsigned_abs() == 1
+        }
+    };
+    let k = norm.axes.iter().position(unit)?;
+    let (j, _) = norm
+        .axes
+        .iter()
+        .enumerate()
+        .find(|&(j, a)| j != k && interleaved(a))?;
+    let channels = norm.axes[j].len;
     let len = norm.axes[k].len;
-    if len < 2 * v
-        || !(NARROW_MIN_CHANNELS as usize..=NARROW_MAX_CHANNELS as usize).contains(&channels)
-    {
+    let least = if join { 2 * v } else { v };
+    let narrow = NARROW_MIN_CHANNELS as usize..=NARROW_MAX_CHANNELS as usize;
+    if len < least || !narrow.contains(&channels) {
         return None;
     }
-    // The tiles take whole vectors of pixels up to `end`, at least one vector below the end.
-    let end = (len - v) / v * v;
+    // The tiles take whole vectors of pixels up to `end` (a join's at least one vector
+    // below the end).
+    let end = (len - (least - v)) / v * v;
     let mut short = norm.clone();
     short.axes[k].len = end;
     let limit = tiled_max_volume(false, src_size, dst_size) as u32;
     let cap = if cap == 0 { limit } else { cap.min(limit) };
-    let sizes = (src_size, dst_size);
     // Runs no longer than the pixels and the channels give, so that the tile keeps the
     // narrow kernels' two axes.
-    let targets = [
-        RUN_BYTES.min(channels.saturating_mul(end).saturating_mul(dst_size)),
-        RUN_BYTES.min(end.saturating_mul(src_size)),
-    ];
-    let mut t = tile_with(&short, dst, src, sizes, true, true, cap, targets, true)?;
+    let pixels = RUN_BYTES.min(end.saturating_mul(src_size));
+    let both = RUN_BYTES.min(channels.saturating_mul(end).saturating_mul(src_size));
+    let targets = if join { [both, pixels] } else { [pixels, both] };
+    let sizes = (src_size, dst_size);
+    // Pieces of whole chunks of the narrow kernels (32 vectors, a warp's work) where one fits
+    // the tile, so that no warp takes a part of one; else of whole vectors.
+    let chunk = 32 * v;
+    let pieces = if chunk * channels <= cap as usize {
+        chunk
+    } else {
+        v
+    };
+    let shifted = Some((join, pieces));
+    let mut t = tile_with(&short, dst, src, sizes, true, true, cap, targets, shifted)?;
     let n = tiled_narrow(&t.args, src_size)?;
-    if !(n.join && n.shifted) {
+    if !(n.join == join && n.shifted) {
         return None;
     }
-    t.rest.push(Rest {
-        shape: norm
-            .axes
-            .iter()
-            .enumerate()
-            .map(|(j, a)| if j == k { len - end } else { a.len })
-            .collect(),
-        dst_strides: norm.axes.iter().map(|a| a.dst).collect(),
-        src_strides: norm.axes.iter().map(|a| a.src).collect(),
-        dst_off: end as isize * norm.axes[k].dst,
-        src_off: end as isize,
-    });
+    if end < len {
+        let box_ = Rest {
+            shape: norm
+                .axes
+                .iter()
+                .enumerate()
+                .map(|(j, a)| if j == k { len - end } else { a.len })
+                .collect(),
+            dst_strides: norm.axes.iter().map(|a| a.dst).collect(),
+            src_strides: norm.axes.iter().map(|a| a.src).collect(),
+            dst_off: end as isize * norm.axes[k].dst,
+            src_off: end as isize * norm.axes[k].src,
+        };
+        // The end of the pixels that no piece covers, where the tiles leave one, ends at
+        // `end`: one box then takes both, one launch fewer.
+        let before = t.rest.iter_mut().find(|r| {
+            let n = r.shape[k] as isize;
+            r.dst_strides == box_.dst_strides
+                && r.src_strides == box_.src_strides
+                && (0..r.shape.len()).all(|j| j == k || r.shape[j] == box_.shape[j])
+                && r.dst_off + n * norm.axes[k].dst == box_.dst_off
+                && r.src_off + n * norm.axes[k].src == box_.src_off
+        });
+        match before {
+            Some(r) => r.shape[k] += len - end,
+            None => t.rest.push(box_),
+        }
+    }
     Some(t)
 }
 
@@ -257,13 +300,16 @@ fn tile_for(
         whole_vectors,
         cap,
         [RUN_BYTES; 2],
-        false,
+        None,
     )
 }
 
 /// The tiled plan with (`vector`) or without 16-byte vectors, or `None`; with
 /// `whole_vectors`, every piece is a multiple of the wider side's vector. The runs grow to
-/// `targets` = (write, read) bytes before the tile grows otherwise.
+/// `targets` = (write, read) bytes before the tile grows otherwise. `shifted` =
+/// `Some((source, pieces))` builds the arguments with [`TiledArgs::new_shifted`] (the source
+/// side, or else the destination side, at any alignment), with pieces in multiples of
+/// `pieces` elements.
 #[allow(clippy::too_many_arguments)]
 fn tile_with(
     norm: &Normalized,
@@ -274,7 +320,7 @@ fn tile_with(
     whole_vectors: bool,
     cap: u32,
     targets: [usize; 2],
-    shifted: bool,
+    shifted: Option<(bool, usize)>,
 ) -> Option<Tiled> {
     let mut axes = norm.axes.clone();
     let r = axes.len();
@@ -311,7 +357,11 @@ fn tile_with(
         limit.min(cap as usize)
     };
     let (vs, vd) = tiled_vectors(vector, src_size, dst_size);
-    let g = (vs.max(vd)) as usize;
+    // Pieces of shifted narrow tiles in the multiples that their plan asks for.
+    let g = match shifted {
+        Some((_, pieces)) => pieces,
+        None => (vs.max(vd)) as usize,
+    };
     // The vector width of each side (0: write, 1: read).
     let widths = [vd as usize, vs as usize];
     // chunk[k]: 0 outside the tile, else the extent of its piece.
@@ -564,8 +614,17 @@ fn tile_with(
     let batch = window_order(batch, write_run, read_run, dst_size, src_size);
     let at = |base: u64, off: isize, size: usize| super::addr(base, off, size);
     let (d0, s0) = (at(dst, dst_off, dst_size), at(src, src_off, src_size));
-    let args = if shifted {
-        TiledArgs::new_shifted(d0, s0, &read, &write_order, &batch, src_size, dst_size)?
+    let args = if let Some((source, _)) = shifted {
+        TiledArgs::new_shifted(
+            d0,
+            s0,
+            &read,
+            &write_order,
+            &batch,
+            src_size,
+            dst_size,
+            source,
+        )?
     } else {
         TiledArgs::new(
             d0,
@@ -672,7 +731,7 @@ pub(crate) fn has_narrow_side(axes: &[PAxis], narrow: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devspan_kernels::abi::TILED_SHIFTED_SOURCE;
+    use devspan_kernels::abi::{TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE};
 
     fn norm(axes: &[(usize, isize, isize)]) -> Normalized {
         Normalized {
@@ -735,10 +794,13 @@ mod tests {
         assert_eq!(t.args.vector, TILED_SHIFTED_SOURCE);
         let k = tiled_narrow(&t.args, 1).unwrap();
         assert!(k.join && k.shifted && k.channels == 3, "{k:?}");
-        let last = t.rest.last().unwrap();
-        // Whole vectors of pixels up to 999_984, a vector short of the end.
-        assert_eq!(last.shape, [3, 19]);
-        assert_eq!((last.src_off, last.dst_off), (p - 19, 3 * (p - 19)));
+        // The tiles take whole vectors of pixels up to 999_984 at most, a vector short of the
+        // end; one rest takes the end from where the pieces stop.
+        assert_eq!(t.rest.len(), 1);
+        let last = &t.rest[0];
+        let tail = last.shape[1] as isize;
+        assert!(last.shape[0] == 3 && tail >= 19, "{:?}", last.shape);
+        assert_eq!((last.src_off, last.dst_off), (p - tail, 3 * (p - tail)));
         let covered: usize = t.args.tiles as usize * t.args.volume as usize;
         let rest: usize = t
             .rest
@@ -746,12 +808,28 @@ mod tests {
             .map(|r| r.shape.iter().product::<usize>())
             .sum();
         assert_eq!(covered + rest, 3 * p as usize);
-        // Casts and 2-byte elements, and the split direction, stay element-wise.
+        // Casts and 2-byte elements stay element-wise.
         for (s, d) in [(1, 4), (2, 2)] {
             assert_eq!(tiled_plan(&n, 0, 0, s, d, 0).unwrap().args.vector, 0);
         }
+        // The split direction: the shifted split, whose stores never pass the planes' ends;
+        // its pieces are whole chunks of the narrow kernels (512 pixels) and one rest takes
+        // the pixels that they do not cover.
         let n = norm(&[(p as usize, 1, 3), (3, p, 1)]);
-        assert_eq!(tiled_plan(&n, 0, 0, 1, 1, 0).unwrap().args.vector, 0);
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!(t.args.vector, TILED_SHIFTED_DEST);
+        let k = tiled_narrow(&t.args, 1).unwrap();
+        assert!(!k.join && k.shifted && k.channels == 3, "{k:?}");
+        assert_eq!(t.rest.len(), 1);
+        assert_eq!(t.rest[0].shape[1], 3);
+        assert_eq!(t.args.read[1].len % 512, 0);
+        let covered: usize = t.args.tiles as usize * t.args.volume as usize;
+        let rest: usize = t
+            .rest
+            .iter()
+            .map(|r| r.shape.iter().product::<usize>())
+            .sum();
+        assert_eq!(covered + rest, 3 * p as usize);
     }
 
     #[test]

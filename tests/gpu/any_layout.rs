@@ -971,18 +971,20 @@ fn narrow_kernels_of_2_to_16_channels() {
     println!("narrow kernels: paths {paths:?}");
 }
 
-/// Joins of planes that start off their 16-byte alignment (an odd number of pixels per plane,
-/// a source that starts one plane or one element into its array) into an aligned interleaved
-/// destination: copies of 1-, 4- and 8-byte elements take the shifted join kernels, whose
-/// tiles stop a vector short of each plane's end (the source view ends where its allocation
-/// does); each case also with the narrow kernels turned off, which runs the same tiles on the
-/// element-wise tiled kernels; both against ndarray.
+/// Copies between planes that start off their 16-byte alignment (an odd number of pixels per
+/// plane, a source that starts one plane or one element into its array) and an aligned
+/// interleaved side, both directions: copies of 1-, 4- and 8-byte elements take the shifted
+/// narrow kernels (a join's tiles stop a vector short of each plane's end, and its source
+/// view ends where its allocation does); each case also with the narrow kernels turned off,
+/// which runs the same tiles on the element-wise tiled kernels; both against ndarray.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn shifted_joins_of_planes_off_their_alignment() {
+fn shifted_narrow_kernels_of_planes_off_their_alignment() {
     let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut paths = Paths::new();
+    // Cases on the shifted kernels: splits, joins.
+    let mut shifted = [0usize; 2];
     let mut index = 0;
     let tunings = [
         GridOptions::default(),
@@ -992,57 +994,69 @@ fn shifted_joins_of_planes_off_their_alignment() {
         },
     ];
     for c in [2usize, 3, 4, 5, 8, 13, 16] {
-        // (images, height, width, the source's first plane, its first pixel)
+        // (images, height, width, the source's first plane or pixel, the first pixel)
         for (n, h, w, skip, first) in [
             (1, 97, 101, 0, 0),
             (1, 93, 181, 1, 0),
             (1, 24, 40, 0, 1),
             (3, 36, 37, 0, 0),
         ] {
-            let perm = vec![0, 2, 3, 1];
-            let base = vec![n, c + skip, h, w + first];
-            let mut src = Src::permuted(&base, perm);
-            src.slice[1] = step(skip as isize, None, 1);
-            src.slice[3] = step(first as isize, None, 1);
-            if (c + h) % 3 == 0 {
-                src.slice[1] = step(skip as isize, None, -1);
-            }
-            let dst = Dst::contiguous(&src.shape());
-            for (k, grid) in tunings.into_iter().enumerate() {
-                index += 1;
-                let seed = case_seed(0xa5f, index);
-                let op = format!("assign_cast_steered(no_narrow: {})", grid.no_narrow);
-                let case = Case {
-                    seed,
-                    op: &op,
-                    src: &src,
-                    dst: &dst,
+            for join in [true, false] {
+                // Join: planes (NCHW) into interleaved pixels; split: the reverse. The source
+                // starts `skip` channels (join) or pixels (split) into its array.
+                let (base, perm, channel, pixel) = if join {
+                    (vec![n, c + skip, h, w + first], vec![0, 2, 3, 1], 1, 3)
+                } else {
+                    (vec![n, h, w + first, c], vec![0, 3, 1, 2], 3, 2)
                 };
-                let p = &mut paths;
-                let (path, size) = match index % 3 {
-                    0 => (steered_case::<u8>(&stream, &case, grid, p), 1),
-                    1 => (steered_case::<f32>(&stream, &case, grid, p), 4),
-                    _ => (steered_case::<f64>(&stream, &case, grid, p), 8),
-                };
-                // Planes off their alignment in images that start aligned in the
-                // destination: vector tiles (the shifted joins, or the tiled kernels where a
-                // tile spans whole images that line up), never the element-wise ones.
-                let planes = h * w * size % 16 != 0;
-                let images = n == 1 || c * h * w * size % 16 == 0;
-                if k == 1 {
-                    assert!(!path.starts_with("narrow"), "{op}: {path}");
-                } else if first == 0 && planes && images {
-                    let what = format!("{c} channels, {base:?}, {size} bytes");
-                    assert!(!path.starts_with("tiled_e"), "{what}: {path}");
+                let mut base = base;
+                if !join {
+                    base[1] += skip;
+                }
+                let mut src = Src::permuted(&base, perm);
+                src.slice[pixel] = step(first as isize, None, 1);
+                if !join {
+                    src.slice[1] = step(skip as isize, None, 1);
+                }
+                let channels = if join { skip as isize } else { 0 };
+                let reverse = (c + h) % 3 == 0;
+                src.slice[channel] = step(channels, None, if reverse { -1 } else { 1 });
+                let dst = Dst::contiguous(&src.shape());
+                for (k, grid) in tunings.into_iter().enumerate() {
+                    index += 1;
+                    let seed = case_seed(0xa5f, index);
+                    let op = format!("assign_cast_steered(no_narrow: {})", grid.no_narrow);
+                    let case = Case {
+                        seed,
+                        op: &op,
+                        src: &src,
+                        dst: &dst,
+                    };
+                    let p = &mut paths;
+                    let (path, size) = match index % 3 {
+                        0 => (steered_case::<u8>(&stream, &case, grid, p), 1),
+                        1 => (steered_case::<f32>(&stream, &case, grid, p), 4),
+                        _ => (steered_case::<f64>(&stream, &case, grid, p), 8),
+                    };
+                    // Planes off their alignment in images that start aligned on the
+                    // interleaved side: vector tiles (the shifted kernels, or the tiled
+                    // kernels where a tile spans whole images that line up), never the
+                    // element-wise ones.
+                    let planes = h * w * size % 16 != 0;
+                    let images = n == 1 || c * h * w * size % 16 == 0;
+                    shifted[usize::from(join)] += usize::from(path.starts_with("narrow_shifted"));
+                    if k == 1 {
+                        assert!(!path.starts_with("narrow"), "{op}: {path}");
+                    } else if first == 0 && planes && images && (join || skip == 0) {
+                        let what = format!("{c} channels, {base:?}, {size} bytes, join {join}");
+                        assert!(!path.starts_with("tiled_e"), "{what}: {path}");
+                    }
                 }
             }
         }
     }
-    println!("shifted joins: paths {paths:?}");
-    assert!(
-        paths.get("narrow_shifted+rest").copied().unwrap_or(0) >= 20,
-        "{paths:?}"
-    );
+    println!("shifted narrow kernels: paths {paths:?}; splits, joins {shifted:?}");
+    assert!(shifted.iter().all(|&n| n >= 10), "{shifted:?} {paths:?}");
 }
 
 /// `fill` of one view of a random array of `base`, sliced and (optionally) permuted, which must

@@ -179,7 +179,7 @@ pub enum Kernel {
         /// Destination element type.
         to: DType,
     },
-    /// `copy_split_cC_bN` / `copy_join_cC_bN` / `copy_join_shifted_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
+    /// `copy_{split,join}[_shifted]_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
     /// `size` = N bytes between `C` interleaved channels and `C` planes.
     Narrow {
         /// Element size in bytes: 1, 4 or 8.
@@ -247,7 +247,7 @@ impl Kernel {
             all.push(Kernel::copy(w.kind, DType::U8, DType::U8));
         }
         for size in NARROW_SIZES {
-            for (join, shifted) in [(false, false), (true, false), (true, true)] {
+            for (join, shifted) in [(false, false), (false, true), (true, false), (true, true)] {
                 for channels in NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS {
                     let narrow = Narrow {
                         channels,
@@ -298,8 +298,8 @@ impl Kernel {
 
     /// The name of the kernel's entry point and of its PTX module: `fill_{kind}_bN`,
     /// `copy_{kind}_bN`, `copy_{kind}` for the wide kinds, `cast_{kind}_S_D`, and
-    /// `copy_split_cC_bN` / `copy_join_cC_bN` / `copy_join_shifted_cC_bN` for the narrow
-    /// kernels.
+    /// `copy_split_cC_bN`, `copy_join_cC_bN` and their shifted kinds
+    /// (`copy_split_shifted_cC_bN`, `copy_join_shifted_cC_bN`) for the narrow kernels.
     pub fn module_name(&self) -> String {
         match *self {
             Kernel::Fill { kind, size } => format!("fill_{kind}_b{size}"),
@@ -308,7 +308,8 @@ impl Kernel {
             Kernel::Cast { kind, from, to } => format!("cast_{kind}_{from}_{to}"),
             Kernel::Narrow { size, narrow } => {
                 let dir = match (narrow.join, narrow.shifted) {
-                    (false, _) => "split",
+                    (false, false) => "split",
+                    (false, true) => "split_shifted",
                     (true, false) => "join",
                     (true, true) => "join_shifted",
                 };
@@ -398,9 +399,9 @@ mod tests {
         // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
         assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        // Three sizes, two directions and the shifted joins, 2 to 16 channels.
-        assert_eq!(narrow, 3 * 3 * 15);
-        assert_eq!(all.len(), 1385 + 135);
+        // Three sizes, two directions, aligned and shifted, 2 to 16 channels.
+        assert_eq!(narrow, 3 * 4 * 15);
+        assert_eq!(all.len(), 1385 + 180);
     }
 
     #[test]

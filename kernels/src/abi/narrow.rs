@@ -15,8 +15,16 @@
 //! 16-byte vectors, and each lane splits or joins its group's `C` vectors in registers
 //! (`prmt` for 1- and 2-byte elements). Block [`NARROW_THREADS`] threads, one chunk per warp
 //! at a time (the warps synchronise alone, with `bar.warp.sync`); the grid ([`narrow_grid`]) loops over the chunks of all tiles in tile order.
+//!
+//! `copy_join_shifted_cC_bN` and `copy_split_shifted_cC_bN` take planes at any alignment
+//! beside an aligned interleaved side ([`Narrow::shifted`], plans of
+//! [`TiledArgs::new_shifted`]). The misalignment is the same for every lane of a warp (its
+//! vectors of one plane lie 16 bytes apart), so a join's lane shifts the two aligned blocks
+//! that cover its vector, and a split's lane stores the aligned block made of its
+//! neighbour's vector (`shfl.sync.up`) and its own, the bytes at the two ends of the warp's
+//! part of a plane going out one per lane.
 
-use super::tiled::{TILED_SHIFTED_SOURCE, TiledArgs};
+use super::tiled::{TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs};
 
 /// Threads per block of the narrow kernels: 4 warps, also the most their PTX allows
 /// (`.maxntid`; any multiple of 32 up to it is correct).
@@ -39,9 +47,12 @@ pub struct Narrow {
     /// `false`: interleaved source, planar destination (`copy_split_*`); `true`: planar
     /// source, interleaved destination (`copy_join_*`).
     pub join: bool,
-    /// Source planes at any alignment (`copy_join_shifted_*`, joins only): each lane reads
-    /// a plane vector through the two aligned 16-byte blocks that cover it and shifts it into
-    /// place (a plan of [`TiledArgs::new_shifted`]).
+    /// Planes at any alignment (`copy_join_shifted_*`, `copy_split_shifted_*`; a plan of
+    /// [`TiledArgs::new_shifted`]): a join's lane reads its vector of a plane through the two
+    /// aligned 16-byte blocks that cover it and shifts it into place; a split's lane stores
+    /// the aligned block that ends inside its vector, made of the previous lane's vector and
+    /// its own, and the blocks at the ends of each warp's part of a plane go out byte by
+    /// byte.
     pub shifted: bool,
 }
 
@@ -85,8 +96,10 @@ pub const fn narrow_smem_bytes(channels: u32) -> u32 {
 ///
 /// and every address the kernel forms is 16-byte aligned: both operands' element zero, the
 /// plane stride and every batch stride in bytes; chunks of all tiles fewer than 2^31. A join
-/// planned by [`TiledArgs::new_shifted`] (`vector` is [`TILED_SHIFTED_SOURCE`]) needs this of
-/// the destination side alone, and runs on the shifted join kernel; a split is never shifted.
+/// planned by [`TiledArgs::new_shifted`] with a shifted source ([`TILED_SHIFTED_SOURCE`])
+/// needs this of the destination side alone and runs on a shifted join kernel; a split with
+/// a shifted destination ([`TILED_SHIFTED_DEST`]), of the source side alone, on a shifted
+/// split kernel.
 pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
     if !NARROW_SIZES.contains(&size) || args.tile_rank != 2 {
         return None;
@@ -107,7 +120,7 @@ pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
         let n = Narrow {
             channels: r[0].len,
             join: false,
-            shifted: false,
+            shifted: args.vector == TILED_SHIFTED_DEST,
         };
         (n, r[1].len, w[1].dst)
     } else if c_ok(r[1].len)
@@ -131,18 +144,21 @@ pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
     // Wrapping: the residue modulo 16 of the product survives it.
     let aligned = |elems: i64| elems.wrapping_mul(s) % 16 == 0;
     let batch = &args.batch[..args.batch_rank as usize];
-    if args.vector == TILED_SHIFTED_SOURCE && !narrow.join {
-        return None;
-    }
-    // The source side of a shifted join may start anywhere.
-    let src_ok = narrow.shifted
-        || (aligned(i64::from(plane))
-            && args.src % 16 == 0
-            && batch.iter().all(|b| aligned(b.src)));
+    // A shifted join takes tiles of shifted sources, a shifted split of shifted
+    // destinations; the planes' side of either may start anywhere.
+    let (src_free, dst_free) = match args.vector {
+        TILED_SHIFTED_SOURCE if narrow.join => (true, false),
+        TILED_SHIFTED_DEST if !narrow.join => (false, true),
+        TILED_SHIFTED_SOURCE | TILED_SHIFTED_DEST => return None,
+        _ => (false, false),
+    };
+    let plane_ok = src_free || dst_free || aligned(i64::from(plane));
+    let src_ok = src_free || (args.src % 16 == 0 && batch.iter().all(|b| aligned(b.src)));
+    let dst_ok = dst_free || (args.dst % 16 == 0 && batch.iter().all(|b| aligned(b.dst)));
     if piece % v != 0
+        || !plane_ok
         || !src_ok
-        || args.dst % 16 != 0
-        || batch.iter().any(|b| !aligned(b.dst))
+        || !dst_ok
         || narrow_items(args, size, narrow) >= 1 << 31
     {
         return None;

@@ -54,6 +54,10 @@ pub const TILED_MAX_BATCH_AXES: usize = 64;
 /// ([`TiledArgs::new_shifted`]).
 pub const TILED_SHIFTED_SOURCE: u32 = 2;
 
+/// [`TiledArgs::vector`] of a vector tile whose destination side need not be aligned
+/// ([`TiledArgs::new_shifted`]).
+pub const TILED_SHIFTED_DEST: u32 = 3;
+
 /// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for vector tiles between
 /// elements of one size of 1 or 2 bytes ([`TILED_WIDE_THREADS`]); [`tiled_max_threads`] gives
 /// each kernel's.
@@ -225,7 +229,8 @@ pub const fn tiled_smem_offset(b: u64, vector: bool, src_size: usize, dst_size: 
 
 /// The kind of tiled kernel that runs `args`: [`Kind::Tiled`] when its loads and stores are
 /// aligned 16-byte vectors, else the element-wise [`Kind::TiledE`] (which also runs the
-/// tiles of shifted source vectors, [`TILED_SHIFTED_SOURCE`], that no narrow kernel takes).
+/// tiles of shifted vectors, [`TILED_SHIFTED_SOURCE`] and [`TILED_SHIFTED_DEST`], that no
+/// narrow kernel takes).
 pub fn tiled_kind(args: &TiledArgs) -> Kind {
     if args.vector == 1 {
         Kind::Tiled
@@ -345,9 +350,9 @@ pub struct TiledArgs {
     pub tile_rank: u32,
     /// Number of batch axes, `0..=TILED_MAX_BATCH_AXES`.
     pub batch_rank: u32,
-    /// 1 for the vector kernels, 0 for the element-wise ones, [`TILED_SHIFTED_SOURCE`] for a
-    /// vector tile whose source side need not be aligned ([`TiledArgs::new_shifted`]). The
-    /// kernels do not read it.
+    /// 1 for the vector kernels, 0 for the element-wise ones, [`TILED_SHIFTED_SOURCE`] or
+    /// [`TILED_SHIFTED_DEST`] for a vector tile whose source or destination side need not be
+    /// aligned ([`TiledArgs::new_shifted`]). The kernels do not read it.
     pub vector: u32,
     /// Padding; zero.
     pub _pad: u32,
@@ -492,13 +497,15 @@ impl TiledArgs {
         Some(a)
     }
 
-    /// [`TiledArgs::new`] for a vector tile whose destination side lines up
-    /// ([`TiledArgs::vectors_line_up`], that side alone) and whose source side may start
-    /// anywhere: `vector` is [`TILED_SHIFTED_SOURCE`]. Only the narrow join kernels of
-    /// shifted planes run such a tile ([`super::tiled_narrow`]); they read each source vector
-    /// through the two aligned 16-byte blocks that cover it, so the caller leaves every
-    /// source vector at least 16 bytes below the end of the source's allocation. Volumes are
-    /// limited as for element-wise tiles.
+    /// [`TiledArgs::new`] for a vector tile one of whose sides lines up
+    /// ([`TiledArgs::vectors_line_up`], that side alone) while the other (the source where
+    /// `shifted_source`, else the destination) may start anywhere: `vector` is
+    /// [`TILED_SHIFTED_SOURCE`] or [`TILED_SHIFTED_DEST`]. Only the narrow kernels of shifted
+    /// planes run such tiles ([`super::tiled_narrow`]). A shifted join reads each source
+    /// vector through the two aligned 16-byte blocks that cover it, so the caller leaves every
+    /// source vector at least 16 bytes below the end of the source's allocation; a shifted
+    /// split writes only its destination's bytes. Volumes are limited as for element-wise
+    /// tiles.
     #[allow(clippy::too_many_arguments)]
     pub fn new_shifted(
         dst: u64,
@@ -508,9 +515,10 @@ impl TiledArgs {
         batch: &[TiledAxis],
         src_size: usize,
         dst_size: usize,
+        shifted_source: bool,
     ) -> Option<Self> {
         // Built as an element-wise tile (no alignment asked, at most its volume), then
-        // checked on the destination side.
+        // checked on the aligned side.
         let mut a = Self::new(
             dst,
             src,
@@ -521,17 +529,31 @@ impl TiledArgs {
             src_size,
             dst_size,
         )?;
-        let (_, vd) = tiled_vectors(true, src_size, dst_size);
+        let (vs, vd) = tiled_vectors(true, src_size, dst_size);
         let r = a.tile_rank as usize;
-        let write: Vec<(u64, i64)> = a.write[..r]
-            .iter()
-            .map(|x| (u64::from(x.len), i64::from(x.dst)))
-            .collect();
-        let batch_dst = a.batch[..a.batch_rank as usize].iter().map(|b| b.dst);
-        let lines_up = u64::from(a.volume) % u64::from(vd) == 0
-            && a.dst % 16 == 0
-            && runs_line_up(&write, batch_dst, u64::from(vd));
-        a.vector = TILED_SHIFTED_SOURCE;
+        let batch = &a.batch[..a.batch_rank as usize];
+        let lines_up = if shifted_source {
+            let write: Vec<(u64, i64)> = a.write[..r]
+                .iter()
+                .map(|x| (u64::from(x.len), i64::from(x.dst)))
+                .collect();
+            u64::from(a.volume) % u64::from(vd) == 0
+                && a.dst % 16 == 0
+                && runs_line_up(&write, batch.iter().map(|b| b.dst), u64::from(vd))
+        } else {
+            let read: Vec<(u64, i64)> = a.read[..r]
+                .iter()
+                .map(|x| (u64::from(x.len), i64::from(x.src)))
+                .collect();
+            u64::from(a.volume) % u64::from(vs) == 0
+                && a.src % 16 == 0
+                && runs_line_up(&read, batch.iter().map(|b| b.src), u64::from(vs))
+        };
+        a.vector = if shifted_source {
+            TILED_SHIFTED_SOURCE
+        } else {
+            TILED_SHIFTED_DEST
+        };
         lines_up.then_some(a)
     }
 

@@ -1,5 +1,5 @@
-//! The narrow-axis kernels (`copy_split_cC_bN`, `copy_join_cC_bN`,
-//! `copy_join_shifted_cC_bN`): `templates/narrow.ptx`.
+//! The narrow-axis kernels (`copy_split_cC_bN`, `copy_join_cC_bN` and their shifted kinds
+//! `copy_split_shifted_cC_bN`, `copy_join_shifted_cC_bN`): `templates/narrow.ptx`.
 
 use std::mem::{offset_of, size_of};
 
@@ -219,22 +219,36 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             ));
         }
         chunk_base(&mut p1, "%gb", "%od", "%dst", 32 * v);
-        // Phase 2: the lane's C interleaved vectors, split, out to the planes.
+        // Phase 2: the lane's C interleaved vectors, split, out to the planes. The shifted
+        // splits' lanes all take part (their stores exchange vectors); those past the
+        // chunk's groups load and store nothing.
         p2.line("setp.lt.u32 %p0, %lane, %g;");
-        p2.line("@!%p0 bra $P2_SKIP;");
+        if !n.shifted {
+            p2.line("@!%p0 bra $P2_SKIP;");
+        }
         let at = lane_vectors(&mut g, &mut p2);
         let inw = words(&mut g);
+        let pred = if n.shifted { "@%p0 " } else { "" };
         for (k, at) in at.iter().enumerate() {
-            p2.line(format!("ld.shared.v4.u32 {}, [{at}];", vec4(&inw[4 * k..])));
+            p2.line(format!(
+                "{pred}ld.shared.v4.u32 {}, [{at}];",
+                vec4(&inw[4 * k..])
+            ));
         }
         for ch in 0..c {
             if ch > 0 {
                 p2.line("add.s64 %gb, %gb, %pb;");
             }
             let out = shuffle(&mut g, &mut p2, &inw, (c, s, false), ch);
-            p2.line(format!("st.global.v4.u32 [%gb], {};", vec4(&out)));
+            if n.shifted {
+                shifted_stores(&mut g, &mut p2, &out);
+            } else {
+                p2.line(format!("st.global.v4.u32 [%gb], {};", vec4(&out)));
+            }
         }
-        p2.label("$P2_SKIP");
+        if !n.shifted {
+            p2.label("$P2_SKIP");
+        }
     }
     let (piece, plane) = if n.join {
         (
@@ -256,7 +270,8 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
             (
                 "DIR",
                 match (n.join, n.shifted) {
-                    (false, _) => "interleaved split",
+                    (false, false) => "interleaved split",
+                    (false, true) => "interleaved split into planes at any alignment",
                     (true, false) => "planes joined",
                     (true, true) => "planes at any alignment joined",
                 }
@@ -306,41 +321,140 @@ fn shifted_loads(g: &mut Gen, code: &mut Code, inw: &[String], c: usize) {
         blocks.push((m, w));
     }
     for (ch, (m, w)) in blocks.iter().enumerate() {
-        // Words by 2 (m & 8), then by 1 (m & 4): `by(words, k, bit)` keeps `keep` words.
-        let by = |g: &mut Gen, code: &mut Code, x: &[String], k: usize, bit: u32, keep: usize| {
-            let t = g.reg(Class::B32);
-            let p = g.reg(Class::Pred);
-            code.line(format!("and.b32 {t}, {m}, {bit};"));
-            code.line(format!("setp.ne.u32 {p}, {t}, 0;"));
-            (0..keep)
-                .map(|j| {
-                    let d = g.reg(Class::B32);
-                    code.line(format!("selp.b32 {d}, {}, {}, {p};", x[j + k], x[j]));
-                    d
-                })
-                .collect::<Vec<String>>()
-        };
-        let b = by(g, code, w, 2, 8, 6);
-        let x = by(g, code, &b, 1, 4, 5);
-        let sh = g.reg(Class::B32);
-        code.line(format!("and.b32 {sh}, {m}, 3;"));
-        code.line(format!("shl.b32 {sh}, {sh}, 3;"));
-        for j in 0..4 {
-            code.line(format!(
-                "shf.r.clamp.b32 {}, {}, {}, {sh};",
-                inw[4 * ch + j],
-                x[j],
-                x[j + 1]
-            ));
+        let out = shift_right(g, code, w, m, false);
+        for (j, o) in out.iter().enumerate() {
+            code.line(format!("mov.b32 {}, {o};", inw[4 * ch + j]));
         }
     }
+}
+
+/// Emits the 4 words of bytes `n` to `n + 15` of the 8 words `x` (32 bytes, `x[0]` lowest),
+/// `n` in the register `by` (0 to 15, or with `sixteen` 1 to 16): whole words by `n & 16`
+/// (with `sixteen`), `n & 8` and `n & 4` (`selp`), then bytes by `n & 3` (`shf.r.clamp`, a
+/// shift of 0 keeping the low word).
+fn shift_right(g: &mut Gen, code: &mut Code, x: &[String], by: &str, sixteen: bool) -> Vec<String> {
+    // Moves words down by `k` where bit `bit` of `by` is set; keeps `keep` words (those past
+    // the end stay as they are, unused when the bit is set).
+    let down = |g: &mut Gen, code: &mut Code, x: &[String], k: usize, bit: u32, keep: usize| {
+        let t = g.reg(Class::B32);
+        let p = g.reg(Class::Pred);
+        code.line(format!("and.b32 {t}, {by}, {bit};"));
+        code.line(format!("setp.ne.u32 {p}, {t}, 0;"));
+        (0..keep)
+            .map(|j| {
+                if j + k >= x.len() {
+                    return x[j].clone();
+                }
+                let d = g.reg(Class::B32);
+                code.line(format!("selp.b32 {d}, {}, {}, {p};", x[j + k], x[j]));
+                d
+            })
+            .collect::<Vec<String>>()
+    };
+    let x = if sixteen {
+        down(g, code, x, 4, 16, 8)
+    } else {
+        x.to_vec()
+    };
+    let b = down(g, code, &x, 2, 8, 6);
+    let c = down(g, code, &b, 1, 4, 5);
+    let sh = g.reg(Class::B32);
+    code.line(format!("and.b32 {sh}, {by}, 3;"));
+    code.line(format!("shl.b32 {sh}, {sh}, 3;"));
+    (0..4)
+        .map(|j| {
+            let d = g.reg(Class::B32);
+            code.line(format!(
+                "shf.r.clamp.b32 {d}, {}, {}, {sh};",
+                c[j],
+                c[j + 1]
+            ));
+            d
+        })
+        .collect()
+}
+
+/// Emits the stores of a lane's vector `out` (4 words) of a plane that starts `%gb` bytes
+/// in (any alignment, the same modulo 16 for every lane: lane `l`'s vector at `%gb`, the
+/// warp's first at `%gb - 16 l`) for the shifted splits; `%g` lanes hold vectors, every lane
+/// of the warp runs this. Lane `l` stores the aligned block that ends inside its vector:
+/// the last `m` bytes of lane `l - 1`'s vector (`shfl.sync.up`) and the first `16 - m` of
+/// its own, where `m` is the misalignment, when both lanes hold vectors (and lane 0 when `m`
+/// is 0: the blocks are the vectors). The `16 - m` bytes before the first such block (lane
+/// 0's) and the `m` after the last (lane `g - 1`'s) go out one byte per lane, from lanes 0
+/// to 15 (`shfl.sync.idx`).
+fn shifted_stores(g: &mut Gen, code: &mut Code, out: &[String]) {
+    let m = g.reg(Class::B32);
+    let n = g.reg(Class::B32);
+    let al = g.reg(Class::B64);
+    code.line(format!("cvt.u32.u64 {m}, %gb;"));
+    code.line(format!("and.b32 {m}, {m}, 15;"));
+    code.line(format!("sub.u32 {n}, 16, {m};"));
+    code.line(format!("and.b64 {al}, %gb, -16;"));
+    let prev: Vec<String> = out
+        .iter()
+        .map(|o| {
+            let q = g.reg(Class::B32);
+            code.line(format!("shfl.sync.up.b32 {q}, {o}, 1, 0, 0xffffffff;"));
+            q
+        })
+        .collect();
+    let x: Vec<String> = prev.iter().chain(out).cloned().collect();
+    let blk = shift_right(g, code, &x, &n, true);
+    // Whole blocks: lanes 1 to g - 1, and lane 0 when m is 0.
+    let (pf, pz) = (g.reg(Class::Pred), g.reg(Class::Pred));
+    code.line(format!("setp.eq.u32 {pz}, {m}, 0;"));
+    code.line(format!("setp.ne.or.u32 {pf}, %lane, 0, {pz};"));
+    code.line(format!("setp.lt.and.u32 {pf}, %lane, %g, {pf};"));
+    code.line(format!("@{pf} st.global.v4.u32 [{al}], {};", vec4(&blk)));
+    // The bytes at the ends: lane j < 16 takes byte j of lane 0's vector (j < 16 - m) or of
+    // lane g - 1's (the others), when m is not 0.
+    let (src, t) = (g.reg(Class::B32), g.reg(Class::B32));
+    let ph = g.reg(Class::Pred);
+    code.line(format!("setp.lt.u32 {ph}, %lane, {n};"));
+    code.line(format!("sub.u32 {src}, %g, 1;"));
+    code.line(format!("selp.b32 {src}, 0, {src}, {ph};"));
+    let r: Vec<String> = out
+        .iter()
+        .map(|o| {
+            let q = g.reg(Class::B32);
+            code.line(format!(
+                "shfl.sync.idx.b32 {q}, {o}, {src}, 31, 0xffffffff;"
+            ));
+            q
+        })
+        .collect();
+    // Word lane / 4 of those four, then its byte lane % 4.
+    let (p1, p2) = (g.reg(Class::Pred), g.reg(Class::Pred));
+    code.line(format!("and.b32 {t}, %lane, 4;"));
+    code.line(format!("setp.ne.u32 {p1}, {t}, 0;"));
+    code.line(format!("and.b32 {t}, %lane, 8;"));
+    code.line(format!("setp.ne.u32 {p2}, {t}, 0;"));
+    let (lo, hi, w) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+    code.line(format!("selp.b32 {lo}, {}, {}, {p1};", r[1], r[0]));
+    code.line(format!("selp.b32 {hi}, {}, {}, {p1};", r[3], r[2]));
+    code.line(format!("selp.b32 {w}, {hi}, {lo}, {p2};"));
+    code.line(format!("and.b32 {t}, %lane, 3;"));
+    code.line(format!("shl.b32 {t}, {t}, 3;"));
+    code.line(format!("shr.b32 {w}, {w}, {t};"));
+    // Its address: the warp's first vector, plus 16 per lane of the source, plus the byte.
+    let a = g.reg(Class::B64);
+    code.line(format!("sub.u32 {t}, {src}, %lane;"));
+    code.line(format!("shl.b32 {t}, {t}, 4;"));
+    code.line(format!("add.u32 {t}, {t}, %lane;"));
+    code.line(format!("cvt.s64.s32 {a}, {t};"));
+    code.line(format!("add.s64 {a}, {a}, %gb;"));
+    let pb = g.reg(Class::Pred);
+    code.line(format!("setp.lt.u32 {pb}, %lane, 16;"));
+    code.line(format!("setp.ne.and.u32 {pb}, {m}, 0, {pb};"));
+    code.line(format!("@{pb} st.global.u8 [{a}], {w};"));
 }
 
 /// The blocks per multiprocessor that the kernel of `channels` channels asks `ptxas` to fit
 /// (`.minnctapersm`, which bounds its registers): room for about `8 C + 32` registers per
 /// thread, what the kernel holds (its group's `C` input vectors, an output vector and
-/// addresses) without spilling; `12 C + 32` for the shifted joins, whose loads take two
-/// blocks per vector.
+/// addresses) without spilling; `12 C + 32` for the shifted kernels, whose loads take two
+/// blocks per vector (joins) or whose stores exchange vectors between lanes (splits).
 fn narrow_min_blocks(n: Narrow) -> u32 {
     let per_channel = if n.shifted { 12 } else { 8 };
     (65536 / NARROW_THREADS / (per_channel * n.channels + 32)).clamp(1, 16)

@@ -116,6 +116,9 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
         out.push((format!("CHW>HWC C={c}"), vec![c, side, side], vec![1, 2, 0]));
         out.push((format!("HWC>CHW C={c}"), vec![side, side, c], vec![2, 0, 1]));
     }
+    let side = 8191;
+    out.push(("CHW>HWC C=3 odd".into(), vec![3, side, side], vec![1, 2, 0]));
+    out.push(("HWC>CHW C=3 odd".into(), vec![side, side, 3], vec![2, 0, 1]));
     for c in [3usize, 4] {
         let (h, w) = (256, 256);
         let n = (256 << 20) / (c * h * w * size);
