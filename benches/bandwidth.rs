@@ -561,7 +561,8 @@ fn show_shape(shape: &[usize]) -> String {
 
 /// The `narrow` group's layouts for elements of `size` bytes: (name, source shape,
 /// permutation). CHW <-> HWC for C in {2, 3, 4, 8} with H = W = 8192 (4096 where that would
-/// pass 1 GiB), NCHW <-> NHWC with C in {3, 4}, H = W = 256 and the batch that makes 256 MiB.
+/// pass 1 GiB) and for C = 3 with H = W = 8191 (planes off their 16-byte alignment), NCHW <->
+/// NHWC with C in {3, 4}, H = W = 256 and the batch that makes 256 MiB.
 /// `tools/any_layout_bench.py` runs the same layouts.
 fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     let mut out = Vec::new();

@@ -208,6 +208,8 @@ pub struct TiledLaunch {
     pub tiles: u32,
     /// Whether the plan leaves parts of the copy to other launches.
     pub has_rest: bool,
+    /// The parameter block as the planner made it: which elements the launch covers.
+    pub args: devspan_kernels::abi::TiledArgs,
 }
 
 /// The tiled launch of a copy of `shape` between raw operands (element zero at byte address
@@ -268,5 +270,6 @@ pub fn tiled_launch(
         threads,
         tiles: args.tiles,
         has_rest: !rest.is_empty(),
+        args: **args,
     }))
 }

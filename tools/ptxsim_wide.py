@@ -3,8 +3,9 @@
 (copy_permute_vec_b1) on the CPU.
 
 A small PTX interpreter for the instruction subset these kernels use: every thread of each
-block runs as a generator that yields at `bar.sync`, so shared memory and barriers behave as
-on the device. Each case describes a copy (PermuteArgs axes; for the wide kernels in runs and
+block runs as a generator that yields at `bar.sync` (and `bar.warp.sync`), so shared memory
+and barriers behave as on the device, and at `shfl.sync` (modes `up` and `idx`, full mask),
+where the block's threads all must arrive and each takes its source lane's value. Each case describes a copy (PermuteArgs axes; for the wide kernels in runs and
 16-byte units, for the vector kernel in bytes), runs the kernel over it with several tiles per
 block, in both tile-origin forms, and checks that
 
@@ -141,6 +142,13 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 if o=='ret': return
                 if o=='bra': pc=labels[ops[0]]; continue
                 if o=='bar': yield 'bar'; continue
+                if o=='shfl':
+                    assert parts[1]=='sync' and parts[3]=='b32' and val(ops[4])&M32==M32
+                    R[ops[0]]=(yield ('shfl',tx,parts[2],val(ops[1])&M32,val(ops[2])&M32,val(ops[3])&M32)); continue
+                if o=='shf':
+                    assert parts[1]=='r' and parts[2]=='clamp'
+                    a_,b_,c_=val(ops[1])&M32,val(ops[2])&M32,val(ops[3])&M32
+                    R[ops[0]]=((((b_<<32)|a_))>>min(c_,32))&M32; continue
                 if o=='ld' and parts[1]=='param':
                     a=memaddr(ops[1]); w=int(parts[2][1:])//8
                     off=a[1] if isinstance(a,tuple) else a-PARAM_BASE
@@ -191,6 +199,8 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                     if tp[0]=='s': a=a-(1<<w) if a>>(w-1) else a; b=b-(1<<w) if b>>(w-1) else b
                     r={'ge':a>=b,'eq':a==b,'lt':a<b,'ne':a!=b,'gt':a>b,'le':a<=b}[cmp]
                     if comb=='and': r=r and R[ops[3]]
+                    if comb=='or': r=r or R[ops[3]]
+                    assert comb in (None,'and','or')
                     R[d]=bool(r); continue
                 if o=='and' and parts[1]=='pred': R[d]=R[ops[1]] and R[ops[2]]; continue
                 tp=parts[-1]; w=width; m=(1<<w)-1
@@ -226,12 +236,38 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
         shared=bytearray(bytes([shared_fill])*shared_size)
         ths=[thread(bx,tx,ty,shared) for ty in range(tid_dims[1]) for tx in range(tid_dims[0])]
         alive=ths
+        pending={id(t):None for t in ths}
+        wof={id(t):(ty*tid_dims[0]+tx)//32 for t,(tx,ty) in zip(ths,[(tx,ty) for ty in range(tid_dims[1]) for tx in range(tid_dims[0])])}
         while alive:
-            res=[]
+            res=[]; ys=[]; done=set(); going=set()
             for t in alive:
-                try: next(t); res.append(t)
-                except StopIteration: pass
-            assert len(res) in (0,len(alive)), 'divergent barrier'
+                try: ys.append(t.send(pending[id(t)])); res.append(t); going.add(wof[id(t)])
+                except StopIteration: done.add(wof[id(t)])
+            # A warp's threads end together (warps may end apart: the narrow kernels' warps
+            # synchronise alone).
+            assert not (done & going), 'divergent barrier'
+            # Each warp's threads stop at the same kind of point (a barrier or one shuffle);
+            # warps may differ (the narrow kernels' warps synchronise alone).
+            warps={}
+            for y in ys:
+                if not isinstance(y,str): warps.setdefault(y[1]//32,set()).add(y[2])
+            kinds={}
+            for t,y in zip(res,ys):
+                kinds.setdefault(id(t),y if isinstance(y,str) else y[0])
+            vals={y[1]:y[3] for y in ys if not isinstance(y,str)}
+            for t,y in zip(res,ys):
+                if isinstance(y,str):
+                    pending[id(t)]=None; continue
+                _,tx_,mode,a_,b_,c_=y; lane=tx_%32; wbase=tx_-lane
+                assert len(warps[tx_//32])==1,'mixed shfl modes'
+                seg=(c_>>8)&31; cv=c_&31
+                maxl=(lane&seg)|(cv&~seg); minl=lane&seg
+                if mode=='up': j=lane-(b_&31); pv=j>=maxl
+                elif mode=='idx': j=minl|((b_&31)&~seg); pv=j<=maxl
+                else: raise Exception(mode)
+                if not pv: j=lane
+                assert wbase+j in vals,('shuffle with a lane that is not at it',tx_,wbase+j)
+                pending[id(t)]=vals[wbase+j]
             alive=res
 
 class Mem:

@@ -353,9 +353,14 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             // SAFETY: every element of every tile is in bounds of both operands (contract);
             // the kernel takes exactly one `TiledArgs` block: the tiled kernels with any block
             // of at most `tiled_max_threads` threads that covers the tile (`TiledA` with the
-            // dynamic shared memory of its buffers for that tile), the narrow kernels
-            // with `NARROW_THREADS` and a tile that `tiled_narrow` accepted (its two axes,
-            // 16-byte aligned addresses).
+            // dynamic shared memory of its buffers for that tile; tiles of shifted vectors on
+            // the element-wise kernels), the narrow kernels with `NARROW_THREADS` and a tile
+            // that `tiled_narrow` accepted (its two axes, 16-byte aligned addresses on the
+            // interleaved side). A shifted join also reads the 16-byte block after the one
+            // that holds each plane vector's first byte: its plan (`shifted_narrow`) leaves at
+            // least 16 bytes of the source above every vector, so that block lies in the
+            // source's allocation, and the block below lies in it too, allocations starting
+            // 16-byte aligned. A shifted split writes only the destination's elements.
             unsafe { b.launch(cfg)? };
             for p in rest {
                 // SAFETY: the rest's plans cover parts of the same operands (contract).

@@ -246,8 +246,8 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
 /// elements (read order) into a shared tile of converted elements, then every store of `Vd`
 /// destination elements (write order) gathered from it. Panics if a vector kernel's load or
 /// store is not `V` consecutive elements from an address aligned to its width (for a tile of
-/// shifted source vectors, [`TILED_SHIFTED_SOURCE`], if a load's covering 16-byte blocks end
-/// outside its allocation; the stores of a tile of shifted destination vectors,
+/// shifted source vectors, [`TILED_SHIFTED_SOURCE`], if the two 16-byte blocks that a load
+/// reads end outside its allocation; the stores of a tile of shifted destination vectors,
 /// [`TILED_SHIFTED_DEST`], may start anywhere), or a store reads a place of the shared tile
 /// that no load filled.
 pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut HostMem) {
@@ -271,10 +271,12 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             let a = at(args.src, os + i64::from(s0), ss);
             let width = u64::from(vs) * ss as u64;
             if shifted {
-                // The kernel reads the aligned 16-byte blocks that cover the vector: the
-                // bytes from its start up to the end of the last block must be in the
-                // allocation (the blocks' start is, allocations being 16-byte aligned).
-                let _ = mem.read(a, ((a + width).next_multiple_of(16) - a) as usize);
+                // The kernel reads the aligned 16-byte block that holds the vector's first
+                // byte and the next block (whether the vector reaches into it or not): the
+                // bytes from the vector's start up to the end of that second block must be in
+                // the allocation (the first block's start is, allocations being 16-byte
+                // aligned).
+                let _ = mem.read(a, ((a & !15) + 32 - a) as usize);
             } else if vector {
                 assert_eq!(
                     a % width,

@@ -676,7 +676,8 @@ fn tiled_plan(
     to: DType,
     opt: PlanOptions,
 ) -> Result<Option<Plan>> {
-    let Some(t) = tiled::tiled_plan(norm, d, s, from.size(), to.size(), opt.tiled_volume) else {
+    let (ss, ds) = (from.size(), to.size());
+    let Some(t) = tiled::tiled_plan_of(norm, d, s, ss, ds, opt.tiled_volume, from == to) else {
         return Ok(None);
     };
     let rest = t

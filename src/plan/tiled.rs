@@ -62,13 +62,17 @@ pub(crate) struct Tiled {
 /// The vector plan is first sought with pieces sized to complete only the runs they extend;
 /// where its runs do not line up (a side reached a cut axis later than the piece was sized
 /// for), again with every piece a multiple of the wider vector.
-pub(crate) fn tiled_plan(
+///
+/// `copy` says that both operands hold one element type: only copies take the narrow
+/// kernels, so only they are planned for the shifted ones ([`shifted_narrow`]).
+pub(crate) fn tiled_plan_of(
     norm: &Normalized,
     dst: u64,
     src: u64,
     src_size: usize,
     dst_size: usize,
     cap: u32,
+    copy: bool,
 ) -> Option<Tiled> {
     if norm.axes.is_empty() {
         return None;
@@ -109,10 +113,11 @@ pub(crate) fn tiled_plan(
             None => Some(t),
         }
     };
+    let sizes = (src_size, dst_size);
     attempt(true, false)
         .or_else(|| attempt(true, true))
-        .or_else(|| shifted_narrow(norm, dst, src, (src_size, dst_size), cap, true))
-        .or_else(|| shifted_narrow(norm, dst, src, (src_size, dst_size), cap, false))
+        .or_else(|| copy.then(|| shifted_narrow(norm, dst, src, sizes, cap, true))?)
+        .or_else(|| copy.then(|| shifted_narrow(norm, dst, src, sizes, cap, false))?)
         .or_else(|| attempt(false, false))
 }
 
@@ -217,6 +222,27 @@ fn shifted_narrow(
         }
     }
     Some(t)
+}
+
+/// [`tiled_plan_of`] of a copy where the element sizes are equal.
+#[cfg(test)]
+pub(crate) fn tiled_plan(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    src_size: usize,
+    dst_size: usize,
+    cap: u32,
+) -> Option<Tiled> {
+    tiled_plan_of(
+        norm,
+        dst,
+        src,
+        src_size,
+        dst_size,
+        cap,
+        src_size == dst_size,
+    )
 }
 
 /// The contiguous run of each side of a tile, in elements: (write, read).
@@ -808,10 +834,14 @@ mod tests {
             .map(|r| r.shape.iter().product::<usize>())
             .sum();
         assert_eq!(covered + rest, 3 * p as usize);
-        // Casts and 2-byte elements stay element-wise.
+        // Casts (of one size too, as u8 -> i8) and 2-byte elements stay element-wise.
         for (s, d) in [(1, 4), (2, 2)] {
             assert_eq!(tiled_plan(&n, 0, 0, s, d, 0).unwrap().args.vector, 0);
         }
+        assert_eq!(
+            tiled_plan_of(&n, 0, 0, 1, 1, 0, false).unwrap().args.vector,
+            0
+        );
         // The split direction: the shifted split, whose stores never pass the planes' ends;
         // its pieces are whole chunks of the narrow kernels (512 pixels) and one rest takes
         // the pixels that they do not cover.

@@ -1,11 +1,14 @@
 //! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`, and the narrow kernels
-//! `copy_split_cC_bN` / `copy_join_cC_bN` that run some of their plans) through the PTX
+//! `copy_split_cC_bN` / `copy_join_cC_bN` and their shifted kinds that run some of their
+//! plans) through the PTX
 //! interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's
 //! planner tiles: narrow axes moved to and from the innermost position, many axes of extent 2
 //! and 3 reversed and permuted, sources sliced backwards, broadcast or misaligned, every
 //! element size, tiles capped small so that each block loops over several tiles and axes are
-//! cut into pieces. Each case's destination must equal a reference byte for byte (poisoned
-//! first, so that unwritten and stray bytes show).
+//! cut into pieces, planes off their 16-byte alignment. Each case's destination must equal a
+//! reference byte for byte (poisoned first, so that unwritten and stray bytes show); for a
+//! plan that leaves rests to other launches, the reference holds the elements that the
+//! tiled launch covers and poison elsewhere.
 //!
 //! The sample runs four cases; the full check runs all of them. Needs Python 3, like
 //! [`crate::ptx_sim`].
@@ -128,6 +131,41 @@ fn layouts() -> Vec<Layout> {
     let mut l = permuted("chw_hwc_flipped/3/b4", &[3, 16, 64], &[1, 2, 0], 4, 0);
     l.src[2] = -l.src[2];
     all.push(l);
+    // Planes off their 16-byte alignment (odd pixel counts) beside an aligned interleaved
+    // side: the shifted joins and splits, whose rests other kernels copy; the sources end
+    // where their regions do, so that a join's second block past a region's end would fault.
+    // Tiles of at most 256 elements, so that no vector tile spans a whole contiguous image.
+    for (c, size) in [(3usize, 1usize), (5, 4), (2, 8), (16, 1)] {
+        all.push(permuted(
+            &format!("chw_hwc_odd/{c}/b{size}"),
+            &[c, 7, 13],
+            &[1, 2, 0],
+            size,
+            256,
+        ));
+        all.push(permuted(
+            &format!("hwc_chw_odd/{c}/b{size}"),
+            &[7, 13, c],
+            &[2, 0, 1],
+            size,
+            256,
+        ));
+    }
+    // Images of 4 planes of 84 pixels: the planes off their alignment, the images on it.
+    all.push(permuted(
+        "nchw_nhwc_odd/4/b1",
+        &[2, 4, 7, 12],
+        &[0, 2, 3, 1],
+        1,
+        256,
+    ));
+    all.push(permuted(
+        "nhwc_nchw_odd/4/b1",
+        &[2, 7, 12, 4],
+        &[0, 3, 1, 2],
+        1,
+        256,
+    ));
     // Byte tiles of 16 lines in shared memory: the line rotation L ^ L>>1 ^ L>>4 of their
     // gathers.
     let perm = [7, 2, 10, 0, 5, 11, 3, 8, 1, 6, 9, 4];
@@ -208,8 +246,9 @@ fn hex(b: &[u8]) -> String {
     s
 }
 
-/// Writes the case file of `l` into `dir`, or `None` if the planner does not tile it whole.
-fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<String>, String> {
+/// Writes the case file of `l` into `dir` and returns it with the launch's kernel, or `None`
+/// if the planner does not tile it.
+fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
     let dtype = match l.size {
@@ -229,7 +268,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<String>, Strin
     let launch =
         devspan::internals::tiled_launch(d0, &l.dst, dtype, s0, &l.src, dtype, &l.shape, l.cap)
             .map_err(|e| format!("{}: {e}", l.name))?;
-    let Some(launch) = launch.filter(|t| !t.has_rest) else {
+    let Some(launch) = launch else {
         return Ok(None);
     };
     let dbytes = ((dhi - dlo + 1) * size) as usize;
@@ -244,7 +283,29 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<String>, Strin
         })
         .collect();
     let mut expect = vec![0xA5u8; dbytes];
-    let n: usize = l.shape.iter().product();
+    let n: usize = if launch.has_rest {
+        0
+    } else {
+        l.shape.iter().product()
+    };
+    // A plan with rests: the elements that the tiled launch covers, by its arguments' index
+    // math (the rests' plans run other kernels).
+    if launch.has_rest {
+        let a = &launch.args;
+        for t in 0..a.tiles {
+            let (od, os) = a.tile_origin(t);
+            for w in 0..a.volume {
+                let (d, r) = a.write_offset(w);
+                let s = a.read_offset(r);
+                let at = |base: u64, region: u64, e: i64| {
+                    (base as i64 + e * size as i64 - region as i64) as usize
+                };
+                let d = at(a.dst, dbase, od + i64::from(d));
+                let s = at(a.src, sbase, os + i64::from(s));
+                expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
+            }
+        }
+    }
     for i in 0..n {
         let (mut r, mut d, mut s) = (i, -dlo, -slo);
         for k in (0..l.shape.len()).rev() {
@@ -284,7 +345,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<String>, Strin
         .ok_or_else(|| format!("no module {}", launch.kernel))?
         .1;
     fs::write(dir.join(format!("{}.ptx", launch.kernel)), text).map_err(|e| e.to_string())?;
-    Ok(Some(file.to_string_lossy().into_owned()))
+    Ok(Some((file.to_string_lossy().into_owned(), launch.kernel)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
@@ -300,18 +361,30 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     fs::write(dir.join("ptxsim_wide.py"), INTERPRETER).map_err(|e| e.to_string())?;
     let all = layouts();
     let mut files = Vec::new();
+    let mut kernels = Vec::new();
     let mut untiled = Vec::new();
     for (i, l) in all.iter().enumerate() {
         if sample && !SAMPLE.contains(&l.name.as_str()) {
             continue;
         }
         match write_case(dir, l, 0x5eed + i as u64)? {
-            Some(f) => files.push(f),
+            Some((f, kernel)) => {
+                files.push(f);
+                kernels.push(kernel);
+            }
             None => untiled.push(l.name.clone()),
         }
     }
     if !untiled.is_empty() {
-        return Err(format!("not tiled whole by the planner: {untiled:?}"));
+        return Err(format!("not tiled by the planner: {untiled:?}"));
+    }
+    // The shifted narrow kernels, both directions, are among the full check's cases.
+    let shifted = |k: &str| kernels.iter().filter(|x| x.starts_with(k)).count();
+    let (joins, splits) = (shifted("copy_join_shifted"), shifted("copy_split_shifted"));
+    if !sample && (joins < 4 || splits < 4) {
+        return Err(format!(
+            "{joins} shifted joins and {splits} shifted splits among {kernels:?}"
+        ));
     }
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Result<String, String>>> = Mutex::new(Vec::new());
@@ -352,8 +425,9 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
         out.detail(l.trim_end());
     }
     out.summary(&format!(
-        "ptx_sim: {} tiled-kernel interpreter cases passed{}",
+        "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels){}",
         lines.len(),
+        joins + splits,
         if sample { " (sample)" } else { "" }
     ));
     Ok(())

@@ -19,8 +19,8 @@
 //! `copy_join_shifted_cC_bN` and `copy_split_shifted_cC_bN` take planes at any alignment
 //! beside an aligned interleaved side ([`Narrow::shifted`], plans of
 //! [`TiledArgs::new_shifted`]). The misalignment is the same for every lane of a warp (its
-//! vectors of one plane lie 16 bytes apart), so a join's lane shifts the two aligned blocks
-//! that cover its vector, and a split's lane stores the aligned block made of its
+//! vectors of one plane lie 16 bytes apart), so a join's lane shifts its vector out of the
+//! aligned 16-byte block that holds its first byte and the next block, and a split's lane stores the aligned block made of its
 //! neighbour's vector (`shfl.sync.up`) and its own, the bytes at the two ends of the warp's
 //! part of a plane going out one per lane.
 

@@ -502,7 +502,8 @@ impl TiledArgs {
     /// `shifted_source`, else the destination) may start anywhere: `vector` is
     /// [`TILED_SHIFTED_SOURCE`] or [`TILED_SHIFTED_DEST`]. Only the narrow kernels of shifted
     /// planes run such tiles ([`super::tiled_narrow`]). A shifted join reads each source
-    /// vector through the two aligned 16-byte blocks that cover it, so the caller leaves every
+    /// vector through the aligned 16-byte block that holds its first byte and the next block,
+    /// so the caller leaves every
     /// source vector at least 16 bytes below the end of the source's allocation; a shifted
     /// split writes only its destination's bytes. Volumes are limited as for element-wise
     /// tiles.

@@ -297,8 +297,8 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
 
 /// Emits the loads of a lane's `c` plane vectors into `inw` (4 words each) for the shifted
 /// joins: plane `ch`'s vector starts at `%ga` plus `ch` plane strides (`%pb` bytes), at any
-/// alignment. Each comes from the two aligned 16-byte blocks that cover it (all loads are
-/// issued first), shifted right by its misalignment `m` (the same for every lane of the warp,
+/// alignment. Each comes from the aligned 16-byte block that holds its first byte and the
+/// next block (all loads are issued first; with `m` = 0 the second is not used), shifted right by its misalignment `m` (the same for every lane of the warp,
 /// whose vectors lie 16 bytes apart): whole words by `m & 8` and `m & 4` (`selp`), then bytes
 /// by `m & 3` (`shf.r.clamp`, a shift of 0 keeping the low word).
 fn shifted_loads(g: &mut Gen, code: &mut Code, inw: &[String], c: usize) {
