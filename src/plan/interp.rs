@@ -252,7 +252,7 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
 /// that no load filled.
 pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut HostMem) {
     let vector = args.vector != 0;
-    let shifted = args.vector == TILED_SHIFTED_SOURCE;
+    let shifted_src = args.vector == TILED_SHIFTED_SOURCE;
     let shifted_dst = args.vector == TILED_SHIFTED_DEST;
     let (ss, ds) = (from.size(), to.size());
     let (vs, vd) = tiled_vectors(vector, ss, ds);
@@ -270,7 +270,7 @@ pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut Host
             let s0 = args.read_offset(u);
             let a = at(args.src, os + i64::from(s0), ss);
             let width = u64::from(vs) * ss as u64;
-            if shifted {
+            if shifted_src {
                 // The kernel reads the aligned 16-byte block that holds the vector's first
                 // byte and the next block (whether the vector reaches into it or not): the
                 // bytes from the vector's start up to the end of that second block must be in

@@ -163,7 +163,14 @@ fn shifted_narrow(
     let len = norm.axes[k].len;
     let least = if join { 2 * v } else { v };
     let narrow = NARROW_MIN_CHANNELS as usize..=NARROW_MAX_CHANNELS as usize;
-    if len < least || !narrow.contains(&channels) {
+    // The pixels step over the channels on the interleaved side, as `tiled_narrow` asks:
+    // other layouts are left before any tile is sought.
+    let step = if join {
+        norm.axes[k].dst
+    } else {
+        norm.axes[k].src
+    };
+    if len < least || !narrow.contains(&channels) || step != channels as isize {
         return None;
     }
     // The tiles take whole vectors of pixels up to `end` (a join's at least one vector
@@ -827,13 +834,7 @@ mod tests {
         let tail = last.shape[1] as isize;
         assert!(last.shape[0] == 3 && tail >= 19, "{:?}", last.shape);
         assert_eq!((last.src_off, last.dst_off), (p - tail, 3 * (p - tail)));
-        let covered: usize = t.args.tiles as usize * t.args.volume as usize;
-        let rest: usize = t
-            .rest
-            .iter()
-            .map(|r| r.shape.iter().product::<usize>())
-            .sum();
-        assert_eq!(covered + rest, 3 * p as usize);
+        assert_eq!(elements(&t), 3 * p as usize);
         // Casts (of one size too, as u8 -> i8) and 2-byte elements stay element-wise.
         for (s, d) in [(1, 4), (2, 2)] {
             assert_eq!(tiled_plan(&n, 0, 0, s, d, 0).unwrap().args.vector, 0);
@@ -853,13 +854,17 @@ mod tests {
         assert_eq!(t.rest.len(), 1);
         assert_eq!(t.rest[0].shape[1], 3);
         assert_eq!(t.args.read[1].len % 512, 0);
-        let covered: usize = t.args.tiles as usize * t.args.volume as usize;
+        assert_eq!(elements(&t), 3 * p as usize);
+    }
+
+    /// Elements that a plan's tiles and rests cover together.
+    fn elements(t: &Tiled) -> usize {
         let rest: usize = t
             .rest
             .iter()
             .map(|r| r.shape.iter().product::<usize>())
             .sum();
-        assert_eq!(covered + rest, 3 * p as usize);
+        t.args.tiles as usize * t.args.volume as usize + rest
     }
 
     #[test]

@@ -530,26 +530,8 @@ impl TiledArgs {
             src_size,
             dst_size,
         )?;
-        let (vs, vd) = tiled_vectors(true, src_size, dst_size);
-        let r = a.tile_rank as usize;
-        let batch = &a.batch[..a.batch_rank as usize];
-        let lines_up = if shifted_source {
-            let write: Vec<(u64, i64)> = a.write[..r]
-                .iter()
-                .map(|x| (u64::from(x.len), i64::from(x.dst)))
-                .collect();
-            u64::from(a.volume) % u64::from(vd) == 0
-                && a.dst % 16 == 0
-                && runs_line_up(&write, batch.iter().map(|b| b.dst), u64::from(vd))
-        } else {
-            let read: Vec<(u64, i64)> = a.read[..r]
-                .iter()
-                .map(|x| (u64::from(x.len), i64::from(x.src)))
-                .collect();
-            u64::from(a.volume) % u64::from(vs) == 0
-                && a.src % 16 == 0
-                && runs_line_up(&read, batch.iter().map(|b| b.src), u64::from(vs))
-        };
+        // The aligned side: the destination's where the source is shifted.
+        let lines_up = a.side_lines_up(!shifted_source, src_size, dst_size);
         a.vector = if shifted_source {
             TILED_SHIFTED_SOURCE
         } else {
@@ -565,23 +547,35 @@ impl TiledArgs {
     /// (so that with a 16-byte aligned `src` every vector starts 16-byte aligned), and
     /// likewise for the destination in write order.
     pub fn vectors_line_up(&self, src_size: usize, dst_size: usize) -> bool {
+        self.side_lines_up(true, src_size, dst_size)
+            && self.side_lines_up(false, src_size, dst_size)
+    }
+
+    /// [`TiledArgs::vectors_line_up`] of one side: the source's (`source`), in read order, or
+    /// the destination's, in write order.
+    fn side_lines_up(&self, source: bool, src_size: usize, dst_size: usize) -> bool {
         let (vs, vd) = tiled_vectors(true, src_size, dst_size);
         let r = self.tile_rank as usize;
-        let read: Vec<(u64, i64)> = self.read[..r]
-            .iter()
-            .map(|a| (u64::from(a.len), i64::from(a.src)))
-            .collect();
-        let write: Vec<(u64, i64)> = self.write[..r]
-            .iter()
-            .map(|a| (u64::from(a.len), i64::from(a.dst)))
-            .collect();
         let batch = &self.batch[..self.batch_rank as usize];
-        u64::from(self.volume) % u64::from(vs) == 0
-            && u64::from(self.volume) % u64::from(vd) == 0
-            && self.src % 16 == 0
-            && self.dst % 16 == 0
-            && runs_line_up(&read, batch.iter().map(|b| b.src), u64::from(vs))
-            && runs_line_up(&write, batch.iter().map(|b| b.dst), u64::from(vd))
+        let (v, base, axes): (u32, u64, Vec<(u64, i64)>) = if source {
+            let axes = self.read[..r].iter();
+            (
+                vs,
+                self.src,
+                axes.map(|a| (u64::from(a.len), i64::from(a.src))).collect(),
+            )
+        } else {
+            let axes = self.write[..r].iter();
+            (
+                vd,
+                self.dst,
+                axes.map(|a| (u64::from(a.len), i64::from(a.dst))).collect(),
+            )
+        };
+        let strides = batch.iter().map(|b| if source { b.src } else { b.dst });
+        u64::from(self.volume) % u64::from(v) == 0
+            && base % 16 == 0
+            && runs_line_up(&axes, strides, u64::from(v))
     }
 
     /// The element offsets `(dst, src)` of the first element of tile `t`, computed like the

@@ -160,10 +160,10 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
         chunk_base(&mut p1, "%ga", "%os", "%src", 32 * v);
         p1.line("setp.lt.u32 %p0, %lane, %g;");
         p1.line("@!%p0 bra $P1_SKIP;");
-        let inw = words(&mut g);
-        if n.shifted {
-            shifted_loads(&mut g, &mut p1, &inw, c);
+        let inw = if n.shifted {
+            shifted_loads(&mut g, &mut p1, c)
         } else {
+            let inw = words(&mut g);
             for ch in 0..c {
                 if ch > 0 {
                     p1.line("add.s64 %ga, %ga, %pb;");
@@ -173,7 +173,8 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
                     vec4(&inw[4 * ch..])
                 ));
             }
-        }
+            inw
+        };
         let at = lane_vectors(&mut g, &mut p1);
         for (k, at) in at.iter().enumerate() {
             // Each vector goes out as soon as it is made, so that its registers die.
@@ -295,13 +296,13 @@ pub(super) fn narrow_kernel(t: &mut Templates, name: &str, s: usize, n: Narrow) 
     )
 }
 
-/// Emits the loads of a lane's `c` plane vectors into `inw` (4 words each) for the shifted
-/// joins: plane `ch`'s vector starts at `%ga` plus `ch` plane strides (`%pb` bytes), at any
-/// alignment. Each comes from the aligned 16-byte block that holds its first byte and the
-/// next block (all loads are issued first; with `m` = 0 the second is not used), shifted right by its misalignment `m` (the same for every lane of the warp,
-/// whose vectors lie 16 bytes apart): whole words by `m & 8` and `m & 4` (`selp`), then bytes
-/// by `m & 3` (`shf.r.clamp`, a shift of 0 keeping the low word).
-fn shifted_loads(g: &mut Gen, code: &mut Code, inw: &[String], c: usize) {
+/// Emits the loads of a lane's `c` plane vectors for the shifted joins and returns their
+/// words (4 each): plane `ch`'s vector starts at `%ga` plus `ch` plane strides (`%pb`
+/// bytes), at any alignment. Each comes from the aligned 16-byte block that holds its first
+/// byte and the next block (all loads are issued first; with `m` = 0 the second is not
+/// used), shifted right by its misalignment `m` (the same for every lane of the warp, whose
+/// vectors lie 16 bytes apart) by [`shift_right`].
+fn shifted_loads(g: &mut Gen, code: &mut Code, c: usize) -> Vec<String> {
     let mut blocks = Vec::with_capacity(c);
     for ch in 0..c {
         if ch > 0 {
@@ -320,12 +321,10 @@ fn shifted_loads(g: &mut Gen, code: &mut Code, inw: &[String], c: usize) {
         ));
         blocks.push((m, w));
     }
-    for (ch, (m, w)) in blocks.iter().enumerate() {
-        let out = shift_right(g, code, w, m, false);
-        for (j, o) in out.iter().enumerate() {
-            code.line(format!("mov.b32 {}, {o};", inw[4 * ch + j]));
-        }
-    }
+    blocks
+        .iter()
+        .flat_map(|(m, w)| shift_right(g, code, w, m, false))
+        .collect()
 }
 
 /// Emits the 4 words of bytes `n` to `n + 15` of the 8 words `x` (32 bytes, `x[0]` lowest),
@@ -391,14 +390,20 @@ fn shifted_stores(g: &mut Gen, code: &mut Code, out: &[String]) {
     code.line(format!("and.b32 {m}, {m}, 15;"));
     code.line(format!("sub.u32 {n}, 16, {m};"));
     code.line(format!("and.b64 {al}, %gb, -16;"));
-    let prev: Vec<String> = out
-        .iter()
-        .map(|o| {
-            let q = g.reg(Class::B32);
-            code.line(format!("shfl.sync.up.b32 {q}, {o}, 1, 0, 0xffffffff;"));
-            q
-        })
-        .collect();
+    // Each word of `out` from another lane: `shfl.sync.{mode}` with lane operand `lane` and
+    // clamp `clamp`.
+    let shuffled = |g: &mut Gen, code: &mut Code, mode: &str, lane: &str, clamp: u32| {
+        out.iter()
+            .map(|o| {
+                let q = g.reg(Class::B32);
+                code.line(format!(
+                    "shfl.sync.{mode}.b32 {q}, {o}, {lane}, {clamp}, 0xffffffff;"
+                ));
+                q
+            })
+            .collect::<Vec<String>>()
+    };
+    let prev = shuffled(g, code, "up", "1", 0);
     let x: Vec<String> = prev.iter().chain(out).cloned().collect();
     let blk = shift_right(g, code, &x, &n, true);
     // Whole blocks: lanes 1 to g - 1, and lane 0 when m is 0.
@@ -414,16 +419,7 @@ fn shifted_stores(g: &mut Gen, code: &mut Code, out: &[String]) {
     code.line(format!("setp.lt.u32 {ph}, %lane, {n};"));
     code.line(format!("sub.u32 {src}, %g, 1;"));
     code.line(format!("selp.b32 {src}, 0, {src}, {ph};"));
-    let r: Vec<String> = out
-        .iter()
-        .map(|o| {
-            let q = g.reg(Class::B32);
-            code.line(format!(
-                "shfl.sync.idx.b32 {q}, {o}, {src}, 31, 0xffffffff;"
-            ));
-            q
-        })
-        .collect();
+    let r = shuffled(g, code, "idx", &src, 31);
     // Word lane / 4 of those four, then its byte lane % 4.
     let (p1, p2) = (g.reg(Class::Pred), g.reg(Class::Pred));
     code.line(format!("and.b32 {t}, %lane, 4;"));
