@@ -2043,8 +2043,8 @@ fn high_rank_copies_and_fills_match_reference() {
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
 /// pairs, NCHW <-> NHWC) take the tiled plans, with 16-byte vectors where the planes are
 /// whole vectors (copies of 1-, 4- and 8-byte elements then run on the narrow kernels, the
-/// others on the tiled ones), copies of such elements between planes off their alignment and
-/// an aligned interleaved side the shifted joins and splits, and match the reference for
+/// others on the tiled ones), copies between planes off their alignment and an aligned
+/// interleaved side (2-byte elements too) the shifted joins and splits, and match the reference for
 /// every element size, fused casts, odd sizes that leave a rest, and misaligned bases.
 #[test]
 #[cfg_attr(
@@ -2102,7 +2102,6 @@ fn narrow_axes_take_the_tiled_plans() {
                     if join
                         && images
                         && from == to
-                        && size != 2
                         && doff == 0
                         && shifted
                         && (2..=16).contains(&c)
@@ -2121,7 +2120,6 @@ fn narrow_axes_take_the_tiled_plans() {
                     if split
                         && images
                         && from == to
-                        && size != 2
                         && soff == 0
                         && planes
                         && (2..=16).contains(&c)
@@ -2167,7 +2165,7 @@ fn narrow_axes_take_the_tiled_plans() {
 /// (tests/gpu/any_layout.rs), through the interpreter: copies between planes off their
 /// 16-byte alignment and an aligned interleaved side, both directions, from sources that start
 /// a plane, a row or a pixel into their array and end where it does, with channels read
-/// forwards or backwards, for 1-, 4- and 8-byte elements. Where the planes are off their
+/// forwards or backwards, for 1-, 2-, 4- and 8-byte elements. Where the planes are off their
 /// alignment and the images start aligned on the interleaved side, they take vector tiles,
 /// mostly the shifted narrow kernels, never the element-wise tiles.
 #[test]
@@ -2216,7 +2214,7 @@ fn shifted_narrow_plans_of_odd_planes() {
                 let shape: Vec<usize> = perm.iter().map(|&a| view[a]).collect();
                 let src: Vec<isize> = perm.iter().map(|&a| axes[a]).collect();
                 let dst = contiguous(&shape);
-                for t in [U8, F32, F64] {
+                for t in [U8, F16, F32, F64] {
                     let size = t.size();
                     let soff = (off * size as isize) as u64;
                     let opt = PlanOptions::default();

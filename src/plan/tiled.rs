@@ -30,8 +30,8 @@
 use super::permute::fastest;
 use super::{Normalized, PAxis};
 use devspan_kernels::abi::{
-    NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SIZES, TiledArgs, TiledAxis, tiled_max_volume,
-    tiled_narrow, tiled_vectors,
+    NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES, TiledArgs, TiledAxis,
+    tiled_max_volume, tiled_narrow, tiled_vectors,
 };
 
 /// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
@@ -139,7 +139,7 @@ fn shifted_narrow(
     cap: u32,
     join: bool,
 ) -> Option<Tiled> {
-    if src_size != dst_size || !NARROW_SIZES.contains(&src_size) {
+    if src_size != dst_size || !NARROW_SHIFTED_SIZES.contains(&src_size) {
         return None;
     }
     let v = 16 / src_size;
@@ -835,10 +835,12 @@ mod tests {
         assert!(last.shape[0] == 3 && tail >= 19, "{:?}", last.shape);
         assert_eq!((last.src_off, last.dst_off), (p - tail, 3 * (p - tail)));
         assert_eq!(elements(&t), 3 * p as usize);
-        // Casts (of one size too, as u8 -> i8) and 2-byte elements stay element-wise.
-        for (s, d) in [(1, 4), (2, 2)] {
-            assert_eq!(tiled_plan(&n, 0, 0, s, d, 0).unwrap().args.vector, 0);
-        }
+        // Casts (of one size too, as u8 -> i8) stay element-wise; 2-byte copies take the
+        // shifted join too.
+        assert_eq!(tiled_plan(&n, 0, 0, 1, 4, 0).unwrap().args.vector, 0);
+        let t = tiled_plan(&n, 0, 0, 2, 2, 0).unwrap();
+        assert_eq!(t.args.vector, TILED_SHIFTED_SOURCE);
+        assert!(tiled_narrow(&t.args, 2).is_some_and(|k| k.join && k.shifted));
         assert_eq!(
             tiled_plan_of(&n, 0, 0, 1, 1, 0, false).unwrap().args.vector,
             0

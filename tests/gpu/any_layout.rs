@@ -903,8 +903,8 @@ fn steered_case<T: DeviceElement>(
 }
 
 /// The narrow kernels (`copy_split_cC_bN`, `copy_join_cC_bN`) for every channel count they
-/// take (2 to 16) and every element size they take (1, 4, 8 bytes; 2-byte copies stay on the
-/// tiled kernels), both directions, on images whose tiles end in a
+/// take (2 to 16) and every element size they take (1, 4, 8 bytes; 2-byte copies of aligned
+/// planes stay on the tiled kernels), both directions, on images whose tiles end in a
 /// part of a chunk, with and without a batch axis, from sources read with their channels
 /// reversed and into destinations whose planes are padded; each case also with the narrow
 /// kernels turned off (the tiled kernels), both against ndarray.
@@ -957,10 +957,14 @@ fn narrow_kernels_of_2_to_16_channels() {
                         2 => steered_case::<f32>(&stream, &case, grid, p),
                         _ => steered_case::<f64>(&stream, &case, grid, p),
                     };
-                    // 2-byte elements stay on the tiled kernels.
+                    // 2-byte elements stay on the tiled kernels, except for planes off
+                    // their alignment (rows of a padded destination): the shifted kernels.
                     let f16 = (c + index) % 4 == 1;
-                    if k == 1 || f16 {
+                    if k == 1 {
                         assert!(!path.starts_with("narrow"), "{op}: {path}");
+                    } else if f16 {
+                        let shifted = padded && path.starts_with("narrow_shifted");
+                        assert!(!path.starts_with("narrow") || shifted, "{op}: {path}");
                     } else if !padded {
                         assert_eq!(path, "narrow", "{c} channels, {base:?} {perm:?}");
                     }
@@ -973,7 +977,7 @@ fn narrow_kernels_of_2_to_16_channels() {
 
 /// Copies between planes that start off their 16-byte alignment (an odd number of pixels per
 /// plane, a source that starts one plane or one element into its array) and an aligned
-/// interleaved side, both directions: copies of 1-, 4- and 8-byte elements take the shifted
+/// interleaved side, both directions: copies of 1-, 2-, 4- and 8-byte elements take the shifted
 /// narrow kernels (a join's tiles stop a vector short of each plane's end, and its source
 /// view ends where its allocation does); each case also with the narrow kernels turned off,
 /// which runs the same tiles on the element-wise tiled kernels; both against ndarray.
@@ -1033,9 +1037,11 @@ fn shifted_narrow_kernels_of_planes_off_their_alignment() {
                         dst: &dst,
                     };
                     let p = &mut paths;
-                    let (path, size) = match index % 3 {
+                    // Every element size under both tunings.
+                    let (path, size) = match (index + index / 2) % 4 {
                         0 => (steered_case::<u8>(&stream, &case, grid, p), 1),
-                        1 => (steered_case::<f32>(&stream, &case, grid, p), 4),
+                        1 => (steered_case::<f16>(&stream, &case, grid, p), 2),
+                        2 => (steered_case::<f32>(&stream, &case, grid, p), 4),
                         _ => (steered_case::<f64>(&stream, &case, grid, p), 8),
                     };
                     // Planes off their alignment in images that start aligned on the

@@ -135,7 +135,7 @@ fn layouts() -> Vec<Layout> {
     // side: the shifted joins and splits, whose rests other kernels copy; the sources end
     // where their regions do, so that a join's second block past a region's end would fault.
     // Tiles of at most 256 elements, so that no vector tile spans a whole contiguous image.
-    for (c, size) in [(3usize, 1usize), (5, 4), (2, 8), (16, 1)] {
+    for (c, size) in [(3usize, 1usize), (5, 4), (2, 8), (16, 1), (3, 2), (6, 2)] {
         all.push(permuted(
             &format!("chw_hwc_odd/{c}/b{size}"),
             &[c, 7, 13],

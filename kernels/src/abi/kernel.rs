@@ -1,10 +1,11 @@
 //! The identity of every kernel, and the name of its PTX module.
 
 use super::{
-    CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SIZES, NARROW_THREADS,
-    Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE, PERMUTE_PACKED128_BLOCK,
-    PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE, PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE,
-    PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK, WideKernel, tiled_max_threads,
+    CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES,
+    NARROW_SIZES, NARROW_THREADS, Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
+    PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
+    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK,
+    WideKernel, tiled_max_threads,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -246,8 +247,11 @@ impl Kernel {
         for w in &PERMUTE_WIDE {
             all.push(Kernel::copy(w.kind, DType::U8, DType::U8));
         }
-        for size in NARROW_SIZES {
+        for size in NARROW_SHIFTED_SIZES {
             for (join, shifted) in [(false, false), (false, true), (true, false), (true, true)] {
+                if !shifted && !NARROW_SIZES.contains(&size) {
+                    continue;
+                }
                 for channels in NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS {
                     let narrow = Narrow {
                         channels,
@@ -399,9 +403,10 @@ mod tests {
         // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
         assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
         assert_eq!(casts, 12 * 11 * 10);
-        // Three sizes, two directions, aligned and shifted, 2 to 16 channels.
-        assert_eq!(narrow, 3 * 4 * 15);
-        assert_eq!(all.len(), 1385 + 180);
+        // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
+        // elements shifted only.
+        assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
+        assert_eq!(all.len(), 1385 + 210);
     }
 
     #[test]

@@ -29,10 +29,15 @@ use super::tiled::{TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs};
 /// Threads per block of the narrow kernels: 4 warps, also the most their PTX allows
 /// (`.maxntid`; any multiple of 32 up to it is correct).
 pub const NARROW_THREADS: u32 = 128;
-/// Element sizes of the narrow kernels. Copies of 2-byte elements stay on the tiled kernels
-/// (`copy_tiled_a_b2`, `copy_tiled_b2`): on the H200 they ran those layouts 0.017 to 0.030 of
-/// a memcpy faster than a narrow kernel for 2 to 8 channels, both directions.
+/// Element sizes of the narrow kernels whose planes are aligned. Those copies of 2-byte
+/// elements stay on the tiled kernels (`copy_tiled_a_b2`, `copy_tiled_b2`): on the H200 they
+/// ran those layouts 0.017 to 0.030 of a memcpy faster than a narrow kernel for 2 to 8
+/// channels, both directions.
 pub const NARROW_SIZES: [usize; 3] = [1, 4, 8];
+/// Element sizes of the shifted narrow kernels ([`Narrow::shifted`]): 2-byte elements too,
+/// whose planes off their alignment have no vector tiles and would otherwise run on the
+/// element-wise ones.
+pub const NARROW_SHIFTED_SIZES: [usize; 4] = [1, 2, 4, 8];
 /// Fewest channels of a narrow kernel.
 pub const NARROW_MIN_CHANNELS: u32 = 2;
 /// Most channels of a narrow kernel: a lane holds `2 C` vectors in registers, and a block
@@ -85,7 +90,8 @@ pub const fn narrow_smem_bytes(channels: u32) -> u32 {
 }
 
 /// The narrow kernel for the tiled copy `args` of elements of `size` bytes (a copy, not a
-/// cast), if one takes it: elements of 1, 4 or 8 bytes ([`NARROW_SIZES`]), a tile of exactly
+/// cast), if one takes it: elements of 1, 4 or 8 bytes ([`NARROW_SIZES`]; 2 bytes too for the
+/// shifted kernels, [`NARROW_SHIFTED_SIZES`]), a tile of exactly
 /// two axes, a channel axis of
 /// [`NARROW_MIN_CHANNELS`] to [`NARROW_MAX_CHANNELS`] elements and a pixel axis whose piece is
 /// a multiple of the pixels of one 16-byte vector, where
@@ -101,7 +107,13 @@ pub const fn narrow_smem_bytes(channels: u32) -> u32 {
 /// a shifted destination ([`TILED_SHIFTED_DEST`]), of the source side alone, on a shifted
 /// split kernel.
 pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
-    if !NARROW_SIZES.contains(&size) || args.tile_rank != 2 {
+    let shifted = matches!(args.vector, TILED_SHIFTED_SOURCE | TILED_SHIFTED_DEST);
+    let sizes: &[usize] = if shifted {
+        &NARROW_SHIFTED_SIZES
+    } else {
+        &NARROW_SIZES
+    };
+    if !sizes.contains(&size) || args.tile_rank != 2 {
         return None;
     }
     let s = size as i64;
@@ -272,6 +284,42 @@ mod tests {
         let read = [ax(3, 4096, 1), ax(16, 1, 3), ax(4, 16, 48)];
         let a = TiledArgs::new(0, 0, &read, &[1, 2, 0], &[], true, 4, 4).unwrap();
         assert_eq!(tiled_narrow(&a, 4), None);
+    }
+
+    #[test]
+    fn two_byte_elements_take_only_the_shifted_kernels() {
+        // Aligned planes of 2-byte elements keep the tiled kernels.
+        assert_eq!(tiled_narrow(&split(3, 4096, 256, 2).unwrap(), 2), None);
+        assert_eq!(tiled_narrow(&join(3, 4096, 256, 2).unwrap(), 2), None);
+        // Planes off their alignment (one element in, an odd plane stride) beside an aligned
+        // interleaved side: the shifted kernels, both directions.
+        let (c, p, piece) = (3u64, 4095u64, 256u64);
+        let read = [ax(piece, c as i64, 1), ax(c, 1, p as i64)];
+        let batch = [ax(p / piece, (piece * c) as i64, piece as i64)];
+        let a = TiledArgs::new_shifted(0x1000, 0x8002, &read, &[1, 0], &batch, 2, 2, true).unwrap();
+        let shifted_join = Narrow {
+            channels: 3,
+            join: true,
+            shifted: true,
+        };
+        assert_eq!(tiled_narrow(&a, 2), Some(shifted_join));
+        let read = [ax(c, p as i64, 1), ax(piece, 1, c as i64)];
+        let batch = [ax(p / piece, piece as i64, (piece * c) as i64)];
+        let a =
+            TiledArgs::new_shifted(0x8002, 0x1000, &read, &[1, 0], &batch, 2, 2, false).unwrap();
+        assert_eq!(
+            tiled_narrow(&a, 2),
+            Some(Narrow {
+                join: false,
+                ..shifted_join
+            })
+        );
+        // Pieces must still be whole vectors (8 elements): 4 channels of 252 pixels line up
+        // on the interleaved side but cover part of a vector on the planes.
+        let read = [ax(252, 4, 1), ax(4, 1, p as i64)];
+        let batch = [ax(p / 252, 252 * 4, 252)];
+        let a = TiledArgs::new_shifted(0x1000, 0x8002, &read, &[1, 0], &batch, 2, 2, true).unwrap();
+        assert_eq!(tiled_narrow(&a, 2), None);
     }
 
     #[test]
