@@ -666,6 +666,11 @@ fn is_permutation(axes: &[PAxis]) -> bool {
     permute::fastest(axes, &[], |a| a.src).is_some_and(|k| k != 0)
 }
 
+/// Elements of a box that a tiled plan leaves ([`tiled::Rest`]) up to which it is planned
+/// as with [`PlanOptions::no_tiled`]: the tiled kernels' own rests would take further
+/// launches for a few elements, and the kernels that take it instead copy that few in one.
+const SMALL_REST: usize = 1 << 16;
+
 /// The tiled plan of normalised operands whose element zero is at `d` (destination) and `s`
 /// (source), with the plans of the parts its tiles leave, if the tiled kernels take them.
 fn tiled_plan(
@@ -684,6 +689,13 @@ fn tiled_plan(
         .rest
         .iter()
         .map(|b| {
+            // A small box goes to the other kernels where they take it (up to `MAX_RANK`
+            // axes): one launch, where a tiled plan's own rests would take more.
+            let small = b.shape.iter().product::<usize>() <= SMALL_REST;
+            let opt = PlanOptions {
+                no_tiled: opt.no_tiled || small,
+                ..opt
+            };
             plan_copy(
                 addr(d, b.dst_off, to.size()),
                 &b.dst_strides,

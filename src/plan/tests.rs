@@ -2332,3 +2332,47 @@ fn sweep_layouts_plan_as_without_the_tiled_kernels() {
     }
     assert_eq!(n, 902 * 3);
 }
+
+/// The boxes that tiled plans leave, when small, take one launch each (no tiled plan of
+/// their own with rests again): the shifted narrow plans of odd planes take two launches in
+/// all, and match the reference.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn small_rests_take_one_launch() {
+    use DType::*;
+    fn launches(p: &Plan) -> usize {
+        match p {
+            Plan::Tiled { rest, .. } => 1 + rest.iter().map(launches).sum::<usize>(),
+            Plan::Nothing => 0,
+            _ => 1,
+        }
+    }
+    for (shape, perm) in [
+        (vec![3usize, 8191, 8191], vec![1usize, 2, 0]),
+        (vec![8191, 8191, 3], vec![2, 0, 1]),
+        (vec![5, 4095, 4093], vec![1, 2, 0]),
+        // Planes 6 elements past a multiple of 16, images on one (not for f64).
+        (vec![2, 1022, 1021, 8], vec![0, 3, 1, 2]),
+        (vec![3, 97, 101], vec![1, 2, 0]),
+        (vec![97, 101, 3], vec![2, 0, 1]),
+    ] {
+        let (out, dst, src) = permuted_layout(&shape, &perm);
+        for t in [U8, F16, F32, F64] {
+            if shape[0] == 2 && t == F64 {
+                continue;
+            }
+            let opt = PlanOptions::default();
+            let p = if shape.iter().product::<usize>() < 1 << 16 {
+                run_case_with(&out, &dst, 0, t, &src, 0, t, None, opt)
+            } else {
+                plan_copy(DST_BASE, &dst, t, SRC_BASE, &src, t, &out, opt).unwrap()
+            };
+            let what = format!("{shape:?} {perm:?} {t}: {}", p.kernel_path());
+            assert!(p.kernel_path().starts_with("narrow_shifted"), "{what}");
+            assert_eq!(launches(&p), 2, "{what}");
+        }
+    }
+}
