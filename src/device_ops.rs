@@ -23,7 +23,8 @@ fn byte_reach<S: SpanData, D: Dimension>(v: &DeviceBase<S, D>) -> Option<(u64, u
     Some((base + lo as u64 * size, base + (hi as u64 + 1) * size))
 }
 
-/// `Ok(true)` when the copy is a no-op (identical element sets of the same type), `Ok(false)`
+/// `Ok(true)` when the copy is a no-op (identical element sets of the same type, or of
+/// integer types of one size, whose cast keeps every bit), `Ok(false)`
 /// when the operands do not overlap, `Err(Aliasing)` otherwise.
 fn check_overlap<S: SpanData, R: SpanData, D: Dimension>(
     dst: &DeviceBase<S, D>,
@@ -38,7 +39,7 @@ fn check_overlap<S: SpanData, R: SpanData, D: Dimension>(
     if a1 <= b0 || b1 <= a0 {
         return Ok(false);
     }
-    if S::Elem::DTYPE == R::Elem::DTYPE
+    if R::Elem::DTYPE.same_bits(S::Elem::DTYPE)
         && dst.device_ptr() == src.device_ptr()
         && dst.strides() == src.strides()
     {
@@ -470,5 +471,39 @@ impl<'a, T: DeviceElement> DeviceSpanMut<'a, T> {
         self.reborrow()
             .into_view_mut()
             .assign_cast_on(stream, &src.clone().into_view())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_overlap;
+    use crate::{DeviceBytes, DeviceBytesMut};
+    use half::{bf16, f16};
+
+    /// A copy onto the same elements is a no-op where the cast keeps every bit (the same type,
+    /// integer types of one size) and refused as an overlap otherwise.
+    #[test]
+    fn copies_onto_the_same_elements() {
+        // Addresses only: nothing here reads or writes device memory.
+        const PTR: u64 = 0x7000_0000;
+        // SAFETY: the handles are never used for a device operation.
+        let (dst, src) = unsafe {
+            (
+                DeviceBytesMut::from_raw_parts_borrowed(PTR, 64, 0).unwrap(),
+                DeviceBytes::from_raw_parts_borrowed(PTR, 64, 0).unwrap(),
+            )
+        };
+        let d = dst.typed_mut::<u8>().unwrap().into_view_mut();
+        assert!(check_overlap(&d, &src.clone().typed::<u8>().unwrap().into_view()).unwrap());
+        assert!(check_overlap(&d, &src.clone().typed::<i8>().unwrap().into_view()).unwrap());
+        // The same bytes under another element size, or a cast that changes bits: refused.
+        let e = check_overlap(&d, &src.clone().typed::<u16>().unwrap().into_view());
+        assert!(e.is_err());
+        // SAFETY: as above.
+        let dst = unsafe { DeviceBytesMut::from_raw_parts_borrowed(PTR, 64, 0).unwrap() };
+        let d = dst.typed_mut::<f16>().unwrap().into_view_mut();
+        let e = check_overlap(&d, &src.clone().typed::<bf16>().unwrap().into_view());
+        assert_eq!(e.unwrap_err().kind(), &crate::ErrorKind::Aliasing);
+        assert!(check_overlap(&d, &src.typed::<f16>().unwrap().into_view()).unwrap());
     }
 }

@@ -220,7 +220,7 @@ fn staged<T: DeviceElement, U: DeviceElement, D: Dimension>(
             )
         }
     };
-    if T::DTYPE == U::DTYPE && dst.is_standard_layout() {
+    if U::DTYPE.same_bits(T::DTYPE) && dst.is_standard_layout() {
         let to = dst.device_ptr();
         return dst
             .raw()

@@ -487,7 +487,9 @@ fn row_args(
 const TRANSPOSE_MIN_EXTENT: usize = 8;
 
 /// Plans `dst[i] = src[i] as To` for every index `i` of `shape`; the source's strides may be
-/// zero (broadcast). `dst` and `src` are the addresses of element zero.
+/// zero (broadcast). `dst` and `src` are the addresses of element zero. A cast between
+/// integer types of one size (`u8 -> i8`, `i32 -> u32`) keeps every bit, as `as` does: it is
+/// planned as a copy of the source's type, on the copy paths.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn plan_copy(
     dst: u64,
@@ -499,6 +501,7 @@ pub(crate) fn plan_copy(
     shape: &[usize],
     opt: PlanOptions,
 ) -> Result<Plan> {
+    let to = if from.same_bits(to) { from } else { to };
     let mut norm = normalize(shape, dst_strides, src_strides);
     if norm.n == 0 {
         return Ok(Plan::Nothing);

@@ -2376,3 +2376,59 @@ fn small_rests_take_one_launch() {
         }
     }
 }
+
+/// Casts between integer types of one size keep every bit (`as`): they take the copy paths
+/// (the contiguous copy kernel, the narrow kernels, shifted ones too, the vector tiles), and match
+/// the reference; casts that change bits between types of one size (f16 -> bf16, f32 -> i32)
+/// stay casts.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn integer_casts_of_one_size_take_the_copy_paths() {
+    use DType::*;
+    let opt = PlanOptions::default();
+    let pairs = [
+        (U8, I8),
+        (I8, U8),
+        (U16, I16),
+        (I32, U32),
+        (U64, I64),
+        (I64, U64),
+    ];
+    for (from, to) in pairs {
+        // Contiguous: the contiguous copy kernel.
+        let p = run_case_with(&[1000], &[1], 0, to, &[1], 0, from, None, opt);
+        assert!(
+            matches!(p, Plan::Contig { from: f, to: t, .. } if f == from && t == from),
+            "{from} -> {to}: {p:?}"
+        );
+        // CHW -> HWC with aligned planes, and with odd planes.
+        for (h, w, want) in [(16, 64, "narrow"), (7, 13, "narrow_shifted")] {
+            let (out, dst, src) = permuted_layout(&[3, h, w], &[1, 2, 0]);
+            let p = run_case_with(&out, &dst, 0, to, &src, 0, from, None, opt);
+            let path = p.kernel_path();
+            if from.size() == 2 && want == "narrow" {
+                // Aligned 2-byte planes: the vector tiles, as for copies.
+                assert_eq!(path, "tiled", "{from} -> {to}");
+            } else {
+                assert!(path.starts_with(want), "{from} -> {to} {h}x{w}: {path}");
+            }
+            match &p {
+                Plan::Tiled { from: f, to: t, .. } => assert_eq!((*f, *t), (from, from)),
+                p => panic!("{from} -> {to}: {p:?}"),
+            }
+        }
+    }
+    for (from, to) in [(F16, BF16), (F32, I32), (I32, F32), (U64, F64)] {
+        let p = run_case_with(&[1000], &[1], 0, to, &[1], 0, from, None, opt);
+        assert!(
+            matches!(p, Plan::Contig { from: f, to: t, .. } if f == from && t == to),
+            "{from} -> {to}: {p:?}"
+        );
+        let (out, dst, src) = permuted_layout(&[3, 16, 64], &[1, 2, 0]);
+        let p = run_case_with(&out, &dst, 0, to, &src, 0, from, None, opt);
+        assert!(!p.kernel_path().starts_with("narrow"), "{from} -> {to}");
+    }
+}

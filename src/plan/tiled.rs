@@ -835,7 +835,7 @@ mod tests {
         assert!(last.shape[0] == 3 && tail >= 19, "{:?}", last.shape);
         assert_eq!((last.src_off, last.dst_off), (p - tail, 3 * (p - tail)));
         assert_eq!(elements(&t), 3 * p as usize);
-        // Casts (of one size too, as u8 -> i8) stay element-wise; 2-byte copies take the
+        // Casts (of one size too, `copy` false) stay element-wise; 2-byte copies take the
         // shifted join too.
         assert_eq!(tiled_plan(&n, 0, 0, 1, 4, 0).unwrap().args.vector, 0);
         let t = tiled_plan(&n, 0, 0, 2, 2, 0).unwrap();

@@ -590,8 +590,9 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
 }
 
 /// Casts between element types of one size (u8 -> i8, i8 -> u8, f16 -> bf16, bf16 -> f16,
-/// u16 -> i16) on the layouts whose copies take the cp.async kernels: their vector tiles run
-/// on the register-pipelined cast kernels (there are no cp.async casts), against ndarray.
+/// u16 -> i16) on the layouts whose copies take the cp.async kernels, against ndarray: the
+/// vector tiles of f16 <-> bf16 run on the register-pipelined cast kernels (there are no
+/// cp.async casts), the integer casts, which keep every bit, on the copy kernels.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn same_size_casts_in_large_tiles() {

@@ -100,7 +100,7 @@ def main():
             continue
         vd = 16 // size if vector else 1
         positions = read_positions(volume, write)
-        wide = ("copy_tiled_b1", "copy_tiled_a_b1", "cast_tiled_u8_i8", "cast_tiled_i8_u8")
+        wide = ("copy_tiled_b1", "copy_tiled_a_b1")
         ours = "x14" if vector and kernel in wide else "x5"
         now = cost(positions, volume, threads, size, vd, family[ours])
         costs = {k: cost(positions, volume, threads, size, vd, f) for k, f in family.items()}

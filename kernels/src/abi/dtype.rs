@@ -96,6 +96,18 @@ impl DType {
     pub const fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
     }
+
+    /// Whether a cast from this type to `to` keeps every bit (as Rust's `as` does): the same
+    /// type, or integer types of one size. Such casts run as copies of this type.
+    ///
+    /// ```
+    /// use devspan_kernels::abi::DType;
+    /// assert!(DType::U8.same_bits(DType::I8) && DType::I64.same_bits(DType::U64));
+    /// assert!(!DType::F16.same_bits(DType::BF16) && !DType::F32.same_bits(DType::I32));
+    /// ```
+    pub const fn same_bits(self, to: DType) -> bool {
+        self as u8 == to as u8 || (!self.is_float() && !to.is_float() && self.size() == to.size())
+    }
 }
 
 impl std::fmt::Display for DType {

@@ -63,7 +63,7 @@ pub const TILED_SHIFTED_DEST: u32 = 3;
 /// each kernel's.
 pub const TILED_MAX_THREADS: u32 = 512;
 /// Most threads of the block of a vector tile between elements of one size of 1 or 2 bytes
-/// (copies, and casts such as u8 -> i8): tiles of up to 16 KiB, whose longer runs keep
+/// (copies, and casts such as f16 -> bf16): tiles of up to 16 KiB, whose longer runs keep
 /// layouts of many short axes near memcpy speed.
 pub const TILED_WIDE_THREADS: u32 = 1024;
 
@@ -241,7 +241,8 @@ pub fn tiled_kind(args: &TiledArgs) -> Kind {
 
 /// The kind of tiled kernel that the launcher runs for `args`, from `from` to `to` elements,
 /// in blocks of `threads` ([`tiled_threads`]) on a device of compute capability `major`:
-/// [`Kind::TiledA`] for vector copies (`from == to`; there are no `cp.async` casts) of 1-byte
+/// [`Kind::TiledA`] for vector copies (of bits: [`DType::same_bits`]; there are no `cp.async`
+/// casts) of 1-byte
 /// elements in blocks of at least [`TILED_ASYNC_MIN_THREADS`] threads, and of 2-byte elements
 /// in blocks of at least [`TILED_ASYNC_MIN_THREADS_B2`], from [`TILED_ASYNC_MIN_MAJOR`] on,
 /// else [`tiled_kind`]. Both take the same arguments and blocks.
@@ -254,7 +255,7 @@ pub fn tiled_launch_kind(
 ) -> Kind {
     let kind = tiled_kind(args);
     let least = match from.size() {
-        _ if from != to => u32::MAX,
+        _ if !from.same_bits(to) => u32::MAX,
         1 => TILED_ASYNC_MIN_THREADS,
         2 => TILED_ASYNC_MIN_THREADS_B2,
         _ => u32::MAX,
@@ -826,9 +827,10 @@ mod tests {
         assert_eq!(tiled_launch_kind(&vector, F32, F32, 512, 9), Kind::Tiled);
         assert_eq!(tiled_launch_kind(&vector, F16, U8, 512, 9), Kind::Tiled);
         assert_eq!(tiled_launch_kind(&vector, U8, F32, 512, 9), Kind::Tiled);
-        // Casts between elements of one size: no cp.async kernel.
-        assert_eq!(tiled_launch_kind(&vector, U8, I8, 1024, 9), Kind::Tiled);
+        // Casts that change bits between elements of one size: no cp.async kernel; those
+        // that keep them are copies.
         assert_eq!(tiled_launch_kind(&vector, F16, BF16, 1024, 9), Kind::Tiled);
+        assert_eq!(tiled_launch_kind(&vector, U8, I8, 1024, 9), Kind::TiledA);
         assert_eq!(tiled_launch_kind(&element, U8, U8, 512, 9), Kind::TiledE);
     }
 
