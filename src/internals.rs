@@ -236,28 +236,10 @@ pub fn tiled_launch(
     let plan::Plan::Tiled { args, rest, .. } = &p else {
         return Ok(None);
     };
-    let vector = args.vector == 1;
     // The kernel the launcher runs on sm_90.
-    let (kernel, threads) = match crate::kernels::narrow_of(args, from, to, GridOptions::default())
-    {
-        Some(narrow) => {
-            let k = devspan_kernels::abi::Kernel::Narrow {
-                size: from.size(),
-                narrow,
-            };
-            (k, devspan_kernels::abi::NARROW_THREADS)
-        }
-        None => {
-            let threads = devspan_kernels::abi::tiled_threads(
-                u64::from(args.volume),
-                vector,
-                from.size(),
-                to.size(),
-            );
-            let kind = devspan_kernels::abi::tiled_launch_kind(args, from, to, threads, 9);
-            (devspan_kernels::abi::Kernel::copy(kind, from, to), threads)
-        }
-    };
+    let grid = GridOptions::default();
+    let threads = crate::kernels::tiled_block(args, from, to, grid);
+    let (kernel, _) = crate::kernels::tiled_kernel(args, from, to, grid, 9);
     let kernel = kernel.module_name();
     let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
     // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,

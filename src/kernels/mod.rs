@@ -166,10 +166,54 @@ pub(crate) fn narrow_of(
     to: DType,
     grid: GridOptions,
 ) -> Option<Narrow> {
-    if from != to || grid.no_narrow {
+    if !from.same_bits(to) || grid.no_narrow {
         return None;
     }
     tiled_narrow(args, from.size())
+}
+
+/// The threads of the block that runs the tiled plan `args` from `from` to `to` with `grid`'s
+/// choices ([`tiled_kernel`]; on every device): [`NARROW_THREADS`] for a narrow kernel, else
+/// [`tiled_threads`].
+pub(crate) fn tiled_block(args: &TiledArgs, from: DType, to: DType, grid: GridOptions) -> u32 {
+    if narrow_of(args, from, to, grid).is_some() {
+        return NARROW_THREADS;
+    }
+    let vector = args.vector == 1;
+    tiled_threads(u64::from(args.volume), vector, from.size(), to.size())
+}
+
+/// The kernel that runs the tiled plan `args` from `from` to `to` on a device of compute
+/// capability `major`, with `grid`'s choices, in blocks of [`tiled_block`] threads: the narrow
+/// kernel where one takes the plan ([`narrow_of`]), else the tiled kind that the launcher
+/// picks ([`tiled_launch_kind`], or [`tiled_kind`] under `no_async`); with its bytes of
+/// dynamic shared memory.
+pub(crate) fn tiled_kernel(
+    args: &TiledArgs,
+    from: DType,
+    to: DType,
+    grid: GridOptions,
+    major: u32,
+) -> (Kernel, u32) {
+    if let Some(narrow) = narrow_of(args, from, to, grid) {
+        let k = Kernel::Narrow {
+            size: from.size(),
+            narrow,
+        };
+        return (k, 0);
+    }
+    let kind = if grid.no_async {
+        tiled_kind(args)
+    } else {
+        let threads = tiled_block(args, from, to, grid);
+        tiled_launch_kind(args, from, to, threads, major)
+    };
+    let smem = if kind == Kind::TiledA {
+        tiled_async_smem_bytes(u64::from(args.volume), to.size()) as u32
+    } else {
+        0
+    };
+    (Kernel::copy(kind, from, to), smem)
 }
 
 /// The launch configuration of kernel `k` with grid `grid` (at least one block on each
@@ -309,43 +353,24 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             to,
             rest,
         } => {
-            let (f, cfg) = match narrow_of(args, *from, *to, grid) {
-                Some(n) => {
-                    let k = Kernel::Narrow {
-                        size: from.size(),
-                        narrow: n,
-                    };
-                    let (f, resident) =
-                        kernel_and_resident(stream.context(), NARROW_THREADS, |_| k)?;
-                    let items = narrow_items(args, from.size(), n);
-                    (f, config(k, (narrow_grid(items, resident), 1, 1)))
+            let threads = tiled_block(args, *from, *to, grid);
+            let mut kernel = None;
+            let (f, resident, smem) =
+                kernel_and_resident_smem(stream.context(), threads, |major| {
+                    let (k, smem) = tiled_kernel(args, *from, *to, grid, major);
+                    kernel = Some(k);
+                    (k, smem)
+                })?;
+            let blocks = match kernel {
+                Some(Kernel::Narrow { size, narrow }) => {
+                    narrow_grid(narrow_items(args, size, narrow), resident)
                 }
-                None => {
-                    let vector = args.vector == 1;
-                    let threads =
-                        tiled_threads(u64::from(args.volume), vector, from.size(), to.size());
-                    let (f, resident, smem) =
-                        kernel_and_resident_smem(stream.context(), threads, |major| {
-                            let kind = if grid.no_async {
-                                tiled_kind(args)
-                            } else {
-                                tiled_launch_kind(args, *from, *to, threads, major)
-                            };
-                            let smem = if kind == Kind::TiledA {
-                                tiled_async_smem_bytes(u64::from(args.volume), to.size()) as u32
-                            } else {
-                                0
-                            };
-                            (Kernel::copy(kind, *from, *to), smem)
-                        })?;
-                    let blocks = tiled_grid(u64::from(args.tiles), resident);
-                    let cfg = LaunchConfig {
-                        grid_dim: (blocks.max(1), 1, 1),
-                        block_dim: (threads, 1, 1),
-                        shared_mem_bytes: smem,
-                    };
-                    (f, cfg)
-                }
+                _ => tiled_grid(u64::from(args.tiles), resident),
+            };
+            let cfg = LaunchConfig {
+                grid_dim: (blocks.max(1), 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: smem,
             };
             let p = Param(**args);
             let mut b = stream.launch_builder(&f);
