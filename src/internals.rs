@@ -233,13 +233,20 @@ pub fn tiled_launch(
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
-    let plan::Plan::Tiled { args, rest, .. } = &p else {
+    let plan::Plan::Tiled {
+        args,
+        rest,
+        from,
+        to,
+    } = &p
+    else {
         return Ok(None);
     };
-    // The kernel the launcher runs on sm_90.
+    // The kernel the launcher runs on sm_90, for the plan's element types (a cast that keeps
+    // every bit is planned as a copy).
     let grid = GridOptions::default();
-    let threads = crate::kernels::tiled_block(args, from, to, grid);
-    let (kernel, _) = crate::kernels::tiled_kernel(args, from, to, grid, 9);
+    let threads = crate::kernels::tiled_block(args, *from, *to, grid);
+    let (kernel, _) = crate::kernels::tiled_kernel(args, *from, *to, grid, 9);
     let kernel = kernel.module_name();
     let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
     // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,

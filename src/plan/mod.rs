@@ -685,7 +685,8 @@ fn tiled_plan(
     opt: PlanOptions,
 ) -> Result<Option<Plan>> {
     let (ss, ds) = (from.size(), to.size());
-    let Some(t) = tiled::tiled_plan_of(norm, d, s, ss, ds, opt.tiled_volume, from == to) else {
+    let copy = from.same_bits(to);
+    let Some(t) = tiled::tiled_plan_of(norm, d, s, ss, ds, opt.tiled_volume, copy) else {
         return Ok(None);
     };
     let rest = t

@@ -38,6 +38,22 @@ pub const NARROW_SIZES: [usize; 3] = [1, 4, 8];
 /// whose planes off their alignment have no vector tiles and would otherwise run on the
 /// element-wise ones.
 pub const NARROW_SHIFTED_SIZES: [usize; 4] = [1, 2, 4, 8];
+
+// Every size of an aligned narrow kernel has shifted ones too ([`Kernel::all`] lists the
+// aligned kernels among the shifted sizes).
+const _: () = {
+    let mut i = 0;
+    while i < NARROW_SIZES.len() {
+        let mut found = false;
+        let mut j = 0;
+        while j < NARROW_SHIFTED_SIZES.len() {
+            found |= NARROW_SIZES[i] == NARROW_SHIFTED_SIZES[j];
+            j += 1;
+        }
+        assert!(found, "NARROW_SIZES must be among NARROW_SHIFTED_SIZES");
+        i += 1;
+    }
+};
 /// Fewest channels of a narrow kernel.
 pub const NARROW_MIN_CHANNELS: u32 = 2;
 /// Most channels of a narrow kernel: a lane holds `2 C` vectors in registers, and a block
