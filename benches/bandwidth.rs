@@ -13,7 +13,8 @@
 //! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `rank` (ranks 9 to 30,
 //! extents mostly 2 to 4, under reversed, cyclic and seeded random permutations;
 //! `tools/any_layout_bench.py` times the `narrow`, `narrow-cast` and `rank` cases in PyTorch and
-//! CuPy too) and `sweep` (every permutation of the
+//! CuPy too), `flip` (views read backwards along some axes, made contiguous: a reversed vector,
+//! images flipped left-right or upside down, channels first or last) and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
@@ -776,6 +777,72 @@ fn rank_workloads(b: &mut Bench) {
     one_type::<f32>(b);
 }
 
+/// The `flip` group's layouts for elements of `size` bytes: (name, shape, axes read backwards).
+/// A reversed vector (`x[::-1]`), images flipped left-right with their channels last (runs of
+/// C elements in reversed order) and first (every row reversed), and flipped upside down
+/// (whole rows in reversed order). `tools/any_layout_bench.py` does not time them.
+fn flip_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
+    let n = GIB / size;
+    let side = 8192;
+    let mut out = vec![(format!("[{n}] reversed"), vec![n], vec![0])];
+    for c in [3usize, 4] {
+        out.push((
+            format!("HWC C={c} H=W={side}, W reversed"),
+            vec![side, side, c],
+            vec![1],
+        ));
+        out.push((
+            format!("CHW C={c} H=W={side}, W reversed"),
+            vec![c, side, side],
+            vec![2],
+        ));
+    }
+    out.push((
+        format!("CHW C=3 H=W={side}, H reversed"),
+        vec![3, side, side],
+        vec![1],
+    ));
+    out.push((
+        format!("CHW C=3 H=W={side}, H and W reversed"),
+        vec![3, side, side],
+        vec![1, 2],
+    ));
+    out
+}
+
+/// Views read backwards along some axes, made contiguous: the [`flip_layouts`] for u8, f16
+/// and f32, each with its path, against the target of the `narrow` group.
+fn flip_workloads(b: &mut Bench) {
+    fn one_type<T: DeviceElement>(b: &mut Bench) {
+        let stream = b.stream.clone();
+        let n = GIB / T::DTYPE.size();
+        let src = random_device::<T>(&stream, n);
+        let mut out = stream.alloc_zeros::<T>(n).unwrap();
+        for (name, shape, flip) in flip_layouts(T::DTYPE.size()) {
+            let elems: usize = shape.iter().product();
+            let mut a = DeviceView::from(&src)
+                .slice_move(s![..elems])
+                .into_shape_with_order(IxDyn(&shape))
+                .unwrap();
+            for &k in &flip {
+                a.invert_axis(ndarray::Axis(k));
+            }
+            let mut o = devspan::DeviceViewMut::<T, Ix1>::from(&mut out)
+                .slice_move(s![..elems])
+                .into_shape_with_order(IxDyn(&shape))
+                .unwrap();
+            let path = path_of(&mut o, &a);
+            let ms = b.time(|| b.copy(&mut o, &a, Steer::Default));
+            let name = format!("{} {name}", T::DTYPE);
+            let bytes = elems * 2 * T::DTYPE.size();
+            b.record("flip", name, path, bytes, ms, Some(0.85));
+        }
+    }
+    one_type::<u8>(b);
+    one_type::<f16>(b);
+    one_type::<f32>(b);
+}
+
 /// A summary line of a group with a target: rows, min and median ratio, rows below the
 /// target, and the paths taken.
 fn group_summary(rows: &[Row], group: &str, target: f64) -> Option<String> {
@@ -1381,6 +1448,9 @@ fn main() {
     if want("rank") {
         rank_workloads(&mut b);
     }
+    if want("flip") {
+        flip_workloads(&mut b);
+    }
     // `sweep` for every element type, `sweep-u8` (or `-f16`, `-f32`) for one.
     let sweep = if ["sweep", "sweep-f32", "sweep-f16", "sweep-u8"]
         .iter()
@@ -1432,7 +1502,12 @@ fn main() {
             println!("  worst: {:<40} {:.3} ({})", r.name, r.ratio(), r.path);
         }
     }
-    for (group, target) in [("narrow", 0.85), ("narrow-cast", 0.85), ("rank", 0.80)] {
+    for (group, target) in [
+        ("narrow", 0.85),
+        ("narrow-cast", 0.85),
+        ("rank", 0.80),
+        ("flip", 0.85),
+    ] {
         if let Some(line) = group_summary(&b.rows, group, target) {
             println!("{line}");
         }

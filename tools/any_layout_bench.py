@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast` and `rank` cases of
-benches/bandwidth.rs, in one process.
+"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank` and `flip`
+cases of benches/bandwidth.rs, in one process.
 
 Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
 skipped, and the script says so):
@@ -29,6 +29,12 @@ copy of as many bytes, counted read + written as well (torch `dst.copy_(src)` of
 uint8 tensors of half that count, timed in the same process right after the case) to the
 framework's time: above 1 is faster than that copy. A framework that refuses a case shows its
 error text in the cell.
+
+Each `flip` case makes a view read backwards along some axes contiguous (a reversed vector,
+images flipped left-right or upside down): PyTorch `torch.flip(t, axes)` (its tensors have no
+negative strides; `flip` copies), CuPy `cupy.ascontiguousarray(cupy.flip(a, axes))`, and devspan
+`devspan.to_contiguous` of that CuPy view (negative strides, through the CUDA Array Interface;
+without CuPy the devspan cell says so).
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -139,8 +145,21 @@ def rank_permutations(rank, index):
     return out
 
 
+def flip_layouts(size):
+    """(name, shape, axes read backwards), as benches/bandwidth.rs: flip_layouts."""
+    n = GIB // size
+    side = 8192
+    out = [(f"[{n}] reversed", [n], [0])]
+    for c in (3, 4):
+        out.append((f"HWC C={c} H=W={side}, W reversed", [side, side, c], [1]))
+        out.append((f"CHW C={c} H=W={side}, W reversed", [c, side, side], [2]))
+    out.append((f"CHW C=3 H=W={side}, H reversed", [3, side, side], [1]))
+    out.append((f"CHW C=3 H=W={side}, H and W reversed", [3, side, side], [1, 2]))
+    return out
+
+
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
-GROUPS = ("narrow", "narrow-cast", "rank")
+GROUPS = ("narrow", "narrow-cast", "rank", "flip")
 # The `narrow-cast` group's (source, target) types.
 CAST_PAIRS = [("u8", "f32"), ("f32", "f16"), ("f16", "f32")]
 # CuPy's (NumPy's) names of the types.
@@ -149,7 +168,8 @@ NUMPY_NAMES = {"u8": "uint8", "f16": "float16", "f32": "float32"}
 
 def cases(groups):
     """(group, name, source dtype name, result dtype name, source shape, permutation), in the
-    bench's order. The two dtypes differ in the `narrow-cast` group alone."""
+    bench's order; for the `flip` group the last is the axes read backwards. The two dtypes
+    differ in the `narrow-cast` group alone."""
     out = []
     if "narrow" in groups:
         for ty, size in SIZES.items():
@@ -177,6 +197,10 @@ def cases(groups):
                 for kind, perm in rank_permutations(len(shape), index):
                     name = f"{ty} rank {len(shape)} {show_shape(shape)} {kind}"
                     out.append(("rank", name, ty, ty, shape, perm))
+    if "flip" in groups:
+        for ty, size in SIZES.items():
+            for name, shape, axes in flip_layouts(size):
+                out.append(("flip", f"{ty} {name}", ty, ty, shape, axes))
     return out
 
 
@@ -221,7 +245,7 @@ def load_frameworks():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("groups", nargs="*", help="narrow, narrow-cast, rank (default: all)")
+    ap.add_argument("groups", nargs="*", help="narrow, narrow-cast, rank, flip (default: all)")
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls before them")
@@ -314,7 +338,17 @@ def main():
             for group, name, _, to, shape, perm in mine:
                 n = _numel(shape)
                 base = flat[:n].view(shape)
-                src = base.permute(perm)
+                flip = perm if group == "flip" else None
+                # The view's shape and strides, and its element zero in `base`.
+                if flip is None:
+                    src = base.permute(perm)
+                    view_shape, view_strides, start = list(src.shape), list(src.stride()), 0
+                else:
+                    src = None
+                    view_shape, view_strides, start = list(shape), list(base.stride()), 0
+                    for a in flip:
+                        start += (shape[a] - 1) * view_strides[a]
+                        view_strides[a] = -view_strides[a]
                 to_dtype = dtypes[to]
                 cast = to != ty
                 counted = counted_bytes(n, ty, to)
@@ -323,9 +357,9 @@ def main():
                 gen = torch.Generator(device="cuda")
                 gen.manual_seed(n ^ len(shape))
                 pos = torch.randint(0, n, (SAMPLE,), device="cuda", generator=gen)
-                off = torch.zeros_like(pos)
+                off = torch.full_like(pos, start)
                 rest = pos.clone()
-                for extent, st in zip(reversed(src.shape), reversed(src.stride())):
+                for extent, st in zip(reversed(view_shape), reversed(view_strides)):
                     off += (rest % extent) * st
                     rest //= extent
                 src_elems = flat[off]
@@ -363,9 +397,11 @@ def main():
                     results[fw] = (sample, shape_ok)
 
                 def torch_sample(out):
-                    return out.reshape(-1)[pos], tuple(out.shape) == tuple(src.shape)
+                    return out.reshape(-1)[pos], tuple(out.shape) == tuple(view_shape)
 
                 def torch_fn():
+                    if flip is not None:
+                        return torch.flip(base, flip)
                     if not cast:
                         return src.contiguous()
                     return torch.empty(src.shape, dtype=to_dtype, device=src.device).copy_(src)
@@ -374,7 +410,11 @@ def main():
                 if cupy is not None:
                     with cp_stream:
                         try:
-                            cp_src = cupy.transpose(cupy.from_dlpack(base), perm)
+                            cp_base = cupy.from_dlpack(base)
+                            if flip is None:
+                                cp_src = cupy.transpose(cp_base, perm)
+                            else:
+                                cp_src = cupy.flip(cp_base, flip)
                         except Exception as e:  # noqa: BLE001
                             cp_src = e
 
@@ -398,6 +438,14 @@ def main():
                         return torch_sample(t)
 
                     def ds_fn():
+                        if flip is not None:
+                            # A view read backwards: CuPy's, whose strides are negative.
+                            if cupy is None:
+                                raise RuntimeError("a reversed view needs CuPy here")
+                            if isinstance(cp_src, Exception):
+                                raise cp_src
+                            with cp_stream:
+                                return devspan.to_contiguous(cp_src)
                         if not cast:
                             return devspan.to_contiguous(src)
                         return devspan.cast(src, to)
