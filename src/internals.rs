@@ -262,3 +262,48 @@ pub fn tiled_launch(
         args: **args,
     }))
 }
+
+/// The launch of the reversed row kernel that a copy plans to, for checks that run it outside
+/// a GPU (a PTX interpreter).
+#[derive(Clone, Debug)]
+pub struct RowsRevLaunch {
+    /// The kernel's module and entry point name (`copy_rows_rev_b4`, ...).
+    pub kernel: String,
+    /// The bytes of its parameter block (`RowArgs`).
+    pub params: Vec<u8>,
+    /// Threads per block.
+    pub threads: u32,
+    /// The grid the launcher gives it (x, y).
+    pub grid: (u32, u32),
+}
+
+/// The launch of the reversed row kernel (`copy_rows_rev_bN`) for a copy of `shape` of
+/// `dtype` between raw operands (element zero at byte address `dst` / `src`, strides in
+/// elements); `None` when the copy plans to another kernel.
+pub fn rows_rev_launch(
+    dst: u64,
+    dst_strides: &[isize],
+    src: u64,
+    src_strides: &[isize],
+    dtype: crate::DType,
+    shape: &[usize],
+) -> Result<Option<RowsRevLaunch>> {
+    let opt = PlanOptions::default();
+    let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
+    let plan::Plan::RowsRev { args, elem } = &p else {
+        return Ok(None);
+    };
+    let kernel =
+        devspan_kernels::abi::Kernel::copy(devspan_kernels::abi::Kind::RowsRev, *elem, *elem);
+    let size = std::mem::size_of::<devspan_kernels::abi::RowArgs>();
+    // SAFETY: `RowArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
+    // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.
+    let params =
+        unsafe { std::slice::from_raw_parts((args as *const _) as *const u8, size) }.to_vec();
+    Ok(Some(RowsRevLaunch {
+        kernel: kernel.module_name(),
+        params,
+        threads: kernel.block().0,
+        grid: devspan_kernels::abi::row_grid(args, elem.size(), elem.size()),
+    }))
+}

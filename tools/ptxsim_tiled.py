@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Runs a tiled kernel (copy_tiled_bN, copy_tiled_e_bN) on the CPU with the PTX interpreter of
-ptxsim_wide.py, on a case that devspan's planner made (tests/ptx/ptx_sim.rs writes them).
+"""Runs a tiled kernel (copy_tiled_bN, copy_tiled_e_bN) or a reversed row kernel
+(copy_rows_rev_bN) on the CPU with the PTX interpreter of ptxsim_wide.py, on a case that
+devspan's planner made (tests/ptx/tiled_sim.rs and rows_sim.rs write them).
 
 A case is a JSON file:
 
@@ -8,8 +9,8 @@ A case is a JSON file:
      "regions": [[BASE, HEX], ...], "dst": [BASE, LEN], "expect": HEX}
 
 The tool loads DIR/MODULE.ptx (DIR: the case file's folder), maps the regions (the source's
-bytes, the destination poisoned), runs every block of the grid (each looping over several
-tiles) with `threads` threads, and checks that the destination region equals `expect` byte for
+bytes, the destination poisoned), runs every block of the grid (G blocks, or [GX, GY]; each
+looping over several tiles or rows) with `threads` threads, and checks that the destination region equals `expect` byte for
 byte: every element written, none twice with another value, nothing else touched. Every
 access must be aligned to its width and inside a mapped region (shared memory: inside the
 kernel's declarations); the interpreter raises otherwise.
@@ -37,7 +38,9 @@ def run_case(path):
     params = bytes.fromhex(case["params"])
     # Registers that a predicated-off load left unwritten read as 0 (the kernels pack them,
     # then store nothing): any of it that reached the destination would not match `expect`.
-    run_kernel(text, params, mem, (case["threads"], 1), case["grid"], log, undef=0)
+    grid = case["grid"]
+    run_kernel(text, params, mem, (case["threads"], 1), tuple(grid) if isinstance(grid, list) else grid,
+               log, undef=0)
     base, n = case["dst"]
     got = mem.read(base, n)
     want = bytes.fromhex(case["expect"])

@@ -96,7 +96,8 @@ def prmt(a,b,c):
     return d
 
 def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, undef=None):
-    """Runs every block of the kernel in `text` (one after another).
+    """Runs every block of the kernel in `text` (one after another); `nblocks` is the grid's
+    x extent, or a pair (x, y).
 
     Logs each global access as (kind, address, block, tx, ty, %bid). Shared memory starts as
     `shared_fill` bytes. A register read before it is written raises, except where `undef`
@@ -108,14 +109,17 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
     # Parameter loads read the same bytes in every thread: each is read once, by instruction
     # and address.
     param_loads={}
-    def thread(bx,tx,ty,shared):
+    gx,gy=nblocks if isinstance(nblocks,(tuple,list)) else (nblocks,1)
+    def thread(bx,tx,ty,shared,by=0):
         R={}
         def val(o):
             if o in R: return R[o]
             if o=='%tid.x': return tx
             if o=='%tid.y': return ty
             if o=='%ctaid.x': return bx
-            if o=='%nctaid.x': return nblocks
+            if o=='%nctaid.x': return gx
+            if o=='%ctaid.y': return by
+            if o=='%nctaid.y': return gy
             if o=='%ntid.x': return tid_dims[0]
             if o=='%ntid.y': return tid_dims[1]
             if o in shared_names: return shared_names[o]
@@ -227,14 +231,15 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                     if tp[0]=='s' and ln: x=sg(x,ln)
                     R[d]=x&m; continue
                 if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
+                if o=='neg': R[d]=(-A[0])&m; continue
                 if o=='prmt' and len(parts)==2: R[d]=prmt(A[0],A[1],A[2]); continue
                 raise Exception('op '+op)
             except AssertionError as e:
                 raise AssertionError(f'block {bx} thread ({tx}, {ty}), tile %bid={R.get("%bid")}: '
                                      f'{op} {", ".join(ops)}: {e}') from None
-    for bx in range(nblocks):
+    for by,bx in itertools.product(range(gy),range(gx)):
         shared=bytearray(bytes([shared_fill])*shared_size)
-        ths=[thread(bx,tx,ty,shared) for ty in range(tid_dims[1]) for tx in range(tid_dims[0])]
+        ths=[thread(bx,tx,ty,shared,by) for ty in range(tid_dims[1]) for tx in range(tid_dims[0])]
         alive=ths
         pending={id(t):None for t in ths}
         wof={id(t):(ty*tid_dims[0]+tx)//32 for t,(tx,ty) in zip(ths,[(tx,ty) for ty in range(tid_dims[1]) for tx in range(tid_dims[0])])}

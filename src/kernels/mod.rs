@@ -425,6 +425,21 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }
+        Plan::RowsRev { args, elem } => {
+            let k = Kernel::copy(Kind::RowsRev, *elem, *elem);
+            let f = kernel(stream.context(), k)?;
+            let (gx, gy) = row_grid(args, elem.size(), elem.size());
+            let args = Param(*args);
+            let mut b = stream.launch_builder(&f);
+            b.arg(&args);
+            // SAFETY: every element of every row the arguments describe (element `i` of a row
+            // at `src - i` in the source) is in bounds and the two operands are disjoint
+            // (contract); the kernel reads 16-byte source blocks only where each holds
+            // exactly the elements of one destination vector (`row_rev_head`), and
+            // `RowArgs` is its parameter block.
+            unsafe { b.launch(config(k, (gx, gy, 1)))? };
+            Ok(())
+        }
     }
 }
 
@@ -473,6 +488,8 @@ mod tests {
                     assert!(Kernel::copy(kind, from, to).exists());
                 }
             }
+            // The reversed rows copy every element type (the plans name their bit type).
+            assert!(Kernel::copy(Kind::RowsRev, from, from).exists());
         }
         // The tiled kernel the launcher picks, for every pair of element types, vector or
         // element-wise tiles, every block size and device generation.

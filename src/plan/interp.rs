@@ -7,7 +7,7 @@ use crate::element::DType;
 use devspan_kernels::abi::{
     CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
     TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs, contig_group_elems, row_grid, row_head,
-    row_units_per_lane, tiled_vectors,
+    row_rev_head, row_units_per_lane, tiled_vectors,
 };
 
 /// Host buffers standing in for device allocations at chosen addresses.
@@ -204,6 +204,10 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
         Plan::Rows { ref args, from, to } => {
             let (gx, gy) = row_grid(args, from.size(), to.size());
             run_rows(args, from, to, (gx.max(1), gy.max(1)), mem);
+        }
+        Plan::RowsRev { ref args, elem } => {
+            let (gx, gy) = row_grid(args, elem.size(), elem.size());
+            run_rows_rev(args, elem, (gx.max(1), gy.max(1)), mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
         Plan::Tiled {
@@ -570,6 +574,78 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
 
 /// Runs a row kernel over `mem` with the given grid, thread by thread, with the kernel's index
 /// math; panics if a vector access breaks its alignment.
+/// The reversed row kernel `copy_rows_rev_bN` on `grid`, thread by thread as the kernel maps
+/// its work: element `i` of a row from `src - i`, whole 16-byte vectors from element
+/// [`row_rev_head`], each from one aligned source block read whole, its elements reversed.
+pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &mut HostMem) {
+    let s = elem.size() as u64;
+    let v = 16 / s;
+    let units = row_units_per_lane(elem.size(), elem.size());
+    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let team = 1u64 << shift;
+    let teams = u64::from(ROW_BLOCK) >> shift;
+    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
+    let unroll = u64::from(ROW_SCALAR_UNROLL);
+    for by in 0..gy {
+        for bx in 0..gx {
+            for thr in 0..u64::from(ROW_BLOCK) {
+                let lane = thr & (team - 1);
+                let mut row = by * teams + (thr >> shift);
+                let rstride = gy * teams;
+                let s0 = bx * team + lane;
+                let sstride = gx * team;
+                let u0 = bx * units * team + lane;
+                let ustride = sstride * units;
+                while row < args.rows {
+                    let (od, os) = args.row_offsets(row);
+                    let dr = at(args.dst, od, s as usize);
+                    let sr = at(args.src, os, s as usize);
+                    let len = args.row_len;
+                    let head = row_rev_head(dr, sr, s as usize, len);
+                    let rem = len - head;
+                    let ngroups = rem / v;
+                    let nscalar = head + rem % v;
+                    let tailoff = ngroups * v;
+                    let mut j = s0;
+                    while j < nscalar {
+                        for k in 0..unroll {
+                            let jk = j + k * sstride;
+                            if jk < nscalar {
+                                let e = if jk < head { jk } else { jk + tailoff };
+                                copy_elem(mem, dr + e * s, elem, sr - e * s, elem);
+                            }
+                        }
+                        j += sstride * unroll;
+                    }
+                    let mut g = u0;
+                    while g < ngroups {
+                        let left = ngroups - g;
+                        for jj in 0..units {
+                            if jj > 0 && (left - 1) >> shift < jj {
+                                continue;
+                            }
+                            let u = g + jj * team;
+                            // The block that ends where element head + u * v ends.
+                            let sa = sr + s - (head + (u + 1) * v) * s;
+                            let da = dr + (head + u * v) * s;
+                            assert_eq!(sa % 16, 0, "reversed row: source block misaligned");
+                            assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
+                            let block = mem.read(sa, 16);
+                            let mut out = Vec::with_capacity(16);
+                            for e in (0..v as usize).rev() {
+                                out.extend_from_slice(&block[e * s as usize..(e + 1) * s as usize]);
+                            }
+                            mem.write(da, &out);
+                        }
+                        g += ustride;
+                    }
+                    row += rstride;
+                }
+            }
+        }
+    }
+}
+
 pub(crate) fn run_rows(
     args: &RowArgs,
     from: DType,

@@ -34,9 +34,9 @@ mod tiled;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use devspan_kernels::abi::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, PermuteArgs, RowArgs, StridedArgs32, StridedArgs64,
-    StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head, fill_head,
-    transpose_tile,
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs, RowArgs, StridedArgs32,
+    StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head,
+    fill_head, transpose_tile,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -235,6 +235,10 @@ pub(crate) enum Plan {
         from: DType,
         to: DType,
     },
+    /// `copy_rows_rev_bN`: rows forwards in the destination and backwards in the source
+    /// (`args.src` the address of each row's element zero, its highest), of elements of
+    /// `elem` (a type of the operands' size, or of a run of their elements that moves as one).
+    RowsRev { args: RowArgs, elem: DType },
     /// `copy_permute_bN` / `cast_permute_S_D`.
     Permute {
         args: PermuteArgs,
@@ -312,6 +316,7 @@ impl Plan {
             Plan::Strided64 { .. } => "strided64",
             Plan::Transpose { .. } => "transpose",
             Plan::Rows { .. } => "rows",
+            Plan::RowsRev { .. } => "rows_rev",
             Plan::Permute { .. } => "permute",
             Plan::Tiled { .. } => "tiled",
             Plan::StridedN { .. } => "stridedn",
@@ -483,6 +488,58 @@ fn row_args(
     )
 }
 
+/// The reversed row kernels' arguments and element type for a copy of `elem` whose
+/// normalised axis 0 (the destination's fastest, stride 1) runs backwards in the source
+/// (stride -1), with the other axes (at most `MAX_ROW_OUTER`) as outer axes; or whose axis 0 is
+/// a run of `c` elements forwards on both sides (`c` x the element size 2, 4 or 8 bytes, both
+/// operands aligned to it, every other stride a multiple of `c`) and whose axis 1 runs those
+/// runs backwards (strides `c` and `-c`): the runs then move as elements of their size. `None`
+/// for other layouts and rows shorter than one 16-byte vector.
+fn rows_rev_args(norm: &Normalized, dst: u64, src: u64, elem: DType) -> Option<(RowArgs, DType)> {
+    let a = &norm.axes;
+    let size = elem.size();
+    let (axes, elem, c): (&[PAxis], DType, usize) = match a.first()? {
+        x if x.dst == 1 && x.src == -1 => (a, elem, 1),
+        x if x.dst == 1 && x.src == 1 && a.len() >= 2 => {
+            let c = x.len;
+            let wide = c.checked_mul(size)?;
+            let y = &a[1];
+            let ci = c as isize;
+            let t = match wide {
+                2 => DType::U16,
+                4 => DType::U32,
+                8 => DType::U64,
+                _ => return None,
+            };
+            let aligned = dst % wide as u64 == 0 && src % wide as u64 == 0;
+            let divides = a[2..].iter().all(|x| x.dst % ci == 0 && x.src % ci == 0);
+            if !(y.dst == ci && y.src == -ci && aligned && divides) {
+                return None;
+            }
+            (&a[1..], t, c)
+        }
+        _ => return None,
+    };
+    let ci = c as isize;
+    let row_len = axes[0].len as u64;
+    if row_len.saturating_mul(elem.size() as u64) < 16 || axes.len() - 1 > MAX_ROW_OUTER {
+        return None;
+    }
+    let outer = &axes[1..];
+    let (shape, ds, ss): (Vec<u64>, Vec<i64>, Vec<i64>) = if outer.is_empty() {
+        (vec![1], vec![0], vec![0])
+    } else {
+        (
+            outer.iter().map(|x| x.len as u64).collect(),
+            outer.iter().map(|x| (x.dst / ci) as i64).collect(),
+            outer.iter().map(|x| (x.src / ci) as i64).collect(),
+        )
+    };
+    let s = elem.size();
+    let args = RowArgs::new(dst, src, row_len, &shape, &ds, &ss, s, s)?;
+    Some((args, elem))
+}
+
 /// Minimum extent of both tile axes for the transpose path.
 const TRANSPOSE_MIN_EXTENT: usize = 8;
 
@@ -568,6 +625,13 @@ pub(crate) fn plan_copy(
         && let Some(args) = row_args(&norm, d, s, ss, ds)
     {
         return Ok(Plan::Rows { args, from, to });
+    }
+    // Reversed rows: the destination's fastest axis read backwards in the source.
+    if same
+        && !opt.no_rows
+        && let Some((args, elem)) = rows_rev_args(&norm, d, s, from)
+    {
+        return Ok(Plan::RowsRev { args, elem });
     }
     // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
     // stride +-1, the source's axis 0 is not contiguous, and both axes fill the kernel's

@@ -1004,9 +1004,14 @@ fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
         contiguous_plan(U8, U8, &[64, 16], &[16, 1], &[17, 1]).path(),
         "rows"
     );
-    // Reversed rows (source inner stride -1): the strided kernel.
+    // Reversed rows (source inner stride -1): the reversed row kernel for copies, the
+    // strided kernel for casts.
     assert_eq!(
         contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[64, -1]).path(),
+        "rows_rev"
+    );
+    assert_eq!(
+        contiguous_plan(F32, F16, &[64, 64], &[64, 1], &[64, -1]).path(),
         "strided32"
     );
 }
@@ -2431,4 +2436,113 @@ fn integer_casts_of_one_size_take_the_copy_paths() {
         let p = run_case_with(&out, &dst, 0, to, &src, 0, from, None, opt);
         assert!(!p.kernel_path().starts_with("narrow"), "{from} -> {to}");
     }
+}
+
+/// Views read backwards along the destination's fastest axis (a reversed vector, images
+/// flipped left-right, channels first, every row reversed; with channels last, runs of 2 to 8
+/// bytes reversed as one element) take the reversed row kernel and match the reference, for
+/// every element size, rows of whole vectors or not, operands at any element offset (rows
+/// whose vectors do not line up move element by element), outer axes read either way.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn reversed_rows_take_the_reversed_row_kernel() {
+    use DType::*;
+    let contiguous = |shape: &[usize]| -> Vec<isize> {
+        let mut st = vec![0isize; shape.len()];
+        let mut acc = 1isize;
+        for i in (0..shape.len()).rev() {
+            st[i] = acc;
+            acc *= shape[i] as isize;
+        }
+        st
+    };
+    let mut n = 0;
+    // (shape, axes read backwards, the reversed row kernel's element size per element size:
+    // 0 where another kernel takes it)
+    type Wide = fn(usize) -> usize;
+    let layouts: [(&[usize], &[usize], Wide); 8] = [
+        (&[1000], &[0], |s| s),
+        (&[64], &[0], |s| s),
+        (&[3, 5, 100], &[2], |s| s),
+        (&[3, 5, 96], &[1, 2], |s| s),
+        (&[2, 3, 7, 48], &[0, 3], |s| s),
+        (&[9, 40, 4], &[1], |s| if 4 * s <= 8 { 4 * s } else { 0 }),
+        (&[9, 40, 2], &[1], |s| if 2 * s <= 8 { 2 * s } else { 0 }),
+        (&[9, 40, 3], &[1], |_| 0),
+    ];
+    for (shape, flip, want) in layouts {
+        for t in [U8, F16, F32, F64] {
+            let size = t.size();
+            for off in [0usize, 1, 3] {
+                let st = contiguous(shape);
+                let mut src = st.clone();
+                for &a in flip {
+                    src[a] = -src[a];
+                }
+                // The source one element further into its array now and then, the destination
+                // off by `off` elements.
+                let soff = ((n % 2) * size) as u64;
+                let p = run_case_with(
+                    shape,
+                    &st,
+                    (off * size) as u64,
+                    t,
+                    &src,
+                    soff,
+                    t,
+                    None,
+                    PlanOptions::default(),
+                );
+                let what = format!("{shape:?} flip {flip:?} {t} off {off}: {}", p.kernel_path());
+                // Runs that move as one element need both operands aligned to them.
+                let w = want(size);
+                let (wb, db) = (w as u64, (off * size) as u64);
+                let w = if w != 0 && w != size && (db % wb != 0 || soff % wb != 0) {
+                    0
+                } else {
+                    w
+                };
+                if w == 0 {
+                    assert_ne!(p.kernel_path(), "rows_rev", "{what}");
+                } else {
+                    match &p {
+                        Plan::RowsRev { elem, .. } => assert_eq!(elem.size(), w, "{what}"),
+                        _ => panic!("{what}"),
+                    }
+                }
+                n += 1;
+            }
+        }
+    }
+    // A run of 4 u8 channels of a source off the run's alignment: no wide elements.
+    let st = contiguous(&[9, 40, 4]);
+    let src = [st[0], -st[1], st[2]];
+    let p = run_case_with(
+        &[9, 40, 4],
+        &st,
+        0,
+        U8,
+        &src,
+        1,
+        U8,
+        None,
+        PlanOptions::default(),
+    );
+    assert_ne!(p.kernel_path(), "rows_rev");
+    // Rows of fewer bytes than a vector stay on the other kernels.
+    let p = run_case_with(
+        &[7],
+        &[1],
+        0,
+        U8,
+        &[-1],
+        0,
+        U8,
+        None,
+        PlanOptions::default(),
+    );
+    assert_ne!(p.kernel_path(), "rows_rev");
 }

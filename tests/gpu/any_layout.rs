@@ -1770,3 +1770,63 @@ fn every_steering_gives_the_same_result() {
         "PreferTiled took no narrow case to the tiled kernels: {narrow:?}"
     );
 }
+
+/// Views read backwards along their fastest axis (reversed vectors, images flipped
+/// left-right, channels first or, as runs of 2 to 8 bytes, last; flipped both ways; views that
+/// start one element into their array, so that some rows move element by element) take the
+/// reversed row kernel, for every element size and each same-type operation, against ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reversed_rows_take_the_reversed_row_kernel() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    // (array, axes read backwards, slice the fastest axis from element 1)
+    let layouts: [(&[usize], &[usize], bool); 7] = [
+        (&[1 << 16], &[0], false),
+        (&[4099], &[0], true),
+        (&[3, 40, 256], &[2], false),
+        (&[3, 40, 257], &[2], true),
+        (&[2, 3, 24, 64], &[2, 3], false),
+        (&[5, 64, 4], &[1], false),
+        (&[5, 64, 2], &[1], false),
+    ];
+    for (base, flip, sliced) in layouts {
+        let rank = base.len();
+        let mut src = Src::permuted(base, (0..rank).collect());
+        for &a in flip {
+            src.slice[a] = step(0, None, -1);
+        }
+        if sliced {
+            src.slice[rank - 1] = step(1, None, -1);
+        }
+        let dst = Dst::contiguous(&src.shape());
+        for which in 0..4 {
+            index += 1;
+            let seed = case_seed(0xa7e, index);
+            let p = &mut paths;
+            let (path, size) = match (index + which) % 4 {
+                0 => (same_type_case::<u8>(&stream, seed, which, &src, &dst, p), 1),
+                1 => (
+                    same_type_case::<f16>(&stream, seed, which, &src, &dst, p),
+                    2,
+                ),
+                2 => (
+                    same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
+                    4,
+                ),
+                _ => (
+                    same_type_case::<f64>(&stream, seed, which, &src, &dst, p),
+                    8,
+                ),
+            };
+            // Channels last move as one element up to 8 bytes.
+            let unit = if flip == [1] { base[2] * size } else { size };
+            if unit <= 8 {
+                assert_eq!(path, "rows_rev", "{base:?} flip {flip:?}, {size} bytes");
+            }
+        }
+    }
+    println!("reversed rows: paths {paths:?}");
+}

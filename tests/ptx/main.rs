@@ -1,6 +1,6 @@
 //! Checks of the embedded PTX that need an outside tool: NVIDIA's `ptxas` assembles the modules
-//! (`ptxas.rs`) and a PTX interpreter in Python runs the wide permute kernels (`ptx_sim.rs`) and
-//! the tiled copy kernels (`tiled_sim.rs`).
+//! (`ptxas.rs`) and a PTX interpreter in Python runs the wide permute kernels (`ptx_sim.rs`), the
+//! tiled copy kernels (`tiled_sim.rs`) and the reversed row kernels (`rows_sim.rs`).
 //!
 //! Each check has a sample that plain `cargo test` runs and a full form. The full forms run when
 //! `DEVSPAN_FULL_PTX_CHECKS=1` is set (the samples are then skipped: the full forms cover them)
@@ -19,6 +19,7 @@
 
 mod ptx_sim;
 mod ptxas;
+mod rows_sim;
 mod tiled_sim;
 
 use std::env;
@@ -62,6 +63,7 @@ pub struct Check {
 fn checks() -> Vec<Check> {
     let mut all = ptx_sim::checks();
     all.extend(tiled_sim::checks());
+    all.extend(rows_sim::checks());
     all.extend(ptxas::checks());
     all
 }

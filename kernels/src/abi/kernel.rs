@@ -24,6 +24,11 @@ pub enum Kind {
     Transpose,
     /// Rows contiguous on both sides: [`RowArgs`](super::RowArgs).
     Rows,
+    /// Rows read backwards: the destination's run forwards, the source's backwards (element
+    /// `i` of a row from `src - i`), moved as 16-byte vectors whose elements are reversed in
+    /// registers: [`RowArgs`](super::RowArgs) (`src` the address of each row's element zero,
+    /// its highest). Copies only.
+    RowsRev,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
     Permute,
@@ -60,12 +65,13 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
         Kind::Transpose,
         Kind::Rows,
+        Kind::RowsRev,
         Kind::Permute,
         Kind::Permute32,
         Kind::PermutePacked,
@@ -111,6 +117,7 @@ impl Kind {
             Kind::Strided64 => "strided64",
             Kind::Transpose => "transpose",
             Kind::Rows => "rows",
+            Kind::RowsRev => "rows_rev",
             Kind::Permute => "permute",
             Kind::Permute32 => "permute32",
             Kind::PermutePacked => "permute_packed",
@@ -228,6 +235,10 @@ impl Kernel {
             for kind in Kind::ELEMENTWISE {
                 all.push(Kernel::Copy { kind, size });
             }
+            all.push(Kernel::Copy {
+                kind: Kind::RowsRev,
+                size,
+            });
             if size <= 2 {
                 all.push(Kernel::Copy {
                     kind: Kind::PermutePacked,
@@ -343,7 +354,7 @@ impl Kernel {
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
             }
             Kind::Narrow => (NARROW_THREADS, 1, 1),
-            Kind::Rows => (ROW_BLOCK, 1, 1),
+            Kind::Rows | Kind::RowsRev => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
             Kind::Permute32 => PERMUTE_SMALL_BLOCK,
@@ -402,15 +413,16 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds per size; packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
-        assert_eq!(copies, 4 * 10 + 5 + 1 + 3);
+        // Ten kinds and reversed rows per size; packed b1, b2, packed128 b1, vec b1, tiled_a
+        // b1, b2; three wide.
+        assert_eq!(copies, 4 * 11 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each.
         assert_eq!(casts, (12 * 11 - 8) * 10);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1305 + 210);
+        assert_eq!(all.len(), 1309 + 210);
     }
 
     #[test]

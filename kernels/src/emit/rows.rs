@@ -186,3 +186,164 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
         ],
     )
 }
+
+/// The reversed row copy of `s`-sized elements (`copy_rows_rev_bN`, template `rows_rev.ptx`):
+/// rows forwards in the destination and backwards in the source, 16-byte vectors whose
+/// elements are reversed in registers.
+pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
+    const BLOCK: u64 = ROW_BLOCK as u64;
+    let lay = &ROWS_OUTER;
+    let v = 16 / s.size;
+    let mut g = Gen::default();
+
+    let mut prologue = Code::default();
+    lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", Some("%lss"));
+
+    let mut offsets = Code::default();
+    lay.decompose(
+        &mut g,
+        &mut offsets,
+        "%rank",
+        &["%x".to_string()],
+        &["%od".to_string()],
+        Some(&["%os".to_string()]),
+        "%lds",
+        Some("%lss"),
+        "$ROW_FIN",
+    );
+
+    // Scalar elements %j + k * %sstride for k < ROW_UNROLL: element e at %dr + e and
+    // %sr - e; loads first, then stores.
+    let mut scalar = Code::default();
+    let mut pending = Vec::new();
+    let mut jk = "%j".to_string();
+    for k in 0..ROW_UNROLL {
+        let pred = if k == 0 {
+            None
+        } else {
+            let next = g.reg(Class::B64);
+            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
+            jk = next;
+            let p = g.reg(Class::Pred);
+            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
+            Some(p)
+        };
+        let ph = g.reg(Class::Pred);
+        let e = g.reg(Class::B64);
+        let tmp = g.reg(Class::B64);
+        let sa = g.reg(Class::B64);
+        let da = g.reg(Class::B64);
+        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
+        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
+        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
+        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
+        scalar.line(format!("sub.s64 {sa}, %sr, {tmp};"));
+        scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
+        let x = load_scalar(
+            &mut g,
+            &mut scalar,
+            s,
+            Space::GlobalNc,
+            &addr(&sa, 0),
+            pred.as_deref(),
+        );
+        pending.push((x, da, pred));
+    }
+    for (x, da, pred) in pending {
+        store_scalar(
+            &mut scalar,
+            s,
+            Space::Global,
+            &addr(&da, 0),
+            &x,
+            pred.as_deref(),
+        );
+    }
+
+    // Groups %g + j * team for j < units: group j exists if %left > j * team, that is if
+    // (%left - 1) >> tshift >= j. Group j's source block lies j * team * 16 bytes below the
+    // first's.
+    let units = row_units_per_lane(s, s);
+    let mut body = Code::default();
+    let mut preds: Vec<Option<String>> = vec![None];
+    let q = g.reg(Class::B64);
+    body.line(format!("sub.u64 {q}, %left, 1;"));
+    body.line(format!("shr.u64 {q}, {q}, %tshift;"));
+    for j in 1..units {
+        let p = g.reg(Class::Pred);
+        body.line(format!("setp.ge.u64 {p}, {q}, {j};"));
+        preds.push(Some(p));
+    }
+    let mut saddrs = vec!["%gs".to_string()];
+    let mut daddrs = vec!["%gd".to_string()];
+    for _ in 1..units {
+        let a = g.reg(Class::B64);
+        body.line(format!("sub.s64 {a}, {}, %sstep;", saddrs.last().unwrap()));
+        saddrs.push(a);
+        let a = g.reg(Class::B64);
+        body.line(format!("add.s64 {a}, {}, %dstep;", daddrs.last().unwrap()));
+        daddrs.push(a);
+    }
+    let loaded: Vec<Vec<String>> = (0..units as usize)
+        .map(|j| {
+            let w: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+            body.line(format!(
+                "{}ld.global.nc.v4.u32 {{{}}}, {};",
+                pfx(preds[j].as_deref()),
+                w.join(", "),
+                addr(&saddrs[j], 0)
+            ));
+            w
+        })
+        .collect();
+    for (j, w) in loaded.iter().enumerate() {
+        let out = reversed_words(&mut g, &mut body, w, s.size);
+        body.line(format!(
+            "{}st.global.v4.u32 {}, {{{}}};",
+            pfx(preds[j].as_deref()),
+            addr(&daddrs[j], 0),
+            out.join(", ")
+        ));
+    }
+
+    t.render(
+        "rows_rev.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("BLOCK", BLOCK.to_string()),
+            ("LOG2_BLOCK", log2(BLOCK).to_string()),
+            ("UNROLL", ROW_UNROLL.to_string()),
+            ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
+            ("DECLS", g.decls()),
+            ("PROLOGUE", prologue.text()),
+            ("OFFSETS", offsets.text()),
+            ("S", s.size.to_string()),
+            ("SHIFT", log2(s.size).to_string()),
+            ("V", v.to_string()),
+            ("LOG2_V", log2(v).to_string()),
+            ("V_MASK", (v - 1).to_string()),
+            ("UNITS", units.to_string()),
+            ("LOG2_UNITS", log2(units).to_string()),
+            ("SCALAR", scalar.text()),
+            ("UNIT_BODY", body.text()),
+        ],
+    )
+}
+
+/// The words of a 16-byte vector `w` (4 words, `w[0]` lowest) with its elements of `size`
+/// bytes in reverse order: whole words reversed, then the elements inside each word
+/// (`prmt`), or pairs of words swapped for 8-byte elements.
+fn reversed_words(g: &mut Gen, c: &mut Code, w: &[String], size: u64) -> Vec<String> {
+    (0..4)
+        .map(|k| match size {
+            8 => w[k ^ 2].clone(),
+            4 => w[3 - k].clone(),
+            _ => {
+                let d = g.reg(Class::B32);
+                let sel = if size == 1 { "0x0123" } else { "0x1032" };
+                c.line(format!("prmt.b32 {d}, {}, 0, {sel};", w[3 - k]));
+                d
+            }
+        })
+        .collect()
+}

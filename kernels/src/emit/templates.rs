@@ -15,7 +15,7 @@ const fn block<T: ParamBlock>() -> Option<Block> {
 
 /// Every template: its file name in `templates/`, its text and the argument block its
 /// `{{args.FIELD}}` keys refer to.
-pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 14] = [
+pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 15] = [
     (
         "header.ptx",
         include_str!("../../templates/header.ptx"),
@@ -59,6 +59,11 @@ pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 14] = [
     (
         "rows.ptx",
         include_str!("../../templates/rows.ptx"),
+        block::<RowArgs>(),
+    ),
+    (
+        "rows_rev.ptx",
+        include_str!("../../templates/rows_rev.ptx"),
         block::<RowArgs>(),
     ),
     (

@@ -72,6 +72,25 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
     )
 }
 
+/// The `head` a reversed row kernel (`copy_rows_rev_bN`) uses for a row whose first
+/// destination element is at `dst` and whose source element zero (its highest) is at `src`,
+/// elements of `size` bytes, computed like the kernels do: the number of elements before the
+/// destination reaches a 16-byte boundary, if the source's element `head` ends on a 16-byte
+/// boundary (so that each 16-byte vector of the destination comes from one aligned source
+/// block); otherwise `row_len`. Never more than `row_len`.
+pub fn row_rev_head(dst: u64, src: u64, size: usize, row_len: u64) -> u64 {
+    let head = (dst.wrapping_neg() % CONTIG_ALIGN) / size as u64;
+    let end = src
+        .wrapping_add(size as u64)
+        .wrapping_sub(head.wrapping_mul(size as u64));
+    let head = if end % CONTIG_ALIGN == 0 {
+        head
+    } else {
+        row_len
+    };
+    head.min(row_len)
+}
+
 /// The `head` a row kernel uses for a row whose first destination element
 /// is at `dst` and first source element at `src` (each aligned to its
 /// element size), computed like the kernels do: the number of elements

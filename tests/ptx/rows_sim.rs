@@ -1,0 +1,273 @@
+//! Runs the reversed row kernels (`copy_rows_rev_bN`) through the PTX interpreter
+//! (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's planner gives
+//! them: reversed vectors, images flipped left-right (every row reversed; with channels last,
+//! runs of channels reversed as one element), flipped both ways, for every element size, with
+//! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
+//! and operands a unit off (rows that move element by element), every block of the launcher's
+//! grid; some cases of every element size must move vectors. Each case's destination must equal
+//! a reference byte for byte (poisoned first); every access must be aligned and inside the
+//! operands' regions, which end where the operands do.
+//!
+//! The sample runs two cases; the full check runs all of them. Needs Python 3, like
+//! [`crate::ptx_sim`].
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use devspan::DType;
+
+use crate::{Check, Out};
+
+const TOOL: &str = include_str!("../../tools/ptxsim_tiled.py");
+const INTERPRETER: &str = include_str!("../../tools/ptxsim_wide.py");
+
+const SAMPLE: [&str; 2] = ["vec/320/b1/h", "chw_w/3x4x40/b2/s"];
+
+pub fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            name: "rows_sim::sample_in_a_ptx_interpreter",
+            full: false,
+            available: crate::ptx_sim::available,
+            require_var: "DEVSPAN_REQUIRE_PTXSIM",
+            run: |out| run(out, true),
+        },
+        Check {
+            name: "rows_sim::reversed_rows_copy_every_element_in_a_ptx_interpreter",
+            full: true,
+            available: crate::ptx_sim::available,
+            require_var: "DEVSPAN_REQUIRE_PTXSIM",
+            run: |out| run(out, false),
+        },
+    ]
+}
+
+/// One copy: a standard-layout destination of `shape`, a standard-layout source of `shape`
+/// read backwards along `flip`, elements of `size` bytes; the destination's region starts
+/// `dst_mis` bytes past a 16-byte boundary and the source's ends `end_mis` bytes past one
+/// (a reversed row's vectors line up where the two add up to a multiple of 16).
+struct Layout {
+    name: String,
+    shape: Vec<usize>,
+    flip: Vec<usize>,
+    size: usize,
+    dst_mis: u64,
+    end_mis: u64,
+}
+
+fn layouts() -> Vec<Layout> {
+    let mut all = Vec::new();
+    let shapes: [(&str, &[usize], &[usize]); 7] = [
+        ("vec", &[300], &[0]),
+        ("vec", &[320], &[0]),
+        ("chw_w", &[3, 4, 40], &[2]),
+        ("chw_w", &[2, 3, 64], &[2]),
+        ("chw_hw", &[2, 3, 24], &[1, 2]),
+        ("nchw_nw", &[2, 2, 3, 32], &[0, 3]),
+        ("hwc4_w", &[3, 20, 4], &[1]),
+    ];
+    for (name, shape, flip) in shapes {
+        for size in [1usize, 2, 4, 8] {
+            // Channels last: runs of 4 channels move as one element, up to 8 bytes, and need
+            // both operands aligned to them.
+            let unit = if name == "hwc4_w" { 4 * size } else { size };
+            if unit > 8 {
+                continue;
+            }
+            let u = unit as u64;
+            // Aligned; a destination off by a unit and a source that ends as far before a
+            // boundary (vectors after a head); a source that ends a unit past one (the rows
+            // whose vectors do not line up move element by element).
+            let mut kinds = vec![("a", 0, 0), ("h", u, (16 - u) % 16)];
+            if unit == size {
+                kinds.push(("s", 0, u));
+            }
+            for (kind, dst_mis, end_mis) in kinds {
+                let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+                all.push(Layout {
+                    name: format!("{name}/{}/b{size}/{kind}", dims.join("x")),
+                    shape: shape.to_vec(),
+                    flip: flip.to_vec(),
+                    size,
+                    dst_mis,
+                    end_mis,
+                });
+            }
+        }
+    }
+    all
+}
+
+fn standard(shape: &[usize]) -> Vec<isize> {
+    let mut s = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for k in (0..shape.len()).rev() {
+        s[k] = acc;
+        acc *= shape[k] as isize;
+    }
+    s
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .fold(String::with_capacity(2 * b.len()), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
+}
+
+/// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, kernel))`, or
+/// `None` if the planner gives it to another kernel.
+fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
+    const DST: u64 = 0x10_0000;
+    const SRC: u64 = 0x80_0000;
+    let dtype = match l.size {
+        1 => DType::U8,
+        2 => DType::U16,
+        4 => DType::U32,
+        _ => DType::U64,
+    };
+    let size = l.size as isize;
+    let n: usize = l.shape.iter().product();
+    let dst = standard(&l.shape);
+    let mut src = dst.clone();
+    let mut s_off = 0isize;
+    for &a in &l.flip {
+        s_off += (l.shape[a] as isize - 1) * src[a];
+        src[a] = -src[a];
+    }
+    let bytes = n * l.size;
+    let dbase = DST + l.dst_mis;
+    // The source's region ends `end_mis` bytes past a 16-byte boundary.
+    let sbase = SRC + (l.end_mis + 16 * bytes as u64 - bytes as u64) % 16;
+    let s0 = sbase + (s_off * size) as u64;
+    let launch = devspan::internals::rows_rev_launch(dbase, &dst, s0, &src, dtype, &l.shape)
+        .map_err(|e| format!("{}: {e}", l.name))?;
+    let Some(launch) = launch else {
+        return Ok(None);
+    };
+    let mut x = seed | 1;
+    let source: Vec<u8> = (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let mut expect = vec![0xA5u8; bytes];
+    for i in 0..n {
+        let (mut r, mut d, mut s) = (i, 0isize, s_off);
+        for k in (0..l.shape.len()).rev() {
+            let c = (r % l.shape[k]) as isize;
+            r /= l.shape[k];
+            d += c * dst[k];
+            s += c * src[k];
+        }
+        let (d, s) = ((d * size) as usize, (s * size) as usize);
+        expect[d..d + l.size].copy_from_slice(&source[s..s + l.size]);
+    }
+    let mut json = String::new();
+    write!(
+        json,
+        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": [{}, {}], ",
+        l.name,
+        launch.kernel,
+        hex(&launch.params),
+        launch.threads,
+        launch.grid.0.max(1),
+        launch.grid.1.max(1)
+    )
+    .unwrap();
+    write!(
+        json,
+        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
+        hex(&source),
+        hex(&vec![0xA5u8; bytes]),
+        hex(&expect)
+    )
+    .unwrap();
+    let file = dir.join(format!("{}.json", l.name.replace('/', "_")));
+    fs::write(&file, json).map_err(|e| e.to_string())?;
+    let modules = devspan::internals::ptx_modules();
+    let text = modules
+        .iter()
+        .find(|(m, _)| *m == launch.kernel)
+        .ok_or_else(|| format!("no module {}", launch.kernel))?
+        .1;
+    fs::write(dir.join(format!("{}.ptx", launch.kernel)), text).map_err(|e| e.to_string())?;
+    Ok(Some((file.to_string_lossy().into_owned(), launch.kernel)))
+}
+
+fn run(out: &Out, sample: bool) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("devspan-ptxsim-rows-{}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run_in(out, &dir, sample);
+    let _ = fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
+    fs::write(dir.join("ptxsim_tiled.py"), TOOL).map_err(|e| e.to_string())?;
+    fs::write(dir.join("ptxsim_wide.py"), INTERPRETER).map_err(|e| e.to_string())?;
+    let mut files = Vec::new();
+    let mut other = Vec::new();
+    let all = layouts();
+    for (i, l) in all.iter().enumerate() {
+        if sample && !SAMPLE.contains(&l.name.as_str()) {
+            continue;
+        }
+        match write_case(dir, l, 0x7e5 + i as u64)? {
+            Some((f, _)) => files.push(f),
+            None => other.push(l.name.clone()),
+        }
+    }
+    if !other.is_empty() {
+        return Err(format!(
+            "not planned to the reversed row kernels: {other:?}"
+        ));
+    }
+    let o = Command::new(crate::ptx_sim::python())
+        .arg(dir.join("ptxsim_tiled.py"))
+        .args(&files)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    if !o.status.success() {
+        return Err(format!("{text}\n{}", String::from_utf8_lossy(&o.stderr)));
+    }
+    // Cases whose stores are fewer than their elements moved 16-byte vectors: some of every
+    // element size must.
+    let mut vectors = [0usize; 4];
+    for line in text.lines() {
+        out.detail(line);
+        // `NAME: KERNEL: ... blocks, STORES global stores, ok`
+        let mut parts = line.split(": ");
+        let (name, kernel) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let stores: Option<usize> = line
+            .split(" global stores")
+            .next()
+            .and_then(|x| x.rsplit(' ').next())
+            .and_then(|x| x.parse().ok());
+        let size: Option<usize> = kernel.rsplit("_b").next().and_then(|x| x.parse().ok());
+        if let (Some(l), Some(stores), Some(size)) =
+            (all.iter().find(|l| l.name == name), stores, size)
+            && stores * size < l.shape.iter().product::<usize>() * l.size
+        {
+            vectors[size.trailing_zeros() as usize] += 1;
+        }
+    }
+    if !sample && vectors.contains(&0) {
+        return Err(format!(
+            "cases that moved vectors, by element size 1, 2, 4, 8: {vectors:?}"
+        ));
+    }
+    out.summary(&format!(
+        "ptx_sim: {} reversed-row interpreter cases passed{}",
+        text.lines().count(),
+        if sample { " (sample)" } else { "" }
+    ));
+    Ok(())
+}
