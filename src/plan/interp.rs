@@ -572,8 +572,6 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     }
 }
 
-/// Runs a row kernel over `mem` with the given grid, thread by thread, with the kernel's index
-/// math; panics if a vector access breaks its alignment.
 /// The reversed row kernel `copy_rows_rev_bN` on `grid`, thread by thread as the kernel maps
 /// its work: element `i` of a row from `src - i`, whole 16-byte vectors from element
 /// [`row_rev_head`], each from one aligned source block read whole, its elements reversed.
@@ -646,6 +644,8 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
     }
 }
 
+/// Runs a row kernel over `mem` with the given grid, thread by thread, with the kernel's index
+/// math; panics if a vector access breaks its alignment.
 pub(crate) fn run_rows(
     args: &RowArgs,
     from: DType,

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use cases::{for_each_case, pick, vec_of, weighted};
 
-use super::interp::{HostMem, element, run, run_rows};
+use super::interp::{HostMem, element, run, run_rows, run_rows_rev};
 use super::{Plan, PlanOptions, plan_copy, plan_fill};
 use crate::element::DType;
 use crate::layout::Layout;
@@ -848,6 +848,7 @@ fn run_case_with(
     let plan = plan_copy(d0, dst_strides, to, s0, src_strides, from, shape, opt).unwrap();
     match (&plan, grid) {
         (Plan::Rows { args, from, to }, Some(g)) => run_rows(args, *from, *to, g, &mut mem),
+        (Plan::RowsRev { args, elem }, Some(g)) => run_rows_rev(args, *elem, g, &mut mem),
         _ => run(&plan, &mut mem),
     }
     let mut expect = vec![POISON; dbytes];

@@ -1792,7 +1792,7 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         (&[5, 64, 4], &[1], false),
         (&[5, 64, 2], &[1], false),
     ];
-    for (base, flip, sliced) in layouts {
+    for (k, (base, flip, sliced)) in layouts.into_iter().enumerate() {
         let rank = base.len();
         let mut src = Src::permuted(base, (0..rank).collect());
         for &a in flip {
@@ -1806,7 +1806,8 @@ fn reversed_rows_take_the_reversed_row_kernel() {
             index += 1;
             let seed = case_seed(0xa7e, index);
             let p = &mut paths;
-            let (path, size) = match (index + which) % 4 {
+            // Every element size and every operation, over the four cases of a layout.
+            let (path, size) = match (k + which) % 4 {
                 0 => (same_type_case::<u8>(&stream, seed, which, &src, &dst, p), 1),
                 1 => (
                     same_type_case::<f16>(&stream, seed, which, &src, &dst, p),

@@ -4,7 +4,8 @@
 //! runs of channels reversed as one element), flipped both ways, for every element size, with
 //! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
 //! and operands a unit off (rows that move element by element), every block of the launcher's
-//! grid; some cases of every element size must move vectors. Each case's destination must equal
+//! grid (some of more than one block along rows, some over rows); some cases of every element
+//! size must move vectors. Each case's destination must equal
 //! a reference byte for byte (poisoned first); every access must be aligned and inside the
 //! operands' regions, which end where the operands do.
 //!
@@ -59,9 +60,12 @@ struct Layout {
 
 fn layouts() -> Vec<Layout> {
     let mut all = Vec::new();
-    let shapes: [(&str, &[usize], &[usize]); 7] = [
+    let shapes: [(&str, &[usize], &[usize]); 9] = [
         ("vec", &[300], &[0]),
         ("vec", &[320], &[0]),
+        // Grids of more than one block: along a row (x), over rows (y).
+        ("vec", &[9000], &[0]),
+        ("rows_w", &[300, 16], &[1]),
         ("chw_w", &[3, 4, 40], &[2]),
         ("chw_w", &[2, 3, 64], &[2]),
         ("chw_hw", &[2, 3, 24], &[1, 2]),
@@ -118,9 +122,12 @@ fn hex(b: &[u8]) -> String {
         })
 }
 
-/// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, kernel))`, or
+/// A written case: its file and the launcher's grid.
+type Written = (String, (u32, u32));
+
+/// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, grid))`, or
 /// `None` if the planner gives it to another kernel.
-fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
+fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
     let dtype = match l.size {
@@ -198,7 +205,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
         .ok_or_else(|| format!("no module {}", launch.kernel))?
         .1;
     fs::write(dir.join(format!("{}.ptx", launch.kernel)), text).map_err(|e| e.to_string())?;
-    Ok(Some((file.to_string_lossy().into_owned(), launch.kernel)))
+    Ok(Some((file.to_string_lossy().into_owned(), launch.grid)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
@@ -213,6 +220,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     fs::write(dir.join("ptxsim_tiled.py"), TOOL).map_err(|e| e.to_string())?;
     fs::write(dir.join("ptxsim_wide.py"), INTERPRETER).map_err(|e| e.to_string())?;
     let mut files = Vec::new();
+    let mut grids = Vec::new();
     let mut other = Vec::new();
     let all = layouts();
     for (i, l) in all.iter().enumerate() {
@@ -220,13 +228,25 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             continue;
         }
         match write_case(dir, l, 0x7e5 + i as u64)? {
-            Some((f, _)) => files.push(f),
+            Some((f, g)) => {
+                files.push(f);
+                grids.push(g);
+            }
             None => other.push(l.name.clone()),
         }
     }
     if !other.is_empty() {
         return Err(format!(
             "not planned to the reversed row kernels: {other:?}"
+        ));
+    }
+    // Some cases run grids of more than one block on each axis.
+    let wide = grids.iter().any(|g| g.0 > 1);
+    let tall = grids.iter().any(|g| g.1 > 1);
+    let both = wide && tall;
+    if !sample && !both {
+        return Err(format!(
+            "grids {grids:?}: none of more than one block on each axis"
         ));
     }
     let o = Command::new(crate::ptx_sim::python())
