@@ -612,12 +612,14 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
-/// The steering of the `narrow` and `rank` groups: `DEVSPAN_BENCH_STEER` = `no-tiled` or
-/// `prefer-tiled` ([`Steer::NoTiled`], [`Steer::PreferTiled`]), else the planner's own choice.
+/// The steering of the `narrow`, `rank` and `flip` groups: `DEVSPAN_BENCH_STEER` = `no-tiled`,
+/// `prefer-tiled` or `no-rows` ([`Steer::NoTiled`], [`Steer::PreferTiled`], [`Steer::NoRows`]),
+/// else the planner's own choice.
 fn group_steer() -> Steer {
     match std::env::var("DEVSPAN_BENCH_STEER").as_deref() {
         Ok("no-tiled") => Steer::NoTiled,
         Ok("prefer-tiled") => Steer::PreferTiled,
+        Ok("no-rows") => Steer::NoRows,
         _ => Steer::Default,
     }
 }
@@ -831,8 +833,13 @@ fn flip_workloads(b: &mut Bench) {
                 .slice_move(s![..elems])
                 .into_shape_with_order(IxDyn(&shape))
                 .unwrap();
-            let path = path_of(&mut o, &a);
-            let ms = b.time(|| b.copy(&mut o, &a, Steer::Default));
+            let steer = group_steer();
+            let path = if steer == Steer::Default {
+                path_of(&mut o, &a)
+            } else {
+                devspan::internals::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
+            };
+            let ms = b.time(|| b.copy(&mut o, &a, steer));
             let name = format!("{} {name}", T::DTYPE);
             let bytes = elems * 2 * T::DTYPE.size();
             b.record("flip", name, path, bytes, ms, Some(0.85));

@@ -115,6 +115,9 @@ pub enum Steer {
     NoTiled,
     /// The tiled kernels wherever they apply.
     PreferTiled,
+    /// No row kernels, plain or reversed (the permute, tiled or strided kernels take their
+    /// cases).
+    NoRows,
 }
 
 /// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
@@ -162,6 +165,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         no_vec: steer == Steer::NoVec,
         no_tiled: steer == Steer::NoTiled,
         prefer_tiled: steer == Steer::PreferTiled,
+        no_rows: steer == Steer::NoRows,
         ..PlanOptions::default()
     };
     let path = planned_path(dst, src, opt)?;
