@@ -16,23 +16,15 @@ fn row_units_per_lane(s: Ty, d: Ty) -> u64 {
 /// Scalar elements per lane and iteration in the row kernels.
 const ROW_UNROLL: u64 = ROW_SCALAR_UNROLL as u64;
 
-/// Row copy/cast: rows contiguous on both sides, a team of lanes per row,
-/// units of 16 bytes of the wider side (as in the contiguous kernels, but
-/// with the team size known only at run time).
-pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
-    const BLOCK: u64 = ROW_BLOCK as u64;
+/// The row kernels' set-up: the outermost axis's strides (`%lds`, `%lss`), and the split of
+/// row `%x` into the offsets `%od` and `%os` of its element zero.
+fn row_frame(g: &mut Gen) -> (Code, Code) {
     let lay = &ROWS_OUTER;
-    let v = group_elems(s, d);
-    let r = size_ratio(s, d);
-    let unit = 16 / s.size.max(d.size);
-    let mut g = Gen::default();
-
     let mut prologue = Code::default();
-    lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", Some("%lss"));
-
+    lay.last_axis(g, &mut prologue, "%rank", "%lds", Some("%lss"));
     let mut offsets = Code::default();
     lay.decompose(
-        &mut g,
+        g,
         &mut offsets,
         "%rank",
         &["%x".to_string()],
@@ -42,9 +34,14 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
         Some("%lss"),
         "$ROW_FIN",
     );
+    (prologue, offsets)
+}
 
-    // Scalar elements %j + k * %sstride for k < ROW_UNROLL: loads
-    // first, then conversions and stores.
+/// The row kernels' scalar elements `%j + k * %sstride` for `k < ROW_UNROLL` (element `k <
+/// %head` is element `k`, the others `k + %tailoff`): loads first, then conversions and
+/// stores. Element `e` is at `%dr + e` in the destination and at `%sr + e` in the source, or
+/// at `%sr - e` where the source runs `backwards`.
+fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool) -> Code {
     let mut scalar = Code::default();
     let mut pending = Vec::new();
     let mut jk = "%j".to_string();
@@ -68,11 +65,14 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
         scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
         scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
         scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
-        scalar.line(format!("add.s64 {sa}, %sr, {tmp};"));
-        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(d.size)));
+        let op = if backwards { "sub" } else { "add" };
+        scalar.line(format!("{op}.s64 {sa}, %sr, {tmp};"));
+        if !backwards {
+            scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(d.size)));
+        }
         scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
         let x = load_scalar(
-            &mut g,
+            g,
             &mut scalar,
             s,
             Space::GlobalNc,
@@ -82,7 +82,7 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
         pending.push((x, da, pred));
     }
     for (x, da, pred) in pending {
-        let y = convert(&mut g, &mut scalar, s, d, &x);
+        let y = convert(g, &mut scalar, s, d, &x);
         store_scalar(
             &mut scalar,
             d,
@@ -92,6 +92,21 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
             pred.as_deref(),
         );
     }
+    scalar
+}
+
+/// Row copy/cast: rows contiguous on both sides, a team of lanes per row,
+/// units of 16 bytes of the wider side (as in the contiguous kernels, but
+/// with the team size known only at run time).
+pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
+    const BLOCK: u64 = ROW_BLOCK as u64;
+    let v = group_elems(s, d);
+    let r = size_ratio(s, d);
+    let unit = 16 / s.size.max(d.size);
+    let mut g = Gen::default();
+
+    let (prologue, offsets) = row_frame(&mut g);
+    let scalar = scalar_elements(&mut g, s, d, false);
 
     // Units %g + j * team for j < units: unit j exists if %left > j * team,
     // that is if (%left - 1) >> tshift >= j.
@@ -192,73 +207,11 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
 /// elements are reversed in registers.
 pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
     const BLOCK: u64 = ROW_BLOCK as u64;
-    let lay = &ROWS_OUTER;
     let v = 16 / s.size;
     let mut g = Gen::default();
 
-    let mut prologue = Code::default();
-    lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", Some("%lss"));
-
-    let mut offsets = Code::default();
-    lay.decompose(
-        &mut g,
-        &mut offsets,
-        "%rank",
-        &["%x".to_string()],
-        &["%od".to_string()],
-        Some(&["%os".to_string()]),
-        "%lds",
-        Some("%lss"),
-        "$ROW_FIN",
-    );
-
-    // Scalar elements %j + k * %sstride for k < ROW_UNROLL: element e at %dr + e and
-    // %sr - e; loads first, then stores.
-    let mut scalar = Code::default();
-    let mut pending = Vec::new();
-    let mut jk = "%j".to_string();
-    for k in 0..ROW_UNROLL {
-        let pred = if k == 0 {
-            None
-        } else {
-            let next = g.reg(Class::B64);
-            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
-            jk = next;
-            let p = g.reg(Class::Pred);
-            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
-            Some(p)
-        };
-        let ph = g.reg(Class::Pred);
-        let e = g.reg(Class::B64);
-        let tmp = g.reg(Class::B64);
-        let sa = g.reg(Class::B64);
-        let da = g.reg(Class::B64);
-        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
-        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
-        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
-        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
-        scalar.line(format!("sub.s64 {sa}, %sr, {tmp};"));
-        scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
-        let x = load_scalar(
-            &mut g,
-            &mut scalar,
-            s,
-            Space::GlobalNc,
-            &addr(&sa, 0),
-            pred.as_deref(),
-        );
-        pending.push((x, da, pred));
-    }
-    for (x, da, pred) in pending {
-        store_scalar(
-            &mut scalar,
-            s,
-            Space::Global,
-            &addr(&da, 0),
-            &x,
-            pred.as_deref(),
-        );
-    }
+    let (prologue, offsets) = row_frame(&mut g);
+    let scalar = scalar_elements(&mut g, s, s, true);
 
     // Groups %g + j * team for j < units: group j exists if %left > j * team, that is if
     // (%left - 1) >> tshift >= j. Group j's source block lies j * team * 16 bytes below the
