@@ -414,7 +414,7 @@ def main():
                             if flip is None:
                                 cp_src = cupy.transpose(cp_base, perm)
                             else:
-                                cp_src = cupy.flip(cp_base, flip)
+                                cp_src = cupy.flip(cp_base, tuple(flip))
                         except Exception as e:  # noqa: BLE001
                             cp_src = e
 
