@@ -574,7 +574,9 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
 
 /// The reversed row kernel `copy_rows_rev_bN` on `grid`, thread by thread as the kernel maps
 /// its work: element `i` of a row from `src - i`, whole 16-byte vectors from element
-/// [`row_rev_head`], each from one aligned source block read whole, its elements reversed.
+/// [`row_rev_head`], each from the 16 source bytes that end where its first element ends (one
+/// aligned block, or shifted out of two whose upper one ends below the row's top), its
+/// elements reversed.
 pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &mut HostMem) {
     let s = elem.size() as u64;
     let v = 16 / s;
@@ -599,7 +601,7 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                     let dr = at(args.dst, od, s as usize);
                     let sr = at(args.src, os, s as usize);
                     let len = args.row_len;
-                    let head = row_rev_head(dr, sr, s as usize, len);
+                    let (head, m) = row_rev_head(dr, sr, s as usize, len);
                     let rem = len - head;
                     let ngroups = rem / v;
                     let nscalar = head + rem % v;
@@ -623,11 +625,18 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                                 continue;
                             }
                             let u = g + jj * team;
-                            // The block that ends where element head + u * v ends.
+                            // The bytes that end where element head + u * v ends.
                             let sa = sr + s - (head + (u + 1) * v) * s;
                             let da = dr + (head + u * v) * s;
-                            assert_eq!(sa % 16, 0, "reversed row: source block misaligned");
+                            assert_eq!(sa % 16, m, "reversed row: source bytes misplaced");
                             assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
+                            // The aligned blocks read around them: the upper one ends below
+                            // the row's top (the lower one starts in the aligned block that
+                            // holds the row's lowest byte, inside the allocation).
+                            if m != 0 {
+                                let top = (sa & !15) + 32;
+                                assert!(top <= sr + s, "reversed row: block past the row's top");
+                            }
                             let block = mem.read(sa, 16);
                             let mut out = Vec::with_capacity(16);
                             for e in (0..v as usize).rev() {

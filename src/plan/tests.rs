@@ -2442,8 +2442,8 @@ fn integer_casts_of_one_size_take_the_copy_paths() {
 /// Views read backwards along the destination's fastest axis (a reversed vector, images
 /// flipped left-right, channels first, every row reversed; with channels last, runs of 2 to 8
 /// bytes reversed as one element) take the reversed row kernel and match the reference, for
-/// every element size, rows of whole vectors or not, operands at any element offset (rows
-/// whose vectors do not line up move element by element), outer axes read either way.
+/// every element size, rows of whole vectors or not, operands at any element offset (vectors
+/// that do not line up are shifted out of two aligned blocks), outer axes read either way.
 #[test]
 #[cfg_attr(
     miri,

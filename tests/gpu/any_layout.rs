@@ -1773,7 +1773,7 @@ fn every_steering_gives_the_same_result() {
 
 /// Views read backwards along their fastest axis (reversed vectors, images flipped
 /// left-right, channels first or, as runs of 2 to 8 bytes, last; flipped both ways; views that
-/// start one element into their array, so that some rows move element by element) take the
+/// start one element into their array, so that vectors are shifted out of two blocks) take the
 /// reversed row kernel, for every element size and each same-type operation, against ndarray.
 #[test]
 #[ignore = "needs a CUDA GPU"]

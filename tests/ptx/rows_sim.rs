@@ -3,11 +3,12 @@
 //! them: reversed vectors, images flipped left-right (every row reversed; with channels last,
 //! runs of channels reversed as one element), flipped both ways, for every element size, with
 //! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
-//! and operands a unit off (rows that move element by element), every block of the launcher's
-//! grid (some of more than one block along rows, some over rows); some cases of every element
-//! size must move vectors. Each case's destination must equal
-//! a reference byte for byte (poisoned first); every access must be aligned and inside the
-//! operands' regions, which end where the operands do.
+//! and operands a unit off (vectors shifted out of two aligned blocks), every block of the
+//! launcher's grid (some of more than one block along rows, some over rows); some cases of
+//! every element size must move vectors. Each case's destination must equal a reference byte
+//! for byte (poisoned first); every access must be aligned and inside the operands' regions,
+//! which end where the operands do (the source's starts at the 16-byte boundary below its
+//! first byte, as an allocation would).
 //!
 //! The sample runs two cases; the full check runs all of them. Needs Python 3, like
 //! [`crate::ptx_sim`].
@@ -82,8 +83,8 @@ fn layouts() -> Vec<Layout> {
             }
             let u = unit as u64;
             // Aligned; a destination off by a unit and a source that ends as far before a
-            // boundary (vectors after a head); a source that ends a unit past one (the rows
-            // whose vectors do not line up move element by element).
+            // boundary (vectors after a head); a source that ends a unit past one (vectors
+            // shifted out of two aligned blocks).
             let mut kinds = vec![("a", 0, 0), ("h", u, (16 - u) % 16)];
             if unit == size {
                 kinds.push(("s", 0, u));
@@ -164,6 +165,9 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
             (x >> 24) as u8
         })
         .collect();
+    // The source's allocation starts at the 16-byte boundary below it: filler bytes there.
+    let lead = (sbase % 16) as usize;
+    let filler: Vec<u8> = (0..lead).map(|i| 0x5A ^ i as u8).collect();
     let mut expect = vec![0xA5u8; bytes];
     for i in 0..n {
         let (mut r, mut d, mut s) = (i, 0isize, s_off);
@@ -190,7 +194,9 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     .unwrap();
     write!(
         json,
-        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
+        "\"regions\": [[{}, \"{}{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
+        sbase - lead as u64,
+        hex(&filler),
         hex(&source),
         hex(&vec![0xA5u8; bytes]),
         hex(&expect)

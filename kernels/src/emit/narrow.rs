@@ -331,7 +331,13 @@ fn shifted_loads(g: &mut Gen, code: &mut Code, c: usize) -> Vec<String> {
 /// `n` in the register `by` (0 to 15, or with `sixteen` 1 to 16): whole words by `n & 16`
 /// (with `sixteen`), `n & 8` and `n & 4` (`selp`), then bytes by `n & 3` (`shf.r.clamp`, a
 /// shift of 0 keeping the low word).
-fn shift_right(g: &mut Gen, code: &mut Code, x: &[String], by: &str, sixteen: bool) -> Vec<String> {
+pub(super) fn shift_right(
+    g: &mut Gen,
+    code: &mut Code,
+    x: &[String],
+    by: &str,
+    sixteen: bool,
+) -> Vec<String> {
     // Moves words down by `k` where bit `bit` of `by` is set; keeps `keep` words (those past
     // the end stay as they are, unused when the bit is set).
     let down = |g: &mut Gen, code: &mut Code, x: &[String], k: usize, bit: u32, keep: usize| {

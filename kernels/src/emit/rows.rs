@@ -4,6 +4,7 @@ use super::code::{Class, Code, Gen, addr, pfx};
 use super::convert::convert;
 use super::layout::ROWS_OUTER;
 use super::load_store::{Space, load_scalar, load_vec, store_scalar, store_vec};
+use super::narrow::shift_right;
 use super::templates::Templates;
 use super::types::{Ty, group_elems, log2, size_ratio};
 use crate::abi::{self, ROW_BLOCK, ROW_SCALAR_UNROLL};
@@ -204,7 +205,8 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
 
 /// The reversed row copy of `s`-sized elements (`copy_rows_rev_bN`, template `rows_rev.ptx`):
 /// rows forwards in the destination and backwards in the source, 16-byte vectors whose
-/// elements are reversed in registers.
+/// elements are reversed in registers, each loaded as one aligned block or, where the row's
+/// source bytes are off their alignment, shifted out of two (`shift_right`).
 pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
     const BLOCK: u64 = ROW_BLOCK as u64;
     let v = 16 / s.size;
@@ -259,6 +261,60 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
         ));
     }
 
+    // The same groups where the source's bytes are `%m32` past a 16-byte boundary: each from
+    // the two aligned blocks that cover them (all loads first), shifted right by `%m32`.
+    let mut shifted = Code::default();
+    let q = g.reg(Class::B64);
+    shifted.line(format!("sub.u64 {q}, %left, 1;"));
+    shifted.line(format!("shr.u64 {q}, {q}, %tshift;"));
+    let mut spreds: Vec<Option<String>> = vec![None];
+    for j in 1..units {
+        let p = g.reg(Class::Pred);
+        shifted.line(format!("setp.ge.u64 {p}, {q}, {j};"));
+        spreds.push(Some(p));
+    }
+    let mut sbase = Vec::new();
+    let mut dests = vec!["%gd".to_string()];
+    let mut at = "%gs".to_string();
+    for j in 0..units as usize {
+        if j > 0 {
+            let a = g.reg(Class::B64);
+            shifted.line(format!("sub.s64 {a}, {at}, %sstep;"));
+            at = a;
+            let d = g.reg(Class::B64);
+            shifted.line(format!("add.s64 {d}, {}, %dstep;", dests[j - 1]));
+            dests.push(d);
+        }
+        let b = g.reg(Class::B64);
+        shifted.line(format!("and.b64 {b}, {at}, -16;"));
+        sbase.push(b);
+    }
+    let blocks: Vec<Vec<String>> = (0..units as usize)
+        .map(|j| {
+            let w: Vec<String> = (0..8).map(|_| g.reg(Class::B32)).collect();
+            for h in 0..2 {
+                shifted.line(format!(
+                    "{}ld.global.nc.v4.u32 {{{}}}, [{}+{}];",
+                    pfx(spreds[j].as_deref()),
+                    w[4 * h..4 * h + 4].join(", "),
+                    sbase[j],
+                    16 * h
+                ));
+            }
+            w
+        })
+        .collect();
+    for (j, w) in blocks.iter().enumerate() {
+        let bytes = shift_right(&mut g, &mut shifted, w, "%m32", false);
+        let out = reversed_words(&mut g, &mut shifted, &bytes, s.size);
+        shifted.line(format!(
+            "{}st.global.v4.u32 {}, {{{}}};",
+            pfx(spreds[j].as_deref()),
+            addr(&dests[j], 0),
+            out.join(", ")
+        ));
+    }
+
     t.render(
         "rows_rev.ptx",
         &[
@@ -279,6 +335,7 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
             ("LOG2_UNITS", log2(units).to_string()),
             ("SCALAR", scalar.text()),
             ("UNIT_BODY", body.text()),
+            ("UNIT_BODY_SHIFTED", shifted.text()),
         ],
     )
 }

@@ -74,21 +74,24 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
 
 /// The `head` a reversed row kernel (`copy_rows_rev_bN`) uses for a row whose first
 /// destination element is at `dst` and whose source element zero (its highest) is at `src`,
-/// elements of `size` bytes, computed like the kernels do: the number of elements before the
-/// destination reaches a 16-byte boundary, if the source's element `head` ends on a 16-byte
-/// boundary (so that each 16-byte vector of the destination comes from one aligned source
-/// block); otherwise `row_len`. Never more than `row_len`.
-pub fn row_rev_head(dst: u64, src: u64, size: usize, row_len: u64) -> u64 {
+/// elements of `size` bytes, and the misalignment `m` of its vectors' source bytes, computed
+/// like the kernels do. `head` is the number of elements before the destination reaches a
+/// 16-byte boundary; `m` is how far the source's element `head` ends past a 16-byte boundary.
+/// Where `m` is not 0, each vector's 16 source bytes are shifted out of the two aligned blocks
+/// that cover them, and `head` takes `16 / size` more elements, so that the upper block of the
+/// first vector ends below the row's top. Never more than `row_len`.
+pub fn row_rev_head(dst: u64, src: u64, size: usize, row_len: u64) -> (u64, u64) {
     let head = (dst.wrapping_neg() % CONTIG_ALIGN) / size as u64;
     let end = src
         .wrapping_add(size as u64)
         .wrapping_sub(head.wrapping_mul(size as u64));
-    let head = if end % CONTIG_ALIGN == 0 {
+    let m = end % CONTIG_ALIGN;
+    let head = if m == 0 {
         head
     } else {
-        row_len
+        head + CONTIG_ALIGN / size as u64
     };
-    head.min(row_len)
+    (head.min(row_len), m)
 }
 
 /// The `head` a row kernel uses for a row whose first destination element
