@@ -434,12 +434,11 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             b.arg(&args);
             // SAFETY: every element of every row the arguments describe (element `i` of a row
             // at `src - i` in the source) is in bounds and the two operands are disjoint
-            // (contract); the kernel reads aligned 16-byte source blocks that hold elements of
-            // the row: one per destination vector where its bytes line up, else the two that
-            // cover them (`row_rev_head`), the upper one ending below the row's top and the
-            // lower one starting in the aligned block that holds the row's lowest byte, which
-            // lies in the source's allocation (allocations start 16-byte aligned); `RowArgs`
-            // is its parameter block.
+            // (contract); the kernel reads aligned 16-byte source blocks inside the row: one
+            // per destination vector where its bytes line up, else the two that cover them
+            // (`row_rev_head`: a vector more at the row's head and one fewer at its end keep
+            // both blocks between the row's lowest byte and its top); `RowArgs` is its
+            // parameter block.
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }

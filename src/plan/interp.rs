@@ -575,7 +575,7 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
 /// The reversed row kernel `copy_rows_rev_bN` on `grid`, thread by thread as the kernel maps
 /// its work: element `i` of a row from `src - i`, whole 16-byte vectors from element
 /// [`row_rev_head`], each from the 16 source bytes that end where its first element ends (one
-/// aligned block, or shifted out of two whose upper one ends below the row's top), its
+/// aligned block, or shifted out of two inside the row, one vector fewer at its end), its
 /// elements reversed.
 pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &mut HostMem) {
     let s = elem.size() as u64;
@@ -603,8 +603,13 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                     let len = args.row_len;
                     let (head, m) = row_rev_head(dr, sr, s as usize, len);
                     let rem = len - head;
-                    let ngroups = rem / v;
-                    let nscalar = head + rem % v;
+                    let mut ngroups = rem / v;
+                    let mut nscalar = head + rem % v;
+                    // Shifted rows: one vector fewer at the end, its elements scalar.
+                    if m != 0 && ngroups > 0 {
+                        ngroups -= 1;
+                        nscalar += v;
+                    }
                     let tailoff = ngroups * v;
                     let mut j = s0;
                     while j < nscalar {
@@ -630,12 +635,14 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                             let da = dr + (head + u * v) * s;
                             assert_eq!(sa % 16, m, "reversed row: source bytes misplaced");
                             assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
-                            // The aligned blocks read around them: the upper one ends below
-                            // the row's top (the lower one starts in the aligned block that
-                            // holds the row's lowest byte, inside the allocation).
+                            // The aligned blocks read around them stay in the row: the upper
+                            // one ends below its top, the lower one starts above its lowest
+                            // byte.
                             if m != 0 {
                                 let top = (sa & !15) + 32;
                                 assert!(top <= sr + s, "reversed row: block past the row's top");
+                                let low = sr - (len - 1) * s;
+                                assert!(sa & !15 >= low, "reversed row: block below the row");
                             }
                             let block = mem.read(sa, 16);
                             let mut out = Vec::with_capacity(16);

@@ -7,8 +7,7 @@
 //! launcher's grid (some of more than one block along rows, some over rows); some cases of
 //! every element size must move vectors. Each case's destination must equal a reference byte
 //! for byte (poisoned first); every access must be aligned and inside the operands' regions,
-//! which end where the operands do (the source's starts at the 16-byte boundary below its
-//! first byte, as an allocation would).
+//! which start and end where the operands do.
 //!
 //! The sample runs two cases; the full check runs all of them. Needs Python 3, like
 //! [`crate::ptx_sim`].
@@ -165,9 +164,6 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
             (x >> 24) as u8
         })
         .collect();
-    // The source's allocation starts at the 16-byte boundary below it: filler bytes there.
-    let lead = (sbase % 16) as usize;
-    let filler: Vec<u8> = (0..lead).map(|i| 0x5A ^ i as u8).collect();
     let mut expect = vec![0xA5u8; bytes];
     for i in 0..n {
         let (mut r, mut d, mut s) = (i, 0isize, s_off);
@@ -194,9 +190,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     .unwrap();
     write!(
         json,
-        "\"regions\": [[{}, \"{}{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
-        sbase - lead as u64,
-        hex(&filler),
+        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
         hex(&source),
         hex(&vec![0xA5u8; bytes]),
         hex(&expect)

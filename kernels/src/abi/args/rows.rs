@@ -78,8 +78,10 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
 /// like the kernels do. `head` is the number of elements before the destination reaches a
 /// 16-byte boundary; `m` is how far the source's element `head` ends past a 16-byte boundary.
 /// Where `m` is not 0, each vector's 16 source bytes are shifted out of the two aligned blocks
-/// that cover them, and `head` takes `16 / size` more elements, so that the upper block of the
-/// first vector ends below the row's top. Never more than `row_len`.
+/// that cover them, `head` takes `16 / size` more elements, so that the upper block of the
+/// first vector ends below the row's top, and the kernel takes one vector fewer at the row's
+/// end (its elements go to the tail), so that the lower block of the last starts above the
+/// row's lowest byte. `head` is never more than `row_len`.
 pub fn row_rev_head(dst: u64, src: u64, size: usize, row_len: u64) -> (u64, u64) {
     let head = (dst.wrapping_neg() % CONTIG_ALIGN) / size as u64;
     let end = src
