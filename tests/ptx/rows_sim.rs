@@ -12,13 +12,13 @@
 //! The sample runs two cases; the full check runs all of them. Needs Python 3, like
 //! [`crate::ptx_sim`].
 
-use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use devspan::DType;
 
+use crate::tiled_sim::{SimCase, write_sim_case};
 use crate::{Check, Out};
 
 const TOOL: &str = include_str!("../../tools/ptxsim_tiled.py");
@@ -114,14 +114,6 @@ fn standard(shape: &[usize]) -> Vec<isize> {
     s
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter()
-        .fold(String::with_capacity(2 * b.len()), |mut s, x| {
-            let _ = write!(s, "{x:02x}");
-            s
-        })
-}
-
 /// A written case: its file and the launcher's grid.
 type Written = (String, (u32, u32));
 
@@ -176,36 +168,21 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         let (d, s) = ((d * size) as usize, (s * size) as usize);
         expect[d..d + l.size].copy_from_slice(&source[s..s + l.size]);
     }
-    let mut json = String::new();
-    write!(
-        json,
-        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": [{}, {}], ",
-        l.name,
-        launch.kernel,
-        hex(&launch.params),
-        launch.threads,
-        launch.grid.0.max(1),
-        launch.grid.1.max(1)
-    )
-    .unwrap();
-    write!(
-        json,
-        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
-        hex(&source),
-        hex(&vec![0xA5u8; bytes]),
-        hex(&expect)
-    )
-    .unwrap();
-    let file = dir.join(format!("{}.json", l.name.replace('/', "_")));
-    fs::write(&file, json).map_err(|e| e.to_string())?;
-    let modules = devspan::internals::ptx_modules();
-    let text = modules
-        .iter()
-        .find(|(m, _)| *m == launch.kernel)
-        .ok_or_else(|| format!("no module {}", launch.kernel))?
-        .1;
-    fs::write(dir.join(format!("{}.ptx", launch.kernel)), text).map_err(|e| e.to_string())?;
-    Ok(Some((file.to_string_lossy().into_owned(), launch.grid)))
+    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
+    let file = write_sim_case(
+        dir,
+        &SimCase {
+            name: &l.name,
+            kernel: &launch.kernel,
+            params: &launch.params,
+            threads: launch.threads,
+            grid: format!("[{gx}, {gy}]"),
+            src: (sbase, &source),
+            dst: dbase,
+            expect: &expect,
+        },
+    )?;
+    Ok(Some((file, launch.grid)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {

@@ -246,6 +246,57 @@ fn hex(b: &[u8]) -> String {
     s
 }
 
+/// One case for `tools/ptxsim_tiled.py`: the launch, the source's bytes at `src`, the
+/// destination's `expect`ed bytes at `dst` (mapped poisoned).
+pub struct SimCase<'a> {
+    pub name: &'a str,
+    pub kernel: &'a str,
+    pub params: &'a [u8],
+    pub threads: u32,
+    /// The grid as the tool reads it: `G` or `[GX, GY]`.
+    pub grid: String,
+    pub src: (u64, &'a [u8]),
+    pub dst: u64,
+    pub expect: &'a [u8],
+}
+
+/// Writes `case` into `dir` as `NAME.json` (slashes in the name as `_`), with its kernel's
+/// PTX module beside it, and returns the file's path.
+pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> {
+    let bytes = case.expect.len();
+    let (sbase, source) = case.src;
+    let dbase = case.dst;
+    let mut json = String::new();
+    write!(
+        json,
+        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": {}, ",
+        case.name,
+        case.kernel,
+        hex(case.params),
+        case.threads,
+        case.grid
+    )
+    .unwrap();
+    write!(
+        json,
+        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
+        hex(source),
+        hex(&vec![0xA5u8; bytes]),
+        hex(case.expect)
+    )
+    .unwrap();
+    let file = dir.join(format!("{}.json", case.name.replace('/', "_")));
+    fs::write(&file, json).map_err(|e| e.to_string())?;
+    let modules = devspan::internals::ptx_modules();
+    let text = modules
+        .iter()
+        .find(|(m, _)| *m == case.kernel)
+        .ok_or_else(|| format!("no module {}", case.kernel))?
+        .1;
+    fs::write(dir.join(format!("{}.ptx", case.kernel)), text).map_err(|e| e.to_string())?;
+    Ok(file.to_string_lossy().into_owned())
+}
+
 /// Writes the case file of `l` into `dir` and returns it with the launch's kernel, or `None`
 /// if the planner does not tile it.
 fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
@@ -317,35 +368,20 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
         let (d, s) = ((d * size) as usize, (s * size) as usize);
         expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
     }
-    let grid = launch.tiles.clamp(1, 3);
-    let mut json = String::new();
-    write!(
-        json,
-        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": {grid}, ",
-        l.name,
-        launch.kernel,
-        hex(&launch.params),
-        launch.threads
-    )
-    .unwrap();
-    write!(
-        json,
-        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {dbytes}], \"expect\": \"{}\"}}",
-        hex(&src),
-        hex(&vec![0xA5u8; dbytes]),
-        hex(&expect)
-    )
-    .unwrap();
-    let file = dir.join(format!("{}.json", l.name.replace('/', "_")));
-    fs::write(&file, json).map_err(|e| e.to_string())?;
-    let modules = devspan::internals::ptx_modules();
-    let text = modules
-        .iter()
-        .find(|(m, _)| *m == launch.kernel)
-        .ok_or_else(|| format!("no module {}", launch.kernel))?
-        .1;
-    fs::write(dir.join(format!("{}.ptx", launch.kernel)), text).map_err(|e| e.to_string())?;
-    Ok(Some((file.to_string_lossy().into_owned(), launch.kernel)))
+    let file = write_sim_case(
+        dir,
+        &SimCase {
+            name: &l.name,
+            kernel: &launch.kernel,
+            params: &launch.params,
+            threads: launch.threads,
+            grid: launch.tiles.clamp(1, 3).to_string(),
+            src: (sbase, &src),
+            dst: dbase,
+            expect: &expect,
+        },
+    )?;
+    Ok(Some((file, launch.kernel)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
