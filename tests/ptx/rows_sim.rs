@@ -12,17 +12,13 @@
 //! The sample runs two cases; the full check runs all of them. Needs Python 3, like
 //! [`crate::ptx_sim`].
 
-use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use devspan::DType;
 
-use crate::tiled_sim::{SimCase, write_sim_case};
+use crate::tiled_sim::{SimCase, with_sim_dir, write_sim_case};
 use crate::{Check, Out};
-
-const TOOL: &str = include_str!("../../tools/ptxsim_tiled.py");
-const INTERPRETER: &str = include_str!("../../tools/ptxsim_wide.py");
 
 const SAMPLE: [&str; 2] = ["vec/320/b1/h", "chw_w/3x4x40/b2/s"];
 
@@ -186,16 +182,10 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!("devspan-ptxsim-rows-{}", std::process::id()));
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = run_in(out, &dir, sample);
-    let _ = fs::remove_dir_all(&dir);
-    result
+    with_sim_dir("rows", |dir| run_in(out, dir, sample))
 }
 
 fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
-    fs::write(dir.join("ptxsim_tiled.py"), TOOL).map_err(|e| e.to_string())?;
-    fs::write(dir.join("ptxsim_wide.py"), INTERPRETER).map_err(|e| e.to_string())?;
     let mut files = Vec::new();
     let mut grids = Vec::new();
     let mut other = Vec::new();

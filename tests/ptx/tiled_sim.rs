@@ -384,17 +384,24 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     Ok(Some((file, launch.kernel)))
 }
 
-fn run(out: &Out, sample: bool) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!("devspan-ptxsim-tiled-{}", std::process::id()));
+/// Runs `f` in a fresh temporary folder `devspan-ptxsim-{what}-PID` that holds the interpreter
+/// (`ptxsim_tiled.py` over `ptxsim_wide.py`), removed afterwards.
+pub fn with_sim_dir(what: &str, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("devspan-ptxsim-{what}-{}", std::process::id()));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = run_in(out, &dir, sample);
+    let result = fs::write(dir.join("ptxsim_tiled.py"), TOOL)
+        .and_then(|()| fs::write(dir.join("ptxsim_wide.py"), INTERPRETER))
+        .map_err(|e| e.to_string())
+        .and_then(|()| f(&dir));
     let _ = fs::remove_dir_all(&dir);
     result
 }
 
+fn run(out: &Out, sample: bool) -> Result<(), String> {
+    with_sim_dir("tiled", |dir| run_in(out, dir, sample))
+}
+
 fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
-    fs::write(dir.join("ptxsim_tiled.py"), TOOL).map_err(|e| e.to_string())?;
-    fs::write(dir.join("ptxsim_wide.py"), INTERPRETER).map_err(|e| e.to_string())?;
     let all = layouts();
     let mut files = Vec::new();
     let mut kernels = Vec::new();

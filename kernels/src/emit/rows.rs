@@ -96,6 +96,48 @@ fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool) -> Code {
     scalar
 }
 
+/// The predicates of a lane's `units` units (or groups) `%g + j * team`: unit `j` exists if
+/// `%left > j * team`, that is if `(%left - 1) >> tshift >= j` (none for unit 0).
+fn unit_preds(g: &mut Gen, code: &mut Code, units: u64) -> Vec<Option<String>> {
+    let mut preds: Vec<Option<String>> = vec![None];
+    if units > 1 {
+        let q = g.reg(Class::B64);
+        code.line(format!("sub.u64 {q}, %left, 1;"));
+        code.line(format!("shr.u64 {q}, {q}, %tshift;"));
+        for j in 1..units {
+            let p = g.reg(Class::Pred);
+            code.line(format!("setp.ge.u64 {p}, {q}, {j};"));
+            preds.push(Some(p));
+        }
+    }
+    preds
+}
+
+/// The source and destination addresses of a lane's `units` units: from `%gs` and `%gd`,
+/// `%sstep` further in the source (`add`) or back (`sub`, the reversed rows) and `%dstep`
+/// further in the destination per unit.
+fn unit_addrs(
+    g: &mut Gen,
+    code: &mut Code,
+    units: u64,
+    src_op: &str,
+) -> (Vec<String>, Vec<String>) {
+    let mut saddrs = vec!["%gs".to_string()];
+    let mut daddrs = vec!["%gd".to_string()];
+    for _ in 1..units {
+        let a = g.reg(Class::B64);
+        code.line(format!(
+            "{src_op}.s64 {a}, {}, %sstep;",
+            saddrs.last().unwrap()
+        ));
+        saddrs.push(a);
+        let a = g.reg(Class::B64);
+        code.line(format!("add.s64 {a}, {}, %dstep;", daddrs.last().unwrap()));
+        daddrs.push(a);
+    }
+    (saddrs, daddrs)
+}
+
 /// Row copy/cast: rows contiguous on both sides, a team of lanes per row,
 /// units of 16 bytes of the wider side (as in the contiguous kernels, but
 /// with the team size known only at run time).
@@ -109,31 +151,11 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     let (prologue, offsets) = row_frame(&mut g);
     let scalar = scalar_elements(&mut g, s, d, false);
 
-    // Units %g + j * team for j < units: unit j exists if %left > j * team,
-    // that is if (%left - 1) >> tshift >= j.
+    // Units %g + j * team for j < units.
     let units = row_units_per_lane(s, d);
     let mut body = Code::default();
-    let mut preds: Vec<Option<String>> = vec![None];
-    if units > 1 {
-        let q = g.reg(Class::B64);
-        body.line(format!("sub.u64 {q}, %left, 1;"));
-        body.line(format!("shr.u64 {q}, {q}, %tshift;"));
-        for j in 1..units {
-            let p = g.reg(Class::Pred);
-            body.line(format!("setp.ge.u64 {p}, {q}, {j};"));
-            preds.push(Some(p));
-        }
-    }
-    let mut saddrs = vec!["%gs".to_string()];
-    let mut daddrs = vec!["%gd".to_string()];
-    for _ in 1..units {
-        let a = g.reg(Class::B64);
-        body.line(format!("add.s64 {a}, {}, %sstep;", saddrs.last().unwrap()));
-        saddrs.push(a);
-        let a = g.reg(Class::B64);
-        body.line(format!("add.s64 {a}, {}, %dstep;", daddrs.last().unwrap()));
-        daddrs.push(a);
-    }
+    let preds = unit_preds(&mut g, &mut body, units);
+    let (saddrs, daddrs) = unit_addrs(&mut g, &mut body, units, "add");
     let loaded: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
             let at = addr(&saddrs[j], 0);
@@ -215,30 +237,12 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
     let (prologue, offsets) = row_frame(&mut g);
     let scalar = scalar_elements(&mut g, s, s, true);
 
-    // Groups %g + j * team for j < units: group j exists if %left > j * team, that is if
-    // (%left - 1) >> tshift >= j. Group j's source block lies j * team * 16 bytes below the
-    // first's.
+    // Groups %g + j * team for j < units; group j's source bytes lie j * team * 16 bytes
+    // below the first's.
     let units = row_units_per_lane(s, s);
     let mut body = Code::default();
-    let mut preds: Vec<Option<String>> = vec![None];
-    let q = g.reg(Class::B64);
-    body.line(format!("sub.u64 {q}, %left, 1;"));
-    body.line(format!("shr.u64 {q}, {q}, %tshift;"));
-    for j in 1..units {
-        let p = g.reg(Class::Pred);
-        body.line(format!("setp.ge.u64 {p}, {q}, {j};"));
-        preds.push(Some(p));
-    }
-    let mut saddrs = vec!["%gs".to_string()];
-    let mut daddrs = vec!["%gd".to_string()];
-    for _ in 1..units {
-        let a = g.reg(Class::B64);
-        body.line(format!("sub.s64 {a}, {}, %sstep;", saddrs.last().unwrap()));
-        saddrs.push(a);
-        let a = g.reg(Class::B64);
-        body.line(format!("add.s64 {a}, {}, %dstep;", daddrs.last().unwrap()));
-        daddrs.push(a);
-    }
+    let preds = unit_preds(&mut g, &mut body, units);
+    let (saddrs, daddrs) = unit_addrs(&mut g, &mut body, units, "sub");
     let loaded: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
             let w: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
@@ -264,31 +268,16 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
     // The same groups where the source's bytes are `%m32` past a 16-byte boundary: each from
     // the two aligned blocks that cover them (all loads first), shifted right by `%m32`.
     let mut shifted = Code::default();
-    let q = g.reg(Class::B64);
-    shifted.line(format!("sub.u64 {q}, %left, 1;"));
-    shifted.line(format!("shr.u64 {q}, {q}, %tshift;"));
-    let mut spreds: Vec<Option<String>> = vec![None];
-    for j in 1..units {
-        let p = g.reg(Class::Pred);
-        shifted.line(format!("setp.ge.u64 {p}, {q}, {j};"));
-        spreds.push(Some(p));
-    }
-    let mut sbase = Vec::new();
-    let mut dests = vec!["%gd".to_string()];
-    let mut at = "%gs".to_string();
-    for j in 0..units as usize {
-        if j > 0 {
-            let a = g.reg(Class::B64);
-            shifted.line(format!("sub.s64 {a}, {at}, %sstep;"));
-            at = a;
-            let d = g.reg(Class::B64);
-            shifted.line(format!("add.s64 {d}, {}, %dstep;", dests[j - 1]));
-            dests.push(d);
-        }
-        let b = g.reg(Class::B64);
-        shifted.line(format!("and.b64 {b}, {at}, -16;"));
-        sbase.push(b);
-    }
+    let spreds = unit_preds(&mut g, &mut shifted, units);
+    let (sats, dests) = unit_addrs(&mut g, &mut shifted, units, "sub");
+    let sbase: Vec<String> = sats
+        .iter()
+        .map(|at| {
+            let b = g.reg(Class::B64);
+            shifted.line(format!("and.b64 {b}, {at}, -16;"));
+            b
+        })
+        .collect();
     let blocks: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
             let w: Vec<String> = (0..8).map(|_| g.reg(Class::B32)).collect();
