@@ -271,7 +271,8 @@ pub fn tiled_launch(
 /// a GPU (a PTX interpreter).
 #[derive(Clone, Debug)]
 pub struct RowsRevLaunch {
-    /// The kernel's module and entry point name (`copy_rows_rev_b4`, ...).
+    /// The kernel's module and entry point name (`copy_rows_rev_b4`, `copy_rows_rev3_b1`,
+    /// ...).
     pub kernel: String,
     /// The bytes of its parameter block (`RowArgs`).
     pub params: Vec<u8>,
@@ -281,9 +282,9 @@ pub struct RowsRevLaunch {
     pub grid: (u32, u32),
 }
 
-/// The launch of the reversed row kernel (`copy_rows_rev_bN`) for a copy of `shape` of
-/// `dtype` between raw operands (element zero at byte address `dst` / `src`, strides in
-/// elements); `None` when the copy plans to another kernel.
+/// The launch of the reversed row kernel (`copy_rows_rev_bN`, `copy_rows_rev3_bN`) for a copy
+/// of `shape` of `dtype` between raw operands (element zero at byte address `dst` / `src`,
+/// strides in elements); `None` when the copy plans to another kernel.
 pub fn rows_rev_launch(
     dst: u64,
     dst_strides: &[isize],
@@ -294,11 +295,11 @@ pub fn rows_rev_launch(
 ) -> Result<Option<RowsRevLaunch>> {
     let opt = PlanOptions::default();
     let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
-    let plan::Plan::RowsRev { args, elem } = &p else {
+    let plan::Plan::RowsRev { args, elem, run } = &p else {
         return Ok(None);
     };
-    let kernel =
-        devspan_kernels::abi::Kernel::copy(devspan_kernels::abi::Kind::RowsRev, *elem, *elem);
+    let kind = devspan_kernels::abi::Kind::rows_rev(*run);
+    let kernel = devspan_kernels::abi::Kernel::copy(kind, *elem, *elem);
     let size = std::mem::size_of::<devspan_kernels::abi::RowArgs>();
     // SAFETY: `RowArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
     // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.

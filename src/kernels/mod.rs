@@ -425,19 +425,19 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }
-        Plan::RowsRev { args, elem } => {
-            let k = Kernel::copy(Kind::RowsRev, *elem, *elem);
+        Plan::RowsRev { args, elem, run } => {
+            let k = Kernel::copy(Kind::rows_rev(*run), *elem, *elem);
             let f = kernel(stream.context(), k)?;
             let (gx, gy) = row_grid(args, elem.size(), elem.size());
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
             b.arg(&args);
-            // SAFETY: every element of every row the arguments describe (element `i` of a row
-            // at `src - i` in the source) is in bounds and the two operands are disjoint
-            // (contract); the kernel reads aligned 16-byte source blocks inside the row: one
-            // per destination vector where its bytes line up, else the two that cover them
-            // (`row_rev_head`: a vector more at the row's head and one fewer at its end keep
-            // both blocks between the row's lowest byte and its top); `RowArgs` is its
+            // SAFETY: every element of every row the arguments describe (run `i` of a row at
+            // `src - run * i` in the source) is in bounds and the two operands are disjoint
+            // (contract); the kernel reads aligned 16-byte source blocks inside the row: `run`
+            // per destination group where its bytes line up, else the `run + 1` that cover
+            // them (`row_rev_head`: a group more at the row's head and one fewer at its end
+            // keep every block between the row's lowest byte and its top); `RowArgs` is its
             // parameter block.
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
@@ -491,7 +491,9 @@ mod tests {
                 }
             }
             // The reversed rows copy every element type (the plans name their bit type).
-            assert!(Kernel::copy(Kind::RowsRev, from, from).exists());
+            for run in [1, 3] {
+                assert!(Kernel::copy(Kind::rows_rev(run), from, from).exists());
+            }
         }
         // The tiled kernel the launcher picks, for every pair of element types, vector or
         // element-wise tiles, every block size and device generation.

@@ -205,9 +205,13 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             let (gx, gy) = row_grid(args, from.size(), to.size());
             run_rows(args, from, to, (gx.max(1), gy.max(1)), mem);
         }
-        Plan::RowsRev { ref args, elem } => {
+        Plan::RowsRev {
+            ref args,
+            elem,
+            run,
+        } => {
             let (gx, gy) = row_grid(args, elem.size(), elem.size());
-            run_rows_rev(args, elem, (gx.max(1), gy.max(1)), mem);
+            run_rows_rev(args, elem, run, (gx.max(1), gy.max(1)), mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
         Plan::Tiled {
@@ -572,14 +576,23 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     }
 }
 
-/// The reversed row kernel `copy_rows_rev_bN` on `grid`, thread by thread as the kernel maps
-/// its work: element `i` of a row from `src - i`, whole 16-byte vectors from element
-/// [`row_rev_head`], each from the 16 source bytes that end where its first element ends (one
-/// aligned block, or shifted out of two inside the row, one vector fewer at its end), its
-/// elements reversed.
-pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &mut HostMem) {
+/// The reversed row kernels `copy_rows_rev_bN` / `copy_rows_rev3_bN` on `grid`, thread by
+/// thread as the kernel maps its work: run `i` of a row (`run` elements, in order) from `src -
+/// run * i`, whole groups of `16 / size` runs from run [`row_rev_head`], each from the source
+/// bytes that end where its first run ends (aligned blocks, or shifted out of one more inside
+/// the row, one group fewer at its end), its runs reversed.
+pub(crate) fn run_rows_rev(
+    args: &RowArgs,
+    elem: DType,
+    run: usize,
+    grid: (u32, u32),
+    mem: &mut HostMem,
+) {
     let s = elem.size() as u64;
     let v = 16 / s;
+    // Bytes of a run and of a group.
+    let rb = run as u64 * s;
+    let gb = v * rb;
     let units = row_units_per_lane(elem.size(), elem.size());
     let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
     let team = 1u64 << shift;
@@ -601,7 +614,7 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                     let dr = at(args.dst, od, s as usize);
                     let sr = at(args.src, os, s as usize);
                     let len = args.row_len;
-                    let (head, m) = row_rev_head(dr, sr, s as usize, len);
+                    let (head, m) = row_rev_head(dr, sr, s as usize, run, len);
                     let rem = len - head;
                     let mut ngroups = rem / v;
                     let mut nscalar = head + rem % v;
@@ -617,7 +630,10 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                             let jk = j + k * sstride;
                             if jk < nscalar {
                                 let e = if jk < head { jk } else { jk + tailoff };
-                                copy_elem(mem, dr + e * s, elem, sr - e * s, elem);
+                                for i in 0..run as u64 {
+                                    let (d, s0) = (dr + e * rb + i * s, sr - e * rb + i * s);
+                                    copy_elem(mem, d, elem, s0, elem);
+                                }
                             }
                         }
                         j += sstride * unroll;
@@ -630,24 +646,25 @@ pub(crate) fn run_rows_rev(args: &RowArgs, elem: DType, grid: (u32, u32), mem: &
                                 continue;
                             }
                             let u = g + jj * team;
-                            // The bytes that end where element head + u * v ends.
-                            let sa = sr + s - (head + (u + 1) * v) * s;
-                            let da = dr + (head + u * v) * s;
+                            // The bytes that end where run head + u * v ends.
+                            let sa = sr + rb - (head + (u + 1) * v) * rb;
+                            let da = dr + (head + u * v) * rb;
                             assert_eq!(sa % 16, m, "reversed row: source bytes misplaced");
                             assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
                             // The aligned blocks read around them stay in the row: the upper
                             // one ends below its top, the lower one starts above its lowest
                             // byte.
                             if m != 0 {
-                                let top = (sa & !15) + 32;
-                                assert!(top <= sr + s, "reversed row: block past the row's top");
-                                let low = sr - (len - 1) * s;
+                                let top = (sa & !15) + gb + 16;
+                                assert!(top <= sr + rb, "reversed row: block past the row's top");
+                                let low = sr - (len - 1) * rb;
                                 assert!(sa & !15 >= low, "reversed row: block below the row");
                             }
-                            let block = mem.read(sa, 16);
-                            let mut out = Vec::with_capacity(16);
+                            let block = mem.read(sa, gb as usize);
+                            let mut out = Vec::with_capacity(gb as usize);
+                            let rb = rb as usize;
                             for e in (0..v as usize).rev() {
-                                out.extend_from_slice(&block[e * s as usize..(e + 1) * s as usize]);
+                                out.extend_from_slice(&block[e * rb..(e + 1) * rb]);
                             }
                             mem.write(da, &out);
                         }

@@ -235,10 +235,16 @@ pub(crate) enum Plan {
         from: DType,
         to: DType,
     },
-    /// `copy_rows_rev_bN`: rows forwards in the destination and backwards in the source
-    /// (`args.src` the address of each row's element zero, its highest), of elements of
-    /// `elem` (a type of the operands' size, or of a run of their elements that moves as one).
-    RowsRev { args: RowArgs, elem: DType },
+    /// `copy_rows_rev_bN` (`run` 1) / `copy_rows_rev3_bN` (`run` 3): rows of runs of `run`
+    /// elements forwards in the destination and backwards in the source (`args.src` the
+    /// address of each row's run zero, its highest; `args.row_len` counts runs), each run's
+    /// elements in order, of elements of `elem` (a type of the operands' size, or of a run of
+    /// their elements that moves as one).
+    RowsRev {
+        args: RowArgs,
+        elem: DType,
+        run: usize,
+    },
     /// `copy_permute_bN` / `cast_permute_S_D`.
     Permute {
         args: PermuteArgs,
@@ -316,7 +322,8 @@ impl Plan {
             Plan::Strided64 { .. } => "strided64",
             Plan::Transpose { .. } => "transpose",
             Plan::Rows { .. } => "rows",
-            Plan::RowsRev { .. } => "rows_rev",
+            Plan::RowsRev { run: 1, .. } => "rows_rev",
+            Plan::RowsRev { .. } => "rows_rev3",
             Plan::Permute { .. } => "permute",
             Plan::Tiled { .. } => "tiled",
             Plan::StridedN { .. } => "stridedn",
@@ -488,41 +495,66 @@ fn row_args(
     )
 }
 
-/// The reversed row kernels' arguments and element type for a copy of `elem` whose
+/// The reversed row kernels' arguments, element type and run for a copy of `elem` whose
 /// normalised axis 0 (the destination's fastest, stride 1) runs backwards in the source
-/// (stride -1), with the other axes (at most `MAX_ROW_OUTER`) as outer axes; or whose axis 0 is
-/// a run of `c` elements forwards on both sides (`c` x the element size 2, 4 or 8 bytes, both
-/// operands aligned to it, every other stride a multiple of `c`) and whose axis 1 runs those
-/// runs backwards (strides `c` and `-c`): the runs then move as elements of their size. `None`
-/// for other layouts and rows shorter than one 16-byte vector.
-fn rows_rev_args(norm: &Normalized, dst: u64, src: u64, elem: DType) -> Option<(RowArgs, DType)> {
+/// (stride -1), with the other axes (at most `MAX_ROW_OUTER`) as outer axes (run 1); or whose
+/// axis 0 is a run of `c` elements forwards on both sides and whose axis 1 runs those runs
+/// backwards (strides `c` and `-c`), with every other stride a multiple of the elements that
+/// move as one:
+/// - `c` x the element size 2, 4 or 8 bytes: the runs move as elements of that size (run 1);
+/// - `c` x the element size 3 x 1, 2, 4 or 8 bytes: the runs move as runs of 3 elements of
+///   that size (run 3).
+///
+/// Both operands must be aligned to the size of the elements that move. `None` for other
+/// layouts and for rows shorter than one group (16 bytes times the run).
+fn rows_rev_args(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    elem: DType,
+) -> Option<(RowArgs, DType, usize)> {
     let a = &norm.axes;
     let size = elem.size();
-    let (axes, elem, c): (&[PAxis], DType, usize) = match a.first()? {
-        x if x.dst == 1 && x.src == -1 => (a, elem, 1),
+    // The axes from the row on, the type of the elements that move, how many of the view's
+    // elements each holds, and the run.
+    let (axes, elem, k, run): (&[PAxis], DType, usize, usize) = match a.first()? {
+        x if x.dst == 1 && x.src == -1 => (a, elem, 1, 1),
         x if x.dst == 1 && x.src == 1 && a.len() >= 2 => {
             let c = x.len;
             let wide = c.checked_mul(size)?;
-            let y = &a[1];
-            let ci = c as isize;
-            let t = match wide {
+            let (run, unit) = if wide % 3 == 0 {
+                (3, wide / 3)
+            } else {
+                (1, wide)
+            };
+            let t = match unit {
+                1 => DType::U8,
                 2 => DType::U16,
                 4 => DType::U32,
                 8 => DType::U64,
                 _ => return None,
             };
-            let aligned = dst % wide as u64 == 0 && src % wide as u64 == 0;
-            let divides = a[2..].iter().all(|x| x.dst % ci == 0 && x.src % ci == 0);
+            let k = unit / size;
+            if k == 0 || unit % size != 0 {
+                return None;
+            }
+            let y = &a[1];
+            let ci = c as isize;
+            let ki = k as isize;
+            let aligned = dst % unit as u64 == 0 && src % unit as u64 == 0;
+            let divides = a[2..].iter().all(|x| x.dst % ki == 0 && x.src % ki == 0);
             if !(y.dst == ci && y.src == -ci && aligned && divides) {
                 return None;
             }
-            (&a[1..], t, c)
+            (&a[1..], t, k, run)
         }
         _ => return None,
     };
-    let ci = c as isize;
+    let ki = k as isize;
     let row_len = axes[0].len as u64;
-    if row_len.saturating_mul(elem.size() as u64) < 16 || axes.len() - 1 > MAX_ROW_OUTER {
+    let group = 16 * run as u64;
+    if row_len.saturating_mul((run * elem.size()) as u64) < group || axes.len() - 1 > MAX_ROW_OUTER
+    {
         return None;
     }
     let outer = &axes[1..];
@@ -531,13 +563,13 @@ fn rows_rev_args(norm: &Normalized, dst: u64, src: u64, elem: DType) -> Option<(
     } else {
         (
             outer.iter().map(|x| x.len as u64).collect(),
-            outer.iter().map(|x| (x.dst / ci) as i64).collect(),
-            outer.iter().map(|x| (x.src / ci) as i64).collect(),
+            outer.iter().map(|x| (x.dst / ki) as i64).collect(),
+            outer.iter().map(|x| (x.src / ki) as i64).collect(),
         )
     };
     let s = elem.size();
     let args = RowArgs::new(dst, src, row_len, &shape, &ds, &ss, s, s)?;
-    Some((args, elem))
+    Some((args, elem, run))
 }
 
 /// Minimum extent of both tile axes for the transpose path.
@@ -615,6 +647,15 @@ pub(crate) fn plan_copy(
     {
         return Ok(Plan::Permute { args, from, to });
     }
+    // Reversed rows: the destination's fastest axis read backwards in the source, or runs of
+    // it read in reverse order. Before the rows: a run of 24 bytes (3 x 8) is long enough for
+    // a row of its own, but the reversed rows move whole rows of such runs, 48 bytes a group.
+    if same
+        && !opt.no_rows
+        && let Some((args, elem, run)) = rows_rev_args(&norm, d, s, from)
+    {
+        return Ok(Plan::RowsRev { args, elem, run });
+    }
     // Rows: axis 0 has stride 1 on both sides and is at least one vector group long. Disjoint
     // from the transpose condition below, which needs a source stride other than +-1 on axis 0.
     if r >= 2
@@ -625,13 +666,6 @@ pub(crate) fn plan_copy(
         && let Some(args) = row_args(&norm, d, s, ss, ds)
     {
         return Ok(Plan::Rows { args, from, to });
-    }
-    // Reversed rows: the destination's fastest axis read backwards in the source.
-    if same
-        && !opt.no_rows
-        && let Some((args, elem)) = rows_rev_args(&norm, d, s, from)
-    {
-        return Ok(Plan::RowsRev { args, elem });
     }
     // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
     // stride +-1, the source's axis 0 is not contiguous, and both axes fill the kernel's

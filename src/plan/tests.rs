@@ -848,7 +848,9 @@ fn run_case_with(
     let plan = plan_copy(d0, dst_strides, to, s0, src_strides, from, shape, opt).unwrap();
     match (&plan, grid) {
         (Plan::Rows { args, from, to }, Some(g)) => run_rows(args, *from, *to, g, &mut mem),
-        (Plan::RowsRev { args, elem }, Some(g)) => run_rows_rev(args, *elem, g, &mut mem),
+        (Plan::RowsRev { args, elem, run }, Some(g)) => {
+            run_rows_rev(args, *elem, *run, g, &mut mem)
+        }
         _ => run(&plan, &mut mem),
     }
     let mut expect = vec![POISON; dbytes];
@@ -2441,9 +2443,10 @@ fn integer_casts_of_one_size_take_the_copy_paths() {
 
 /// Views read backwards along the destination's fastest axis (a reversed vector, images
 /// flipped left-right, channels first, every row reversed; with channels last, runs of 2 to 8
-/// bytes reversed as one element) take the reversed row kernel and match the reference, for
-/// every element size, rows of whole vectors or not, operands at any element offset (vectors
-/// that do not line up are shifted out of two aligned blocks), outer axes read either way.
+/// bytes reversed as one element, runs of 3 or 6 channels as runs of 3 elements of 1 to 8
+/// bytes) take the reversed row kernels and match the reference, for every element size, rows
+/// of whole vectors or not, operands at any element offset (vectors that do not line up are
+/// shifted out of aligned blocks), outer axes read either way.
 #[test]
 #[cfg_attr(
     miri,
@@ -2461,18 +2464,34 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         st
     };
     let mut n = 0;
-    // (shape, axes read backwards, the reversed row kernel's element size per element size:
-    // 0 where another kernel takes it)
-    type Wide = fn(usize) -> usize;
-    let layouts: [(&[usize], &[usize], Wide); 8] = [
-        (&[1000], &[0], |s| s),
-        (&[64], &[0], |s| s),
-        (&[3, 5, 100], &[2], |s| s),
-        (&[3, 5, 96], &[1, 2], |s| s),
-        (&[2, 3, 7, 48], &[0, 3], |s| s),
-        (&[9, 40, 4], &[1], |s| if 4 * s <= 8 { 4 * s } else { 0 }),
-        (&[9, 40, 2], &[1], |s| if 2 * s <= 8 { 2 * s } else { 0 }),
-        (&[9, 40, 3], &[1], |_| 0),
+    // (shape, axes read backwards, the reversed row kernel's element size and run per element
+    // size: size 0 where another kernel takes it)
+    type Wide = fn(usize) -> (usize, usize);
+    let layouts: [(&[usize], &[usize], Wide); 13] = [
+        (&[1000], &[0], |s| (s, 1)),
+        (&[64], &[0], |s| (s, 1)),
+        (&[3, 5, 100], &[2], |s| (s, 1)),
+        (&[3, 5, 96], &[1, 2], |s| (s, 1)),
+        (&[2, 3, 7, 48], &[0, 3], |s| (s, 1)),
+        (&[9, 40, 4], &[1], |s| {
+            if 4 * s <= 8 { (4 * s, 1) } else { (0, 0) }
+        }),
+        (&[9, 40, 2], &[1], |s| {
+            if 2 * s <= 8 { (2 * s, 1) } else { (0, 0) }
+        }),
+        (&[9, 40, 3], &[1], |s| (s, 3)),
+        (&[9, 40, 6], &[1], |s| {
+            if 2 * s <= 8 { (2 * s, 3) } else { (0, 0) }
+        }),
+        (&[2, 6, 20, 3], &[2], |s| (s, 3)),
+        (&[5, 33, 3], &[0, 1], |s| (s, 3)),
+        (&[4, 9, 5, 3], &[1, 2], |s| (s, 3)),
+        // Rows of fewer runs than a group (16 / size) stay on the other kernels.
+        (
+            &[4, 5, 3],
+            &[1],
+            |s| if 5 * s >= 16 { (s, 3) } else { (0, 0) },
+        ),
     ];
     for (shape, flip, want) in layouts {
         for t in [U8, F16, F32, F64] {
@@ -2499,7 +2518,7 @@ fn reversed_rows_take_the_reversed_row_kernel() {
                 );
                 let what = format!("{shape:?} flip {flip:?} {t} off {off}: {}", p.kernel_path());
                 // Runs that move as one element need both operands aligned to them.
-                let w = want(size);
+                let (w, run) = want(size);
                 let (wb, db) = (w as u64, (off * size) as u64);
                 let w = if w != 0 && w != size && (db % wb != 0 || soff % wb != 0) {
                     0
@@ -2507,10 +2526,12 @@ fn reversed_rows_take_the_reversed_row_kernel() {
                     w
                 };
                 if w == 0 {
-                    assert_ne!(p.kernel_path(), "rows_rev", "{what}");
+                    assert!(!p.kernel_path().starts_with("rows_rev"), "{what}");
                 } else {
                     match &p {
-                        Plan::RowsRev { elem, .. } => assert_eq!(elem.size(), w, "{what}"),
+                        Plan::RowsRev { elem, run: r, .. } => {
+                            assert_eq!((elem.size(), *r), (w, run), "{what}")
+                        }
                         _ => panic!("{what}"),
                     }
                 }

@@ -1772,9 +1772,10 @@ fn every_steering_gives_the_same_result() {
 }
 
 /// Views read backwards along their fastest axis (reversed vectors, images flipped
-/// left-right, channels first or, as runs of 2 to 8 bytes, last; flipped both ways; views that
-/// start one element into their array, so that vectors are shifted out of two blocks) take the
-/// reversed row kernel, for every element size and each same-type operation, against ndarray.
+/// left-right, channels first or, as runs of 2 to 8 bytes or of 3 or 6 channels, last; flipped
+/// both ways; views that start one element into their array, so that vectors are shifted out
+/// of aligned blocks) take the reversed row kernels, for every element size and each
+/// same-type operation, against ndarray.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn reversed_rows_take_the_reversed_row_kernel() {
@@ -1783,7 +1784,7 @@ fn reversed_rows_take_the_reversed_row_kernel() {
     let mut paths = Paths::new();
     let mut index = 0;
     // (array, axes read backwards, slice the fastest axis from element 1)
-    let layouts: [(&[usize], &[usize], bool); 7] = [
+    let layouts: [(&[usize], &[usize], bool); 11] = [
         (&[1 << 16], &[0], false),
         (&[4099], &[0], true),
         (&[3, 40, 256], &[2], false),
@@ -1791,6 +1792,10 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         (&[2, 3, 24, 64], &[2, 3], false),
         (&[5, 64, 4], &[1], false),
         (&[5, 64, 2], &[1], false),
+        (&[5, 67, 3], &[1], false),
+        (&[2, 3, 1001, 3], &[2], false),
+        (&[7, 45, 3], &[0, 1], false),
+        (&[5, 64, 6], &[1], false),
     ];
     for (k, (base, flip, sliced)) in layouts.into_iter().enumerate() {
         let rank = base.len();
@@ -1822,10 +1827,16 @@ fn reversed_rows_take_the_reversed_row_kernel() {
                     8,
                 ),
             };
-            // Channels last move as one element up to 8 bytes.
-            let unit = if flip == [1] { base[2] * size } else { size };
+            // Channels last move as one element up to 8 bytes, runs of 3 or 6 channels as
+            // runs of 3 elements of up to 8 bytes.
+            let c = base[rank - 1];
+            let (unit, want) = match c {
+                3 | 6 if flip.contains(&(rank - 2)) => (c / 3 * size, "rows_rev3"),
+                _ if flip == [1] => (c * size, "rows_rev"),
+                _ => (size, "rows_rev"),
+            };
             if unit <= 8 {
-                assert_eq!(path, "rows_rev", "{base:?} flip {flip:?}, {size} bytes");
+                assert_eq!(path, want, "{base:?} flip {flip:?}, {size} bytes");
             }
         }
     }

@@ -1,7 +1,8 @@
-//! Runs the reversed row kernels (`copy_rows_rev_bN`) through the PTX interpreter
-//! (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's planner gives
-//! them: reversed vectors, images flipped left-right (every row reversed; with channels last,
-//! runs of channels reversed as one element), flipped both ways, for every element size, with
+//! Runs the reversed row kernels (`copy_rows_rev_bN`, `copy_rows_rev3_bN`) through the PTX
+//! interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's
+//! planner gives them: reversed vectors, images flipped left-right (every row reversed; with 4
+//! channels last, runs of channels reversed as one element; with 3 or 6 channels last, runs of
+//! 3 elements reversed, each in order), flipped both ways, for every element size, with
 //! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
 //! and operands a unit off (vectors shifted out of two aligned blocks), every block of the
 //! launcher's grid (some of more than one block along rows, some over rows); some cases of
@@ -56,7 +57,7 @@ struct Layout {
 
 fn layouts() -> Vec<Layout> {
     let mut all = Vec::new();
-    let shapes: [(&str, &[usize], &[usize]); 9] = [
+    let shapes: [(&str, &[usize], &[usize]); 13] = [
         ("vec", &[300], &[0]),
         ("vec", &[320], &[0]),
         // Grids of more than one block: along a row (x), over rows (y).
@@ -67,22 +68,37 @@ fn layouts() -> Vec<Layout> {
         ("chw_hw", &[2, 3, 24], &[1, 2]),
         ("nchw_nw", &[2, 2, 3, 32], &[0, 3]),
         ("hwc4_w", &[3, 20, 4], &[1]),
+        // Runs of 3 elements (and of 3 pairs of bytes, moved as 2-byte elements).
+        ("hwc3_w", &[3, 100, 3], &[1]),
+        ("hwc3_w", &[2, 9000, 3], &[1]),
+        ("hwc3_hw", &[4, 30, 3], &[0, 1]),
+        ("hwc6_w", &[2, 70, 6], &[1]),
     ];
     for (name, shape, flip) in shapes {
         for size in [1usize, 2, 4, 8] {
-            // Channels last: runs of 4 channels move as one element, up to 8 bytes, and need
-            // both operands aligned to them.
-            let unit = if name == "hwc4_w" { 4 * size } else { size };
+            // Channels last: runs of 4 channels move as one element, runs of 6 as 3 pairs, up
+            // to 8 bytes, and need both operands aligned to them.
+            let unit = match name {
+                "hwc4_w" => 4 * size,
+                "hwc6_w" => 2 * size,
+                _ => size,
+            };
             if unit > 8 {
                 continue;
             }
             let u = unit as u64;
             // Aligned; a destination off by a unit and a source that ends as far before a
             // boundary (vectors after a head); a source that ends a unit past one (vectors
-            // shifted out of two aligned blocks).
+            // shifted out of aligned blocks). Runs of 3 units: more pairs of offsets, since
+            // their head depends on the destination's offset times 3's inverse.
             let mut kinds = vec![("a", 0, 0), ("h", u, (16 - u) % 16)];
-            if unit == size {
+            if unit == size || shape[shape.len() - 1] % 3 == 0 {
                 kinds.push(("s", 0, u));
+            }
+            if shape[shape.len() - 1] % 3 == 0 {
+                kinds.push(("d", u, 0));
+                kinds.push(("x", 3 * u % 16, 5 * u % 16));
+                kinds.push(("y", 7 * u % 16, 11 * u % 16));
             }
             for (kind, dst_mis, end_mis) in kinds {
                 let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();

@@ -29,6 +29,10 @@ pub enum Kind {
     /// registers: [`RowArgs`](super::RowArgs) (`src` the address of each row's element zero,
     /// its highest). Copies only.
     RowsRev,
+    /// [`Kind::RowsRev`] of runs of 3 elements, each run's elements in order (an image of 3
+    /// channels per pixel read right to left): groups of `16 / size` runs move as three
+    /// 16-byte vectors. Copies only.
+    RowsRev3,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
     Permute,
@@ -65,13 +69,14 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 20] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
         Kind::Transpose,
         Kind::Rows,
         Kind::RowsRev,
+        Kind::RowsRev3,
         Kind::Permute,
         Kind::Permute32,
         Kind::PermutePacked,
@@ -109,6 +114,16 @@ impl Kind {
         Kind::StridedN,
     ];
 
+    /// The reversed row kind of runs of `run` elements: [`Kind::RowsRev`] for 1,
+    /// [`Kind::RowsRev3`] for 3.
+    pub const fn rows_rev(run: usize) -> Kind {
+        match run {
+            1 => Kind::RowsRev,
+            3 => Kind::RowsRev3,
+            _ => panic!("reversed rows have runs of 1 or 3 elements"),
+        }
+    }
+
     /// The kind's part of the kernel names (`"contig"`, `"permute_w16"`, ...).
     pub const fn name(self) -> &'static str {
         match self {
@@ -118,6 +133,7 @@ impl Kind {
             Kind::Transpose => "transpose",
             Kind::Rows => "rows",
             Kind::RowsRev => "rows_rev",
+            Kind::RowsRev3 => "rows_rev3",
             Kind::Permute => "permute",
             Kind::Permute32 => "permute32",
             Kind::PermutePacked => "permute_packed",
@@ -235,10 +251,9 @@ impl Kernel {
             for kind in Kind::ELEMENTWISE {
                 all.push(Kernel::Copy { kind, size });
             }
-            all.push(Kernel::Copy {
-                kind: Kind::RowsRev,
-                size,
-            });
+            for kind in [Kind::RowsRev, Kind::RowsRev3] {
+                all.push(Kernel::Copy { kind, size });
+            }
             if size <= 2 {
                 all.push(Kernel::Copy {
                     kind: Kind::PermutePacked,
@@ -354,7 +369,7 @@ impl Kernel {
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
             }
             Kind::Narrow => (NARROW_THREADS, 1, 1),
-            Kind::Rows | Kind::RowsRev => (ROW_BLOCK, 1, 1),
+            Kind::Rows | Kind::RowsRev | Kind::RowsRev3 => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
             Kind::Permute32 => PERMUTE_SMALL_BLOCK,
@@ -413,16 +428,16 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds and reversed rows per size; packed b1, b2, packed128 b1, vec b1, tiled_a
-        // b1, b2; three wide.
-        assert_eq!(copies, 4 * 11 + 5 + 1 + 3);
+        // Ten kinds and reversed rows of runs of 1 and 3 per size; packed b1, b2, packed128
+        // b1, vec b1, tiled_a b1, b2; three wide.
+        assert_eq!(copies, 4 * 12 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each.
         assert_eq!(casts, (12 * 11 - 8) * 10);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1309 + 210);
+        assert_eq!(all.len(), 1313 + 210);
     }
 
     #[test]
@@ -444,6 +459,14 @@ mod tests {
         assert_eq!(
             Kernel::fill(Kind::Strided32, 2).module_name(),
             "fill_strided32_b2"
+        );
+        assert_eq!(
+            k(Kind::rows_rev(3), DType::F16, DType::F16),
+            "copy_rows_rev3_b2"
+        );
+        assert_eq!(
+            k(Kind::rows_rev(1), DType::U8, DType::U8),
+            "copy_rows_rev_b1"
         );
         assert_eq!(
             Kernel::copy(Kind::PermuteVec, DType::I8, DType::I8).block(),

@@ -41,8 +41,14 @@ fn row_frame(g: &mut Gen) -> (Code, Code) {
 /// The row kernels' scalar elements `%j + k * %sstride` for `k < ROW_UNROLL` (element `k <
 /// %head` is element `k`, the others `k + %tailoff`): loads first, then conversions and
 /// stores. Element `e` is at `%dr + e` in the destination and at `%sr + e` in the source, or
-/// at `%sr - e` where the source runs `backwards`.
-fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool) -> Code {
+/// at `%sr - e` where the source runs `backwards`. With `run` > 1 (backwards copies only), each
+/// scalar element is a run of `run` elements, run `e` at `%dr + run * e` and `%sr - run * e`,
+/// its elements in order.
+fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool, run: u64) -> Code {
+    assert!(
+        run == 1 || (backwards && s == d),
+        "runs are reversed copies"
+    );
     let mut scalar = Code::default();
     let mut pending = Vec::new();
     let mut jk = "%j".to_string();
@@ -65,33 +71,32 @@ fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool) -> Code {
         scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
         scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
         scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
-        scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
+        if run == 1 {
+            scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
+        } else {
+            scalar.line(format!("mul.lo.u64 {tmp}, {e}, {};", run * s.size));
+        }
         let op = if backwards { "sub" } else { "add" };
         scalar.line(format!("{op}.s64 {sa}, %sr, {tmp};"));
         if !backwards {
             scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(d.size)));
         }
         scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
-        let x = load_scalar(
-            g,
-            &mut scalar,
-            s,
-            Space::GlobalNc,
-            &addr(&sa, 0),
-            pred.as_deref(),
-        );
-        pending.push((x, da, pred));
+        for i in 0..run {
+            let x = load_scalar(
+                g,
+                &mut scalar,
+                s,
+                Space::GlobalNc,
+                &addr(&sa, i * s.size),
+                pred.as_deref(),
+            );
+            pending.push((x, addr(&da, i * d.size), pred.clone()));
+        }
     }
-    for (x, da, pred) in pending {
+    for (x, at, pred) in pending {
         let y = convert(g, &mut scalar, s, d, &x);
-        store_scalar(
-            &mut scalar,
-            d,
-            Space::Global,
-            &addr(&da, 0),
-            &y,
-            pred.as_deref(),
-        );
+        store_scalar(&mut scalar, d, Space::Global, &at, &y, pred.as_deref());
     }
     scalar
 }
@@ -149,7 +154,7 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     let mut g = Gen::default();
 
     let (prologue, offsets) = row_frame(&mut g);
-    let scalar = scalar_elements(&mut g, s, d, false);
+    let scalar = scalar_elements(&mut g, s, d, false, 1);
 
     // Units %g + j * team for j < units.
     let units = row_units_per_lane(s, d);
@@ -225,48 +230,51 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     )
 }
 
-/// The reversed row copy of `s`-sized elements (`copy_rows_rev_bN`, template `rows_rev.ptx`):
-/// rows forwards in the destination and backwards in the source, 16-byte vectors whose
-/// elements are reversed in registers, each loaded as one aligned block or, where the row's
-/// source bytes are off their alignment, shifted out of two (`shift_right`).
-pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
+/// The reversed row copy of runs of `run` elements (1 or 3) of `s` bytes (`copy_rows_rev_bN`,
+/// `copy_rows_rev3_bN`; template `rows_rev.ptx`): rows of runs forwards in the destination and
+/// backwards in the source, each run's elements in order. A group of `16 / s` runs (`run`
+/// 16-byte vectors) moves in registers: its source bytes loaded as `run` aligned blocks or,
+/// where they are off their alignment, shifted out of `run + 1` (`shift_right`), then its runs
+/// put in reverse order by a fixed permutation of bytes ([`reversed_runs`]).
+pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> String {
     const BLOCK: u64 = ROW_BLOCK as u64;
+    assert!(run == 1 || run == 3, "runs of 1 or 3 elements");
     let v = 16 / s.size;
+    let run_bytes = run * s.size;
+    let group_bytes = 16 * run;
     let mut g = Gen::default();
 
     let (prologue, offsets) = row_frame(&mut g);
-    let scalar = scalar_elements(&mut g, s, s, true);
+    let scalar = scalar_elements(&mut g, s, s, true, run);
 
-    // Groups %g + j * team for j < units; group j's source bytes lie j * team * 16 bytes
-    // below the first's.
+    // Groups %g + j * team for j < units; group j's source bytes lie j * team * group_bytes
+    // bytes below the first's.
     let units = row_units_per_lane(s, s);
     let mut body = Code::default();
     let preds = unit_preds(&mut g, &mut body, units);
     let (saddrs, daddrs) = unit_addrs(&mut g, &mut body, units, "sub");
     let loaded: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
-            let w: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
-            body.line(format!(
-                "{}ld.global.nc.v4.u32 {{{}}}, {};",
-                pfx(preds[j].as_deref()),
-                w.join(", "),
-                addr(&saddrs[j], 0)
-            ));
+            let w: Vec<String> = (0..4 * run).map(|_| g.reg(Class::B32)).collect();
+            for h in 0..run as usize {
+                body.line(format!(
+                    "{}ld.global.nc.v4.u32 {{{}}}, {};",
+                    pfx(preds[j].as_deref()),
+                    w[4 * h..4 * h + 4].join(", "),
+                    addr(&saddrs[j], 16 * h as u64)
+                ));
+            }
             w
         })
         .collect();
     for (j, w) in loaded.iter().enumerate() {
-        let out = reversed_words(&mut g, &mut body, w, s.size);
-        body.line(format!(
-            "{}st.global.v4.u32 {}, {{{}}};",
-            pfx(preds[j].as_deref()),
-            addr(&daddrs[j], 0),
-            out.join(", ")
-        ));
+        let out = reversed_runs(&mut g, &mut body, w, run_bytes);
+        store_group(&mut body, &out, &daddrs[j], preds[j].as_deref());
     }
 
-    // The same groups where the source's bytes are `%m32` past a 16-byte boundary: each from
-    // the two aligned blocks that cover them (all loads first), shifted right by `%m32`.
+    // The same groups where their source bytes start `%m32` past a 16-byte boundary: each
+    // from the `run + 1` aligned blocks that cover them (all loads first), shifted right by
+    // `%m32`.
     let mut shifted = Code::default();
     let spreds = unit_preds(&mut g, &mut shifted, units);
     let (sats, dests) = unit_addrs(&mut g, &mut shifted, units, "sub");
@@ -280,8 +288,8 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
         .collect();
     let blocks: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
-            let w: Vec<String> = (0..8).map(|_| g.reg(Class::B32)).collect();
-            for h in 0..2 {
+            let w: Vec<String> = (0..4 * (run + 1)).map(|_| g.reg(Class::B32)).collect();
+            for h in 0..run as usize + 1 {
                 shifted.line(format!(
                     "{}ld.global.nc.v4.u32 {{{}}}, [{}+{}];",
                     pfx(spreds[j].as_deref()),
@@ -294,16 +302,34 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
         })
         .collect();
     for (j, w) in blocks.iter().enumerate() {
-        let bytes = shift_right(&mut g, &mut shifted, w, "%m32", false);
-        let out = reversed_words(&mut g, &mut shifted, &bytes, s.size);
-        shifted.line(format!(
-            "{}st.global.v4.u32 {}, {{{}}};",
-            pfx(spreds[j].as_deref()),
-            addr(&dests[j], 0),
-            out.join(", ")
-        ));
+        let bytes: Vec<String> = (0..run as usize)
+            .flat_map(|h| shift_right(&mut g, &mut shifted, &w[4 * h..4 * h + 8], "%m32", false))
+            .collect();
+        let out = reversed_runs(&mut g, &mut shifted, &bytes, run_bytes);
+        store_group(&mut shifted, &out, &dests[j], spreds[j].as_deref());
     }
 
+    // Runs to bytes and groups to bytes: shifts where they are powers of two.
+    let scale = |n: u64| {
+        if n.is_power_of_two() {
+            ("shl.b64", u64::from(log2(n)))
+        } else {
+            ("mul.lo.u64", n)
+        }
+    };
+    let (run_op, run_scale) = scale(run_bytes);
+    let (group_op, group_scale) = scale(group_bytes);
+    // head in runs: the elements until the destination's boundary times the inverse of `run`
+    // modulo `16 / s` (11 is 3's inverse modulo 16 and so modulo every power of two up to 16).
+    let head_runs = if run == 1 {
+        String::new()
+    } else {
+        assert_eq!(run, 3);
+        format!(
+            "\tmul.lo.u64 %head, %head, 11;\n\tand.b64 %head, %head, {};\n",
+            v - 1
+        )
+    };
     t.render(
         "rows_rev.ptx",
         &[
@@ -317,6 +343,14 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
             ("OFFSETS", offsets.text()),
             ("S", s.size.to_string()),
             ("SHIFT", log2(s.size).to_string()),
+            ("RUN", run.to_string()),
+            ("RB", run_bytes.to_string()),
+            ("GB", group_bytes.to_string()),
+            ("RUN_OP", run_op.to_string()),
+            ("RUN_SCALE", run_scale.to_string()),
+            ("GROUP_OP", group_op.to_string()),
+            ("GROUP_SCALE", group_scale.to_string()),
+            ("HEAD_RUNS", head_runs),
             ("V", v.to_string()),
             ("LOG2_V", log2(v).to_string()),
             ("V_MASK", (v - 1).to_string()),
@@ -329,20 +363,70 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty) -> String {
     )
 }
 
-/// The words of a 16-byte vector `w` (4 words, `w[0]` lowest) with its elements of `size`
-/// bytes in reverse order: whole words reversed, then the elements inside each word
-/// (`prmt`), or pairs of words swapped for 8-byte elements.
-fn reversed_words(g: &mut Gen, c: &mut Code, w: &[String], size: u64) -> Vec<String> {
-    (0..4)
-        .map(|k| match size {
-            8 => w[k ^ 2].clone(),
-            4 => w[3 - k].clone(),
-            _ => {
-                let d = g.reg(Class::B32);
-                let sel = if size == 1 { "0x0123" } else { "0x1032" };
-                c.line(format!("prmt.b32 {d}, {}, 0, {sel};", w[3 - k]));
-                d
+/// Stores the words `out` of a group as 16-byte vectors from `at`, under `pred`.
+fn store_group(code: &mut Code, out: &[String], at: &str, pred: Option<&str>) {
+    for (h, w) in out.chunks(4).enumerate() {
+        code.line(format!(
+            "{}st.global.v4.u32 {}, {{{}}};",
+            pfx(pred),
+            addr(at, 16 * h as u64),
+            w.join(", ")
+        ));
+    }
+}
+
+/// The words of the bytes `w` (`w[0]` lowest) with their runs of `run_bytes` bytes in reverse
+/// order and each run's bytes in order: output byte `b` is byte `(n - 1 - b / run_bytes) *
+/// run_bytes + b % run_bytes` of `w`, `n` the number of runs. A word that is a whole input word
+/// is that register; any other is one `prmt` per two input words it takes bytes of (after the
+/// first), one for bytes of a single word.
+fn reversed_runs(g: &mut Gen, c: &mut Code, w: &[String], run_bytes: u64) -> Vec<String> {
+    let total = 4 * w.len() as u64;
+    assert_eq!(total % run_bytes, 0, "whole runs");
+    let n = total / run_bytes;
+    let from = |b: u64| (n - 1 - b / run_bytes) * run_bytes + b % run_bytes;
+    (0..w.len() as u64)
+        .map(|k| {
+            let src: Vec<u64> = (4 * k..4 * k + 4).map(from).collect();
+            let mut words: Vec<u64> = Vec::new();
+            for &b in &src {
+                if !words.contains(&(b / 4)) {
+                    words.push(b / 4);
+                }
             }
+            let nibbles = |sel: &dyn Fn(usize, u64) -> u64| {
+                let v = (0..4).fold(0u64, |acc, i| acc | sel(i, src[i]) << (4 * i));
+                format!("0x{v:04x}")
+            };
+            let a = words[0];
+            if words.len() == 1 {
+                if src.iter().enumerate().all(|(i, &b)| b == 4 * a + i as u64) {
+                    return w[a as usize].clone();
+                }
+                let d = g.reg(Class::B32);
+                let sel = nibbles(&|_, b| b % 4);
+                c.line(format!("prmt.b32 {d}, {}, 0, {sel};", w[a as usize]));
+                return d;
+            }
+            // The first two words, then each further one into the bytes it supplies.
+            let b1 = words[1];
+            let mut acc = g.reg(Class::B32);
+            let sel = nibbles(&|_, b| match b / 4 {
+                x if x == a => b % 4,
+                x if x == b1 => 4 + b % 4,
+                _ => 0,
+            });
+            c.line(format!(
+                "prmt.b32 {acc}, {}, {}, {sel};",
+                w[a as usize], w[b1 as usize]
+            ));
+            for &x in &words[2..] {
+                let d = g.reg(Class::B32);
+                let sel = nibbles(&|i, b| if b / 4 == x { 4 + b % 4 } else { i as u64 });
+                c.line(format!("prmt.b32 {d}, {acc}, {}, {sel};", w[x as usize]));
+                acc = d;
+            }
+            acc
         })
         .collect()
 }

@@ -72,27 +72,28 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
     )
 }
 
-/// The `head` a reversed row kernel (`copy_rows_rev_bN`) uses for a row whose first
-/// destination element is at `dst` and whose source element zero (its highest) is at `src`,
-/// elements of `size` bytes, and the misalignment `m` of its vectors' source bytes, computed
-/// like the kernels do. `head` is the number of elements before the destination reaches a
-/// 16-byte boundary; `m` is how far the source's element `head` ends past a 16-byte boundary.
-/// Where `m` is not 0, each vector's 16 source bytes are shifted out of the two aligned blocks
-/// that cover them, `head` takes `16 / size` more elements, so that the upper block of the
-/// first vector ends below the row's top, and the kernel takes one vector fewer at the row's
-/// end (its elements go to the tail), so that the lower block of the last starts above the
-/// row's lowest byte. `head` is never more than `row_len`.
-pub fn row_rev_head(dst: u64, src: u64, size: usize, row_len: u64) -> (u64, u64) {
-    let head = (dst.wrapping_neg() % CONTIG_ALIGN) / size as u64;
+/// The `head` a reversed row kernel (`copy_rows_rev_bN`, `copy_rows_rev3_bN`) uses for a row
+/// of runs of `run` elements (1 or 3) of `size` bytes whose first destination run is at `dst`
+/// and whose source run zero (its highest) is at `src`, and the misalignment `m` of its groups'
+/// source bytes, computed like the kernels do. `head` is the number of runs before the
+/// destination reaches a 16-byte boundary (for runs of 3, the elements to that boundary times
+/// 11, 3's inverse modulo 16, modulo `16 / size`); `m` is how far the source bytes of the first
+/// group (`16 / size` runs, the highest ending where run `head` ends) start past a 16-byte
+/// boundary. Where `m` is not 0, each group's source bytes are shifted out of the aligned
+/// blocks that cover them, `head` takes `16 / size` more runs, so that the upper block of the
+/// first group ends below the row's top, and the kernel takes one group fewer at the row's end
+/// (its runs go to the tail), so that the lower block of the last starts above the row's
+/// lowest byte. `head` is never more than `row_len`.
+pub fn row_rev_head(dst: u64, src: u64, size: usize, run: usize, row_len: u64) -> (u64, u64) {
+    let v = CONTIG_ALIGN / size as u64;
+    let elems = (dst.wrapping_neg() % CONTIG_ALIGN) / size as u64;
+    let head = if run == 1 { elems } else { elems * 11 % v };
+    let run_bytes = (run * size) as u64;
     let end = src
-        .wrapping_add(size as u64)
-        .wrapping_sub(head.wrapping_mul(size as u64));
+        .wrapping_add(run_bytes)
+        .wrapping_sub(head.wrapping_mul(run_bytes));
     let m = end % CONTIG_ALIGN;
-    let head = if m == 0 {
-        head
-    } else {
-        head + CONTIG_ALIGN / size as u64
-    };
+    let head = if m == 0 { head } else { head + v };
     (head.min(row_len), m)
 }
 
