@@ -482,6 +482,78 @@ fn permutation_cases_take_the_permute_path() {
     );
 }
 
+/// Images flipped: shapes `[outer..., W, C]` (ranks 2 to 4, C of 1 to 8 channels), the source
+/// in standard layout read backwards along W and now and then along an outer axis or C too,
+/// sliced along W, both operands at any element offset; mostly copies, some casts.
+fn random_flip_case(rng: &mut StdRng) -> Case {
+    let rank = rng.random_range(2..=4);
+    let mut shape: Vec<usize> = (0..rank - 2).map(|_| pick(rng, &[1, 2, 3])).collect();
+    shape.push(pick(rng, &[1, 2, 5, 16, 17, 40, 100]));
+    shape.push(pick(rng, &[1, 2, 3, 3, 3, 4, 6, 6, 8]));
+    let mut src = standard_spec(rank);
+    src.steps[rank - 2] = -1;
+    for k in 0..rank {
+        if k != rank - 2 && rng.random_bool(0.15) {
+            src.steps[k] = -1;
+        }
+    }
+    src.pads[rank - 2] = rng.random_range(0..3);
+    src.starts[rank - 2] = rng.random_range(0..3);
+    src.misalign = rng.random_range(0..8);
+    let mut dst = standard_spec(rank);
+    dst.misalign = rng.random_range(0..8);
+    let from = random_dtype(rng);
+    let to = if rng.random_bool(0.8) {
+        from
+    } else {
+        random_dtype(rng)
+    };
+    Case {
+        bcast: vec![false; rank],
+        shape,
+        dst,
+        src,
+        from,
+        to,
+        seed: rng.random(),
+        opt: PlanOptions::default(),
+    }
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "hundreds of plans through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
+fn flips_match_reference() {
+    // 3000 cases with the full checks, 300 otherwise.
+    let cases = if full_checks() { 3000 } else { 300 };
+    for_each_case(cases, random_flip_case, check_copy);
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "path statistics over 1000 plans; the property tests cover the planner under Miri"
+)]
+fn flip_cases_take_the_reversed_row_paths() {
+    let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
+    let (mut rev, mut rev3, mut total) = (0, 0, 0);
+    for _ in 0..1000 {
+        let c = random_flip_case(&mut rng);
+        let o = operands(&c);
+        if let Ok(p) = case_plan(&c, &o) {
+            total += 1;
+            rev += usize::from(p.path() == "rows_rev");
+            rev3 += usize::from(p.path() == "rows_rev3");
+        }
+    }
+    assert!(
+        rev * 10 >= total && rev3 * 10 >= total,
+        "of {total} cases {rev} take rows_rev and {rev3} rows_rev3"
+    );
+}
+
 /// Every permutation of `0..rank`.
 fn permutations(rank: usize) -> Vec<Vec<usize>> {
     let mut out = vec![vec![]];
