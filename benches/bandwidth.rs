@@ -781,8 +781,10 @@ fn rank_workloads(b: &mut Bench) {
 
 /// The `flip` group's layouts for elements of `size` bytes: (name, shape, axes read backwards).
 /// A reversed vector (`x[::-1]`), images flipped left-right with their channels last (runs of
-/// C elements in reversed order) and first (every row reversed), and flipped upside down
-/// (whole rows in reversed order). `tools/any_layout_bench.py` does not time them.
+/// C elements in reversed order) and first (every row reversed), flipped upside down (whole
+/// rows in reversed order), images with their channels reversed (RGB <-> BGR: runs in order,
+/// each reversed) and pairs swapped (`[n, 2]` read `[:, ::-1]`). `tools/any_layout_bench.py`
+/// times the same layouts.
 fn flip_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     let n = GIB / size;
     let side = 8192;
@@ -808,6 +810,18 @@ fn flip_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
         format!("CHW C=3 H=W={side}, H and W reversed"),
         vec![3, side, side],
         vec![1, 2],
+    ));
+    for c in [3usize, 4] {
+        out.push((
+            format!("HWC C={c} H=W={side}, C reversed"),
+            vec![side, side, c],
+            vec![2],
+        ));
+    }
+    out.push((
+        format!("[{}, 2] pairs swapped", n / 2),
+        vec![n / 2, 2],
+        vec![1],
     ));
     out
 }

@@ -272,7 +272,7 @@ pub fn tiled_launch(
 #[derive(Clone, Debug)]
 pub struct RowsRevLaunch {
     /// The kernel's module and entry point name (`copy_rows_rev_b4`, `copy_rows_rev3_b1`,
-    /// ...).
+    /// `copy_runs_rev2_b4`, ...).
     pub kernel: String,
     /// The bytes of its parameter block (`RowArgs`).
     pub params: Vec<u8>,
@@ -282,7 +282,7 @@ pub struct RowsRevLaunch {
     pub grid: (u32, u32),
 }
 
-/// The launch of the reversed row kernel (`copy_rows_rev_bN`, `copy_rows_rev3_bN`) for a copy
+/// The launch of the reversed row kernel (`copy_rows_rev_bN`, `copy_runs_rev3_bN`, ...) for a copy
 /// of `shape` of `dtype` between raw operands (element zero at byte address `dst` / `src`,
 /// strides in elements); `None` when the copy plans to another kernel.
 pub fn rows_rev_launch(
@@ -295,11 +295,12 @@ pub fn rows_rev_launch(
 ) -> Result<Option<RowsRevLaunch>> {
     let opt = PlanOptions::default();
     let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
-    let plan::Plan::RowsRev { args, elem, run } = &p else {
+    let plan::Plan::RowsRev { args, elem, runs } = &p else {
         return Ok(None);
     };
-    let kind = devspan_kernels::abi::Kind::rows_rev(*run);
+    let kind = devspan_kernels::abi::Kind::of_row_runs(*runs);
     let kernel = devspan_kernels::abi::Kernel::copy(kind, *elem, *elem);
+    let g = runs.grid_size(elem.size());
     let size = std::mem::size_of::<devspan_kernels::abi::RowArgs>();
     // SAFETY: `RowArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
     // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.
@@ -309,6 +310,6 @@ pub fn rows_rev_launch(
         kernel: kernel.module_name(),
         params,
         threads: kernel.block().0,
-        grid: devspan_kernels::abi::row_grid(args, elem.size(), elem.size()),
+        grid: devspan_kernels::abi::row_grid(args, g, g),
     }))
 }

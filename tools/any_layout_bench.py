@@ -31,8 +31,9 @@ framework's time: above 1 is faster than that copy. A framework that refuses a c
 error text in the cell.
 
 Each `flip` case makes a view read backwards along some axes contiguous (a reversed vector,
-images flipped left-right or upside down): PyTorch `torch.flip(t, axes)` (its tensors have no
-negative strides; `flip` copies), CuPy `cupy.ascontiguousarray(cupy.flip(a, axes))`, and devspan
+images flipped left-right or upside down, channels reversed, pairs swapped): PyTorch
+`torch.flip(t, axes)` (its tensors have no negative strides; `flip` copies), CuPy
+`cupy.ascontiguousarray(cupy.flip(a, axes))`, and devspan
 `devspan.to_contiguous` of that CuPy view (negative strides, through the CUDA Array Interface;
 without CuPy the devspan cell says so).
 
@@ -155,6 +156,9 @@ def flip_layouts(size):
         out.append((f"CHW C={c} H=W={side}, W reversed", [c, side, side], [2]))
     out.append((f"CHW C=3 H=W={side}, H reversed", [3, side, side], [1]))
     out.append((f"CHW C=3 H=W={side}, H and W reversed", [3, side, side], [1, 2]))
+    for c in (3, 4):
+        out.append((f"HWC C={c} H=W={side}, C reversed", [side, side, c], [2]))
+    out.append((f"[{n // 2}, 2] pairs swapped", [n // 2, 2], [1]))
     return out
 
 

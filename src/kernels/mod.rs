@@ -425,20 +425,21 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }
-        Plan::RowsRev { args, elem, run } => {
-            let k = Kernel::copy(Kind::rows_rev(*run), *elem, *elem);
+        Plan::RowsRev { args, elem, runs } => {
+            let k = Kernel::copy(Kind::of_row_runs(*runs), *elem, *elem);
             let f = kernel(stream.context(), k)?;
-            let (gx, gy) = row_grid(args, elem.size(), elem.size());
+            let g = runs.grid_size(elem.size());
+            let (gx, gy) = row_grid(args, g, g);
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
             b.arg(&args);
             // SAFETY: every element of every row the arguments describe (run `i` of a row at
-            // `src - run * i` in the source) is in bounds and the two operands are disjoint
-            // (contract); the kernel reads aligned 16-byte source blocks inside the row: `run`
-            // per destination group where its bytes line up, else the `run + 1` that cover
-            // them (`row_rev_head`: a group more at the row's head and one fewer at its end
-            // keep every block between the row's lowest byte and its top); `RowArgs` is its
-            // parameter block.
+            // `src - run * i` or `src + run * i` in the source) is in bounds and the two
+            // operands are disjoint (contract); the kernel reads aligned 16-byte source blocks
+            // inside the row: those of a group's bytes where they line up, else one more that
+            // cover them (`row_rev_head`: a group more at the row's head and one fewer at its
+            // end keep every block between the row's lowest byte and its top); `RowArgs` is
+            // its parameter block.
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }
@@ -448,7 +449,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devspan_kernels::abi::DType;
+    use devspan_kernels::abi::{DType, RowRuns};
 
     /// Every kernel exists, by name, in the module the launcher loads for it, with the block
     /// shape the launcher gives it (`.reqntid`); every module is a kernel.
@@ -491,8 +492,9 @@ mod tests {
                 }
             }
             // The reversed rows copy every element type (the plans name their bit type).
-            for run in [1, 3] {
-                assert!(Kernel::copy(Kind::rows_rev(run), from, from).exists());
+            for runs in RowRuns::ALL {
+                let k = Kernel::copy(Kind::of_row_runs(runs), from, from);
+                assert_eq!(k.exists(), runs.exists(from.size()), "{k:?}");
             }
         }
         // The tiled kernel the launcher picks, for every pair of element types, vector or

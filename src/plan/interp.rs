@@ -5,7 +5,7 @@ use super::Plan;
 pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
 use devspan_kernels::abi::{
-    CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
+    CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs, RowRuns,
     TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs, contig_group_elems, row_grid, row_head,
     row_rev_head, row_units_per_lane, tiled_vectors,
 };
@@ -208,10 +208,11 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
         Plan::RowsRev {
             ref args,
             elem,
-            run,
+            runs,
         } => {
-            let (gx, gy) = row_grid(args, elem.size(), elem.size());
-            run_rows_rev(args, elem, run, (gx.max(1), gy.max(1)), mem);
+            let g = runs.grid_size(elem.size());
+            let (gx, gy) = row_grid(args, g, g);
+            run_rows_rev(args, elem, runs, (gx.max(1), gy.max(1)), mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
         Plan::Tiled {
@@ -576,23 +577,24 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     }
 }
 
-/// The reversed row kernels `copy_rows_rev_bN` / `copy_rows_rev3_bN` on `grid`, thread by
-/// thread as the kernel maps its work: run `i` of a row (`run` elements, in order) from `src -
-/// run * i`, whole groups of `16 / size` runs from run [`row_rev_head`], each from the source
-/// bytes that end where its first run ends (aligned blocks, or shifted out of one more inside
-/// the row, one group fewer at its end), its runs reversed.
+/// The reversed row kernels (`copy_rows_rev_bN`, `copy_rows_rev3_bN`, `copy_runs_revR_bN`) on
+/// `grid`, thread by thread as the kernel maps its work: run `i` of a row from `src - run * i`
+/// (its elements in order) or `src + run * i` (its elements reversed), whole groups of runs
+/// from run [`row_rev_head`], each from the source bytes of its runs (aligned blocks, or
+/// shifted out of one more inside the row, one group fewer at its end), permuted.
 pub(crate) fn run_rows_rev(
     args: &RowArgs,
     elem: DType,
-    run: usize,
+    runs: RowRuns,
     grid: (u32, u32),
     mem: &mut HostMem,
 ) {
     let s = elem.size() as u64;
-    let v = 16 / s;
+    let run = runs.run as u64;
+    let v = runs.runs_per_group(elem.size());
     // Bytes of a run and of a group.
-    let rb = run as u64 * s;
-    let gb = v * rb;
+    let rb = runs.run_bytes(elem.size());
+    let gb = runs.group_bytes(elem.size());
     let units = row_units_per_lane(elem.size(), elem.size());
     let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
     let team = 1u64 << shift;
@@ -614,7 +616,7 @@ pub(crate) fn run_rows_rev(
                     let dr = at(args.dst, od, s as usize);
                     let sr = at(args.src, os, s as usize);
                     let len = args.row_len;
-                    let (head, m) = row_rev_head(dr, sr, s as usize, run, len);
+                    let (head, m) = row_rev_head(dr, sr, s as usize, runs, len);
                     let rem = len - head;
                     let mut ngroups = rem / v;
                     let mut nscalar = head + rem % v;
@@ -630,8 +632,12 @@ pub(crate) fn run_rows_rev(
                             let jk = j + k * sstride;
                             if jk < nscalar {
                                 let e = if jk < head { jk } else { jk + tailoff };
-                                for i in 0..run as u64 {
-                                    let (d, s0) = (dr + e * rb + i * s, sr - e * rb + i * s);
+                                for i in 0..run {
+                                    let (d, s0) = if runs.backwards {
+                                        (dr + e * rb + i * s, sr - e * rb + i * s)
+                                    } else {
+                                        (dr + e * rb + i * s, sr + e * rb + (run - 1 - i) * s)
+                                    };
                                     copy_elem(mem, d, elem, s0, elem);
                                 }
                             }
@@ -646,8 +652,13 @@ pub(crate) fn run_rows_rev(
                                 continue;
                             }
                             let u = g + jj * team;
-                            // The bytes that end where run head + u * v ends.
-                            let sa = sr + rb - (head + (u + 1) * v) * rb;
+                            // The bytes of the group's runs: below the end of run head +
+                            // u * v (read backwards), or from its start.
+                            let sa = if runs.backwards {
+                                sr + rb - (head + (u + 1) * v) * rb
+                            } else {
+                                sr + (head + u * v) * rb
+                            };
                             let da = dr + (head + u * v) * rb;
                             assert_eq!(sa % 16, m, "reversed row: source bytes misplaced");
                             assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
@@ -656,15 +667,27 @@ pub(crate) fn run_rows_rev(
                             // byte.
                             if m != 0 {
                                 let top = (sa & !15) + gb + 16;
-                                assert!(top <= sr + rb, "reversed row: block past the row's top");
-                                let low = sr - (len - 1) * rb;
+                                let (low, high) = if runs.backwards {
+                                    (sr - (len - 1) * rb, sr + rb)
+                                } else {
+                                    (sr, sr + len * rb)
+                                };
+                                assert!(top <= high, "reversed row: block past the row's top");
                                 assert!(sa & !15 >= low, "reversed row: block below the row");
                             }
                             let block = mem.read(sa, gb as usize);
+                            let (rb, s) = (rb as usize, s as usize);
                             let mut out = Vec::with_capacity(gb as usize);
-                            let rb = rb as usize;
-                            for e in (0..v as usize).rev() {
-                                out.extend_from_slice(&block[e * rb..(e + 1) * rb]);
+                            for q in 0..v as usize {
+                                if runs.backwards {
+                                    let q = v as usize - 1 - q;
+                                    out.extend_from_slice(&block[q * rb..(q + 1) * rb]);
+                                } else {
+                                    for k in (0..run as usize).rev() {
+                                        let at = q * rb + k * s;
+                                        out.extend_from_slice(&block[at..at + s]);
+                                    }
+                                }
                             }
                             mem.write(da, &out);
                         }

@@ -34,9 +34,9 @@ mod tiled;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use devspan_kernels::abi::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs, RowArgs, StridedArgs32,
-    StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head,
-    fill_head, transpose_tile,
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs, RowArgs, RowRuns,
+    StridedArgs32, StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems,
+    contig_head, fill_head, transpose_tile,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -235,15 +235,16 @@ pub(crate) enum Plan {
         from: DType,
         to: DType,
     },
-    /// `copy_rows_rev_bN` (`run` 1) / `copy_rows_rev3_bN` (`run` 3): rows of runs of `run`
-    /// elements forwards in the destination and backwards in the source (`args.src` the
-    /// address of each row's run zero, its highest; `args.row_len` counts runs), each run's
-    /// elements in order, of elements of `elem` (a type of the operands' size, or of a run of
-    /// their elements that moves as one).
+    /// The reversed row kernels, rows of runs read as `runs` says, of elements of `elem` (a
+    /// type of the operands' size, or of a run of their elements that moves as one):
+    /// `copy_rows_rev_bN` / `copy_rows_rev3_bN` (runs of 1 or 3 forwards in the destination
+    /// and backwards in the source, `args.src` the lowest byte of each row's run zero, the
+    /// row's highest run) and `copy_runs_revR_bN` (runs in order, each reversed, `args.src`
+    /// each row's lowest byte). `args.row_len` counts runs.
     RowsRev {
         args: RowArgs,
         elem: DType,
-        run: usize,
+        runs: RowRuns,
     },
     /// `copy_permute_bN` / `cast_permute_S_D`.
     Permute {
@@ -322,8 +323,11 @@ impl Plan {
             Plan::Strided64 { .. } => "strided64",
             Plan::Transpose { .. } => "transpose",
             Plan::Rows { .. } => "rows",
-            Plan::RowsRev { run: 1, .. } => "rows_rev",
-            Plan::RowsRev { .. } => "rows_rev3",
+            Plan::RowsRev { runs, .. } => match (runs.run, runs.backwards) {
+                (1, _) => "rows_rev",
+                (_, true) => "rows_rev3",
+                _ => "runs_rev",
+            },
             Plan::Permute { .. } => "permute",
             Plan::Tiled { .. } => "tiled",
             Plan::StridedN { .. } => "stridedn",
@@ -495,28 +499,67 @@ fn row_args(
     )
 }
 
-/// The reversed row kernels' arguments, element type and run for a copy of `elem` whose
-/// normalised axis 0 (the destination's fastest, stride 1) runs backwards in the source
-/// (stride -1), with the other axes (at most `MAX_ROW_OUTER`) as outer axes (run 1); or whose
-/// axis 0 is a run of `c` elements forwards on both sides and whose axis 1 runs those runs
-/// backwards (strides `c` and `-c`), with every other stride a multiple of the elements that
-/// move as one:
-/// - `c` x the element size 2, 4 or 8 bytes: the runs move as elements of that size (run 1);
-/// - `c` x the element size 3 x 1, 2, 4 or 8 bytes: the runs move as runs of 3 elements of
-///   that size (run 3).
+/// The reversed row kernels' arguments, element type and form for a copy of `elem` whose
+/// normalised axis 0 is the destination's fastest (stride 1) and either
+/// - runs backwards in the source (stride -1), with the other axes (at most `MAX_ROW_OUTER`) as
+///   outer axes (runs of 1, read backwards);
+/// - is a run of `c` elements forwards on both sides whose axis 1 runs those runs backwards
+///   (strides `c` and `-c`), with every other stride a multiple of the elements that move as
+///   one, and both operands aligned to them: for `c` x the element size 2, 4 or 8 bytes the
+///   runs move as elements of that size (runs of 1), for `c` x the element size 3 x 1, 2, 4
+///   or 8 bytes as runs of 3 elements of that size (read backwards);
+/// - is a run of 2, 3 or 4 elements read backwards in the source (stride -1) whose axis 1
+///   runs those runs forwards (strides `c` and `c`): runs in order, each reversed, of at most
+///   16 bytes (any size for runs of 3); the destination's rows must start aligned to the
+///   run's bytes where they divide 16 (for the destination's vectors to line up).
 ///
-/// Both operands must be aligned to the size of the elements that move. `None` for other
-/// layouts and for rows shorter than one group (16 bytes times the run).
+/// `None` for other layouts and for rows shorter than one group (16 bytes, or 48 for runs of
+/// 3).
 fn rows_rev_args(
     norm: &Normalized,
     dst: u64,
     src: u64,
     elem: DType,
-) -> Option<(RowArgs, DType, usize)> {
+) -> Option<(RowArgs, DType, RowRuns)> {
     let a = &norm.axes;
     let size = elem.size();
     // The axes from the row on, the type of the elements that move, how many of the view's
-    // elements each holds, and the run.
+    // elements each holds, the form, and the source address of each row's run zero.
+    let (axes, elem, k, runs, src): (&[PAxis], DType, usize, RowRuns, u64) = match a.first()? {
+        x if x.dst == 1 && x.src == -1 && a.len() >= 2 && a[1].dst == x.len as isize => {
+            // Runs of `c` elements, each read backwards, the runs forwards.
+            let c = x.len;
+            let runs = RowRuns::new(c, false);
+            let y = &a[1];
+            if y.src != c as isize || !runs.exists(size) {
+                return rows_rev_args_backwards(a, dst, src, elem);
+            }
+            let run_bytes = runs.run_bytes(size);
+            // Every row of the destination starts aligned to a run that divides 16.
+            if run_bytes.is_power_of_two() {
+                let ci = c as isize;
+                let rows_aligned = a[2..].iter().all(|x| x.dst % ci == 0);
+                if dst % run_bytes != 0 || !rows_aligned {
+                    return rows_rev_args_backwards(a, dst, src, elem);
+                }
+            }
+            // The view's element zero is its run's highest element.
+            let low = src.checked_sub(((c - 1) * size) as u64)?;
+            (&a[1..], elem, 1, runs, low)
+        }
+        _ => return rows_rev_args_backwards(a, dst, src, elem),
+    };
+    rows_rev_finish(axes, dst, src, elem, k, runs)
+}
+
+/// [`rows_rev_args`] of rows read backwards: runs of 1 or 3 elements in reverse order.
+fn rows_rev_args_backwards(
+    a: &[PAxis],
+    dst: u64,
+    src: u64,
+    elem: DType,
+) -> Option<(RowArgs, DType, RowRuns)> {
+    let size = elem.size();
     let (axes, elem, k, run): (&[PAxis], DType, usize, usize) = match a.first()? {
         x if x.dst == 1 && x.src == -1 => (a, elem, 1, 1),
         x if x.dst == 1 && x.src == 1 && a.len() >= 2 => {
@@ -550,10 +593,24 @@ fn rows_rev_args(
         }
         _ => return None,
     };
+    rows_rev_finish(axes, dst, src, elem, k, RowRuns::new(run, true))
+}
+
+/// The reversed row kernels' arguments for rows along `axes[0]` (its length in runs) and the
+/// outer axes after it (strides divided by `k`, the view's elements per moved element).
+fn rows_rev_finish(
+    axes: &[PAxis],
+    dst: u64,
+    src: u64,
+    elem: DType,
+    k: usize,
+    runs: RowRuns,
+) -> Option<(RowArgs, DType, RowRuns)> {
     let ki = k as isize;
+    let s = elem.size();
     let row_len = axes[0].len as u64;
-    let group = 16 * run as u64;
-    if row_len.saturating_mul((run * elem.size()) as u64) < group || axes.len() - 1 > MAX_ROW_OUTER
+    if row_len.saturating_mul(runs.run_bytes(s)) < runs.group_bytes(s)
+        || axes.len() - 1 > MAX_ROW_OUTER
     {
         return None;
     }
@@ -567,9 +624,9 @@ fn rows_rev_args(
             outer.iter().map(|x| (x.src / ki) as i64).collect(),
         )
     };
-    let s = elem.size();
-    let args = RowArgs::new(dst, src, row_len, &shape, &ds, &ss, s, s)?;
-    Some((args, elem, run))
+    let g = runs.grid_size(s);
+    let args = RowArgs::new(dst, src, row_len, &shape, &ds, &ss, g, g)?;
+    Some((args, elem, runs))
 }
 
 /// Minimum extent of both tile axes for the transpose path.
@@ -647,14 +704,14 @@ pub(crate) fn plan_copy(
     {
         return Ok(Plan::Permute { args, from, to });
     }
-    // Reversed rows: the destination's fastest axis read backwards in the source, or runs of
-    // it read in reverse order. Before the rows: a run of 24 bytes (3 x 8) is long enough for
+    // Reversed rows: the destination's fastest axis read backwards in the source, runs of it
+    // read in reverse order, or runs each read backwards. Before the rows: a run of 24 bytes (3 x 8) is long enough for
     // a row of its own, but the reversed rows move whole rows of such runs, 48 bytes a group.
     if same
         && !opt.no_rows
-        && let Some((args, elem, run)) = rows_rev_args(&norm, d, s, from)
+        && let Some((args, elem, runs)) = rows_rev_args(&norm, d, s, from)
     {
-        return Ok(Plan::RowsRev { args, elem, run });
+        return Ok(Plan::RowsRev { args, elem, runs });
     }
     // Rows: axis 0 has stride 1 on both sides and is at least one vector group long. Disjoint
     // from the transpose condition below, which needs a source stride other than +-1 on axis 0.

@@ -483,17 +483,23 @@ fn permutation_cases_take_the_permute_path() {
 }
 
 /// Images flipped: shapes `[outer..., W, C]` (ranks 2 to 4, C of 1 to 8 channels), the source
-/// in standard layout read backwards along W and now and then along an outer axis or C too,
-/// sliced along W, both operands at any element offset; mostly copies, some casts.
+/// in standard layout read backwards along W, or along C (channels reversed), and now and then
+/// along other axes too, sliced along W, both operands at any element offset; mostly copies,
+/// some casts.
 fn random_flip_case(rng: &mut StdRng) -> Case {
     let rank = rng.random_range(2..=4);
     let mut shape: Vec<usize> = (0..rank - 2).map(|_| pick(rng, &[1, 2, 3])).collect();
     shape.push(pick(rng, &[1, 2, 5, 16, 17, 40, 100]));
     shape.push(pick(rng, &[1, 2, 3, 3, 3, 4, 6, 6, 8]));
     let mut src = standard_spec(rank);
-    src.steps[rank - 2] = -1;
+    let flipped = if rng.random_bool(0.7) {
+        rank - 2
+    } else {
+        rank - 1
+    };
+    src.steps[flipped] = -1;
     for k in 0..rank {
-        if k != rank - 2 && rng.random_bool(0.15) {
+        if k != flipped && rng.random_bool(0.15) {
             src.steps[k] = -1;
         }
     }
@@ -538,7 +544,7 @@ fn flips_match_reference() {
 )]
 fn flip_cases_take_the_reversed_row_paths() {
     let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
-    let (mut rev, mut rev3, mut total) = (0, 0, 0);
+    let (mut rev, mut rev3, mut runs, mut total) = (0, 0, 0, 0);
     for _ in 0..1000 {
         let c = random_flip_case(&mut rng);
         let o = operands(&c);
@@ -546,11 +552,12 @@ fn flip_cases_take_the_reversed_row_paths() {
             total += 1;
             rev += usize::from(p.path() == "rows_rev");
             rev3 += usize::from(p.path() == "rows_rev3");
+            runs += usize::from(p.path() == "runs_rev");
         }
     }
     assert!(
-        rev * 10 >= total && rev3 * 10 >= total,
-        "of {total} cases {rev} take rows_rev and {rev3} rows_rev3"
+        rev * 10 >= total && rev3 * 10 >= total && runs * 20 >= total,
+        "of {total} cases {rev} take rows_rev, {rev3} rows_rev3 and {runs} runs_rev"
     );
 }
 
@@ -920,8 +927,8 @@ fn run_case_with(
     let plan = plan_copy(d0, dst_strides, to, s0, src_strides, from, shape, opt).unwrap();
     match (&plan, grid) {
         (Plan::Rows { args, from, to }, Some(g)) => run_rows(args, *from, *to, g, &mut mem),
-        (Plan::RowsRev { args, elem, run }, Some(g)) => {
-            run_rows_rev(args, *elem, *run, g, &mut mem)
+        (Plan::RowsRev { args, elem, runs }, Some(g)) => {
+            run_rows_rev(args, *elem, *runs, g, &mut mem)
         }
         _ => run(&plan, &mut mem),
     }
@@ -2513,6 +2520,94 @@ fn integer_casts_of_one_size_take_the_copy_paths() {
     }
 }
 
+/// Views whose runs of 2 to 4 elements are each read backwards, the runs in order (pairs
+/// swapped, images with their 3 or 4 channels reversed, RGB <-> BGR, also flipped upside
+/// down) take the kernels of reversed runs and match the reference, for every element size,
+/// destinations at any element offset (runs of 2 and 4 whose destination rows do not start
+/// on the run's alignment take the reversed rows instead), sources at any offset (vectors
+/// shifted out of aligned blocks); runs of more than 16 bytes (but 3) and runs spaced apart
+/// stay on the other kernels.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn reversed_runs_take_the_kernels_of_reversed_runs() {
+    use DType::*;
+    let contiguous = |shape: &[usize]| -> Vec<isize> {
+        let mut st = vec![0isize; shape.len()];
+        let mut acc = 1isize;
+        for i in (0..shape.len()).rev() {
+            st[i] = acc;
+            acc *= shape[i] as isize;
+        }
+        st
+    };
+    let mut n = 0;
+    // (shape, axes read backwards, source strides multiplied per axis)
+    let layouts: [(&[usize], &[usize], &[isize]); 8] = [
+        (&[300, 2], &[1], &[1, 1]),
+        (&[9, 40, 3], &[2], &[1, 1, 1]),
+        (&[9, 40, 4], &[2], &[1, 1, 1]),
+        (&[2, 3, 33, 3], &[3], &[1, 1, 1, 1]),
+        (&[9, 40, 3], &[0, 2], &[1, 1, 1]),
+        (&[5, 70, 2], &[2], &[1, 1, 1]),
+        // Runs spaced apart (every other pixel): not runs in order.
+        (&[9, 40, 3], &[2], &[1, 2, 1]),
+        // Runs of 5: not reversed runs.
+        (&[9, 40, 5], &[2], &[1, 1, 1]),
+    ];
+    for (shape, flip, spaced) in layouts {
+        let c = shape[shape.len() - 1];
+        for t in [U8, F16, F32, F64] {
+            let size = t.size();
+            for off in [0usize, 1, 2] {
+                let st = contiguous(shape);
+                // The source's array: the view's, wider where spaced.
+                let mut base: Vec<usize> = shape.to_vec();
+                for (b, &k) in base.iter_mut().zip(spaced) {
+                    *b *= k as usize;
+                }
+                let bst = contiguous(&base);
+                let mut src: Vec<isize> = bst.iter().zip(spaced).map(|(s, k)| s * k).collect();
+                for &a in flip {
+                    src[a] = -src[a];
+                }
+                let soff = ((n % 3) * size) as u64;
+                let p = run_case_with(
+                    shape,
+                    &st,
+                    (off * size) as u64,
+                    t,
+                    &src,
+                    soff,
+                    t,
+                    None,
+                    PlanOptions::default(),
+                );
+                let what = format!("{shape:?} flip {flip:?} {t} off {off}: {}", p.kernel_path());
+                let run_bytes = c * size;
+                let fits = (c == 3 || (2..=4).contains(&c) && run_bytes <= 16)
+                    && spaced.iter().all(|&k| k == 1);
+                // Runs that divide 16 need the destination's rows on their alignment.
+                let aligned = c == 3 || (off * size) % run_bytes == 0;
+                if fits && aligned {
+                    match &p {
+                        Plan::RowsRev { elem, runs, .. } => {
+                            assert_eq!(elem.size(), size, "{what}");
+                            assert_eq!((runs.run, runs.backwards), (c, false), "{what}");
+                        }
+                        _ => panic!("{what}"),
+                    }
+                } else {
+                    assert_ne!(p.kernel_path(), "runs_rev", "{what}");
+                }
+                n += 1;
+            }
+        }
+    }
+}
+
 /// Views read backwards along the destination's fastest axis (a reversed vector, images
 /// flipped left-right, channels first, every row reversed; with channels last, runs of 2 to 8
 /// bytes reversed as one element, runs of 3 or 6 channels as runs of 3 elements of 1 to 8
@@ -2601,8 +2696,9 @@ fn reversed_rows_take_the_reversed_row_kernel() {
                     assert!(!p.kernel_path().starts_with("rows_rev"), "{what}");
                 } else {
                     match &p {
-                        Plan::RowsRev { elem, run: r, .. } => {
-                            assert_eq!((elem.size(), *r), (w, run), "{what}")
+                        Plan::RowsRev { elem, runs, .. } => {
+                            assert_eq!((elem.size(), runs.run), (w, run), "{what}");
+                            assert!(runs.backwards, "{what}");
                         }
                         _ => panic!("{what}"),
                     }

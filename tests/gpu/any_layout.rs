@@ -1774,8 +1774,9 @@ fn every_steering_gives_the_same_result() {
 /// Views read backwards along their fastest axis (reversed vectors, images flipped
 /// left-right, channels first or, as runs of 2 to 8 bytes or of 3 or 6 channels, last; flipped
 /// both ways; views that start one element into their array, so that vectors are shifted out
-/// of aligned blocks) take the reversed row kernels, for every element size and each
-/// same-type operation, against ndarray.
+/// of aligned blocks), and views whose runs of 2 to 4 channels are each read backwards (pairs
+/// swapped, RGB <-> BGR, also upside down) take the reversed row kernels, for every element
+/// size and each same-type operation, against ndarray.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn reversed_rows_take_the_reversed_row_kernel() {
@@ -1784,7 +1785,7 @@ fn reversed_rows_take_the_reversed_row_kernel() {
     let mut paths = Paths::new();
     let mut index = 0;
     // (array, axes read backwards, slice the fastest axis from element 1)
-    let layouts: [(&[usize], &[usize], bool); 11] = [
+    let layouts: [(&[usize], &[usize], bool); 15] = [
         (&[1 << 16], &[0], false),
         (&[4099], &[0], true),
         (&[3, 40, 256], &[2], false),
@@ -1796,6 +1797,11 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         (&[2, 3, 1001, 3], &[2], false),
         (&[7, 45, 3], &[0, 1], false),
         (&[5, 64, 6], &[1], false),
+        // Runs in order, each reversed: pairs swapped, channels reversed, also upside down.
+        (&[1 << 14, 2], &[1], false),
+        (&[5, 67, 3], &[2], false),
+        (&[3, 40, 64, 4], &[3], false),
+        (&[7, 45, 3], &[0, 2], false),
     ];
     for (k, (base, flip, sliced)) in layouts.into_iter().enumerate() {
         let rank = base.len();
@@ -1829,8 +1835,11 @@ fn reversed_rows_take_the_reversed_row_kernel() {
             };
             // Channels last move as one element up to 8 bytes, runs of 3 or 6 channels as
             // runs of 3 elements of up to 8 bytes.
+            // Runs of 2 to 4 channels each reversed, of at most 16 bytes but for runs of 3.
             let c = base[rank - 1];
+            let runs = flip.contains(&(rank - 1)) && !flip.contains(&(rank - 2));
             let (unit, want) = match c {
+                2..=4 if runs => (if c == 3 || c * size <= 16 { size } else { 16 }, "runs_rev"),
                 3 | 6 if flip.contains(&(rank - 2)) => (c / 3 * size, "rows_rev3"),
                 _ if flip == [1] => (c * size, "rows_rev"),
                 _ => (size, "rows_rev"),

@@ -1,8 +1,9 @@
-//! Runs the reversed row kernels (`copy_rows_rev_bN`, `copy_rows_rev3_bN`) through the PTX
+//! Runs the reversed row kernels (`copy_rows_rev_bN`, `copy_rows_rev3_bN`, ...) through the PTX
 //! interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's
 //! planner gives them: reversed vectors, images flipped left-right (every row reversed; with 4
 //! channels last, runs of channels reversed as one element; with 3 or 6 channels last, runs of
-//! 3 elements reversed, each in order), flipped both ways, for every element size, with
+//! 3 elements reversed, each in order), flipped both ways, pairs swapped and channels last
+//! reversed (`copy_runs_revR_bN`: runs in order, each reversed), for every element size, with
 //! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
 //! and operands a unit off (vectors shifted out of two aligned blocks), every block of the
 //! launcher's grid (some of more than one block along rows, some over rows); some cases of
@@ -57,7 +58,7 @@ struct Layout {
 
 fn layouts() -> Vec<Layout> {
     let mut all = Vec::new();
-    let shapes: [(&str, &[usize], &[usize]); 13] = [
+    let shapes: [(&str, &[usize], &[usize]); 18] = [
         ("vec", &[300], &[0]),
         ("vec", &[320], &[0]),
         // Grids of more than one block: along a row (x), over rows (y).
@@ -73,6 +74,13 @@ fn layouts() -> Vec<Layout> {
         ("hwc3_w", &[2, 9000, 3], &[1]),
         ("hwc3_hw", &[4, 30, 3], &[0, 1]),
         ("hwc6_w", &[2, 70, 6], &[1]),
+        // Runs in order, each reversed: pairs swapped, channels reversed (RGB <-> BGR, RGBA
+        // <-> ABGR), also upside down.
+        ("swap", &[400, 2], &[1]),
+        ("hwc3_c", &[3, 100, 3], &[2]),
+        ("hwc3_c", &[2, 9000, 3], &[2]),
+        ("hwc3_hc", &[4, 30, 3], &[0, 2]),
+        ("hwc4_c", &[3, 40, 4], &[2]),
     ];
     for (name, shape, flip) in shapes {
         for size in [1usize, 2, 4, 8] {
@@ -87,6 +95,33 @@ fn layouts() -> Vec<Layout> {
                 continue;
             }
             let u = unit as u64;
+            // Runs each reversed: of at most 16 bytes, but for runs of 3; the destination on
+            // the alignment of runs of 2 and 4.
+            let c = shape[shape.len() - 1] as u64;
+            if runs_reversed(name) {
+                if c != 3 && c * u > 16 {
+                    continue;
+                }
+                let mut kinds = vec![("a", 0, 0), ("s", 0, u), ("t", 0, 3 * u % 16)];
+                if c == 3 {
+                    kinds.push(("d", u, 0));
+                    kinds.push(("x", 3 * u % 16, 5 * u % 16));
+                } else {
+                    kinds.push(("r", c * u % 16, 7 * u % 16));
+                }
+                for (kind, dst_mis, end_mis) in kinds {
+                    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+                    all.push(Layout {
+                        name: format!("{name}/{}/b{size}/{kind}", dims.join("x")),
+                        shape: shape.to_vec(),
+                        flip: flip.to_vec(),
+                        size,
+                        dst_mis,
+                        end_mis,
+                    });
+                }
+                continue;
+            }
             // Aligned; a destination off by a unit and a source that ends as far before a
             // boundary (vectors after a head); a source that ends a unit past one (vectors
             // shifted out of aligned blocks). Runs of 3 units: more pairs of offsets, since
@@ -114,6 +149,12 @@ fn layouts() -> Vec<Layout> {
         }
     }
     all
+}
+
+/// Whether the layout named `name` reads runs in order, each backwards (its last axis, the
+/// channels, read backwards), rather than rows backwards.
+fn runs_reversed(name: &str) -> bool {
+    name == "swap" || name.ends_with("_c") || name.ends_with("_hc")
 }
 
 fn standard(shape: &[usize]) -> Vec<isize> {

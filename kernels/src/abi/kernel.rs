@@ -4,8 +4,8 @@ use super::{
     CONTIG_BLOCK, DType, NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES,
     NARROW_SIZES, NARROW_THREADS, Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
     PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
-    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, STRIDED_BLOCK, TRANSPOSE_BLOCK,
-    WideKernel, tiled_max_threads,
+    PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, RowRuns, STRIDED_BLOCK,
+    TRANSPOSE_BLOCK, WideKernel, tiled_max_threads,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -33,6 +33,15 @@ pub enum Kind {
     /// channels per pixel read right to left): groups of `16 / size` runs move as three
     /// 16-byte vectors. Copies only.
     RowsRev3,
+    /// Rows of runs of 2 elements in order, each run's elements reversed (pairs swapped):
+    /// [`RowArgs`](super::RowArgs) (`src` each row's lowest byte), groups of runs in 16-byte
+    /// vectors. Copies only; see [`RowRuns`](super::RowRuns).
+    RunsRev2,
+    /// [`Kind::RunsRev2`] of runs of 3 elements (an image of 3 channels per pixel with its
+    /// channels reversed, RGB <-> BGR): groups of `16 / size` runs in three 16-byte vectors.
+    RunsRev3,
+    /// [`Kind::RunsRev2`] of runs of 4 elements (RGBA <-> ABGR).
+    RunsRev4,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
     Permute,
@@ -69,7 +78,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 20] = [
+    pub const ALL: [Kind; 23] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -77,6 +86,9 @@ impl Kind {
         Kind::Rows,
         Kind::RowsRev,
         Kind::RowsRev3,
+        Kind::RunsRev2,
+        Kind::RunsRev3,
+        Kind::RunsRev4,
         Kind::Permute,
         Kind::Permute32,
         Kind::PermutePacked,
@@ -114,14 +126,24 @@ impl Kind {
         Kind::StridedN,
     ];
 
-    /// The reversed row kind of runs of `run` elements: [`Kind::RowsRev`] for 1,
-    /// [`Kind::RowsRev3`] for 3.
-    pub const fn rows_rev(run: usize) -> Kind {
-        match run {
-            1 => Kind::RowsRev,
-            3 => Kind::RowsRev3,
-            _ => panic!("reversed rows have runs of 1 or 3 elements"),
+    /// How the reversed row kinds read their rows; `None` for the other kinds.
+    pub const fn row_runs(self) -> Option<RowRuns> {
+        match self {
+            Kind::RowsRev => Some(RowRuns::new(1, true)),
+            Kind::RowsRev3 => Some(RowRuns::new(3, true)),
+            Kind::RunsRev2 => Some(RowRuns::new(2, false)),
+            Kind::RunsRev3 => Some(RowRuns::new(3, false)),
+            Kind::RunsRev4 => Some(RowRuns::new(4, false)),
+            _ => None,
         }
+    }
+
+    /// The reversed row kind that reads rows as `runs` says.
+    pub fn of_row_runs(runs: RowRuns) -> Kind {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.row_runs() == Some(runs))
+            .expect("a reversed row form with kernels")
     }
 
     /// The kind's part of the kernel names (`"contig"`, `"permute_w16"`, ...).
@@ -134,6 +156,9 @@ impl Kind {
             Kind::Rows => "rows",
             Kind::RowsRev => "rows_rev",
             Kind::RowsRev3 => "rows_rev3",
+            Kind::RunsRev2 => "runs_rev2",
+            Kind::RunsRev3 => "runs_rev3",
+            Kind::RunsRev4 => "runs_rev4",
             Kind::Permute => "permute",
             Kind::Permute32 => "permute32",
             Kind::PermutePacked => "permute_packed",
@@ -251,8 +276,13 @@ impl Kernel {
             for kind in Kind::ELEMENTWISE {
                 all.push(Kernel::Copy { kind, size });
             }
-            for kind in [Kind::RowsRev, Kind::RowsRev3] {
-                all.push(Kernel::Copy { kind, size });
+            for runs in RowRuns::ALL {
+                if runs.exists(size) {
+                    all.push(Kernel::Copy {
+                        kind: Kind::of_row_runs(runs),
+                        size,
+                    });
+                }
             }
             if size <= 2 {
                 all.push(Kernel::Copy {
@@ -369,7 +399,12 @@ impl Kernel {
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
             }
             Kind::Narrow => (NARROW_THREADS, 1, 1),
-            Kind::Rows | Kind::RowsRev | Kind::RowsRev3 => (ROW_BLOCK, 1, 1),
+            Kind::Rows
+            | Kind::RowsRev
+            | Kind::RowsRev3
+            | Kind::RunsRev2
+            | Kind::RunsRev3
+            | Kind::RunsRev4 => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
             Kind::Permute32 => PERMUTE_SMALL_BLOCK,
@@ -428,16 +463,17 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds and reversed rows of runs of 1 and 3 per size; packed b1, b2, packed128
-        // b1, vec b1, tiled_a b1, b2; three wide.
-        assert_eq!(copies, 4 * 12 + 5 + 1 + 3);
+        // Ten kinds and reversed rows of runs of 1 and 3 per size, runs reversed of 2 (every
+        // size), 3 (every size) and 4 (1, 2 and 4 bytes); packed b1, b2, packed128 b1, vec
+        // b1, tiled_a b1, b2; three wide.
+        assert_eq!(copies, 4 * 12 + 4 + 4 + 3 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each.
         assert_eq!(casts, (12 * 11 - 8) * 10);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1313 + 210);
+        assert_eq!(all.len(), 1324 + 210);
     }
 
     #[test]
@@ -460,14 +496,15 @@ mod tests {
             Kernel::fill(Kind::Strided32, 2).module_name(),
             "fill_strided32_b2"
         );
+        let rev = |run, backwards| Kind::of_row_runs(RowRuns::new(run, backwards));
+        assert_eq!(k(rev(3, true), DType::F16, DType::F16), "copy_rows_rev3_b2");
+        assert_eq!(k(rev(1, true), DType::U8, DType::U8), "copy_rows_rev_b1");
+        assert_eq!(k(rev(3, false), DType::U8, DType::U8), "copy_runs_rev3_b1");
         assert_eq!(
-            k(Kind::rows_rev(3), DType::F16, DType::F16),
-            "copy_rows_rev3_b2"
+            k(rev(4, false), DType::F32, DType::F32),
+            "copy_runs_rev4_b4"
         );
-        assert_eq!(
-            k(Kind::rows_rev(1), DType::U8, DType::U8),
-            "copy_rows_rev_b1"
-        );
+        assert!(!Kernel::copy(rev(4, false), DType::F64, DType::F64).exists());
         assert_eq!(
             Kernel::copy(Kind::PermuteVec, DType::I8, DType::I8).block(),
             PERMUTE_VEC_BLOCK

@@ -138,8 +138,10 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::Strided64 => strided_kernel(t, name, Op::Cast(s, d), &STRIDED64),
         Kind::Transpose => transpose_kernel(t, name, s, d),
         Kind::Rows => row_kernel(t, name, s, d),
-        Kind::RowsRev => rows::row_rev_kernel(t, name, s, 1),
-        Kind::RowsRev3 => rows::row_rev_kernel(t, name, s, 3),
+        Kind::RowsRev | Kind::RowsRev3 | Kind::RunsRev2 | Kind::RunsRev3 | Kind::RunsRev4 => {
+            let runs = k.kind().row_runs().expect("a reversed row kind");
+            rows::row_rev_kernel(t, name, s, runs)
+        }
         Kind::Permute | Kind::Permute32 => permute::permute_kernel(t, name, s, d, tile()),
         Kind::PermutePacked | Kind::PermutePacked128 => {
             permute::permute_packed_kernel(t, name, s, tile())

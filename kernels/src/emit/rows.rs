@@ -7,7 +7,7 @@ use super::load_store::{Space, load_scalar, load_vec, store_scalar, store_vec};
 use super::narrow::shift_right;
 use super::templates::Templates;
 use super::types::{Ty, group_elems, log2, size_ratio};
-use crate::abi::{self, ROW_BLOCK, ROW_SCALAR_UNROLL};
+use crate::abi::{self, ROW_BLOCK, ROW_SCALAR_UNROLL, RowRuns};
 
 /// Units (16 bytes of the wider side) per lane and iteration in the row kernels.
 fn row_units_per_lane(s: Ty, d: Ty) -> u64 {
@@ -40,15 +40,14 @@ fn row_frame(g: &mut Gen) -> (Code, Code) {
 
 /// The row kernels' scalar elements `%j + k * %sstride` for `k < ROW_UNROLL` (element `k <
 /// %head` is element `k`, the others `k + %tailoff`): loads first, then conversions and
-/// stores. Element `e` is at `%dr + e` in the destination and at `%sr + e` in the source, or
-/// at `%sr - e` where the source runs `backwards`. With `run` > 1 (backwards copies only), each
-/// scalar element is a run of `run` elements, run `e` at `%dr + run * e` and `%sr - run * e`,
-/// its elements in order.
-fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool, run: u64) -> Code {
-    assert!(
-        run == 1 || (backwards && s == d),
-        "runs are reversed copies"
-    );
+/// stores. Element `e` is at `%dr + e` in the destination and at `%sr + e` in the source. For
+/// the reversed rows (`runs`, copies only) each scalar element is a run, run `e` at `%dr + run *
+/// e` and at `%sr - run * e` (runs read backwards) or `%sr + run * e`, its elements in order
+/// or (runs read forwards) reversed.
+fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, runs: Option<RowRuns>) -> Code {
+    assert!(runs.is_none() || s == d, "reversed rows are copies");
+    let run = runs.map_or(1, |r| r.run as u64);
+    let backwards = runs.is_some_and(|r| r.backwards);
     let mut scalar = Code::default();
     let mut pending = Vec::new();
     let mut jk = "%j".to_string();
@@ -71,24 +70,30 @@ fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, backwards: bool, run: u64) -> Code
         scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
         scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
         scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
-        if run == 1 {
-            scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(s.size)));
+        if run.is_power_of_two() {
+            scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(run * s.size)));
         } else {
             scalar.line(format!("mul.lo.u64 {tmp}, {e}, {};", run * s.size));
         }
         let op = if backwards { "sub" } else { "add" };
         scalar.line(format!("{op}.s64 {sa}, %sr, {tmp};"));
-        if !backwards {
+        if runs.is_none() {
             scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(d.size)));
         }
         scalar.line(format!("add.s64 {da}, %dr, {tmp};"));
         for i in 0..run {
+            // Runs read forwards are reversed, runs read backwards are not.
+            let from = if runs.is_some() && !backwards {
+                run - 1 - i
+            } else {
+                i
+            };
             let x = load_scalar(
                 g,
                 &mut scalar,
                 s,
                 Space::GlobalNc,
-                &addr(&sa, i * s.size),
+                &addr(&sa, from * s.size),
                 pred.as_deref(),
             );
             pending.push((x, addr(&da, i * d.size), pred.clone()));
@@ -154,7 +159,7 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     let mut g = Gen::default();
 
     let (prologue, offsets) = row_frame(&mut g);
-    let scalar = scalar_elements(&mut g, s, d, false, 1);
+    let scalar = scalar_elements(&mut g, s, d, None);
 
     // Units %g + j * team for j < units.
     let units = row_units_per_lane(s, d);
@@ -230,33 +235,49 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     )
 }
 
-/// The reversed row copy of runs of `run` elements (1 or 3) of `s` bytes (`copy_rows_rev_bN`,
-/// `copy_rows_rev3_bN`; template `rows_rev.ptx`): rows of runs forwards in the destination and
-/// backwards in the source, each run's elements in order. A group of `16 / s` runs (`run`
-/// 16-byte vectors) moves in registers: its source bytes loaded as `run` aligned blocks or,
-/// where they are off their alignment, shifted out of `run + 1` (`shift_right`), then its runs
-/// put in reverse order by a fixed permutation of bytes ([`reversed_runs`]).
-pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> String {
+/// The reversed row copy of elements of `s` bytes read as `runs` says (`copy_rows_rev_bN`,
+/// `copy_rows_rev3_bN`: runs of 1 or 3 in reverse order, each in order; `copy_runs_revR_bN`:
+/// runs of R in order, each reversed; template `rows_rev.ptx`). A group of runs that fills
+/// whole 16-byte vectors (one, or three for runs of 3) moves in registers: its source bytes
+/// loaded as aligned blocks or, where they are off their alignment, shifted out of one more
+/// (`shift_right`), then put in place by a fixed permutation of bytes ([`permuted_words`]).
+pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns) -> String {
     const BLOCK: u64 = ROW_BLOCK as u64;
-    assert!(run == 1 || run == 3, "runs of 1 or 3 elements");
-    let v = 16 / s.size;
-    let run_bytes = run * s.size;
-    let group_bytes = 16 * run;
+    let size = s.size as usize;
+    assert!(runs.exists(size), "{runs:?} of {size}-byte elements");
+    let run = runs.run as u64;
+    let run_bytes = runs.run_bytes(size);
+    let group_bytes = runs.group_bytes(size);
+    let per_group = runs.runs_per_group(size);
+    let vectors = group_bytes / 16;
+    let src_op = if runs.backwards { "sub" } else { "add" };
     let mut g = Gen::default();
 
     let (prologue, offsets) = row_frame(&mut g);
-    let scalar = scalar_elements(&mut g, s, s, true, run);
+    let scalar = scalar_elements(&mut g, s, s, Some(runs));
+
+    // Output byte `b` of a group from byte `from(b)` of its source bytes: the runs in reverse
+    // order, each in order; or the runs in order, each reversed.
+    let from = move |b: u64| {
+        let (q, r) = (b / run_bytes, b % run_bytes);
+        if runs.backwards {
+            (per_group - 1 - q) * run_bytes + r
+        } else {
+            let (k, o) = (r / s.size, r % s.size);
+            q * run_bytes + (run - 1 - k) * s.size + o
+        }
+    };
 
     // Groups %g + j * team for j < units; group j's source bytes lie j * team * group_bytes
-    // bytes below the first's.
+    // bytes further (`add`) or back (`sub`) than the first's.
     let units = row_units_per_lane(s, s);
     let mut body = Code::default();
     let preds = unit_preds(&mut g, &mut body, units);
-    let (saddrs, daddrs) = unit_addrs(&mut g, &mut body, units, "sub");
+    let (saddrs, daddrs) = unit_addrs(&mut g, &mut body, units, src_op);
     let loaded: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
-            let w: Vec<String> = (0..4 * run).map(|_| g.reg(Class::B32)).collect();
-            for h in 0..run as usize {
+            let w: Vec<String> = (0..4 * vectors).map(|_| g.reg(Class::B32)).collect();
+            for h in 0..vectors as usize {
                 body.line(format!(
                     "{}ld.global.nc.v4.u32 {{{}}}, {};",
                     pfx(preds[j].as_deref()),
@@ -268,16 +289,16 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> 
         })
         .collect();
     for (j, w) in loaded.iter().enumerate() {
-        let out = reversed_runs(&mut g, &mut body, w, run_bytes);
+        let out = permuted_words(&mut g, &mut body, w, &from);
         store_group(&mut body, &out, &daddrs[j], preds[j].as_deref());
     }
 
     // The same groups where their source bytes start `%m32` past a 16-byte boundary: each
-    // from the `run + 1` aligned blocks that cover them (all loads first), shifted right by
+    // from the aligned blocks that cover them, one more (all loads first), shifted right by
     // `%m32`.
     let mut shifted = Code::default();
     let spreds = unit_preds(&mut g, &mut shifted, units);
-    let (sats, dests) = unit_addrs(&mut g, &mut shifted, units, "sub");
+    let (sats, dests) = unit_addrs(&mut g, &mut shifted, units, src_op);
     let sbase: Vec<String> = sats
         .iter()
         .map(|at| {
@@ -288,8 +309,8 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> 
         .collect();
     let blocks: Vec<Vec<String>> = (0..units as usize)
         .map(|j| {
-            let w: Vec<String> = (0..4 * (run + 1)).map(|_| g.reg(Class::B32)).collect();
-            for h in 0..run as usize + 1 {
+            let w: Vec<String> = (0..4 * (vectors + 1)).map(|_| g.reg(Class::B32)).collect();
+            for h in 0..vectors as usize + 1 {
                 shifted.line(format!(
                     "{}ld.global.nc.v4.u32 {{{}}}, [{}+{}];",
                     pfx(spreds[j].as_deref()),
@@ -302,10 +323,10 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> 
         })
         .collect();
     for (j, w) in blocks.iter().enumerate() {
-        let bytes: Vec<String> = (0..run as usize)
+        let bytes: Vec<String> = (0..vectors as usize)
             .flat_map(|h| shift_right(&mut g, &mut shifted, &w[4 * h..4 * h + 8], "%m32", false))
             .collect();
-        let out = reversed_runs(&mut g, &mut shifted, &bytes, run_bytes);
+        let out = permuted_words(&mut g, &mut shifted, &bytes, &from);
         store_group(&mut shifted, &out, &dests[j], spreds[j].as_deref());
     }
 
@@ -319,15 +340,50 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> 
     };
     let (run_op, run_scale) = scale(run_bytes);
     let (group_op, group_scale) = scale(group_bytes);
-    // head in runs: the elements until the destination's boundary times the inverse of `run`
-    // modulo `16 / s` (11 is 3's inverse modulo 16 and so modulo every power of two up to 16).
-    let head_runs = if run == 1 {
-        String::new()
+
+    // head in runs (the elements until the destination's boundary divided by the run, or for
+    // runs of 3 times 11, 3's inverse modulo 16 and so modulo every power of two up to 16);
+    // m from the first byte of group 0's source bytes.
+    let mut head_m = Code::default();
+    head_m.line("neg.s64 %t, %dr;");
+    head_m.line("and.b64 %t, %t, 15;");
+    if run == 3 {
+        head_m.line(format!("shr.u64 %head, %t, {};", log2(s.size)));
+        head_m.line("mul.lo.u64 %head, %head, 11;");
+        head_m.line(format!("and.b64 %head, %head, {};", per_group - 1));
     } else {
-        assert_eq!(run, 3);
+        head_m.line(format!("shr.u64 %head, %t, {};", log2(run_bytes)));
+    }
+    head_m.line(format!("{run_op} %t, %head, {run_scale};"));
+    if runs.backwards {
+        // Group 0's highest run ends where run head does.
+        head_m.line("sub.s64 %t, %sr, %t;");
+        head_m.line(format!("add.s64 %t, %t, {run_bytes};"));
+    } else {
+        head_m.line("add.s64 %t, %sr, %t;");
+    }
+    head_m.line("and.b64 %m, %t, 15;");
+    let mut group0 = Code::default();
+    group0.line(format!("{run_op} %t, %head, {run_scale};"));
+    if runs.backwards {
+        group0.line("sub.s64 %gs0, %sr, %t;");
+        group0.line(format!("add.s64 %gs0, %gs0, {run_bytes};"));
+        group0.line(format!("sub.s64 %gs0, %gs0, {group_bytes};"));
+    } else {
+        group0.line("add.s64 %gs0, %sr, %t;");
+    }
+
+    let order = if runs.backwards {
         format!(
-            "\tmul.lo.u64 %head, %head, 11;\n\tand.b64 %head, %head, {};\n",
-            v - 1
+            "the run at src + (os - {run} * i) * {}, its elements in order: the runs go \
+             forwards in the destination and backwards in the source, from the source's run \
+             zero",
+            s.size
+        )
+    } else {
+        format!(
+            "the run at src + (os + {run} * i) * {}, its elements in reverse order",
+            s.size
         )
     };
     t.render(
@@ -344,16 +400,16 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, run: u64) -> 
             ("S", s.size.to_string()),
             ("SHIFT", log2(s.size).to_string()),
             ("RUN", run.to_string()),
-            ("RB", run_bytes.to_string()),
+            ("ORDER", order),
             ("GB", group_bytes.to_string()),
-            ("RUN_OP", run_op.to_string()),
-            ("RUN_SCALE", run_scale.to_string()),
             ("GROUP_OP", group_op.to_string()),
             ("GROUP_SCALE", group_scale.to_string()),
-            ("HEAD_RUNS", head_runs),
-            ("V", v.to_string()),
-            ("LOG2_V", log2(v).to_string()),
-            ("V_MASK", (v - 1).to_string()),
+            ("SRC_OP", src_op.to_string()),
+            ("HEAD_M", head_m.text()),
+            ("GROUP0", group0.text()),
+            ("V", per_group.to_string()),
+            ("LOG2_V", log2(per_group).to_string()),
+            ("V_MASK", (per_group - 1).to_string()),
             ("UNITS", units.to_string()),
             ("LOG2_UNITS", log2(units).to_string()),
             ("SCALAR", scalar.text()),
@@ -375,16 +431,16 @@ fn store_group(code: &mut Code, out: &[String], at: &str, pred: Option<&str>) {
     }
 }
 
-/// The words of the bytes `w` (`w[0]` lowest) with their runs of `run_bytes` bytes in reverse
-/// order and each run's bytes in order: output byte `b` is byte `(n - 1 - b / run_bytes) *
-/// run_bytes + b % run_bytes` of `w`, `n` the number of runs. A word that is a whole input word
-/// is that register; any other is one `prmt` per two input words it takes bytes of (after the
-/// first), one for bytes of a single word.
-fn reversed_runs(g: &mut Gen, c: &mut Code, w: &[String], run_bytes: u64) -> Vec<String> {
-    let total = 4 * w.len() as u64;
-    assert_eq!(total % run_bytes, 0, "whole runs");
-    let n = total / run_bytes;
-    let from = |b: u64| (n - 1 - b / run_bytes) * run_bytes + b % run_bytes;
+/// The words of bytes `from(b)` of the bytes `w` (`w[0]` lowest) for every byte `b`: a word
+/// that is a whole input word is that register; any other is one `prmt` for the first two
+/// input words it takes bytes of, one more for each further word, or one for the bytes of a
+/// single word.
+fn permuted_words(
+    g: &mut Gen,
+    c: &mut Code,
+    w: &[String],
+    from: &dyn Fn(u64) -> u64,
+) -> Vec<String> {
     (0..w.len() as u64)
         .map(|k| {
             let src: Vec<u64> = (4 * k..4 * k + 4).map(from).collect();

@@ -18,7 +18,12 @@ fn block_size(k: Kernel) -> Option<usize> {
         Kind::Strided32 => Some(size_of::<StridedArgs32>()),
         Kind::Strided64 => Some(size_of::<StridedArgs64>()),
         Kind::Transpose => Some(size_of::<TransposeArgs>()),
-        Kind::Rows | Kind::RowsRev | Kind::RowsRev3 => Some(size_of::<RowArgs>()),
+        Kind::Rows
+        | Kind::RowsRev
+        | Kind::RowsRev3
+        | Kind::RunsRev2
+        | Kind::RunsRev3
+        | Kind::RunsRev4 => Some(size_of::<RowArgs>()),
         Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow => {
             Some(size_of::<crate::abi::TiledArgs>())
         }

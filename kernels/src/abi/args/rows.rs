@@ -72,28 +72,100 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
     )
 }
 
-/// The `head` a reversed row kernel (`copy_rows_rev_bN`, `copy_rows_rev3_bN`) uses for a row
-/// of runs of `run` elements (1 or 3) of `size` bytes whose first destination run is at `dst`
-/// and whose source run zero (its highest) is at `src`, and the misalignment `m` of its groups'
-/// source bytes, computed like the kernels do. `head` is the number of runs before the
-/// destination reaches a 16-byte boundary (for runs of 3, the elements to that boundary times
-/// 11, 3's inverse modulo 16, modulo `16 / size`); `m` is how far the source bytes of the first
-/// group (`16 / size` runs, the highest ending where run `head` ends) start past a 16-byte
-/// boundary. Where `m` is not 0, each group's source bytes are shifted out of the aligned
-/// blocks that cover them, `head` takes `16 / size` more runs, so that the upper block of the
-/// first group ends below the row's top, and the kernel takes one group fewer at the row's end
-/// (its runs go to the tail), so that the lower block of the last starts above the row's
-/// lowest byte. `head` is never more than `row_len`.
-pub fn row_rev_head(dst: u64, src: u64, size: usize, run: usize, row_len: u64) -> (u64, u64) {
-    let v = CONTIG_ALIGN / size as u64;
+/// How a reversed row kernel ([`RowArgs`]) reads a row: as runs of `run` elements, either
+/// the runs in reverse order with each run's elements in order (`backwards`: a row read
+/// backwards, or images with their channels last flipped left-right), or the runs in order
+/// with each run's elements reversed (images with their channels reversed, `x[..., ::-1]`).
+/// Each kernel moves groups of runs whose bytes fill whole 16-byte vectors on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowRuns {
+    /// Elements per run: 1 or 3 `backwards`, 2, 3 or 4 otherwise.
+    pub run: usize,
+    /// The runs in reverse order (each in order), else each run reversed (the runs in order).
+    pub backwards: bool,
+}
+
+impl RowRuns {
+    /// Every reversed row form that has kernels.
+    pub const ALL: [RowRuns; 5] = [
+        RowRuns::new(1, true),
+        RowRuns::new(3, true),
+        RowRuns::new(2, false),
+        RowRuns::new(3, false),
+        RowRuns::new(4, false),
+    ];
+
+    /// Runs of `run` elements, in reverse order (`backwards`) or each reversed.
+    pub const fn new(run: usize, backwards: bool) -> RowRuns {
+        RowRuns { run, backwards }
+    }
+
+    /// Whether kernels exist for elements of `size` bytes: runs of at most 16 bytes when the
+    /// run is a power of two (a group is one vector), any size for runs of 3 (a group is three).
+    pub const fn exists(self, size: usize) -> bool {
+        let known = matches!((self.run, self.backwards), (1 | 3, true) | (2..=4, false));
+        known
+            && matches!(size, 1 | 2 | 4 | 8)
+            && (self.run == 3 || self.run * size <= CONTIG_ALIGN as usize)
+    }
+
+    /// Bytes of a run of elements of `size` bytes.
+    pub const fn run_bytes(self, size: usize) -> u64 {
+        (self.run * size) as u64
+    }
+
+    /// Bytes of a group: the least multiple of 16 that holds whole runs (16, or 48 for runs
+    /// of 3).
+    pub const fn group_bytes(self, size: usize) -> u64 {
+        if self.run_bytes(size) % 3 == 0 {
+            3 * CONTIG_ALIGN
+        } else {
+            CONTIG_ALIGN
+        }
+    }
+
+    /// Runs in a group (a power of two).
+    pub const fn runs_per_group(self, size: usize) -> u64 {
+        self.group_bytes(size) / self.run_bytes(size)
+    }
+
+    /// The element size that [`row_team_shift`] and [`row_grid`] count a row's groups by: the
+    /// size whose 16-byte vectors hold as many elements as a group holds runs.
+    pub const fn grid_size(self, size: usize) -> usize {
+        (CONTIG_ALIGN / self.runs_per_group(size)) as usize
+    }
+}
+
+/// The `head` a reversed row kernel uses for a row of runs read as `runs` says, of elements of
+/// `size` bytes, whose first destination run is at `dst` and whose source run zero is at `src`
+/// (its lowest byte), and the misalignment `m` of its groups' source bytes, computed like the
+/// kernels do. `head` is the number of runs before the destination reaches a 16-byte boundary
+/// (the elements to that boundary divided by the run, or for runs of 3 times 11, 3's inverse
+/// modulo 16, modulo the runs of a group; the destination must be aligned to the run's bytes
+/// where they divide 16); `m` is how far the source bytes of the first group start past a
+/// 16-byte boundary. Where `m` is not 0, each group's source bytes are shifted out of the
+/// aligned blocks that cover them (one more), `head` takes one group's runs more, so that the
+/// blocks of the first group stay inside the row, and the kernel takes one group fewer at the
+/// row's end (its runs go to the tail), so that the blocks of the last do. `head` is never more
+/// than `row_len`.
+pub fn row_rev_head(dst: u64, src: u64, size: usize, runs: RowRuns, row_len: u64) -> (u64, u64) {
+    let per_group = runs.runs_per_group(size);
     let elems = (dst.wrapping_neg() % CONTIG_ALIGN) / size as u64;
-    let head = if run == 1 { elems } else { elems * 11 % v };
-    let run_bytes = (run * size) as u64;
-    let end = src
-        .wrapping_add(run_bytes)
-        .wrapping_sub(head.wrapping_mul(run_bytes));
-    let m = end % CONTIG_ALIGN;
-    let head = if m == 0 { head } else { head + v };
+    let head = if runs.run == 3 {
+        elems * 11 % per_group
+    } else {
+        elems / runs.run as u64
+    };
+    let run_bytes = runs.run_bytes(size);
+    let first = if runs.backwards {
+        // The group's highest run ends where run `head` does.
+        src.wrapping_add(run_bytes)
+            .wrapping_sub(head.wrapping_mul(run_bytes))
+    } else {
+        src.wrapping_add(head.wrapping_mul(run_bytes))
+    };
+    let m = first % CONTIG_ALIGN;
+    let head = if m == 0 { head } else { head + per_group };
     (head.min(row_len), m)
 }
 
