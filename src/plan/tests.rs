@@ -584,16 +584,9 @@ pub(super) fn permuted_layout(
     shape: &[usize],
     perm: &[usize],
 ) -> (Vec<usize>, Vec<isize>, Vec<isize>) {
-    let contiguous = |shape: &[usize]| {
-        let mut strides = vec![1isize; shape.len()];
-        for k in (0..shape.len().saturating_sub(1)).rev() {
-            strides[k] = strides[k + 1] * shape[k + 1] as isize;
-        }
-        strides
-    };
-    let src = contiguous(shape);
+    let src = c_strides(shape);
     let out: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
-    let dst = contiguous(&out);
+    let dst = c_strides(&out);
     (out, dst, perm.iter().map(|&a| src[a]).collect())
 }
 
@@ -2262,15 +2255,6 @@ fn narrow_axes_take_the_tiled_plans() {
 )]
 fn shifted_narrow_plans_of_odd_planes() {
     use DType::*;
-    let contiguous = |shape: &[usize]| -> Vec<isize> {
-        let mut st = vec![0isize; shape.len()];
-        let mut acc = 1isize;
-        for i in (0..shape.len()).rev() {
-            st[i] = acc;
-            acc *= shape[i] as isize;
-        }
-        st
-    };
     let mut shifted = [0usize; 2];
     for c in [2usize, 3, 4, 5, 8, 13, 16] {
         for (n, h, w, skip, first) in [
@@ -2284,14 +2268,14 @@ fn shifted_narrow_plans_of_odd_planes() {
                 // The base array, the view's shape and strides over its axes, element zero.
                 let (base, axes, perm, off) = if join {
                     let base = [n, c + skip, h, w + first];
-                    let cs = contiguous(&base);
+                    let cs = c_strides(&base);
                     let ch = if reverse { skip + c - 1 } else { skip };
                     let s1 = if reverse { -cs[1] } else { cs[1] };
                     let off = ch as isize * cs[1] + first as isize * cs[3];
                     (base, [cs[0], s1, cs[2], cs[3]], [0, 2, 3, 1], off)
                 } else {
                     let base = [n, h + skip, w + first, c];
-                    let cs = contiguous(&base);
+                    let cs = c_strides(&base);
                     let s3 = if reverse { -cs[3] } else { cs[3] };
                     let ch = if reverse { c - 1 } else { 0 };
                     let off = skip as isize * cs[1] + first as isize * cs[2] + ch as isize;
@@ -2300,7 +2284,7 @@ fn shifted_narrow_plans_of_odd_planes() {
                 let view = if join { [n, c, h, w] } else { [n, h, w, c] };
                 let shape: Vec<usize> = perm.iter().map(|&a| view[a]).collect();
                 let src: Vec<isize> = perm.iter().map(|&a| axes[a]).collect();
-                let dst = contiguous(&shape);
+                let dst = c_strides(&shape);
                 for t in [U8, F16, F32, F64] {
                     let size = t.size();
                     let soff = (off * size as isize) as u64;
@@ -2520,6 +2504,26 @@ fn integer_casts_of_one_size_take_the_copy_paths() {
     }
 }
 
+/// The strides of a contiguous array of `shape` in standard (row-major) order.
+fn c_strides(shape: &[usize]) -> Vec<isize> {
+    let mut st = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for i in (0..shape.len()).rev() {
+        st[i] = acc;
+        acc *= shape[i] as isize;
+    }
+    st
+}
+
+/// [`run_case_with`] of a copy of `t` into a contiguous destination `dst_off` bytes into its
+/// array, from a source of `src` strides `src_off` bytes into its array, with the launcher's
+/// grid and the default options.
+fn same_type_case(shape: &[usize], dst_off: u64, src: &[isize], src_off: u64, t: DType) -> Plan {
+    let dst = c_strides(shape);
+    let opt = PlanOptions::default();
+    run_case_with(shape, &dst, dst_off, t, src, src_off, t, None, opt)
+}
+
 /// Views whose runs of 2 to 4 elements are each read backwards, the runs in order (pairs
 /// swapped, images with their 3 or 4 channels reversed, RGB <-> BGR, also flipped upside
 /// down) take the kernels of reversed runs and match the reference, for every element size,
@@ -2534,15 +2538,6 @@ fn integer_casts_of_one_size_take_the_copy_paths() {
 )]
 fn reversed_runs_take_the_kernels_of_reversed_runs() {
     use DType::*;
-    let contiguous = |shape: &[usize]| -> Vec<isize> {
-        let mut st = vec![0isize; shape.len()];
-        let mut acc = 1isize;
-        for i in (0..shape.len()).rev() {
-            st[i] = acc;
-            acc *= shape[i] as isize;
-        }
-        st
-    };
     let mut n = 0;
     // (shape, axes read backwards, source strides multiplied per axis)
     let layouts: [(&[usize], &[usize], &[isize]); 8] = [
@@ -2562,29 +2557,18 @@ fn reversed_runs_take_the_kernels_of_reversed_runs() {
         for t in [U8, F16, F32, F64] {
             let size = t.size();
             for off in [0usize, 1, 2] {
-                let st = contiguous(shape);
                 // The source's array: the view's, wider where spaced.
                 let mut base: Vec<usize> = shape.to_vec();
                 for (b, &k) in base.iter_mut().zip(spaced) {
                     *b *= k as usize;
                 }
-                let bst = contiguous(&base);
+                let bst = c_strides(&base);
                 let mut src: Vec<isize> = bst.iter().zip(spaced).map(|(s, k)| s * k).collect();
                 for &a in flip {
                     src[a] = -src[a];
                 }
                 let soff = ((n % 3) * size) as u64;
-                let p = run_case_with(
-                    shape,
-                    &st,
-                    (off * size) as u64,
-                    t,
-                    &src,
-                    soff,
-                    t,
-                    None,
-                    PlanOptions::default(),
-                );
+                let p = same_type_case(shape, (off * size) as u64, &src, soff, t);
                 let what = format!("{shape:?} flip {flip:?} {t} off {off}: {}", p.kernel_path());
                 let run_bytes = c * size;
                 let fits = (c == 3 || (2..=4).contains(&c) && run_bytes <= 16)
@@ -2621,15 +2605,6 @@ fn reversed_runs_take_the_kernels_of_reversed_runs() {
 )]
 fn reversed_rows_take_the_reversed_row_kernel() {
     use DType::*;
-    let contiguous = |shape: &[usize]| -> Vec<isize> {
-        let mut st = vec![0isize; shape.len()];
-        let mut acc = 1isize;
-        for i in (0..shape.len()).rev() {
-            st[i] = acc;
-            acc *= shape[i] as isize;
-        }
-        st
-    };
     let mut n = 0;
     // (shape, axes read backwards, the reversed row kernel's element size and run per element
     // size: size 0 where another kernel takes it)
@@ -2664,25 +2639,14 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         for t in [U8, F16, F32, F64] {
             let size = t.size();
             for off in [0usize, 1, 3] {
-                let st = contiguous(shape);
-                let mut src = st.clone();
+                let mut src = c_strides(shape);
                 for &a in flip {
                     src[a] = -src[a];
                 }
                 // The source one element further into its array now and then, the destination
                 // off by `off` elements.
                 let soff = ((n % 2) * size) as u64;
-                let p = run_case_with(
-                    shape,
-                    &st,
-                    (off * size) as u64,
-                    t,
-                    &src,
-                    soff,
-                    t,
-                    None,
-                    PlanOptions::default(),
-                );
+                let p = same_type_case(shape, (off * size) as u64, &src, soff, t);
                 let what = format!("{shape:?} flip {flip:?} {t} off {off}: {}", p.kernel_path());
                 // Runs that move as one element need both operands aligned to them.
                 let (w, run) = want(size);
@@ -2708,31 +2672,11 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         }
     }
     // A run of 4 u8 channels of a source off the run's alignment: no wide elements.
-    let st = contiguous(&[9, 40, 4]);
+    let st = c_strides(&[9, 40, 4]);
     let src = [st[0], -st[1], st[2]];
-    let p = run_case_with(
-        &[9, 40, 4],
-        &st,
-        0,
-        U8,
-        &src,
-        1,
-        U8,
-        None,
-        PlanOptions::default(),
-    );
+    let p = same_type_case(&[9, 40, 4], 0, &src, 1, U8);
     assert_ne!(p.kernel_path(), "rows_rev");
     // Rows of fewer bytes than a vector stay on the other kernels.
-    let p = run_case_with(
-        &[7],
-        &[1],
-        0,
-        U8,
-        &[-1],
-        0,
-        U8,
-        None,
-        PlanOptions::default(),
-    );
+    let p = same_type_case(&[7], 0, &[-1], 0, U8);
     assert_ne!(p.kernel_path(), "rows_rev");
 }

@@ -95,10 +95,10 @@ fn layouts() -> Vec<Layout> {
                 continue;
             }
             let u = unit as u64;
-            // Runs each reversed: of at most 16 bytes, but for runs of 3; the destination on
-            // the alignment of runs of 2 and 4.
             let c = shape[shape.len() - 1] as u64;
-            if runs_reversed(name) {
+            let kinds = if runs_reversed(name) {
+                // Runs each reversed: of at most 16 bytes, but for runs of 3; the destination
+                // on the alignment of runs of 2 and 4.
                 if c != 3 && c * u > 16 {
                     continue;
                 }
@@ -109,32 +109,23 @@ fn layouts() -> Vec<Layout> {
                 } else {
                     kinds.push(("r", c * u % 16, 7 * u % 16));
                 }
-                for (kind, dst_mis, end_mis) in kinds {
-                    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-                    all.push(Layout {
-                        name: format!("{name}/{}/b{size}/{kind}", dims.join("x")),
-                        shape: shape.to_vec(),
-                        flip: flip.to_vec(),
-                        size,
-                        dst_mis,
-                        end_mis,
-                    });
+                kinds
+            } else {
+                // Aligned; a destination off by a unit and a source that ends as far before a
+                // boundary (vectors after a head); a source that ends a unit past one (vectors
+                // shifted out of aligned blocks). Runs of 3 units: more pairs of offsets,
+                // since their head depends on the destination's offset times 3's inverse.
+                let mut kinds = vec![("a", 0, 0), ("h", u, (16 - u) % 16)];
+                if unit == size || c % 3 == 0 {
+                    kinds.push(("s", 0, u));
                 }
-                continue;
-            }
-            // Aligned; a destination off by a unit and a source that ends as far before a
-            // boundary (vectors after a head); a source that ends a unit past one (vectors
-            // shifted out of aligned blocks). Runs of 3 units: more pairs of offsets, since
-            // their head depends on the destination's offset times 3's inverse.
-            let mut kinds = vec![("a", 0, 0), ("h", u, (16 - u) % 16)];
-            if unit == size || shape[shape.len() - 1] % 3 == 0 {
-                kinds.push(("s", 0, u));
-            }
-            if shape[shape.len() - 1] % 3 == 0 {
-                kinds.push(("d", u, 0));
-                kinds.push(("x", 3 * u % 16, 5 * u % 16));
-                kinds.push(("y", 7 * u % 16, 11 * u % 16));
-            }
+                if c % 3 == 0 {
+                    kinds.push(("d", u, 0));
+                    kinds.push(("x", 3 * u % 16, 5 * u % 16));
+                    kinds.push(("y", 7 * u % 16, 11 * u % 16));
+                }
+                kinds
+            };
             for (kind, dst_mis, end_mis) in kinds {
                 let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
                 all.push(Layout {
