@@ -566,8 +566,8 @@ fn overlapping_operands_are_refused_or_correct() {
     assert_eq!(e.kind(), &ErrorKind::ShapeMismatch, "{e}");
 }
 
-/// One tensor of more than 2^32 elements (4.5 GiB of u8): fills and a reversed copy, which need
-/// 64-bit indexing.
+/// One tensor of more than 2^32 elements (4.5 GiB of u8): fills, a reversed copy, pixels of 3
+/// channels reversed and with their channels reversed, which need 64-bit indexing.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn more_than_2_pow_32_elements() {
@@ -611,6 +611,31 @@ fn more_than_2_pow_32_elements() {
     )
     .unwrap();
     assert_eq!(path, "permute_words");
+    // Pixels of 3 channels read right to left (runs of 3 in reverse order) and with their
+    // channels reversed (runs each reversed): the reversed row kernels' other forms, at byte
+    // offsets past 2^32.
+    let m = n / 3;
+    let px = a
+        .view()
+        .slice(s![..m * 3])
+        .into_shape_with_order((m, 3))
+        .unwrap();
+    let mut forms = Vec::new();
+    for (src, want) in [
+        (px.slice(s![..;-1, ..]), "rows_rev3"),
+        (px.slice(s![.., ..;-1]), "runs_rev"),
+    ] {
+        let mut out = DeviceArray::<u8, _>::zeros(&stream, (m, 3)).unwrap();
+        let path = devspan::internals::assign_cast_steered(
+            &mut out.view_mut(),
+            &stream,
+            &src,
+            devspan::internals::Steer::Default,
+        )
+        .unwrap();
+        assert_eq!(path, want);
+        forms.push(out);
+    }
     let h = rev.to_host_on(&stream).unwrap();
     let expect = |i: usize| -> u8 {
         if i >= n - 1000 && (n - 1 - i) % 3 == 0 {
@@ -628,6 +653,22 @@ fn more_than_2_pow_32_elements() {
         .chain(h.iter().enumerate().rev().take(5000))
     {
         assert_eq!(x, expect(n - 1 - j), "reversed element {j}");
+    }
+    let (hf, hb) = (
+        forms[0].to_host_on(&stream).unwrap(),
+        forms[1].to_host_on(&stream).unwrap(),
+    );
+    let samples = (0..m).step_by(1_000_003).chain(m - 3000..m).chain(0..3000);
+    for i in samples {
+        for c in 0..3 {
+            let flipped = (m - 1 - i) * 3 + c;
+            assert_eq!(hf[(i, c)], expect(flipped), "pixels reversed ({i}, {c})");
+            assert_eq!(
+                hb[(i, c)],
+                expect(3 * i + 2 - c),
+                "channels reversed ({i}, {c})"
+            );
+        }
     }
     let ht = t.to_host_on(&stream).unwrap();
     let hw = wide.to_host_on(&stream).unwrap();
