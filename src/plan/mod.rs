@@ -505,9 +505,9 @@ fn row_args(
 ///   outer axes (runs of 1, read backwards);
 /// - is a run of `c` elements forwards on both sides whose axis 1 runs those runs backwards
 ///   (strides `c` and `-c`), with every other stride a multiple of the elements that move as
-///   one, and both operands aligned to them: for `c` x the element size 2, 4 or 8 bytes the
-///   runs move as elements of that size (runs of 1), for `c` x the element size 3 x 1, 2, 4
-///   or 8 bytes as runs of 3 elements of that size (read backwards);
+///   one, and both operands aligned to them: for `c` x the element size 3 x 1, 2, 4 or 8
+///   bytes as runs of 3 elements of that size (read backwards; runs of 2, 4 or 8 bytes come
+///   here as elements of their size, from [`grouped_runs`]);
 /// - is a run of 2, 3 or 4 elements read backwards in the source (stride -1) whose axis 1
 ///   runs those runs forwards (strides `c` and `c`): runs in order, each reversed, of at most
 ///   16 bytes (any size for runs of 3); the destination's rows must start aligned to the
@@ -552,7 +552,8 @@ fn rows_rev_args(
     rows_rev_finish(axes, dst, src, elem, k, runs)
 }
 
-/// [`rows_rev_args`] of rows read backwards: runs of 1 or 3 elements in reverse order.
+/// [`rows_rev_args`] of rows read backwards: elements, or runs of 3 elements, in reverse
+/// order.
 fn rows_rev_args_backwards(
     a: &[PAxis],
     dst: u64,
@@ -563,13 +564,13 @@ fn rows_rev_args_backwards(
     let (axes, elem, k, run): (&[PAxis], DType, usize, usize) = match a.first()? {
         x if x.dst == 1 && x.src == -1 => (a, elem, 1, 1),
         x if x.dst == 1 && x.src == 1 && a.len() >= 2 => {
+            // Runs of 2, 4 or 8 bytes are elements of their size by now (`grouped_runs`).
             let c = x.len;
             let wide = c.checked_mul(size)?;
-            let (run, unit) = if wide % 3 == 0 {
-                (3, wide / 3)
-            } else {
-                (1, wide)
-            };
+            if wide % 3 != 0 {
+                return None;
+            }
+            let unit = wide / 3;
             let t = match unit {
                 1 => DType::U8,
                 2 => DType::U16,
@@ -589,7 +590,7 @@ fn rows_rev_args_backwards(
             if !(y.dst == ci && y.src == -ci && aligned && divides) {
                 return None;
             }
-            (&a[1..], t, k, run)
+            (&a[1..], t, k, 3)
         }
         _ => return None,
     };
@@ -627,6 +628,39 @@ fn rows_rev_finish(
     let g = runs.grid_size(s);
     let args = RowArgs::new(dst, src, row_len, &shape, &ds, &ss, g, g)?;
     Some((args, elem, runs))
+}
+
+/// The layout of a copy of `size`-byte elements whose normalised axis 0 is a run of `c`
+/// elements contiguous on both sides (strides 1 and 1) of 2, 4 or 8 bytes, with the run as
+/// one element: its type (`U16`, `U32`, `U64`), and the shape and strides of the other axes in
+/// runs. `None` unless both operands (`dst`, `src`: their element zero) are aligned to the run
+/// and every other stride is a multiple of `c`. The grouped layout has no such run on axis 0:
+/// an axis that would be one would have merged with the run.
+type Grouped = (DType, Vec<usize>, Vec<isize>, Vec<isize>);
+fn grouped_runs(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<Grouped> {
+    let (first, rest) = norm.axes.split_first()?;
+    if first.dst != 1 || first.src != 1 || rest.is_empty() {
+        return None;
+    }
+    let c = first.len;
+    let wide = c.checked_mul(size)?;
+    let elem = match wide {
+        2 => DType::U16,
+        4 => DType::U32,
+        8 => DType::U64,
+        _ => return None,
+    };
+    let ci = c as isize;
+    let divides = rest.iter().all(|x| x.dst % ci == 0 && x.src % ci == 0);
+    if !divides || dst % wide as u64 != 0 || src % wide as u64 != 0 {
+        return None;
+    }
+    Some((
+        elem,
+        rest.iter().map(|x| x.len).collect(),
+        rest.iter().map(|x| x.dst / ci).collect(),
+        rest.iter().map(|x| x.src / ci).collect(),
+    ))
 }
 
 /// Minimum extent of both tile axes for the transpose path.
@@ -680,6 +714,15 @@ pub(crate) fn plan_copy(
             });
         }
     }
+    // Runs of 2, 4 or 8 bytes contiguous on both sides (pairs of f32 for complex numbers,
+    // pixels of 4 u8 channels) are copied as elements of their size, one axis fewer, so that
+    // every path moves them whole (a transposed matrix of such runs is a transpose).
+    if same
+        && r >= 2
+        && let Some((elem, shape, dst_strides, src_strides)) = grouped_runs(&norm, d, s, ss)
+    {
+        return plan_copy(d, &dst_strides, elem, s, &src_strides, elem, &shape, opt);
+    }
     // Tiled: every layout of more than `MAX_RANK` axes, and by default the permutations that
     // put a narrow axis first on either side, whose tiles of one or two axes per side would be
     // thin; the rank-generic strided kernel takes what the tiled kernels cannot.
@@ -705,8 +748,9 @@ pub(crate) fn plan_copy(
         return Ok(Plan::Permute { args, from, to });
     }
     // Reversed rows: the destination's fastest axis read backwards in the source, runs of it
-    // read in reverse order, or runs each read backwards. Before the rows: a run of 24 bytes (3 x 8) is long enough for
-    // a row of its own, but the reversed rows move whole rows of such runs, 48 bytes a group.
+    // read in reverse order, or runs each read backwards. Before the rows: a run of 24 bytes
+    // (3 x 8) is long enough for a row of its own, but the reversed rows move whole rows of
+    // such runs, 48 bytes a group.
     if same
         && !opt.no_rows
         && let Some((args, elem, runs)) = rows_rev_args(&norm, d, s, from)

@@ -2524,6 +2524,84 @@ fn same_type_case(shape: &[usize], dst_off: u64, src: &[isize], src_off: u64, t:
     run_case_with(shape, &dst, dst_off, t, src, src_off, t, None, opt)
 }
 
+/// The element type a copy plan moves (the source's), if it moves elements.
+fn moved_type(p: &Plan) -> Option<DType> {
+    match *p {
+        Plan::Contig { from, .. }
+        | Plan::Strided32 { from, .. }
+        | Plan::Strided64 { from, .. }
+        | Plan::Transpose { from, .. }
+        | Plan::Rows { from, .. }
+        | Plan::Permute { from, .. }
+        | Plan::Tiled { from, .. }
+        | Plan::StridedN { from, .. } => Some(from),
+        Plan::RowsRev { elem, .. } => Some(elem),
+        _ => None,
+    }
+}
+
+/// Copies of runs of 2, 4 or 8 bytes contiguous on both sides (complex numbers as pairs of
+/// f32 or f16, pixels of 2 or 4 u8 channels), permuted, transposed, sliced or read backwards
+/// along the other axes, move the runs as elements of their size when both operands are
+/// aligned to them (a transposed matrix of complex numbers is a transpose of 8-byte elements,
+/// not a gather of 4-byte ones), and match the reference; runs of 3 or 16 bytes, operands off
+/// the run's alignment and casts keep their element types.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
+    use DType::*;
+    let mut n = 0;
+    // (array, permutation of its axes, slice step per view axis; the last axis is the run)
+    let layouts: [(&[usize], &[usize], &[isize]); 6] = [
+        (&[64, 96, 2], &[1, 0, 2], &[1, 1, 1]),
+        (&[33, 70, 4], &[1, 0, 2], &[1, 1, 1]),
+        (&[5, 17, 9, 2], &[2, 0, 1, 3], &[1, 1, 1, 1]),
+        (&[40, 50, 2], &[1, 0, 2], &[-1, 2, 1]),
+        (&[40, 50, 4], &[0, 1, 2], &[3, -1, 1]),
+        (&[40, 50, 3], &[1, 0, 2], &[1, 1, 1]),
+    ];
+    for (base, perm, steps) in layouts {
+        for t in [U8, F16, F32, F64] {
+            for (off, cast) in [(0usize, false), (1, false), (0, true)] {
+                let size = t.size();
+                let bst = c_strides(base);
+                // The view: the array's axes permuted, then sliced with `steps` (a negative
+                // step starts at the far end).
+                let shape: Vec<usize> = perm
+                    .iter()
+                    .zip(steps)
+                    .map(|(&a, &k)| base[a].div_ceil(k.unsigned_abs()))
+                    .collect();
+                let src: Vec<isize> = perm.iter().zip(steps).map(|(&a, &k)| bst[a] * k).collect();
+                let to = if cast { F64 } else { t };
+                let dst = c_strides(&shape);
+                let opt = PlanOptions::default();
+                let soff = (off * size) as u64;
+                let p = run_case_with(&shape, &dst, 0, to, &src, soff, t, None, opt);
+                let c = base[base.len() - 1];
+                let wide = c * size;
+                let grouped = !cast && off * size % wide == 0 && [2, 4, 8].contains(&wide);
+                let what = format!(
+                    "{base:?} perm {perm:?} steps {steps:?} {t} off {off} cast {cast}: {} {:?}",
+                    p.kernel_path(),
+                    moved_type(&p)
+                );
+                let moved = moved_type(&p).map(|m| m.size());
+                if grouped {
+                    assert_eq!(moved, Some(wide), "{what}");
+                } else if !cast {
+                    assert_ne!(moved, Some(wide), "{what}");
+                }
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 6 * 4 * 3);
+}
+
 /// Views whose runs of 2 to 4 elements are each read backwards, the runs in order (pairs
 /// swapped, images with their 3 or 4 channels reversed, RGB <-> BGR, also flipped upside
 /// down) take the kernels of reversed runs and match the reference, for every element size,

@@ -1771,6 +1771,49 @@ fn every_steering_gives_the_same_result() {
     );
 }
 
+/// Copies of runs of 2, 4 or 8 bytes contiguous on both sides (complex numbers as pairs of f32
+/// or f16, pixels of 2 or 4 u8 channels) transposed, permuted, sliced and read backwards along
+/// the other axes move the runs as elements of their size (a transpose of complex numbers is a
+/// transpose, not the strided gather), for each same-type operation, against ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    // (array, permutation, the run's element size, slices of the other axes)
+    let layouts: [(&[usize], Vec<usize>, usize, bool); 6] = [
+        (&[600, 500, 2], vec![1, 0, 2], 4, false),
+        (&[600, 500, 2], vec![1, 0, 2], 2, true),
+        (&[500, 300, 4], vec![1, 0, 2], 1, false),
+        (&[9, 70, 60, 2], vec![2, 0, 1, 3], 4, false),
+        (&[130, 70, 2], vec![1, 0, 2], 1, true),
+        (&[1 << 10, 1 << 9, 4], vec![1, 0, 2], 2, false),
+    ];
+    for (base, perm, size, sliced) in layouts {
+        let rank = base.len();
+        let mut src = Src::permuted(base, perm);
+        if sliced {
+            src.slice[0] = step(1, None, -2);
+            src.slice[1] = step(0, None, 3);
+        }
+        let dst = Dst::contiguous(&src.shape());
+        for which in 0..4 {
+            index += 1;
+            let seed = case_seed(0xa7f, index);
+            let p = &mut paths;
+            let path = match size {
+                1 => same_type_case::<u8>(&stream, seed, which, &src, &dst, p),
+                2 => same_type_case::<f16>(&stream, seed, which, &src, &dst, p),
+                _ => same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
+            };
+            assert_ne!(path, "strided32", "{base:?} {} of {size} bytes", rank);
+        }
+    }
+    println!("runs as wider elements: paths {paths:?}");
+}
+
 /// Views read backwards along their fastest axis (reversed vectors, images flipped
 /// left-right, channels first or, as runs of 2 to 8 bytes or of 3 or 6 channels, last; flipped
 /// both ways; views that start one element into their array, so that vectors are shifted out
