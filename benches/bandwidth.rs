@@ -313,6 +313,19 @@ fn copy_workloads(b: &mut Bench) {
         let ms = b.time(|| b.copy(&mut o, &v, Steer::Default));
         b.record("copy", name.into(), path, 2 * len * 4, ms, Some(target));
     }
+    // The same bytes as complex numbers (pairs of f32), 16384 x 8192, transposed: the pairs
+    // move as 8-byte elements.
+    let c = devspan::interop::view_of(&src, (side, side / 2, 2)).unwrap();
+    let v = c.permuted_axes([1, 0, 2]);
+    let len = v.len();
+    let mut o = devspan::DeviceViewMut::<f32, Ix1>::from(&mut out)
+        .slice_move(s![..len])
+        .into_shape_with_order(v.dim())
+        .unwrap();
+    let path = path_of(&mut o, &v);
+    let ms = b.time(|| b.copy(&mut o, &v, Steer::Default));
+    let name = "transpose of complex f32 16384 x 8192 -> contiguous";
+    b.record("copy", name.into(), path, 2 * len * 4, ms, Some(0.90));
 }
 
 /// Elements of every tensor of the permutation workloads: 1 GiB of f32.
