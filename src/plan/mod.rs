@@ -725,10 +725,13 @@ pub(crate) fn plan_copy(
     }
     // Tiled: every layout of more than `MAX_RANK` axes, and by default the permutations that
     // put a narrow axis first on either side, whose tiles of one or two axes per side would be
-    // thin; the rank-generic strided kernel takes what the tiled kernels cannot.
+    // thin, and those that move runs of a few elements (pixels of 3 channels) whole; the
+    // rank-generic strided kernel takes what the tiled kernels cannot.
     let high_rank = r > MAX_RANK;
-    if (high_rank
-        || (!opt.no_tiled && (opt.prefer_tiled || tiled::has_narrow_side(&norm.axes, NARROW_AXIS))))
+    let narrow = |axes: &[PAxis]| {
+        tiled::has_narrow_side(axes, NARROW_AXIS) || tiled::has_shared_short_run(axes, ss.max(ds))
+    };
+    if (high_rank || (!opt.no_tiled && (opt.prefer_tiled || narrow(&norm.axes))))
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
     {
         return Ok(p);

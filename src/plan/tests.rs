@@ -2602,6 +2602,51 @@ fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
     assert_eq!(n, 6 * 4 * 3);
 }
 
+/// Copies and casts that move pixels of a few channels whole (a run of less than 16 bytes
+/// contiguous on both sides that is not 2, 4 or 8 bytes, or is off that alignment) to other
+/// places (transposed images of 3 channels, batches of them, sliced) take the tiled kernels,
+/// not the strided gather, and match the reference; runs of 16 bytes or more keep the wide and
+/// row kernels.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn moved_pixels_of_a_few_channels_take_the_tiled_kernels() {
+    use DType::*;
+    // (array, permutation; the last axis, the channels, stays last)
+    let layouts: [(&[usize], &[usize]); 5] = [
+        (&[48, 64, 3], &[1, 0, 2]),
+        (&[37, 41, 3], &[1, 0, 2]),
+        (&[3, 20, 24, 3], &[0, 2, 1, 3]),
+        (&[32, 48, 5], &[1, 0, 2]),
+        (&[32, 48, 2], &[1, 0, 2]),
+    ];
+    for (base, perm) in layouts {
+        for (from, to) in [(U8, U8), (F16, F16), (F32, F32), (F64, F64), (U8, F32)] {
+            for off in [0usize, 1] {
+                let bst = c_strides(base);
+                let shape: Vec<usize> = perm.iter().map(|&a| base[a]).collect();
+                let src: Vec<isize> = perm.iter().map(|&a| bst[a]).collect();
+                let dst = c_strides(&shape);
+                let soff = (off * from.size()) as u64;
+                let opt = PlanOptions::default();
+                let p = run_case_with(&shape, &dst, 0, to, &src, soff, from, None, opt);
+                let c = base[base.len() - 1];
+                let run = c * from.size().max(to.size());
+                let grouped = from == to && off == 0 && [2, 4, 8].contains(&run);
+                let what = format!("{base:?} perm {perm:?} {from} -> {to} off {off}");
+                let path = p.kernel_path();
+                if run >= 16 || grouped {
+                    assert!(!path.starts_with("tiled"), "{what}: {path}");
+                } else {
+                    assert!(path.starts_with("tiled"), "{what}: {path}");
+                }
+            }
+        }
+    }
+}
+
 /// Views whose runs of 2 to 4 elements are each read backwards, the runs in order (pairs
 /// swapped, images with their 3 or 4 channels reversed, RGB <-> BGR, also flipped upside
 /// down) take the kernels of reversed runs and match the reference, for every element size,

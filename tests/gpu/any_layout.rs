@@ -1774,7 +1774,8 @@ fn every_steering_gives_the_same_result() {
 /// Copies of runs of 2, 4 or 8 bytes contiguous on both sides (complex numbers as pairs of f32
 /// or f16, pixels of 2 or 4 u8 channels) transposed, permuted, sliced and read backwards along
 /// the other axes move the runs as elements of their size (a transpose of complex numbers is a
-/// transpose, not the strided gather), for each same-type operation, against ndarray.
+/// transpose, not the strided gather), and pixels of 3 channels moved whole take the tiled
+/// kernels, for each same-type operation, against ndarray.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
@@ -1783,13 +1784,17 @@ fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
     let mut paths = Paths::new();
     let mut index = 0;
     // (array, permutation, the run's element size, slices of the other axes)
-    let layouts: [(&[usize], Vec<usize>, usize, bool); 6] = [
+    let layouts: [(&[usize], Vec<usize>, usize, bool); 9] = [
         (&[600, 500, 2], vec![1, 0, 2], 4, false),
         (&[600, 500, 2], vec![1, 0, 2], 2, true),
         (&[500, 300, 4], vec![1, 0, 2], 1, false),
         (&[9, 70, 60, 2], vec![2, 0, 1, 3], 4, false),
         (&[130, 70, 2], vec![1, 0, 2], 1, true),
         (&[1 << 10, 1 << 9, 4], vec![1, 0, 2], 2, false),
+        // Pixels of 3 channels.
+        (&[512, 384, 3], vec![1, 0, 2], 1, false),
+        (&[4, 130, 70, 3], vec![0, 2, 1, 3], 2, false),
+        (&[300, 200, 3], vec![1, 0, 2], 4, true),
     ];
     for (base, perm, size, sliced) in layouts {
         let rank = base.len();
@@ -1809,6 +1814,9 @@ fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
                 _ => same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
             };
             assert_ne!(path, "strided32", "{base:?} {} of {size} bytes", rank);
+            if base[rank - 1] == 3 {
+                assert!(path.starts_with("tiled"), "{base:?}: {path}");
+            }
         }
     }
     println!("runs as wider elements: paths {paths:?}");

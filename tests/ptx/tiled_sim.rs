@@ -166,6 +166,25 @@ fn layouts() -> Vec<Layout> {
         1,
         256,
     ));
+    // Pixels of 3 channels moved whole: images transposed, the channels the fastest axis of
+    // both sides (tiles of at most 1024 elements: no cp.async kernel, which the interpreter
+    // does not run).
+    for size in [1usize, 2, 4] {
+        all.push(permuted(
+            &format!("hwc_whc/3/b{size}"),
+            &[16, 32, 3],
+            &[1, 0, 2],
+            size,
+            1024,
+        ));
+    }
+    all.push(permuted(
+        "nhwc_nwhc/3/b1",
+        &[2, 16, 48, 3],
+        &[0, 2, 1, 3],
+        1,
+        1024,
+    ));
     // Byte tiles of 16 lines in shared memory: the line rotation L ^ L>>1 ^ L>>4 of their
     // gathers.
     let perm = [7, 2, 10, 0, 5, 11, 3, 8, 1, 6, 9, 4];
