@@ -326,6 +326,18 @@ fn copy_workloads(b: &mut Bench) {
     let ms = b.time(|| b.copy(&mut o, &v, Steer::Default));
     let name = "transpose of complex f32 16384 x 8192 -> contiguous";
     b.record("copy", name.into(), path, 2 * len * 4, ms, Some(0.90));
+    drop((src, out));
+    // An image of 3 u8 channels, 16384 x 16384, transposed: pixels moved whole.
+    let n = side * side * 3;
+    let src = random_device::<u8>(&stream, n);
+    let mut out = stream.alloc_zeros::<u8>(n).unwrap();
+    let img = devspan::interop::view_of(&src, (side, side, 3)).unwrap();
+    let v = img.permuted_axes([1, 0, 2]);
+    let mut o = devspan::interop::view_mut_of(&mut out, (side, side, 3)).unwrap();
+    let path = path_of(&mut o, &v);
+    let ms = b.time(|| b.copy(&mut o, &v, Steer::Default));
+    let name = "transpose of an image of 3 u8 channels 16384^2 -> contiguous";
+    b.record("copy", name.into(), path, 2 * n, ms, Some(0.90));
 }
 
 /// Elements of every tensor of the permutation workloads: 1 GiB of f32.

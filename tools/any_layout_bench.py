@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank` and `flip`
-cases of benches/bandwidth.rs, in one process.
+cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the `copy`
+group's transposes and more), in one process.
 
 Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
 skipped, and the script says so):
@@ -13,7 +14,7 @@ skipped, and the script says so):
     python3 tools/any_layout_bench.py --queued             # device time alone (see below)
     python3 tools/any_layout_bench.py --list               # the cases, nothing timed
 
-Each `narrow` and `rank` case makes the permuted tensor contiguous: PyTorch
+Each `narrow`, `rank` and `pixels` case makes the permuted tensor contiguous: PyTorch
 `t.permute(p).contiguous()`, CuPy `cupy.ascontiguousarray(cupy.transpose(a, p))` of the same
 memory (through DLPack), and devspan `devspan.to_contiguous(t.permute(p))`. Each `narrow-cast`
 case (the narrow layouts with C = 3 or 4, shapes as for 4-byte elements, copied with a cast:
@@ -162,8 +163,20 @@ def flip_layouts(size):
     return out
 
 
+def pixel_layouts():
+    """(dtype, name, shape, permutation) of the `copy` group's moved pixels and complex numbers,
+    as benches/bandwidth.rs: copy_workloads, and more channels and types."""
+    side = 16384
+    return [
+        ("f32", f"transpose of complex f32 {side} x {side // 2}", [side, side // 2, 2], [1, 0, 2]),
+        ("u8", f"transpose of an image of 3 u8 channels {side}^2", [side, side, 3], [1, 0, 2]),
+        ("u8", f"transpose of an image of 4 u8 channels {side}^2", [side, side, 4], [1, 0, 2]),
+        ("f16", f"transpose of an image of 3 f16 channels {side}^2", [side, side, 3], [1, 0, 2]),
+    ]
+
+
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
-GROUPS = ("narrow", "narrow-cast", "rank", "flip")
+GROUPS = ("narrow", "narrow-cast", "rank", "flip", "pixels")
 # The `narrow-cast` group's (source, target) types.
 CAST_PAIRS = [("u8", "f32"), ("f32", "f16"), ("f16", "f32")]
 # CuPy's (NumPy's) names of the types.
@@ -205,6 +218,9 @@ def cases(groups):
         for ty, size in SIZES.items():
             for name, shape, axes in flip_layouts(size):
                 out.append(("flip", f"{ty} {name}", ty, ty, shape, axes))
+    if "pixels" in groups:
+        for ty, name, shape, perm in pixel_layouts():
+            out.append(("pixels", name, ty, ty, shape, perm))
     return out
 
 
@@ -249,7 +265,9 @@ def load_frameworks():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("groups", nargs="*", help="narrow, narrow-cast, rank, flip (default: all)")
+    ap.add_argument(
+        "groups", nargs="*", help="narrow, narrow-cast, rank, flip, pixels (default: all)"
+    )
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls before them")
