@@ -2603,10 +2603,10 @@ fn runs_of_two_to_eight_bytes_move_as_wider_elements() {
 }
 
 /// Copies and casts that move pixels of a few channels whole (a run of less than 16 bytes
-/// contiguous on both sides that is not 2, 4 or 8 bytes, or is off that alignment) to other
-/// places (transposed images of 3 channels, batches of them, sliced) take the tiled kernels,
-/// not the strided gather, and match the reference; runs of 16 bytes or more keep the wide and
-/// row kernels.
+/// contiguous on both sides that is not 2, 4 or 8 bytes, or is off that alignment; or whose
+/// channels are read backwards) to other places (transposed images of 3 channels, batches of
+/// them, sliced) take the tiled kernels, not the strided gather, and match the reference; runs
+/// of 16 bytes or more keep the wide and row kernels.
 #[test]
 #[cfg_attr(
     miri,
@@ -2624,18 +2624,24 @@ fn moved_pixels_of_a_few_channels_take_the_tiled_kernels() {
     ];
     for (base, perm) in layouts {
         for (from, to) in [(U8, U8), (F16, F16), (F32, F32), (F64, F64), (U8, F32)] {
-            for off in [0usize, 1] {
+            for (off, reversed) in [(0usize, false), (1, false), (0, true)] {
                 let bst = c_strides(base);
                 let shape: Vec<usize> = perm.iter().map(|&a| base[a]).collect();
-                let src: Vec<isize> = perm.iter().map(|&a| bst[a]).collect();
+                let mut src: Vec<isize> = perm.iter().map(|&a| bst[a]).collect();
+                let c = base[base.len() - 1];
+                // The channels read backwards: the source's element zero is its pixel's last.
+                let mut soff = (off * from.size()) as u64;
+                if reversed {
+                    let last = src.len() - 1;
+                    src[last] = -1;
+                    soff += ((c - 1) * from.size()) as u64;
+                }
                 let dst = c_strides(&shape);
-                let soff = (off * from.size()) as u64;
                 let opt = PlanOptions::default();
                 let p = run_case_with(&shape, &dst, 0, to, &src, soff, from, None, opt);
-                let c = base[base.len() - 1];
                 let run = c * from.size().max(to.size());
-                let grouped = from == to && off == 0 && [2, 4, 8].contains(&run);
-                let what = format!("{base:?} perm {perm:?} {from} -> {to} off {off}");
+                let grouped = from == to && off == 0 && !reversed && [2, 4, 8].contains(&run);
+                let what = format!("{base:?} perm {perm:?} {from} -> {to} off {off} {reversed}");
                 let path = p.kernel_path();
                 if run >= 16 || grouped {
                     assert!(!path.starts_with("tiled"), "{what}: {path}");

@@ -762,17 +762,18 @@ pub(crate) fn has_narrow_side(axes: &[PAxis], narrow: usize) -> bool {
 }
 
 /// Whether `axes` (normalised) of `size`-byte elements start with a run of less than one
-/// 16-byte vector that is the fastest axis of both sides (stride 1 on both: the channels of
-/// pixels that move together), with the other axes permuted (the source's fastest of them is
-/// not the destination's next): moved pixels of 3 channels, say, which the permute kernels do
-/// not take and whose tiles, the run and axes of either side, the tiled kernels move whole.
-/// (Runs of 16 bytes or more are the wide and row kernels'.)
+/// 16-byte vector that is the fastest axis of both sides (stride 1 in the destination, 1 or -1
+/// in the source: the channels of pixels that move together, in order or reversed), with the
+/// other axes permuted (the source's fastest of them is not the destination's next): moved
+/// pixels of 3 channels, say, which the permute kernels do not take and whose tiles, the run
+/// and axes of either side, the tiled kernels move whole. (Runs of 16 bytes or more are the
+/// wide and row kernels'.)
 pub(crate) fn has_shared_short_run(axes: &[PAxis], size: usize) -> bool {
     let [first, rest @ ..] = axes else {
         return false;
     };
     first.dst == 1
-        && first.src == 1
+        && first.src.abs() == 1
         && first.len.saturating_mul(size) < 16
         && rest.len() >= 2
         && fastest(rest, &[], |a| a.src).is_some_and(|k| k != 0)

@@ -185,6 +185,18 @@ fn layouts() -> Vec<Layout> {
         1,
         1024,
     ));
+    // The same with the channels reversed (RGB <-> BGR and transposed).
+    for size in [1usize, 4] {
+        let mut l = permuted(
+            &format!("hwc_whc_rev/3/b{size}"),
+            &[16, 32, 3],
+            &[1, 0, 2],
+            size,
+            1024,
+        );
+        l.src[2] = -l.src[2];
+        all.push(l);
+    }
     // Byte tiles of 16 lines in shared memory: the line rotation L ^ L>>1 ^ L>>4 of their
     // gathers.
     let perm = [7, 2, 10, 0, 5, 11, 3, 8, 1, 6, 9, 4];
