@@ -484,8 +484,10 @@ fn permutation_cases_take_the_permute_path() {
 
 /// Images flipped: shapes `[outer..., W, C]` (ranks 2 to 4, C of 1 to 8 channels), the source
 /// in standard layout read backwards along W, or along C (channels reversed), and now and then
-/// along other axes too, sliced along W, both operands at any element offset; mostly copies,
-/// some casts.
+/// along other axes too, sliced along W, padded along any axis but C by 0 to 2 elements, now
+/// and then broadcast along an outer axis; the destination padded and read backwards along
+/// its outer axes now and then; both operands at any element offset; mostly copies, some
+/// casts.
 fn random_flip_case(rng: &mut StdRng) -> Case {
     let rank = rng.random_range(2..=4);
     let mut shape: Vec<usize> = (0..rank - 2).map(|_| pick(rng, &[1, 2, 3])).collect();
@@ -503,11 +505,27 @@ fn random_flip_case(rng: &mut StdRng) -> Case {
             src.steps[k] = -1;
         }
     }
-    src.pads[rank - 2] = rng.random_range(0..3);
     src.starts[rank - 2] = rng.random_range(0..3);
-    src.misalign = rng.random_range(0..8);
     let mut dst = standard_spec(rank);
+    // Padding along any axis but the channels (rows apart; odd counts too).
+    for k in 0..rank - 1 {
+        if rng.random_bool(0.3) {
+            src.pads[k] = rng.random_range(1..3);
+        }
+        if rng.random_bool(0.2) {
+            dst.pads[k] = rng.random_range(1..3);
+        }
+        if k + 2 < rank && rng.random_bool(0.1) {
+            dst.steps[k] = -1;
+        }
+    }
+    src.pads[rank - 2] = src.pads[rank - 2].max(src.starts[rank - 2]);
+    src.misalign = rng.random_range(0..8);
     dst.misalign = rng.random_range(0..8);
+    let mut bcast = vec![false; rank];
+    for b in bcast.iter_mut().take(rank - 2) {
+        *b = rng.random_bool(0.1);
+    }
     let from = random_dtype(rng);
     let to = if rng.random_bool(0.8) {
         from
@@ -515,7 +533,7 @@ fn random_flip_case(rng: &mut StdRng) -> Case {
         random_dtype(rng)
     };
     Case {
-        bcast: vec![false; rank],
+        bcast,
         shape,
         dst,
         src,
@@ -524,6 +542,105 @@ fn random_flip_case(rng: &mut StdRng) -> Case {
         seed: rng.random(),
         opt: PlanOptions::default(),
     }
+}
+
+/// Images `[outer..., W, C]` whose operands have any strides a flat buffer gives them: the
+/// channels innermost, W next, the outer axes in any order, each stride the product of the
+/// inner extents plus now and then a few elements (rows that start anywhere, runs spaced
+/// apart), read backwards along W, C or both and now and then along other axes on either side,
+/// broadcast along outer axes now and then, both operands at any element offset, the
+/// launcher's grid or a small forced one; every case that plans to a reversed row kernel runs
+/// on it in the interpreter against the reference (which checks that every block it reads
+/// stays in its row and every destination vector is aligned).
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "hundreds of plans through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
+fn flips_of_any_strides_match_reference() {
+    use DType::*;
+    let cases = if full_checks() { 4000 } else { 400 };
+    let mut rng = StdRng::seed_from_u64(0x0f11_95ed);
+    let mut reversed = 0;
+    for case in 0..cases {
+        let t = pick(&mut rng, &[U8, I16, F32, F64]);
+        let size = t.size();
+        let rank = rng.random_range(2..=5usize);
+        let c = pick(&mut rng, &[1, 2, 3, 3, 4, 4, 5, 6, 8, 12, 24]);
+        let w = pick(&mut rng, &[1, 2, 3, 7, 8, 16, 17, 31, 33, 47, 64, 97]);
+        let mut shape: Vec<usize> = (0..rank - 2).map(|_| pick(&mut rng, &[1, 2, 3])).collect();
+        shape.extend([w, c]);
+        let strides = |rng: &mut StdRng, padded: bool| -> Vec<isize> {
+            let mut order: Vec<usize> = (0..rank - 2).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.random_range(0..=i));
+            }
+            let mut st = vec![1isize; rank];
+            let mut acc = c as isize;
+            if padded && rng.random_bool(0.1) {
+                acc += rng.random_range(1..3i64) as isize;
+            }
+            st[rank - 2] = acc;
+            acc *= w as isize;
+            for &k in order.iter().rev() {
+                if padded && rng.random_bool(0.4) {
+                    acc += rng.random_range(1..6i64) as isize;
+                }
+                st[k] = acc;
+                acc *= shape[k] as isize;
+            }
+            st
+        };
+        let padded = rng.random_bool(0.5);
+        let mut ds = strides(&mut rng, padded);
+        let mut ss = strides(&mut rng, true);
+        match rng.random_range(0..4) {
+            0 | 1 => ss[rank - 2] = -ss[rank - 2],
+            2 => ss[rank - 1] = -1,
+            _ => {
+                ss[rank - 2] = -ss[rank - 2];
+                ss[rank - 1] = -1;
+            }
+        }
+        for k in 0..rank - 2 {
+            if rng.random_bool(0.1) {
+                ss[k] = -ss[k];
+            }
+            if rng.random_bool(0.1) {
+                ds[k] = -ds[k];
+            }
+            if rng.random_bool(0.1) {
+                ss[k] = 0;
+            }
+        }
+        let doff = (rng.random_range(0..16usize) * size) as u64;
+        let soff = (rng.random_range(0..16usize) * size) as u64;
+        let grid = match rng.random_range(0..4) {
+            0 => Some((1, 1)),
+            1 => Some((rng.random_range(1..4), rng.random_range(1..4))),
+            _ => None,
+        };
+        let opt = PlanOptions::default();
+        let what = format!(
+            "case {case}: shape {shape:?} dst {ds:?} +{doff} src {ss:?} +{soff} {t} grid {grid:?}"
+        );
+        let run = std::panic::catch_unwind(|| {
+            run_case_with(&shape, &ds, doff, t, &ss, soff, t, grid, opt)
+        });
+        let p = run.unwrap_or_else(|e| {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{what}: {msg}")
+        });
+        reversed += usize::from(p.path().starts_with("rows_rev") || p.path() == "runs_rev");
+    }
+    assert!(
+        reversed * 5 >= cases,
+        "{reversed} of {cases} cases took the reversed row kernels"
+    );
 }
 
 #[test]

@@ -43,14 +43,18 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-/// One copy: a standard-layout destination of `shape`, a standard-layout source of `shape`
-/// read backwards along `flip`, elements of `size` bytes; the destination's region starts
-/// `dst_mis` bytes past a 16-byte boundary and the source's ends `end_mis` bytes past one
-/// (a reversed row's vectors line up where the two add up to a multiple of 16).
+/// One copy: a standard-layout destination of `shape`, a source of `shape` read backwards
+/// along `flip` from a standard-layout array of `shape` (or, with `pad` = `(axis, extra)`, one
+/// `extra` elements longer along `axis`, so that the source's rows lie apart), elements of
+/// `size` bytes; the destination's region starts `dst_mis` bytes past a 16-byte boundary and
+/// the source's array ends `end_mis` bytes past one (a reversed row's vectors line up where
+/// the two add up to a multiple of 16). Only the bytes of the source the view covers are
+/// mapped: a load of a byte between two rows, or past either end, fails.
 struct Layout {
     name: String,
     shape: Vec<usize>,
     flip: Vec<usize>,
+    pad: Option<(usize, usize)>,
     size: usize,
     dst_mis: u64,
     end_mis: u64,
@@ -58,35 +62,45 @@ struct Layout {
 
 fn layouts() -> Vec<Layout> {
     let mut all = Vec::new();
-    let shapes: [(&str, &[usize], &[usize]); 18] = [
-        ("vec", &[300], &[0]),
-        ("vec", &[320], &[0]),
+    type Pad = Option<(usize, usize)>;
+    let shapes: [(&str, &[usize], &[usize], Pad); 25] = [
+        ("vec", &[300], &[0], None),
+        ("vec", &[320], &[0], None),
         // Grids of more than one block: along a row (x), over rows (y).
-        ("vec", &[9000], &[0]),
-        ("rows_w", &[300, 16], &[1]),
-        ("chw_w", &[3, 4, 40], &[2]),
-        ("chw_w", &[2, 3, 64], &[2]),
-        ("chw_hw", &[2, 3, 24], &[1, 2]),
-        ("nchw_nw", &[2, 2, 3, 32], &[0, 3]),
-        ("hwc4_w", &[3, 20, 4], &[1]),
+        ("vec", &[9000], &[0], None),
+        ("rows_w", &[300, 16], &[1], None),
+        ("chw_w", &[3, 4, 40], &[2], None),
+        ("chw_w", &[2, 3, 64], &[2], None),
+        ("chw_hw", &[2, 3, 24], &[1, 2], None),
+        ("nchw_nw", &[2, 2, 3, 32], &[0, 3], None),
+        ("hwc4_w", &[3, 20, 4], &[1], None),
         // Runs of 3 elements (and of 3 pairs of bytes, moved as 2-byte elements).
-        ("hwc3_w", &[3, 100, 3], &[1]),
-        ("hwc3_w", &[2, 9000, 3], &[1]),
-        ("hwc3_hw", &[4, 30, 3], &[0, 1]),
-        ("hwc6_w", &[2, 70, 6], &[1]),
+        ("hwc3_w", &[3, 100, 3], &[1], None),
+        ("hwc3_w", &[2, 9000, 3], &[1], None),
+        ("hwc3_hw", &[4, 30, 3], &[0, 1], None),
+        ("hwc6_w", &[2, 70, 6], &[1], None),
         // Runs in order, each reversed: pairs swapped, channels reversed (RGB <-> BGR, RGBA
         // <-> ABGR), also upside down.
-        ("swap", &[400, 2], &[1]),
-        ("hwc3_c", &[3, 100, 3], &[2]),
-        ("hwc3_c", &[2, 9000, 3], &[2]),
-        ("hwc3_hc", &[4, 30, 3], &[0, 2]),
-        ("hwc4_c", &[3, 40, 4], &[2]),
+        ("swap", &[400, 2], &[1], None),
+        ("hwc3_c", &[3, 100, 3], &[2], None),
+        ("hwc3_c", &[2, 9000, 3], &[2], None),
+        ("hwc3_hc", &[4, 30, 3], &[0, 2], None),
+        ("hwc4_c", &[3, 40, 4], &[2], None),
+        // Rows that lie apart in the source (its array longer along the row's axis): a load
+        // past a row's end or below its start reads unmapped bytes.
+        ("rows_w_pad", &[30, 16], &[1], Some((1, 5))),
+        ("chw_w_pad", &[3, 4, 40], &[2], Some((2, 3))),
+        ("hwc4_w_pad", &[3, 20, 4], &[1], Some((1, 1))),
+        ("hwc3_w_pad", &[3, 40, 3], &[1], Some((1, 2))),
+        ("hwc6_w_pad", &[2, 70, 6], &[1], Some((1, 2))),
+        ("hwc3_c_pad", &[3, 40, 3], &[2], Some((1, 1))),
+        ("swap_pad", &[4, 100, 2], &[2], Some((1, 3))),
     ];
-    for (name, shape, flip) in shapes {
+    for (name, shape, flip, pad) in shapes {
         for size in [1usize, 2, 4, 8] {
             // Channels last: runs of 4 channels move as one element, runs of 6 as 3 pairs, up
             // to 8 bytes, and need both operands aligned to them.
-            let unit = match name {
+            let unit = match name.trim_end_matches("_pad") {
                 "hwc4_w" => 4 * size,
                 "hwc6_w" => 2 * size,
                 _ => size,
@@ -132,6 +146,7 @@ fn layouts() -> Vec<Layout> {
                     name: format!("{name}/{}/b{size}/{kind}", dims.join("x")),
                     shape: shape.to_vec(),
                     flip: flip.to_vec(),
+                    pad,
                     size,
                     dst_mis,
                     end_mis,
@@ -145,6 +160,7 @@ fn layouts() -> Vec<Layout> {
 /// Whether the layout named `name` reads runs in order, each backwards (its last axis, the
 /// channels, read backwards), rather than rows backwards.
 fn runs_reversed(name: &str) -> bool {
+    let name = name.trim_end_matches("_pad");
     name == "swap" || name.ends_with("_c") || name.ends_with("_hc")
 }
 
@@ -175,16 +191,21 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let size = l.size as isize;
     let n: usize = l.shape.iter().product();
     let dst = standard(&l.shape);
-    let mut src = dst.clone();
+    let mut array = l.shape.clone();
+    if let Some((axis, extra)) = l.pad {
+        array[axis] += extra;
+    }
+    let mut src = standard(&array);
     let mut s_off = 0isize;
     for &a in &l.flip {
         s_off += (l.shape[a] as isize - 1) * src[a];
         src[a] = -src[a];
     }
     let bytes = n * l.size;
+    let sbytes = array.iter().product::<usize>() * l.size;
     let dbase = DST + l.dst_mis;
-    // The source's region ends `end_mis` bytes past a 16-byte boundary.
-    let sbase = SRC + (l.end_mis + 16 * bytes as u64 - bytes as u64) % 16;
+    // The source's array ends `end_mis` bytes past a 16-byte boundary.
+    let sbase = SRC + (l.end_mis + 16 * sbytes as u64 - sbytes as u64) % 16;
     let s0 = sbase + (s_off * size) as u64;
     let launch = devspan::internals::rows_rev_launch(dbase, &dst, s0, &src, dtype, &l.shape)
         .map_err(|e| format!("{}: {e}", l.name))?;
@@ -192,7 +213,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         return Ok(None);
     };
     let mut x = seed | 1;
-    let source: Vec<u8> = (0..bytes)
+    let source: Vec<u8> = (0..sbytes)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -201,6 +222,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         })
         .collect();
     let mut expect = vec![0xA5u8; bytes];
+    let mut covered = vec![false; sbytes];
     for i in 0..n {
         let (mut r, mut d, mut s) = (i, 0isize, s_off);
         for k in (0..l.shape.len()).rev() {
@@ -211,6 +233,19 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         }
         let (d, s) = ((d * size) as usize, (s * size) as usize);
         expect[d..d + l.size].copy_from_slice(&source[s..s + l.size]);
+        covered[s..s + l.size].fill(true);
+    }
+    // The source's regions: the runs of bytes the view covers.
+    let mut regions: Vec<(u64, &[u8])> = Vec::new();
+    let mut at = 0;
+    while at < sbytes {
+        if !covered[at] {
+            at += 1;
+            continue;
+        }
+        let end = (at..sbytes).find(|&b| !covered[b]).unwrap_or(sbytes);
+        regions.push((sbase + at as u64, &source[at..end]));
+        at = end;
     }
     let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
     let file = write_sim_case(
@@ -221,7 +256,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
             params: &launch.params,
             threads: launch.threads,
             grid: format!("[{gx}, {gy}]"),
-            src: (sbase, &source),
+            src: &regions,
             dst: dbase,
             expect: &expect,
         },

@@ -286,7 +286,8 @@ pub struct SimCase<'a> {
     pub threads: u32,
     /// The grid as the tool reads it: `G` or `[GX, GY]`.
     pub grid: String,
-    pub src: (u64, &'a [u8]),
+    /// The source's regions, `(address, bytes)`: the only source bytes the kernel may read.
+    pub src: &'a [(u64, &'a [u8])],
     pub dst: u64,
     pub expect: &'a [u8],
 }
@@ -295,7 +296,6 @@ pub struct SimCase<'a> {
 /// PTX module beside it, and returns the file's path.
 pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> {
     let bytes = case.expect.len();
-    let (sbase, source) = case.src;
     let dbase = case.dst;
     let mut json = String::new();
     write!(
@@ -308,10 +308,13 @@ pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> 
         case.grid
     )
     .unwrap();
+    json.push_str("\"regions\": [");
+    for (base, data) in case.src {
+        write!(json, "[{base}, \"{}\"], ", hex(data)).unwrap();
+    }
     write!(
         json,
-        "\"regions\": [[{sbase}, \"{}\"], [{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
-        hex(source),
+        "[{dbase}, \"{}\"]], \"dst\": [{dbase}, {bytes}], \"expect\": \"{}\"}}",
         hex(&vec![0xA5u8; bytes]),
         hex(case.expect)
     )
@@ -407,7 +410,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
             params: &launch.params,
             threads: launch.threads,
             grid: launch.tiles.clamp(1, 3).to_string(),
-            src: (sbase, &src),
+            src: &[(sbase, &src)],
             dst: dbase,
             expect: &expect,
         },
