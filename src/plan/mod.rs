@@ -630,13 +630,16 @@ fn rows_rev_finish(
     Some((args, elem, runs))
 }
 
+/// A copy's layout with runs as elements ([`grouped_runs`]): the runs' type, and the shape,
+/// destination strides and source strides of the other axes, in runs.
+type Grouped = (DType, Vec<usize>, Vec<isize>, Vec<isize>);
+
 /// The layout of a copy of `size`-byte elements whose normalised axis 0 is a run of `c`
 /// elements contiguous on both sides (strides 1 and 1) of 2, 4 or 8 bytes, with the run as
 /// one element: its type (`U16`, `U32`, `U64`), and the shape and strides of the other axes in
 /// runs. `None` unless both operands (`dst`, `src`: their element zero) are aligned to the run
 /// and every other stride is a multiple of `c`. The grouped layout has no such run on axis 0:
 /// an axis that would be one would have merged with the run.
-type Grouped = (DType, Vec<usize>, Vec<isize>, Vec<isize>);
 fn grouped_runs(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<Grouped> {
     let (first, rest) = norm.axes.split_first()?;
     if first.dst != 1 || first.src != 1 || rest.is_empty() {
