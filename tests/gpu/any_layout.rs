@@ -988,8 +988,8 @@ fn shifted_narrow_kernels_of_planes_off_their_alignment() {
     let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut paths = Paths::new();
-    // Cases on the shifted kernels: splits, joins.
-    let mut shifted = [0usize; 2];
+    // Cases on the shifted kernels by direction (split, join) and element size.
+    let mut shifted = std::collections::BTreeMap::<(&str, usize), usize>::new();
     let mut index = 0;
     let tunings = [
         GridOptions::default(),
@@ -998,14 +998,17 @@ fn shifted_narrow_kernels_of_planes_off_their_alignment() {
             ..GridOptions::default()
         },
     ];
-    for c in [2usize, 3, 4, 5, 8, 13, 16] {
+    for (ci, c) in [2usize, 3, 4, 5, 8, 13, 16].into_iter().enumerate() {
         // (images, height, width, the source's first plane or pixel, the first pixel)
-        for (n, h, w, skip, first) in [
+        for (gi, (n, h, w, skip, first)) in [
             (1, 97, 101, 0, 0),
             (1, 93, 181, 1, 0),
             (1, 24, 40, 0, 1),
             (3, 36, 37, 0, 0),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             for join in [true, false] {
                 // Join: planes (NCHW) into interleaved pixels; split: the reverse. The source
                 // starts `skip` channels (join) or pixels (split) into its array.
@@ -1038,8 +1041,9 @@ fn shifted_narrow_kernels_of_planes_off_their_alignment() {
                         dst: &dst,
                     };
                     let p = &mut paths;
-                    // Every element size under both tunings.
-                    let (path, size) = match (index + index / 2) % 4 {
+                    // Every element size under both tunings in each direction and geometry,
+                    // over the channel counts.
+                    let (path, size) = match (ci + gi + k) % 4 {
                         0 => (steered_case::<u8>(&stream, &case, grid, p), 1),
                         1 => (steered_case::<f16>(&stream, &case, grid, p), 2),
                         2 => (steered_case::<f32>(&stream, &case, grid, p), 4),
@@ -1051,7 +1055,10 @@ fn shifted_narrow_kernels_of_planes_off_their_alignment() {
                     // element-wise ones.
                     let planes = h * w * size % 16 != 0;
                     let images = n == 1 || c * h * w * size % 16 == 0;
-                    shifted[usize::from(join)] += usize::from(path.starts_with("narrow_shifted"));
+                    if path.starts_with("narrow_shifted") {
+                        let dir = if join { "join" } else { "split" };
+                        *shifted.entry((dir, size)).or_default() += 1;
+                    }
                     if k == 1 {
                         assert!(!path.starts_with("narrow"), "{op}: {path}");
                     } else if first == 0 && planes && images && (join || skip == 0) {
@@ -1062,8 +1069,9 @@ fn shifted_narrow_kernels_of_planes_off_their_alignment() {
             }
         }
     }
-    println!("shifted narrow kernels: paths {paths:?}; splits, joins {shifted:?}");
-    assert!(shifted.iter().all(|&n| n >= 10), "{shifted:?} {paths:?}");
+    println!("shifted narrow kernels: paths {paths:?}; by direction and size {shifted:?}");
+    // Both directions took the shifted kernels with every element size.
+    assert_eq!(shifted.len(), 8, "{shifted:?} {paths:?}");
 }
 
 /// `fill` of one view of a random array of `base`, sliced and (optionally) permuted, which must
