@@ -505,13 +505,16 @@ fn row_args(
 ///   outer axes (runs of 1, read backwards);
 /// - is a run of `c` elements forwards on both sides whose axis 1 runs those runs backwards
 ///   (strides `c` and `-c`), with every other stride a multiple of the elements that move as
-///   one, and both operands aligned to them: for `c` x the element size 3 x 1, 2, 4 or 8
-///   bytes as runs of 3 elements of that size (read backwards; runs of 2, 4 or 8 bytes come
-///   here as elements of their size, from [`grouped_runs`]);
+///   one, and both operands aligned to them: for `c` x the element size 3 x 1 or 2 bytes as
+///   runs of 3 elements of that size (read backwards; runs of 2, 4 or 8 bytes come here as
+///   elements of their size, from [`grouped_runs`]);
 /// - is a run of 2, 3 or 4 elements read backwards in the source (stride -1) whose axis 1
 ///   runs those runs forwards (strides `c` and `c`): runs in order, each reversed, of at most
-///   16 bytes (any size for runs of 3); the destination's rows must start aligned to the
-///   run's bytes where they divide 16 (for the destination's vectors to line up).
+///   16 bytes (runs of 3 of 1- and 2-byte elements); the destination's rows must start aligned
+///   to the run's bytes where they divide 16 (for the destination's vectors to line up).
+///
+/// Which runs have kernels is [`RowRuns::exists`]'s (it says why runs of 3 wider elements have
+/// none).
 ///
 /// `None` for other layouts and for rows shorter than one group (16 bytes, or 48 for runs of
 /// 3).
@@ -578,6 +581,9 @@ fn rows_rev_args_backwards(
                 8 => DType::U64,
                 _ => return None,
             };
+            if !RowRuns::new(3, true).exists(unit) {
+                return None;
+            }
             let k = unit / size;
             if k == 0 || unit % size != 0 {
                 return None;

@@ -1894,16 +1894,18 @@ fn reversed_rows_take_the_reversed_row_kernel() {
             };
             // Channels last move as one element up to 8 bytes, runs of 3 or 6 channels as
             // runs of 3 elements of up to 8 bytes.
-            // Runs of 2 to 4 channels each reversed, of at most 16 bytes but for runs of 3.
+            // Runs of 2 to 4 channels each reversed, of at most 16 bytes; runs of 3 (of 3 or 6
+            // channels) of 1- and 2-byte units.
             let c = base[rank - 1];
             let runs = flip.contains(&(rank - 1)) && !flip.contains(&(rank - 2));
-            let (unit, want) = match c {
-                2..=4 if runs => (if c == 3 || c * size <= 16 { size } else { 16 }, "runs_rev"),
-                3 | 6 if flip.contains(&(rank - 2)) => (c / 3 * size, "rows_rev3"),
-                _ if flip == [1] => (c * size, "rows_rev"),
-                _ => (size, "rows_rev"),
+            let (fits, want) = match c {
+                3 if runs => (size <= 2, "runs_rev"),
+                2 | 4 if runs => (c * size <= 16, "runs_rev"),
+                3 | 6 if flip.contains(&(rank - 2)) => (c / 3 * size <= 2, "rows_rev3"),
+                _ if flip == [1] => (c * size <= 8, "rows_rev"),
+                _ => (true, "rows_rev"),
             };
-            if unit <= 8 {
+            if fits {
                 assert_eq!(path, want, "{base:?} flip {flip:?}, {size} bytes");
             }
         }

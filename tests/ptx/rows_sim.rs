@@ -105,7 +105,9 @@ fn layouts() -> Vec<Layout> {
                 "hwc6_w" => 2 * size,
                 _ => size,
             };
-            if unit > 8 {
+            // Runs of 3 (3 or 6 channels) have kernels for 1- and 2-byte units only.
+            let run3 = shape[shape.len() - 1] % 3 == 0 && name.starts_with("hwc");
+            if unit > 8 || run3 && unit > 2 {
                 continue;
             }
             let u = unit as u64;
