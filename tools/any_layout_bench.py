@@ -35,8 +35,9 @@ Each `flip` case makes a view read backwards along some axes contiguous (a rever
 images flipped left-right or upside down, channels reversed, pairs swapped): PyTorch
 `torch.flip(t, axes)` (its tensors have no negative strides; `flip` copies), CuPy
 `cupy.ascontiguousarray(cupy.flip(a, axes))`, and devspan
-`devspan.to_contiguous` of that CuPy view (negative strides, through the CUDA Array Interface;
-without CuPy the devspan cell says so).
+`devspan.to_contiguous` of that CuPy view (negative strides, through the CUDA Array Interface
+alone, since the DLPack export of some CuPy releases garbles negative strides; without CuPy the
+devspan cell says so).
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -173,6 +174,16 @@ def pixel_layouts():
         ("u8", f"transpose of an image of 4 u8 channels {side}^2", [side, side, 4], [1, 0, 2]),
         ("f16", f"transpose of an image of 3 f16 channels {side}^2", [side, side, 3], [1, 0, 2]),
     ]
+
+
+class CudaArrayInterface:
+    """An array seen through its `__cuda_array_interface__` alone (byte strides), not through
+    `__dlpack__`: CuPy releases before the fix of cupy/cupy#10172 divide negative strides by an
+    unsigned item size in their DLPack export, which devspan then refuses as overflowing."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__cuda_array_interface__ = array.__cuda_array_interface__
 
 
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
@@ -467,7 +478,7 @@ def main():
                             if isinstance(cp_src, Exception):
                                 raise cp_src
                             with cp_stream:
-                                return devspan.to_contiguous(cp_src)
+                                return devspan.to_contiguous(CudaArrayInterface(cp_src))
                         if not cast:
                             return devspan.to_contiguous(src)
                         return devspan.cast(src, to)
