@@ -760,9 +760,9 @@ pub(crate) fn plan_copy(
         return Ok(Plan::Permute { args, from, to });
     }
     // Reversed rows: the destination's fastest axis read backwards in the source, runs of it
-    // read in reverse order, or runs each read backwards. Before the rows: a run of 24 bytes
-    // (3 x 8) is long enough for a row of its own, but the reversed rows move whole rows of
-    // such runs, 48 bytes a group.
+    // read in reverse order, or runs each read backwards. Disjoint from the rows below: their
+    // axis 0 runs backwards in the source, or is a run of at most 6 bytes, shorter than a row's
+    // vector group.
     if same
         && !opt.no_rows
         && let Some((args, elem, runs)) = rows_rev_args(&norm, d, s, from)
