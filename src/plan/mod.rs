@@ -574,16 +574,10 @@ fn rows_rev_args_backwards(
                 return None;
             }
             let unit = wide / 3;
-            let t = match unit {
-                1 => DType::U8,
-                2 => DType::U16,
-                4 => DType::U32,
-                8 => DType::U64,
-                _ => return None,
-            };
             if !RowRuns::new(3, true).exists(unit) {
                 return None;
             }
+            let t = bits_type(unit)?;
             let k = unit / size;
             if k == 0 || unit % size != 0 {
                 return None;
@@ -636,6 +630,18 @@ fn rows_rev_finish(
     Some((args, elem, runs))
 }
 
+/// The unsigned type of `bytes` bytes (1, 2, 4 or 8), whose copies move any element type of
+/// that size, or a run of smaller elements that fills it.
+fn bits_type(bytes: usize) -> Option<DType> {
+    match bytes {
+        1 => Some(DType::U8),
+        2 => Some(DType::U16),
+        4 => Some(DType::U32),
+        8 => Some(DType::U64),
+        _ => None,
+    }
+}
+
 /// A copy's layout with runs as elements ([`grouped_runs`]): the runs' type, and the shape,
 /// destination strides and source strides of the other axes, in runs.
 type Grouped = (DType, Vec<usize>, Vec<isize>, Vec<isize>);
@@ -653,12 +659,10 @@ fn grouped_runs(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<Gr
     }
     let c = first.len;
     let wide = c.checked_mul(size)?;
-    let elem = match wide {
-        2 => DType::U16,
-        4 => DType::U32,
-        8 => DType::U64,
-        _ => return None,
-    };
+    if wide == 1 {
+        return None;
+    }
+    let elem = bits_type(wide)?;
     let ci = c as isize;
     let divides = rest.iter().all(|x| x.dst % ci == 0 && x.src % ci == 0);
     if !divides || dst % wide as u64 != 0 || src % wide as u64 != 0 {
