@@ -39,8 +39,11 @@ def run_case(path):
     # Registers that a predicated-off load left unwritten read as 0 (the kernels pack them,
     # then store nothing): any of it that reached the destination would not match `expect`.
     grid = case["grid"]
-    run_kernel(text, params, mem, (case["threads"], 1), tuple(grid) if isinstance(grid, list) else grid,
-               log, undef=0)
+    try:
+        run_kernel(text, params, mem, (case["threads"], 1),
+                   tuple(grid) if isinstance(grid, list) else grid, log, undef=0)
+    except AssertionError as e:
+        raise SystemExit(f"{case['name']}: {case['kernel']}: {e}") from None
     base, n = case["dst"]
     got = mem.read(base, n)
     want = bytes.fromhex(case["expect"])

@@ -230,7 +230,9 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                     pos,ln=A[1]&255,A[2]&255; x=(A[0]&m)>>pos; x&=(1<<ln)-1 if ln else 0
                     if tp[0]=='s' and ln: x=sg(x,ln)
                     R[d]=x&m; continue
-                if o=='min': R[d]=min(A[0]&m,A[1]&m); continue
+                if o in('min','max'):
+                    a,b=(sg(A[0],w),sg(A[1],w)) if tp[0]=='s' else (A[0]&m,A[1]&m)
+                    R[d]=(min(a,b) if o=='min' else max(a,b))&m; continue
                 if o=='neg': R[d]=(-A[0])&m; continue
                 if o=='prmt' and len(parts)==2: R[d]=prmt(A[0],A[1],A[2]); continue
                 raise Exception('op '+op)

@@ -1844,7 +1844,7 @@ fn reversed_rows_take_the_reversed_row_kernel() {
     let mut paths = Paths::new();
     let mut index = 0;
     // (array, axes read backwards, slice the fastest axis from element 1)
-    let layouts: [(&[usize], &[usize], bool); 15] = [
+    let layouts: [(&[usize], &[usize], bool); 17] = [
         (&[1 << 16], &[0], false),
         (&[4099], &[0], true),
         (&[3, 40, 256], &[2], false),
@@ -1861,6 +1861,11 @@ fn reversed_rows_take_the_reversed_row_kernel() {
         (&[5, 67, 3], &[2], false),
         (&[3, 40, 64, 4], &[3], false),
         (&[7, 45, 3], &[0, 2], false),
+        // Rows of thousands of pixels of 3 channels (teams of whole warps, which move groups of
+        // three vectors through shared memory), rows 8193 bytes apart (of u8), so that their
+        // source bytes lie at every offset from a 16-byte boundary.
+        (&[6, 2731, 3], &[1], false),
+        (&[6, 2731, 3], &[2], false),
     ];
     for (k, (base, flip, sliced)) in layouts.into_iter().enumerate() {
         let rank = base.len();

@@ -330,6 +330,23 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
         store_group(&mut shifted, &out, &dests[j], spreds[j].as_deref());
     }
 
+    // Groups of three vectors go through shared memory, a warp's 32 consecutive groups at a
+    // time, where a team is one or more whole warps.
+    let (shared, staged_decls, staged_entry, staged) = if vectors == 3 {
+        let smem = format!("{name}_stage");
+        let entry = "\tsetp.ge.u32 %p0, %tshift, 5;\n\t@%p0 bra.uni $STAGED_START;".to_string();
+        let (mut loops, decls) = staged_start(&smem, runs.backwards);
+        for (label, shifted) in [("$STAGED", false), ("$STAGED_SHIFTED", true)] {
+            let l = staged_loop(&mut g, label, units, runs.backwards, shifted, &from);
+            loops.0.push_str(&l.0);
+        }
+        let bytes = u64::from(ROW_BLOCK) / 32 * STAGE_BYTES;
+        let shared = format!(".shared .align 16 .b8 {smem}[{bytes}];\n");
+        (shared, decls, entry, loops.text())
+    } else {
+        Default::default()
+    };
+
     // Runs to bytes and groups to bytes: shifts where they are powers of two.
     let scale = |n: u64| {
         if n.is_power_of_two() {
@@ -394,7 +411,10 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
             ("LOG2_BLOCK", log2(BLOCK).to_string()),
             ("UNROLL", ROW_UNROLL.to_string()),
             ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
-            ("DECLS", g.decls()),
+            (
+                "DECLS",
+                [g.decls(), staged_decls].join("\n").trim_end().to_string(),
+            ),
             ("PROLOGUE", prologue.text()),
             ("OFFSETS", offsets.text()),
             ("S", s.size.to_string()),
@@ -415,8 +435,202 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
             ("SCALAR", scalar.text()),
             ("UNIT_BODY", body.text()),
             ("UNIT_BODY_SHIFTED", shifted.text()),
+            ("SHARED", shared),
+            ("STAGED_ENTRY", staged_entry),
+            ("STAGED", staged),
         ],
     )
+}
+
+/// Bytes of shared memory per warp and unit of the staged loops: the 97 aligned 16-byte
+/// blocks that cover 32 groups of three vectors at any alignment.
+const STAGE_BYTES: u64 = 97 * 16;
+
+/// The start of the staged loops of groups of three vectors (the template's `$STAGED_START`,
+/// entered where a team is whole warps, so that every branch below is uniform in a warp):
+/// the warp's first group `%gw` (the groups of a warp's lanes are consecutive), the exit where
+/// it has none, and the lane's addresses in its warp's buffer: `%sl` its block `lane` (blocks
+/// `lane + 32 h` move between global and shared memory), `%sg` the first block of the source
+/// bytes of the lane's group, `%sd` its group's first block in the destination's order.
+/// Returns the code and the declarations of its named registers.
+fn staged_start(smem: &str, backwards: bool) -> (Code, String) {
+    let mut c = Code::default();
+    // The unstaged loops end here.
+    c.line("bra $ROW_NEXT;");
+    c.label("$STAGED_START");
+    let decls = "\t.reg .b32 %lw, %sbw, %lw16, %lim, %lo, %sl, %sg, %sd, %uj;\n\
+                 \t.reg .b64 %gw, %cj, %lw64, %cs, %cd, %lj;"
+        .to_string();
+    c.line("and.b32 %lw, %thr, 31;");
+    c.line("cvt.u64.u32 %lw64, %lw;");
+    c.line("sub.u64 %gw, %g, %lw64;");
+    c.line("setp.ge.u64 %p0, %gw, %nunits;");
+    c.line("@%p0 bra.uni $ROW_NEXT;");
+    c.line(format!("mov.u32 %sbw, {smem};"));
+    c.line("shr.u32 %lo, %thr, 5;");
+    c.line(format!("mad.lo.u32 %sbw, %lo, {STAGE_BYTES}, %sbw;"));
+    c.line("shl.b32 %lw16, %lw, 4;");
+    // The lane's group: its own in the destination, and in the source the same one (runs
+    // forwards) or the one as far from the warp's last (backwards).
+    c.line("mul.lo.u32 %lim, %lw, 48;");
+    if backwards {
+        c.line("sub.u32 %lo, 1488, %lim;");
+    } else {
+        c.line("mov.u32 %lo, %lim;");
+    }
+    c.line("add.u32 %sd, %sbw, %lim;");
+    c.line("add.u32 %sg, %sbw, %lo;");
+    c.line("add.u32 %sl, %sbw, %lw16;");
+    c.line("cvt.u64.u32 %lw64, %lw16;");
+    c.line("setp.ne.u32 %p1, %m32, 0;");
+    c.line("@%p1 bra.uni $STAGED_SHIFTED;");
+    (c, decls)
+}
+
+/// A staged loop over the warp's chunks (`label`; `shifted`: the groups' source bytes start
+/// `%m32` past a 16-byte boundary), one at a time: per pass from `%gw` (`%ustride` groups
+/// apart), the warp's `units` chunks `%cj`, `team` groups apart, each the 32 consecutive
+/// groups from `%cj`, of which the first `v = clamp(%nunits - %cj, 0, 32)` exist:
+/// the warp loads the 16-byte blocks that cover their source bytes, each lane the blocks
+/// `lane + 32 h` (consecutive lanes, consecutive blocks), and stores them in its buffer;
+/// each lane takes its group's source bytes from there, puts them in place in registers
+/// (shifted out of one block more where `shifted`), and stores the group in the buffer in
+/// the destination's order; the warp then stores the chunk's destination blocks the same
+/// way it loaded. Blocks of groups that do not exist are neither loaded nor stored.
+fn staged_loop(
+    g: &mut Gen,
+    label: &str,
+    units: u64,
+    backwards: bool,
+    shifted: bool,
+    from: &dyn Fn(u64) -> u64,
+) -> Code {
+    let mut c = Code::default();
+    // Blocks per chunk: 96, or 97 when shifted (the last only for lane 0).
+    let blocks = if shifted { 4 } else { 3 };
+    c.label(label);
+    c.line("mov.b64 %cj, %gw;");
+    c.line("mov.u32 %uj, 0;");
+    c.label(&format!("{label}_UNIT"));
+    c.line("sub.u64 %left, %nunits, %cj;");
+    {
+        // 3 v in %lim; the first block that exists (runs backwards) in %lo.
+        c.line("max.s64 %lj, %left, 0;");
+        c.line("min.s64 %lj, %lj, 32;");
+        c.line("cvt.u32.u64 %lim, %lj;");
+        c.line("mul.lo.u32 %lim, %lim, 3;");
+        c.line("sub.u32 %lo, 96, %lim;");
+        c.line("mul.lo.u64 %cs, %cj, 48;");
+        c.line("add.s64 %cd, %gd0, %cs;");
+        if backwards {
+            c.line("sub.s64 %cs, %gs0, %cs;");
+            c.line("sub.s64 %cs, %cs, 1488;");
+        } else {
+            c.line("add.s64 %cs, %gs0, %cs;");
+        }
+        if shifted {
+            c.line("and.b64 %cs, %cs, -16;");
+        }
+        c.line("add.s64 %cs, %cs, %lw64;");
+        c.line("add.s64 %cd, %cd, %lw64;");
+        let mut loaded = Vec::new();
+        let mut stores = Vec::new();
+        for h in 0..blocks {
+            let k = g.reg(Class::B32);
+            let p = g.reg(Class::Pred);
+            c.line(format!("add.u32 {k}, %lw, {};", 32 * h));
+            // Loads: the blocks of groups that exist; shifted, up to one block past them.
+            match (backwards, shifted) {
+                (false, false) => c.line(format!("setp.lt.u32 {p}, {k}, %lim;")),
+                (true, false) => c.line(format!("setp.ge.u32 {p}, {k}, %lo;")),
+                (false, true) => {
+                    c.line(format!("setp.le.u32 {p}, {k}, %lim;"));
+                    c.line(format!("setp.ne.and.u32 {p}, %lim, 0, {p};"));
+                }
+                (true, true) => {
+                    c.line(format!("setp.ge.u32 {p}, {k}, %lo;"));
+                    c.line(format!("setp.le.and.u32 {p}, {k}, 96, {p};"));
+                    c.line(format!("setp.ne.and.u32 {p}, %lim, 0, {p};"));
+                }
+            }
+            let regs: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+            c.line(format!(
+                "@{p} ld.global.nc.v4.u32 {{{}}}, [%cs+{}];",
+                regs.join(", "),
+                512 * h
+            ));
+            loaded.push((regs, p));
+            if h < 3 {
+                let q = g.reg(Class::Pred);
+                c.line(format!("setp.lt.u32 {q}, {k}, %lim;"));
+                stores.push(q);
+            }
+        }
+        for (h, (regs, p)) in loaded.iter().enumerate() {
+            // Block 96 (shifted) is lane 0's alone; the others' would land past the buffer.
+            let pred = if h == 3 {
+                format!("@{p} ")
+            } else {
+                String::new()
+            };
+            c.line(format!(
+                "{pred}st.shared.v4.u32 [%sl+{}], {{{}}};",
+                512 * h,
+                regs.join(", ")
+            ));
+        }
+        c.line("bar.warp.sync 0xffffffff;");
+        let words: Vec<String> = (0..4 * blocks).map(|_| g.reg(Class::B32)).collect();
+        for h in 0..blocks as usize {
+            c.line(format!(
+                "ld.shared.v4.u32 {{{}}}, [%sg+{}];",
+                words[4 * h..4 * h + 4].join(", "),
+                16 * h
+            ));
+        }
+        let bytes: Vec<String> = if shifted {
+            (0..3)
+                .flat_map(|h| shift_right(g, &mut c, &words[4 * h..4 * h + 8], "%m32", false))
+                .collect()
+        } else {
+            words
+        };
+        let out = permuted_words(g, &mut c, &bytes, from);
+        c.line("bar.warp.sync 0xffffffff;");
+        for h in 0..3 {
+            c.line(format!(
+                "st.shared.v4.u32 [%sd+{}], {{{}}};",
+                16 * h,
+                out[4 * h..4 * h + 4].join(", ")
+            ));
+        }
+        c.line("bar.warp.sync 0xffffffff;");
+        for (h, q) in stores.iter().enumerate() {
+            let regs: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+            c.line(format!(
+                "ld.shared.v4.u32 {{{}}}, [%sl+{}];",
+                regs.join(", "),
+                512 * h
+            ));
+            c.line(format!(
+                "@{q} st.global.v4.u32 [%cd+{}], {{{}}};",
+                512 * h,
+                regs.join(", ")
+            ));
+        }
+        c.line("bar.warp.sync 0xffffffff;");
+    }
+    // The warp's next unit, while it has groups; then the next pass.
+    c.line("add.u64 %cj, %cj, %team;");
+    c.line("add.u32 %uj, %uj, 1;");
+    c.line(format!("setp.lt.u32 %p0, %uj, {units};"));
+    c.line("setp.lt.and.u64 %p0, %cj, %nunits, %p0;");
+    c.line(format!("@%p0 bra.uni {label}_UNIT;"));
+    c.line("add.u64 %gw, %gw, %ustride;");
+    c.line("setp.lt.u64 %p0, %gw, %nunits;");
+    c.line(format!("@%p0 bra.uni {label};"));
+    c.line("bra.uni $ROW_NEXT;");
+    c
 }
 
 /// Stores the words `out` of a group as 16-byte vectors from `at`, under `pred`.
