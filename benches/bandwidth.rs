@@ -14,7 +14,8 @@
 //! extents mostly 2 to 4, under reversed, cyclic and seeded random permutations;
 //! `tools/any_layout_bench.py` times the `narrow`, `narrow-cast` and `rank` cases in PyTorch and
 //! CuPy too), `flip` (views read backwards along some axes, made contiguous: a reversed vector,
-//! images flipped left-right or upside down, channels first or last) and `sweep` (every permutation of the
+//! images flipped left-right or upside down, channels first or last), `flip-cast` (the `flip`
+//! layouts with a cast in one pass: u8 -> f32, f16 -> f32) and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
@@ -889,6 +890,49 @@ fn flip_workloads(b: &mut Bench) {
     one_type::<f32>(b);
 }
 
+/// The [`flip_layouts`] (shapes for 4-byte elements) made contiguous with a cast in one pass
+/// (`flip-cast`): u8 -> f32 (8-bit images to floats, flipped or with their channels reversed,
+/// BGR -> RGB) and f16 -> f32.
+fn flip_cast_workloads(b: &mut Bench) {
+    fn one_pair<S: DeviceElement, D: DeviceElement>(b: &mut Bench) {
+        let stream = b.stream.clone();
+        let layouts = flip_layouts(4);
+        let n = layouts
+            .iter()
+            .map(|(_, shape, _)| shape.iter().product::<usize>())
+            .max()
+            .unwrap_or(0);
+        let src = random_device::<S>(&stream, n);
+        let mut out = stream.alloc_zeros::<D>(n).unwrap();
+        for (name, shape, flip) in layouts {
+            let elems: usize = shape.iter().product();
+            let mut a = DeviceView::from(&src)
+                .slice_move(s![..elems])
+                .into_shape_with_order(IxDyn(&shape))
+                .unwrap();
+            for &k in &flip {
+                a.invert_axis(ndarray::Axis(k));
+            }
+            let mut o = devspan::DeviceViewMut::<D, Ix1>::from(&mut out)
+                .slice_move(s![..elems])
+                .into_shape_with_order(IxDyn(&shape))
+                .unwrap();
+            let steer = group_steer();
+            let path = if steer == Steer::Default {
+                path_of(&mut o, &a)
+            } else {
+                devspan::internals::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
+            };
+            let ms = b.time(|| b.copy(&mut o, &a, steer));
+            let name = format!("{} -> {} {name}", S::DTYPE, D::DTYPE);
+            let bytes = elems * (S::DTYPE.size() + D::DTYPE.size());
+            b.record("flip-cast", name, path, bytes, ms, Some(0.85));
+        }
+    }
+    one_pair::<u8, f32>(b);
+    one_pair::<f16, f32>(b);
+}
+
 /// A summary line of a group with a target: rows, min and median ratio, rows below the
 /// target, and the paths taken.
 fn group_summary(rows: &[Row], group: &str, target: f64) -> Option<String> {
@@ -1497,6 +1541,9 @@ fn main() {
     if want("flip") {
         flip_workloads(&mut b);
     }
+    if want("flip-cast") {
+        flip_cast_workloads(&mut b);
+    }
     // `sweep` for every element type, `sweep-u8` (or `-f16`, `-f32`) for one.
     let sweep = if ["sweep", "sweep-f32", "sweep-f16", "sweep-u8"]
         .iter()
@@ -1553,6 +1600,7 @@ fn main() {
         ("narrow-cast", 0.85),
         ("rank", 0.80),
         ("flip", 0.85),
+        ("flip-cast", 0.85),
     ] {
         if let Some(line) = group_summary(&b.rows, group, target) {
             println!("{line}");
