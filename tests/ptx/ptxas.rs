@@ -52,6 +52,12 @@ const ARCHS: [&str; 3] = ["sm_52", "sm_80", "sm_90"];
 /// Architectures on which spills and stack frames are errors.
 const STRICT_ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
+/// Kernels (name prefixes) whose register limit is set below what the compiler would take, so
+/// that more blocks stay resident, and the most bytes each may spill (stores, loads, stack
+/// frame) on the strict architectures: the reversed row kernels of groups of three vectors
+/// (`.maxnreg` 80, `ROW_STAGED_MAX_REGISTERS`; about 200 bytes with CUDA 12.9's `ptxas`).
+const SPILL_BUDGETS: [(&str, u32); 2] = [("copy_rows_rev3_", 256), ("copy_runs_rev3_", 256)];
+
 fn find_ptxas() -> Result<PathBuf, String> {
     if let Some(p) = env::var_os("DEVSPAN_PTXAS") {
         let p = PathBuf::from(p);
@@ -170,7 +176,11 @@ fn assemble(ptxas: &Path, dir: &Path, name: &str, arch: &str) -> Result<Vec<Kern
     }
     let mut problems = String::new();
     for k in reports.iter().filter(|_| STRICT_ARCHS.contains(&arch)) {
-        if k.stack != 0 || k.spill_stores != 0 || k.spill_loads != 0 {
+        let budget = SPILL_BUDGETS
+            .iter()
+            .find(|(prefix, _)| k.name.starts_with(prefix))
+            .map_or(0, |&(_, b)| b);
+        if k.stack > budget || k.spill_stores > budget || k.spill_loads > budget {
             problems.push_str(&format!(
                 "{name} {arch} {}: {} bytes stack frame, {} bytes spill stores, {} bytes spill loads\n",
                 k.name, k.stack, k.spill_stores, k.spill_loads

@@ -7,7 +7,7 @@ use super::load_store::{Space, load_scalar, load_vec, store_scalar, store_vec};
 use super::narrow::shift_right;
 use super::templates::Templates;
 use super::types::{Ty, group_elems, log2, size_ratio};
-use crate::abi::{self, ROW_BLOCK, ROW_SCALAR_UNROLL, RowRuns};
+use crate::abi::{self, ROW_BLOCK, ROW_SCALAR_UNROLL, ROW_STAGED_MAX_REGISTERS, RowRuns};
 
 /// Units (16 bytes of the wider side) per lane and iteration in the row kernels.
 fn row_units_per_lane(s: Ty, d: Ty) -> u64 {
@@ -438,6 +438,14 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
             ("SHARED", shared),
             ("STAGED_ENTRY", staged_entry),
             ("STAGED", staged),
+            (
+                "MAXNREG",
+                if vectors == 3 {
+                    format!(".maxnreg {ROW_STAGED_MAX_REGISTERS}\n")
+                } else {
+                    String::new()
+                },
+            ),
         ],
     )
 }

@@ -72,6 +72,15 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
     )
 }
 
+/// The register limit (`.maxnreg`) of the reversed row kernels whose groups are three vectors
+/// (runs of 3; [`RowRuns::group_bytes`] 48), which move a warp's groups through shared memory:
+/// 80, so that three blocks of [`ROW_BLOCK`] threads stay resident on a multiprocessor. The
+/// compiler takes about 127 without it (two blocks) and spills a little at 80; on the H200
+/// the limit ran u8 and f16 images of 3 channels flipped left-right or with their channels
+/// reversed at 0.89-0.94 of a device copy, against 0.86-0.89 without it and 0.83-0.87 with 96
+/// or 64.
+pub const ROW_STAGED_MAX_REGISTERS: u32 = 80;
+
 /// How a reversed row kernel ([`RowArgs`]) reads a row: as runs of `run` elements, either
 /// the runs in reverse order with each run's elements in order (`backwards`: a row read
 /// backwards, or images with their channels last flipped left-right), or the runs in order
