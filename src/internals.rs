@@ -280,6 +280,12 @@ pub struct RowsRevLaunch {
     pub threads: u32,
     /// The grid the launcher gives it (x, y).
     pub grid: (u32, u32),
+    /// Its arguments.
+    pub args: devspan_kernels::abi::RowArgs,
+    /// The form of its rows.
+    pub runs: devspan_kernels::abi::RowRuns,
+    /// Bytes of the elements it moves (a run of smaller ones may move as one).
+    pub elem_size: usize,
 }
 
 /// The launch of the reversed row kernel (`copy_rows_rev_bN`, `copy_runs_rev3_bN`, ...) for a copy
@@ -311,5 +317,8 @@ pub fn rows_rev_launch(
         params,
         threads: kernel.block().0,
         grid: devspan_kernels::abi::row_grid(args, g, g),
+        args: *args,
+        runs: *runs,
+        elem_size: elem.size(),
     }))
 }

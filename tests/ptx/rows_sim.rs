@@ -7,7 +7,9 @@
 //! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
 //! and operands a unit off (vectors shifted out of two aligned blocks), every block of the
 //! launcher's grid (some of more than one block along rows, some over rows); some cases of
-//! every element size must move vectors. Each case's destination must equal a reference byte
+//! every element size must move vectors, and each kernel of groups of three vectors must move
+//! rows through shared memory (teams of whole warps) both with its groups' source bytes on a
+//! 16-byte boundary and off it. Each case's destination must equal a reference byte
 //! for byte (poisoned first); every access must be aligned and inside the operands' regions,
 //! which start and end where the operands do.
 //!
@@ -176,8 +178,45 @@ fn standard(shape: &[usize]) -> Vec<isize> {
     s
 }
 
-/// A written case: its file and the launcher's grid.
-type Written = (String, (u32, u32));
+/// A written case: its file, the launcher's grid, its kernel, and which of its rows the
+/// kernel moves through shared memory ([`staged_rows`]).
+type Written = (String, (u32, u32), String, Staged);
+
+/// The rows of a case that a kernel of groups of three vectors moves through shared memory (a
+/// team of whole warps): whether some have their groups' source bytes on a 16-byte boundary,
+/// and whether some have them off it (shifted out of one block more).
+#[derive(Clone, Copy, Debug, Default)]
+struct Staged {
+    aligned: bool,
+    shifted: bool,
+}
+
+/// [`Staged`] of a launch, computing each row's start and the misalignment of its groups'
+/// source bytes as the kernel does.
+fn staged_rows(l: &devspan::internals::RowsRevLaunch) -> Staged {
+    use devspan_kernels::abi::{ROW_MAX_TEAM_SHIFT, row_rev_head};
+    let mut st = Staged::default();
+    let a = &l.args;
+    let size = l.elem_size;
+    if l.runs.group_bytes(size) != 48 || a.team_shift.min(ROW_MAX_TEAM_SHIFT) < 5 {
+        return st;
+    }
+    for q in 0..a.rows {
+        let (d, s) = a.row_offsets(q);
+        let dr = a.dst.wrapping_add((d * size as i64) as u64);
+        let sr = a.src.wrapping_add((s * size as i64) as u64);
+        let (head, m) = row_rev_head(dr, sr, size, l.runs, a.row_len);
+        // Rows with a whole warp's groups after the head.
+        if (a.row_len - head) * l.runs.run_bytes(size) >= 32 * 48 {
+            if m == 0 {
+                st.aligned = true;
+            } else {
+                st.shifted = true;
+            }
+        }
+    }
+    st
+}
 
 /// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, grid))`, or
 /// `None` if the planner gives it to another kernel.
@@ -249,6 +288,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         regions.push((sbase + at as u64, &source[at..end]));
         at = end;
     }
+    let staged = staged_rows(&launch);
     let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
     let file = write_sim_case(
         dir,
@@ -263,7 +303,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
             expect: &expect,
         },
     )?;
-    Ok(Some((file, launch.grid)))
+    Ok(Some((file, launch.grid, launch.kernel, staged)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
@@ -274,15 +314,23 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     let mut files = Vec::new();
     let mut grids = Vec::new();
     let mut other = Vec::new();
+    // Per kernel of groups of three vectors, whether cases move rows through shared memory
+    // with their groups' source bytes aligned, and shifted.
+    let mut staged: std::collections::BTreeMap<String, Staged> = Default::default();
     let all = layouts();
     for (i, l) in all.iter().enumerate() {
         if sample && !SAMPLE.contains(&l.name.as_str()) {
             continue;
         }
         match write_case(dir, l, 0x7e5 + i as u64)? {
-            Some((f, g)) => {
+            Some((f, g, kernel, st)) => {
                 files.push(f);
                 grids.push(g);
+                if kernel.contains("_rev3_") {
+                    let e = staged.entry(kernel).or_default();
+                    e.aligned |= st.aligned;
+                    e.shifted |= st.shifted;
+                }
             }
             None => other.push(l.name.clone()),
         }
@@ -299,6 +347,17 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     if !sample && !both {
         return Err(format!(
             "grids {grids:?}: none of more than one block on each axis"
+        ));
+    }
+    // Every kernel of groups of three vectors moves rows through shared memory, with their
+    // groups' source bytes aligned and shifted.
+    let unstaged: Vec<_> = staged
+        .iter()
+        .filter(|(_, st)| !(st.aligned && st.shifted))
+        .collect();
+    if !sample && (staged.len() != 4 || !unstaged.is_empty()) {
+        return Err(format!(
+            "kernels of groups of three vectors and their staged rows: {staged:?}"
         ));
     }
     let o = Command::new(crate::ptx_sim::python())

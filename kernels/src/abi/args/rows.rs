@@ -112,9 +112,11 @@ impl RowRuns {
     /// Whether kernels exist for elements of `size` bytes: runs of at most 16 bytes when the
     /// run is a power of two (a group is one vector); runs of 3 of 1- and 2-byte elements (a
     /// group is three vectors). Runs of 3 of 4- and 8-byte elements have none: on the H200 the
-    /// element-wise gather moves 12-byte runs faster (0.91-0.94 of a copy against 0.77-0.80
-    /// for groups of three vectors), where for 1- and 2-byte elements the groups win (0.76-0.84
-    /// against 0.29-0.64).
+    /// element-wise gather moved 12-byte runs faster (0.91-0.94 of a copy) than groups of
+    /// three vectors, each lane's three 48 bytes from its neighbour's (0.77-0.80); for 1- and
+    /// 2-byte elements the groups, since moved through shared memory ([`RowArgs`]' kernels'
+    /// staged loops, [`ROW_STAGED_MAX_REGISTERS`]), run at 0.89-0.94 against the gather's
+    /// 0.29-0.64. Staged groups of 4- and 8-byte elements are not measured.
     pub const fn exists(self, size: usize) -> bool {
         let known = matches!((self.run, self.backwards), (1 | 3, true) | (2..=4, false));
         known
