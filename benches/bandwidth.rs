@@ -852,85 +852,65 @@ fn flip_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
-/// Views read backwards along some axes, made contiguous: the [`flip_layouts`] for u8, f16
-/// and f32, each with its path, against the target of the `narrow` group.
+/// Views read backwards along some axes ([`flip_layouts`]), made contiguous: same-type copies
+/// for u8, f16 and f32 (`flip`).
 fn flip_workloads(b: &mut Bench) {
-    fn one_type<T: DeviceElement>(b: &mut Bench) {
-        let stream = b.stream.clone();
-        let n = GIB / T::DTYPE.size();
-        let src = random_device::<T>(&stream, n);
-        let mut out = stream.alloc_zeros::<T>(n).unwrap();
-        for (name, shape, flip) in flip_layouts(T::DTYPE.size()) {
-            let elems: usize = shape.iter().product();
-            let mut a = DeviceView::from(&src)
-                .slice_move(s![..elems])
-                .into_shape_with_order(IxDyn(&shape))
-                .unwrap();
-            for &k in &flip {
-                a.invert_axis(ndarray::Axis(k));
-            }
-            let mut o = devspan::DeviceViewMut::<T, Ix1>::from(&mut out)
-                .slice_move(s![..elems])
-                .into_shape_with_order(IxDyn(&shape))
-                .unwrap();
-            let steer = group_steer();
-            let path = if steer == Steer::Default {
-                path_of(&mut o, &a)
-            } else {
-                devspan::internals::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
-            };
-            let ms = b.time(|| b.copy(&mut o, &a, steer));
-            let name = format!("{} {name}", T::DTYPE);
-            let bytes = elems * 2 * T::DTYPE.size();
-            b.record("flip", name, path, bytes, ms, Some(0.85));
-        }
-    }
-    one_type::<u8>(b);
-    one_type::<f16>(b);
-    one_type::<f32>(b);
+    flip_rows::<u8, u8>(b, "flip", flip_layouts(1));
+    flip_rows::<f16, f16>(b, "flip", flip_layouts(2));
+    flip_rows::<f32, f32>(b, "flip", flip_layouts(4));
 }
 
 /// The [`flip_layouts`] (shapes for 4-byte elements) made contiguous with a cast in one pass
 /// (`flip-cast`): u8 -> f32 (8-bit images to floats, flipped or with their channels reversed,
 /// BGR -> RGB) and f16 -> f32.
 fn flip_cast_workloads(b: &mut Bench) {
-    fn one_pair<S: DeviceElement, D: DeviceElement>(b: &mut Bench) {
-        let stream = b.stream.clone();
-        let layouts = flip_layouts(4);
-        let n = layouts
-            .iter()
-            .map(|(_, shape, _)| shape.iter().product::<usize>())
-            .max()
-            .unwrap_or(0);
-        let src = random_device::<S>(&stream, n);
-        let mut out = stream.alloc_zeros::<D>(n).unwrap();
-        for (name, shape, flip) in layouts {
-            let elems: usize = shape.iter().product();
-            let mut a = DeviceView::from(&src)
-                .slice_move(s![..elems])
-                .into_shape_with_order(IxDyn(&shape))
-                .unwrap();
-            for &k in &flip {
-                a.invert_axis(ndarray::Axis(k));
-            }
-            let mut o = devspan::DeviceViewMut::<D, Ix1>::from(&mut out)
-                .slice_move(s![..elems])
-                .into_shape_with_order(IxDyn(&shape))
-                .unwrap();
-            let steer = group_steer();
-            let path = if steer == Steer::Default {
-                path_of(&mut o, &a)
-            } else {
-                devspan::internals::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
-            };
-            let ms = b.time(|| b.copy(&mut o, &a, steer));
-            let name = format!("{} -> {} {name}", S::DTYPE, D::DTYPE);
-            let bytes = elems * (S::DTYPE.size() + D::DTYPE.size());
-            b.record("flip-cast", name, path, bytes, ms, Some(0.85));
+    flip_rows::<u8, f32>(b, "flip-cast", flip_layouts(4));
+    flip_rows::<f16, f32>(b, "flip-cast", flip_layouts(4));
+}
+
+/// One row of `group` per layout: an `S` source read backwards along the layout's axes,
+/// assigned (cast where `D` differs) to a standard-layout `D` destination; target 0.85.
+fn flip_rows<S: DeviceElement, D: DeviceElement>(
+    b: &mut Bench,
+    group: &'static str,
+    layouts: Vec<(String, Vec<usize>, Vec<usize>)>,
+) {
+    let stream = b.stream.clone();
+    let n = layouts
+        .iter()
+        .map(|(_, shape, _)| shape.iter().product::<usize>())
+        .max()
+        .unwrap_or(0);
+    let src = random_device::<S>(&stream, n);
+    let mut out = stream.alloc_zeros::<D>(n).unwrap();
+    for (name, shape, flip) in layouts {
+        let elems: usize = shape.iter().product();
+        let mut a = DeviceView::from(&src)
+            .slice_move(s![..elems])
+            .into_shape_with_order(IxDyn(&shape))
+            .unwrap();
+        for &k in &flip {
+            a.invert_axis(ndarray::Axis(k));
         }
+        let mut o = devspan::DeviceViewMut::<D, Ix1>::from(&mut out)
+            .slice_move(s![..elems])
+            .into_shape_with_order(IxDyn(&shape))
+            .unwrap();
+        let steer = group_steer();
+        let path = if steer == Steer::Default {
+            path_of(&mut o, &a)
+        } else {
+            devspan::internals::assign_cast_steered(&mut o, &stream, &a, steer).unwrap()
+        };
+        let ms = b.time(|| b.copy(&mut o, &a, steer));
+        let name = if S::DTYPE == D::DTYPE {
+            format!("{} {name}", S::DTYPE)
+        } else {
+            format!("{} -> {} {name}", S::DTYPE, D::DTYPE)
+        };
+        let bytes = elems * (S::DTYPE.size() + D::DTYPE.size());
+        b.record(group, name, path, bytes, ms, Some(0.85));
     }
-    one_pair::<u8, f32>(b);
-    one_pair::<f16, f32>(b);
 }
 
 /// A summary line of a group with a target: rows, min and median ratio, rows below the
