@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank` and `flip`
-cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the `copy`
-group's transposes and more), in one process.
+"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank`, `flip` and
+`flip-cast` cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the
+`copy` group's transposes and more), in one process.
 
 Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
 skipped, and the script says so):
@@ -37,7 +37,10 @@ images flipped left-right or upside down, channels reversed, pairs swapped): PyT
 `cupy.ascontiguousarray(cupy.flip(a, axes))`, and devspan
 `devspan.to_contiguous` of that CuPy view (negative strides, through the CUDA Array Interface
 alone, since the DLPack export of some CuPy releases garbles negative strides; without CuPy the
-devspan cell says so).
+devspan cell says so). Each `flip-cast` case (the `flip` layouts with shapes for 4-byte elements,
+u8 -> f32 and f16 -> f32) does the same with a cast: PyTorch `torch.flip(t, axes).to(T)` (two
+passes: PyTorch has no flip with a cast), CuPy `cupy.copyto` of the flipped view into a new
+array of T, and devspan `devspan.cast` of CuPy's flipped view.
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -187,17 +190,19 @@ class CudaArrayInterface:
 
 
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
-GROUPS = ("narrow", "narrow-cast", "rank", "flip", "pixels")
+GROUPS = ("narrow", "narrow-cast", "rank", "flip", "flip-cast", "pixels")
 # The `narrow-cast` group's (source, target) types.
 CAST_PAIRS = [("u8", "f32"), ("f32", "f16"), ("f16", "f32")]
+# The `flip-cast` group's.
+FLIP_CAST_PAIRS = [("u8", "f32"), ("f16", "f32")]
 # CuPy's (NumPy's) names of the types.
 NUMPY_NAMES = {"u8": "uint8", "f16": "float16", "f32": "float32"}
 
 
 def cases(groups):
     """(group, name, source dtype name, result dtype name, source shape, permutation), in the
-    bench's order; for the `flip` group the last is the axes read backwards. The two dtypes
-    differ in the `narrow-cast` group alone."""
+    bench's order; for the `flip` and `flip-cast` groups the last is the axes read backwards.
+    The two dtypes differ in the `narrow-cast` and `flip-cast` groups alone."""
     out = []
     if "narrow" in groups:
         for ty, size in SIZES.items():
@@ -229,6 +234,11 @@ def cases(groups):
         for ty, size in SIZES.items():
             for name, shape, axes in flip_layouts(size):
                 out.append(("flip", f"{ty} {name}", ty, ty, shape, axes))
+    if "flip-cast" in groups:
+        # Shapes for 4-byte elements, as the bench's.
+        for ty, to in FLIP_CAST_PAIRS:
+            for name, shape, axes in flip_layouts(4):
+                out.append(("flip-cast", f"{ty} -> {to} {name}", ty, to, shape, axes))
     if "pixels" in groups:
         for ty, name, shape, perm in pixel_layouts():
             out.append(("pixels", name, ty, ty, shape, perm))
@@ -277,7 +287,8 @@ def load_frameworks():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "groups", nargs="*", help="narrow, narrow-cast, rank, flip, pixels (default: all)"
+        "groups", nargs="*",
+        help="narrow, narrow-cast, rank, flip, flip-cast, pixels (default: all)",
     )
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
@@ -371,7 +382,7 @@ def main():
             for group, name, _, to, shape, perm in mine:
                 n = _numel(shape)
                 base = flat[:n].view(shape)
-                flip = perm if group == "flip" else None
+                flip = perm if group in ("flip", "flip-cast") else None
                 # The view's shape and strides, and its element zero in `base`.
                 if flip is None:
                     src = base.permute(perm)
@@ -434,7 +445,9 @@ def main():
 
                 def torch_fn():
                     if flip is not None:
-                        return torch.flip(base, flip)
+                        # PyTorch has no flip with a cast: a flipped copy, then the cast.
+                        flipped = torch.flip(base, flip)
+                        return flipped.to(to_dtype) if cast else flipped
                     if not cast:
                         return src.contiguous()
                     return torch.empty(src.shape, dtype=to_dtype, device=src.device).copy_(src)
@@ -478,7 +491,10 @@ def main():
                             if isinstance(cp_src, Exception):
                                 raise cp_src
                             with cp_stream:
-                                return devspan.to_contiguous(CudaArrayInterface(cp_src))
+                                view = CudaArrayInterface(cp_src)
+                                if cast:
+                                    return devspan.cast(view, to)
+                                return devspan.to_contiguous(view)
                         if not cast:
                             return devspan.to_contiguous(src)
                         return devspan.cast(src, to)

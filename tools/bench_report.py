@@ -30,9 +30,11 @@ from collections import OrderedDict
 BEGIN = "<!-- results: begin -->"
 END = "<!-- results: end -->"
 
-# Groups summarised by element type (the first word of a row's name; for `narrow-cast`, the pair
-# "u8 -> f32"), and those summarised whole.
-BY_TYPE = ("narrow", "narrow-cast", "rank", "sweep")
+# Groups summarised by element type (the first word of a row's name; for `narrow-cast` and
+# `flip-cast`, the pair "u8 -> f32"), and those summarised whole.
+BY_TYPE = ("narrow", "narrow-cast", "flip-cast", "rank", "sweep")
+# Groups whose rows are named by a type pair ("u8 -> f32 ...").
+BY_PAIR = ("narrow-cast", "flip-cast")
 WHOLE = ("cast",)
 # Groups the sweep records for its alternative kernels: summarised whole, after the sweep.
 ALTERNATIVES = ("sweep-transpose", "sweep-unpacked", "sweep-rows", "sweep-novec", "sweep-packed64")
@@ -69,7 +71,7 @@ def bandwidth_rows(data):
             types = OrderedDict()
             for r in rs:
                 words = r["name"].split()
-                key = " ".join(words[:3]) if group == "narrow-cast" else words[0]
+                key = " ".join(words[:3]) if group in BY_PAIR else words[0]
                 types.setdefault(key, []).append(r)
             for t, trs in types.items():
                 out.append(
