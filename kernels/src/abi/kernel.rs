@@ -31,15 +31,18 @@ pub enum Kind {
     RowsRev,
     /// [`Kind::RowsRev`] of runs of 3 elements, each run's elements in order (an image of 3
     /// channels per pixel read right to left): groups of `16 / size` runs move as three
-    /// 16-byte vectors. Copies of 1- and 2-byte elements only ([`RowRuns::exists`]).
+    /// 16-byte vectors, in rows of teams of whole warps through shared memory, a warp's 32
+    /// groups at a time, so that its loads and stores cover consecutive vectors (register
+    /// limit [`ROW_STAGED_MAX_REGISTERS`](super::ROW_STAGED_MAX_REGISTERS)). Copies of 1- and
+    /// 2-byte elements only ([`RowRuns::exists`]).
     RowsRev3,
     /// Rows of runs of 2 elements in order, each run's elements reversed (pairs swapped):
     /// [`RowArgs`](super::RowArgs) (`src` each row's lowest byte), groups of runs in 16-byte
     /// vectors. Copies only; see [`RowRuns`](super::RowRuns).
     RunsRev2,
     /// [`Kind::RunsRev2`] of runs of 3 elements (an image of 3 channels per pixel with its
-    /// channels reversed, RGB <-> BGR): groups of `16 / size` runs in three 16-byte vectors;
-    /// 1- and 2-byte elements only.
+    /// channels reversed, RGB <-> BGR): groups of `16 / size` runs in three 16-byte vectors,
+    /// through shared memory as for [`Kind::RowsRev3`]; 1- and 2-byte elements only.
     RunsRev3,
     /// [`Kind::RunsRev2`] of runs of 4 elements (RGBA <-> ABGR).
     RunsRev4,
