@@ -332,7 +332,7 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
 
     // Groups of three vectors go through shared memory, a warp's 32 consecutive groups at a
     // time, where a team is one or more whole warps.
-    let (shared, staged_decls, staged_entry, staged) = if vectors == 3 {
+    let (shared, staged_decls, staged_entry, staged, maxnreg) = if vectors == 3 {
         let smem = format!("{name}_stage");
         let entry = "\tsetp.ge.u32 %p0, %tshift, 5;\n\t@%p0 bra.uni $STAGED_START;".to_string();
         let (mut loops, decls) = staged_start(&smem, runs.backwards);
@@ -342,7 +342,8 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
         }
         let bytes = u64::from(ROW_BLOCK) / 32 * STAGE_BYTES;
         let shared = format!(".shared .align 16 .b8 {smem}[{bytes}];\n");
-        (shared, decls, entry, loops.text())
+        let maxnreg = format!(".maxnreg {ROW_STAGED_MAX_REGISTERS}\n");
+        (shared, decls, entry, loops.text(), maxnreg)
     } else {
         Default::default()
     };
@@ -438,14 +439,7 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
             ("SHARED", shared),
             ("STAGED_ENTRY", staged_entry),
             ("STAGED", staged),
-            (
-                "MAXNREG",
-                if vectors == 3 {
-                    format!(".maxnreg {ROW_STAGED_MAX_REGISTERS}\n")
-                } else {
-                    String::new()
-                },
-            ),
+            ("MAXNREG", maxnreg),
         ],
     )
 }
@@ -521,113 +515,111 @@ fn staged_loop(
     c.line("mov.u32 %uj, 0;");
     c.label(&format!("{label}_UNIT"));
     c.line("sub.u64 %left, %nunits, %cj;");
-    {
-        // 3 v in %lim; the first block that exists (runs backwards) in %lo.
-        c.line("max.s64 %lj, %left, 0;");
-        c.line("min.s64 %lj, %lj, 32;");
-        c.line("cvt.u32.u64 %lim, %lj;");
-        c.line("mul.lo.u32 %lim, %lim, 3;");
-        c.line("sub.u32 %lo, 96, %lim;");
-        c.line("mul.lo.u64 %cs, %cj, 48;");
-        c.line("add.s64 %cd, %gd0, %cs;");
-        if backwards {
-            c.line("sub.s64 %cs, %gs0, %cs;");
-            c.line("sub.s64 %cs, %cs, 1488;");
-        } else {
-            c.line("add.s64 %cs, %gs0, %cs;");
-        }
-        if shifted {
-            c.line("and.b64 %cs, %cs, -16;");
-        }
-        c.line("add.s64 %cs, %cs, %lw64;");
-        c.line("add.s64 %cd, %cd, %lw64;");
-        let mut loaded = Vec::new();
-        let mut stores = Vec::new();
-        for h in 0..blocks {
-            let k = g.reg(Class::B32);
-            let p = g.reg(Class::Pred);
-            c.line(format!("add.u32 {k}, %lw, {};", 32 * h));
-            // Loads: the blocks of groups that exist; shifted, up to one block past them.
-            match (backwards, shifted) {
-                (false, false) => c.line(format!("setp.lt.u32 {p}, {k}, %lim;")),
-                (true, false) => c.line(format!("setp.ge.u32 {p}, {k}, %lo;")),
-                (false, true) => {
-                    c.line(format!("setp.le.u32 {p}, {k}, %lim;"));
-                    c.line(format!("setp.ne.and.u32 {p}, %lim, 0, {p};"));
-                }
-                (true, true) => {
-                    c.line(format!("setp.ge.u32 {p}, {k}, %lo;"));
-                    c.line(format!("setp.le.and.u32 {p}, {k}, 96, {p};"));
-                    c.line(format!("setp.ne.and.u32 {p}, %lim, 0, {p};"));
-                }
-            }
-            let regs: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
-            c.line(format!(
-                "@{p} ld.global.nc.v4.u32 {{{}}}, [%cs+{}];",
-                regs.join(", "),
-                512 * h
-            ));
-            loaded.push((regs, p));
-            if h < 3 {
-                let q = g.reg(Class::Pred);
-                c.line(format!("setp.lt.u32 {q}, {k}, %lim;"));
-                stores.push(q);
-            }
-        }
-        for (h, (regs, p)) in loaded.iter().enumerate() {
-            // Block 96 (shifted) is lane 0's alone; the others' would land past the buffer.
-            let pred = if h == 3 {
-                format!("@{p} ")
-            } else {
-                String::new()
-            };
-            c.line(format!(
-                "{pred}st.shared.v4.u32 [%sl+{}], {{{}}};",
-                512 * h,
-                regs.join(", ")
-            ));
-        }
-        c.line("bar.warp.sync 0xffffffff;");
-        let words: Vec<String> = (0..4 * blocks).map(|_| g.reg(Class::B32)).collect();
-        for h in 0..blocks as usize {
-            c.line(format!(
-                "ld.shared.v4.u32 {{{}}}, [%sg+{}];",
-                words[4 * h..4 * h + 4].join(", "),
-                16 * h
-            ));
-        }
-        let bytes: Vec<String> = if shifted {
-            (0..3)
-                .flat_map(|h| shift_right(g, &mut c, &words[4 * h..4 * h + 8], "%m32", false))
-                .collect()
-        } else {
-            words
-        };
-        let out = permuted_words(g, &mut c, &bytes, from);
-        c.line("bar.warp.sync 0xffffffff;");
-        for h in 0..3 {
-            c.line(format!(
-                "st.shared.v4.u32 [%sd+{}], {{{}}};",
-                16 * h,
-                out[4 * h..4 * h + 4].join(", ")
-            ));
-        }
-        c.line("bar.warp.sync 0xffffffff;");
-        for (h, q) in stores.iter().enumerate() {
-            let regs: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
-            c.line(format!(
-                "ld.shared.v4.u32 {{{}}}, [%sl+{}];",
-                regs.join(", "),
-                512 * h
-            ));
-            c.line(format!(
-                "@{q} st.global.v4.u32 [%cd+{}], {{{}}};",
-                512 * h,
-                regs.join(", ")
-            ));
-        }
-        c.line("bar.warp.sync 0xffffffff;");
+    // 3 v in %lim; the first block that exists (runs backwards) in %lo.
+    c.line("max.s64 %lj, %left, 0;");
+    c.line("min.s64 %lj, %lj, 32;");
+    c.line("cvt.u32.u64 %lim, %lj;");
+    c.line("mul.lo.u32 %lim, %lim, 3;");
+    c.line("sub.u32 %lo, 96, %lim;");
+    c.line("mul.lo.u64 %cs, %cj, 48;");
+    c.line("add.s64 %cd, %gd0, %cs;");
+    if backwards {
+        c.line("sub.s64 %cs, %gs0, %cs;");
+        c.line("sub.s64 %cs, %cs, 1488;");
+    } else {
+        c.line("add.s64 %cs, %gs0, %cs;");
     }
+    if shifted {
+        c.line("and.b64 %cs, %cs, -16;");
+    }
+    c.line("add.s64 %cs, %cs, %lw64;");
+    c.line("add.s64 %cd, %cd, %lw64;");
+    let mut loaded = Vec::new();
+    let mut stores = Vec::new();
+    for h in 0..blocks {
+        let k = g.reg(Class::B32);
+        let p = g.reg(Class::Pred);
+        c.line(format!("add.u32 {k}, %lw, {};", 32 * h));
+        // Loads: the blocks of groups that exist; shifted, up to one block past them.
+        match (backwards, shifted) {
+            (false, false) => c.line(format!("setp.lt.u32 {p}, {k}, %lim;")),
+            (true, false) => c.line(format!("setp.ge.u32 {p}, {k}, %lo;")),
+            (false, true) => {
+                c.line(format!("setp.le.u32 {p}, {k}, %lim;"));
+                c.line(format!("setp.ne.and.u32 {p}, %lim, 0, {p};"));
+            }
+            (true, true) => {
+                c.line(format!("setp.ge.u32 {p}, {k}, %lo;"));
+                c.line(format!("setp.le.and.u32 {p}, {k}, 96, {p};"));
+                c.line(format!("setp.ne.and.u32 {p}, %lim, 0, {p};"));
+            }
+        }
+        let regs: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+        c.line(format!(
+            "@{p} ld.global.nc.v4.u32 {{{}}}, [%cs+{}];",
+            regs.join(", "),
+            512 * h
+        ));
+        loaded.push((regs, p));
+        if h < 3 {
+            let q = g.reg(Class::Pred);
+            c.line(format!("setp.lt.u32 {q}, {k}, %lim;"));
+            stores.push(q);
+        }
+    }
+    for (h, (regs, p)) in loaded.iter().enumerate() {
+        // Block 96 (shifted) is lane 0's alone; the others' would land past the buffer.
+        let pred = if h == 3 {
+            format!("@{p} ")
+        } else {
+            String::new()
+        };
+        c.line(format!(
+            "{pred}st.shared.v4.u32 [%sl+{}], {{{}}};",
+            512 * h,
+            regs.join(", ")
+        ));
+    }
+    c.line("bar.warp.sync 0xffffffff;");
+    let words: Vec<String> = (0..4 * blocks).map(|_| g.reg(Class::B32)).collect();
+    for h in 0..blocks as usize {
+        c.line(format!(
+            "ld.shared.v4.u32 {{{}}}, [%sg+{}];",
+            words[4 * h..4 * h + 4].join(", "),
+            16 * h
+        ));
+    }
+    let bytes: Vec<String> = if shifted {
+        (0..3)
+            .flat_map(|h| shift_right(g, &mut c, &words[4 * h..4 * h + 8], "%m32", false))
+            .collect()
+    } else {
+        words
+    };
+    let out = permuted_words(g, &mut c, &bytes, from);
+    c.line("bar.warp.sync 0xffffffff;");
+    for h in 0..3 {
+        c.line(format!(
+            "st.shared.v4.u32 [%sd+{}], {{{}}};",
+            16 * h,
+            out[4 * h..4 * h + 4].join(", ")
+        ));
+    }
+    c.line("bar.warp.sync 0xffffffff;");
+    for (h, q) in stores.iter().enumerate() {
+        let regs: Vec<String> = (0..4).map(|_| g.reg(Class::B32)).collect();
+        c.line(format!(
+            "ld.shared.v4.u32 {{{}}}, [%sl+{}];",
+            regs.join(", "),
+            512 * h
+        ));
+        c.line(format!(
+            "@{q} st.global.v4.u32 [%cd+{}], {{{}}};",
+            512 * h,
+            regs.join(", ")
+        ));
+    }
+    c.line("bar.warp.sync 0xffffffff;");
     // The warp's next unit, while it has groups; then the next pass.
     c.line("add.u64 %cj, %cj, %team;");
     c.line("add.u32 %uj, %uj, 1;");
