@@ -252,11 +252,7 @@ pub fn tiled_launch(
     let threads = crate::kernels::tiled_block(args, *from, *to, grid);
     let (kernel, _) = crate::kernels::tiled_kernel(args, *from, *to, grid, 9);
     let kernel = kernel.module_name();
-    let size = std::mem::size_of::<devspan_kernels::abi::TiledArgs>();
-    // SAFETY: `TiledArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
-    // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.
-    let params =
-        unsafe { std::slice::from_raw_parts((&**args as *const _) as *const u8, size) }.to_vec();
+    let params = param_bytes(&**args);
     Ok(Some(TiledLaunch {
         kernel,
         params,
@@ -307,11 +303,7 @@ pub fn rows_rev_launch(
     let kind = devspan_kernels::abi::Kind::of_row_runs(*runs);
     let kernel = devspan_kernels::abi::Kernel::copy(kind, *elem, *elem);
     let g = runs.grid_size(elem.size());
-    let size = std::mem::size_of::<devspan_kernels::abi::RowArgs>();
-    // SAFETY: `RowArgs` is a `ParamBlock`: `#[repr(C)]` integers with no implicit padding,
-    // so all of its `size` bytes are initialised; the slice borrows `args` for this statement.
-    let params =
-        unsafe { std::slice::from_raw_parts((args as *const _) as *const u8, size) }.to_vec();
+    let params = param_bytes(args);
     Ok(Some(RowsRevLaunch {
         kernel: kernel.module_name(),
         params,
@@ -320,5 +312,58 @@ pub fn rows_rev_launch(
         args: *args,
         runs: *runs,
         elem_size: elem.size(),
+    }))
+}
+
+/// The bytes of a kernel's parameter block, as a launch passes them.
+fn param_bytes<T: devspan_kernels::abi::ParamBlock>(args: &T) -> Vec<u8> {
+    // SAFETY: a `ParamBlock` is `#[repr(C)]` integers with no implicit padding (its trait's
+    // contract), so all of its `size_of::<T>()` bytes are initialised; the slice borrows
+    // `args` for this statement.
+    unsafe { std::slice::from_raw_parts((args as *const T) as *const u8, std::mem::size_of::<T>()) }
+        .to_vec()
+}
+
+/// The launch of the gathered row kernel that a cast plans to, for checks that run it outside
+/// a GPU (a PTX interpreter).
+#[derive(Clone, Debug)]
+pub struct RowsGatherLaunch {
+    /// The kernel's module and entry point name (`cast_rows_gather_u8_f32`, ...).
+    pub kernel: String,
+    /// The bytes of its parameter block (`RowGatherArgs`).
+    pub params: Vec<u8>,
+    /// Threads per block.
+    pub threads: u32,
+    /// The grid the launcher gives it (x, y).
+    pub grid: (u32, u32),
+    /// Its arguments.
+    pub args: devspan_kernels::abi::RowGatherArgs,
+}
+
+/// The launch of the gathered row kernel (`cast_rows_gather_S_D`) for a cast of `shape` from
+/// `from` to `to` between raw operands (element zero at byte address `dst` / `src`, strides in
+/// elements); `None` when the cast plans to another kernel.
+pub fn rows_gather_launch(
+    dst: u64,
+    dst_strides: &[isize],
+    to: crate::DType,
+    src: u64,
+    src_strides: &[isize],
+    from: crate::DType,
+    shape: &[usize],
+) -> Result<Option<RowsGatherLaunch>> {
+    let opt = PlanOptions::default();
+    let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
+    let plan::Plan::RowsGather { args, from, to } = &p else {
+        return Ok(None);
+    };
+    let kernel =
+        devspan_kernels::abi::Kernel::copy(devspan_kernels::abi::Kind::RowsGather, *from, *to);
+    Ok(Some(RowsGatherLaunch {
+        kernel: kernel.module_name(),
+        params: param_bytes(args),
+        threads: kernel.block().0,
+        grid: devspan_kernels::abi::row_grid(&args.row, from.size(), to.size()),
+        args: *args,
     }))
 }

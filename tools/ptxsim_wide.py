@@ -175,7 +175,10 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                         assert 0<=a and a+n<=shared_size,('shared oob',op,a,n,shared_size)
                     if o=='ld':
                         b=glob.read(a,n) if parts[1]=='global' else bytes(shared[a:a+n])
-                        for i,r in enumerate(regs): R[r]=int.from_bytes(b[ew*i:ew*(i+1)],'little')
+                        for i,r in enumerate(regs):
+                            x=int.from_bytes(b[ew*i:ew*(i+1)],'little')
+                            # Signed loads narrower than 64 bits sign-extend into the register.
+                            R[r]=sg(x,8*ew)&M64 if parts[-1][0]=='s' and ew<8 else x
                         if parts[1]=='global': log.append(('ld',a,bx,tx,ty,R.get('%bid')))
                     else:
                         if all(r in R for r in regs) or undef is not None:

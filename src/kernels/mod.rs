@@ -425,6 +425,21 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }
+        Plan::RowsGather { args, from, to } => {
+            let k = Kernel::copy(Kind::RowsGather, *from, *to);
+            let f = kernel(stream.context(), k)?;
+            let (gx, gy) = row_grid(&args.row, from.size(), to.size());
+            let args = Param(*args);
+            let mut b = stream.launch_builder(&f);
+            b.arg(&args);
+            // SAFETY: every element of every row the arguments describe (element `i` of a row
+            // at the source offset `RowGatherArgs::element_offset(i)` from the row's) is in
+            // bounds and the two operands are disjoint (contract); the kernel loads exactly
+            // those elements and stores the destination's row; `RowGatherArgs` is its
+            // parameter block.
+            unsafe { b.launch(config(k, (gx, gy, 1)))? };
+            Ok(())
+        }
         Plan::RowsRev { args, elem, runs } => {
             let k = Kernel::copy(Kind::of_row_runs(*runs), *elem, *elem);
             let f = kernel(stream.context(), k)?;

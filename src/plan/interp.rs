@@ -5,9 +5,9 @@ use super::Plan;
 pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
 use devspan_kernels::abi::{
-    CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs, RowRuns,
-    TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs, contig_group_elems, row_grid, row_head,
-    row_rev_head, row_units_per_lane, tiled_vectors,
+    CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
+    RowGatherArgs, RowRuns, TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs,
+    contig_group_elems, row_grid, row_head, row_rev_head, row_units_per_lane, tiled_vectors,
 };
 
 /// Host buffers standing in for device allocations at chosen addresses.
@@ -213,6 +213,10 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             let g = runs.grid_size(elem.size());
             let (gx, gy) = row_grid(args, g, g);
             run_rows_rev(args, elem, runs, (gx.max(1), gy.max(1)), mem);
+        }
+        Plan::RowsGather { ref args, from, to } => {
+            let (gx, gy) = row_grid(&args.row, from.size(), to.size());
+            run_rows_gather(args, from, to, (gx.max(1), gy.max(1)), mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
         Plan::Tiled {
@@ -769,6 +773,82 @@ pub(crate) fn run_rows(
                             assert_eq!(da % (unit * ds), 0, "row unit: dst vector misaligned");
                             for e in 0..unit {
                                 copy_elem(mem, da + e * ds, to, sa + e * ss, from);
+                            }
+                        }
+                        g += ustride;
+                    }
+                    row += rstride;
+                }
+            }
+        }
+    }
+}
+
+/// The gathered row kernels (`cast_rows_gather_S_D`) on `grid`, thread by thread as the kernel
+/// maps its work: element `i` of a row from [`RowGatherArgs::element_offset`], the units of
+/// `16 / max(size)` elements from the destination's alignment on stored whole (aligned), the
+/// head and tail element by element.
+pub(crate) fn run_rows_gather(
+    args: &RowGatherArgs,
+    from: DType,
+    to: DType,
+    grid: (u32, u32),
+    mem: &mut HostMem,
+) {
+    let row_args = &args.row;
+    let (ss, ds) = (from.size() as u64, to.size() as u64);
+    let unit = 16 / ss.max(ds);
+    let unit_bytes = unit * ds;
+    let units = row_units_per_lane(from.size(), to.size());
+    let shift = row_args.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let team = 1u64 << shift;
+    let teams = u64::from(ROW_BLOCK) >> shift;
+    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
+    let unroll = u64::from(ROW_SCALAR_UNROLL);
+    let source = |sr: u64, e: u64| sr.wrapping_add((args.element_offset(e) * ss as i64) as u64);
+    for by in 0..gy {
+        for bx in 0..gx {
+            for thr in 0..u64::from(ROW_BLOCK) {
+                let lane = thr & (team - 1);
+                let mut row = by * teams + (thr >> shift);
+                let rstride = gy * teams;
+                let s0 = bx * team + lane;
+                let sstride = gx * team;
+                let u0 = bx * units * team + lane;
+                let ustride = sstride * units;
+                while row < row_args.rows {
+                    let (od, os) = row_args.row_offsets(row);
+                    let dr = at(row_args.dst, od, ds as usize);
+                    let sr = at(row_args.src, os, ss as usize);
+                    let len = row_args.row_len;
+                    let head = ((dr.wrapping_neg() % unit_bytes) / ds).min(len);
+                    let rem = len - head;
+                    let nunits = rem / unit;
+                    let nscalar = head + rem % unit;
+                    let tailoff = nunits * unit;
+                    let mut j = s0;
+                    while j < nscalar {
+                        for k in 0..unroll {
+                            let jk = j + k * sstride;
+                            if jk < nscalar {
+                                let e = if jk < head { jk } else { jk + tailoff };
+                                copy_elem(mem, dr + e * ds, to, source(sr, e), from);
+                            }
+                        }
+                        j += sstride * unroll;
+                    }
+                    let mut g = u0;
+                    while g < nunits {
+                        let left = nunits - g;
+                        for jj in 0..units {
+                            if jj > 0 && (left - 1) >> shift < jj {
+                                continue;
+                            }
+                            let e0 = head + (g + jj * team) * unit;
+                            let da = dr + e0 * ds;
+                            assert_eq!(da % unit_bytes, 0, "gathered unit: dst misaligned");
+                            for e in 0..unit {
+                                copy_elem(mem, da + e * ds, to, source(sr, e0 + e), from);
                             }
                         }
                         g += ustride;

@@ -34,9 +34,9 @@ mod tiled;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use devspan_kernels::abi::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs, RowArgs, RowRuns,
-    StridedArgs32, StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems,
-    contig_head, fill_head, transpose_tile,
+    FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs, ROW_GATHER_MAX_PERIOD,
+    RowArgs, RowGatherArgs, RowRuns, StridedArgs32, StridedArgs64, StridedArgsN, TiledArgs,
+    TransposeArgs, contig_group_elems, contig_head, fill_head, transpose_tile,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -246,6 +246,13 @@ pub(crate) enum Plan {
         elem: DType,
         runs: RowRuns,
     },
+    /// `cast_rows_gather_S_D`: rows contiguous in the destination, each read from the source
+    /// in periods of elements (`args.period`), converted.
+    RowsGather {
+        args: RowGatherArgs,
+        from: DType,
+        to: DType,
+    },
     /// `copy_permute_bN` / `cast_permute_S_D`.
     Permute {
         args: PermuteArgs,
@@ -328,6 +335,7 @@ impl Plan {
                 (_, true) => "rows_rev3",
                 _ => "runs_rev",
             },
+            Plan::RowsGather { .. } => "rows_gather",
             Plan::Permute { .. } => "permute",
             Plan::Tiled { .. } => "tiled",
             Plan::StridedN { .. } => "stridedn",
@@ -630,6 +638,55 @@ fn rows_rev_finish(
     Some((args, elem, runs))
 }
 
+/// The gathered row kernels' arguments for a cast from `ss`- to `ds`-byte elements whose
+/// normalised axis 0 is the destination's fastest (stride 1) and either runs backwards in the
+/// source (stride -1), or is a run shorter than a row's vector group (stride 1) whose axis 1 is
+/// read backwards. Where the destination is contiguous across axes 0 and 1 the row is both,
+/// axis 0 its period (images flipped left-right, with their channels last or reversed); else
+/// the row is axis 0 (periods of one element). `None` for other layouts, rows shorter than a
+/// vector group, and more than `MAX_ROW_OUTER` other axes.
+fn rows_gather_args(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    ss: usize,
+    ds: usize,
+) -> Option<RowGatherArgs> {
+    let a = &norm.axes;
+    let x = a.first()?;
+    let group = contig_group_elems(ss, ds);
+    let backwards = x.src == -1;
+    let short_runs = x.src == 1 && x.len < group && a.len() >= 2 && a[1].src < 0;
+    if x.dst != 1 || !(backwards || short_runs) {
+        return None;
+    }
+    let merged = a.len() >= 2 && a[1].dst == x.len as isize;
+    if short_runs && !merged {
+        return None;
+    }
+    let (period, stride, step, row_len, outer) = if merged && x.len as u64 <= ROW_GATHER_MAX_PERIOD
+    {
+        let len = x.len.checked_mul(a[1].len)?;
+        (x.len as u64, x.src as i64, a[1].src as i64, len, &a[2..])
+    } else {
+        (1, 0, x.src as i64, x.len, &a[1..])
+    };
+    if row_len < group || outer.len() > MAX_ROW_OUTER {
+        return None;
+    }
+    let (shape, dsr, ssr): (Vec<u64>, Vec<i64>, Vec<i64>) = if outer.is_empty() {
+        (vec![1], vec![0], vec![0])
+    } else {
+        (
+            outer.iter().map(|x| x.len as u64).collect(),
+            outer.iter().map(|x| x.dst as i64).collect(),
+            outer.iter().map(|x| x.src as i64).collect(),
+        )
+    };
+    let row = RowArgs::new(dst, src, row_len as u64, &shape, &dsr, &ssr, ss, ds)?;
+    RowGatherArgs::new(row, period, stride, step)
+}
+
 /// The unsigned type of `bytes` bytes (1, 2, 4 or 8), whose copies move any element type of
 /// that size, or a run of smaller elements that fills it.
 fn bits_type(bytes: usize) -> Option<DType> {
@@ -772,6 +829,16 @@ pub(crate) fn plan_copy(
         && let Some((args, elem, runs)) = rows_rev_args(&norm, d, s, from)
     {
         return Ok(Plan::RowsRev { args, elem, runs });
+    }
+    // Gathered rows: casts of the layouts the reversed row kernels copy (a row read backwards,
+    // runs of a few elements in reverse order or each reversed), each element loaded alone,
+    // the destination stored in vectors. Disjoint from the rows below: axis 0 runs backwards in
+    // the source, or is shorter than a row's vector group.
+    if !same
+        && !opt.no_rows
+        && let Some(args) = rows_gather_args(&norm, d, s, ss, ds)
+    {
+        return Ok(Plan::RowsGather { args, from, to });
     }
     // Rows: axis 0 has stride 1 on both sides and is at least one vector group long. Disjoint
     // from the transpose condition below, which needs a source stride other than +-1 on axis 0.

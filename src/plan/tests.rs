@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use cases::{for_each_case, pick, vec_of, weighted};
 
-use super::interp::{HostMem, element, run, run_rows, run_rows_rev};
+use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{Plan, PlanOptions, plan_copy, plan_fill};
 use crate::element::DType;
 use crate::layout::Layout;
@@ -561,9 +561,15 @@ fn flips_of_any_strides_match_reference() {
     use DType::*;
     let cases = if full_checks() { 4000 } else { 400 };
     let mut rng = StdRng::seed_from_u64(0x0f11_95ed);
-    let mut reversed = 0;
+    let (mut reversed, mut gathered) = (0, 0);
     for case in 0..cases {
         let t = pick(&mut rng, &[U8, I16, F32, F64]);
+        // Casts now and then: to a type of each size, converting or keeping every bit.
+        let to = if rng.random_bool(0.3) {
+            pick(&mut rng, &[I8, U8, F16, BF16, F32, U32, F64, I64])
+        } else {
+            t
+        };
         let size = t.size();
         let rank = rng.random_range(2..=5usize);
         let c = pick(&mut rng, &[1, 2, 3, 3, 4, 4, 5, 6, 8, 12, 24]);
@@ -613,7 +619,7 @@ fn flips_of_any_strides_match_reference() {
                 ss[k] = 0;
             }
         }
-        let doff = (rng.random_range(0..16usize) * size) as u64;
+        let doff = (rng.random_range(0..16usize) * to.size()) as u64;
         let soff = (rng.random_range(0..16usize) * size) as u64;
         let grid = match rng.random_range(0..4) {
             0 => Some((1, 1)),
@@ -622,10 +628,11 @@ fn flips_of_any_strides_match_reference() {
         };
         let opt = PlanOptions::default();
         let what = format!(
-            "case {case}: shape {shape:?} dst {ds:?} +{doff} src {ss:?} +{soff} {t} grid {grid:?}"
+            "case {case}: shape {shape:?} dst {ds:?} +{doff} src {ss:?} +{soff} {t} -> {to} \
+             grid {grid:?}"
         );
         let run = std::panic::catch_unwind(|| {
-            run_case_with(&shape, &ds, doff, t, &ss, soff, t, grid, opt)
+            run_case_with(&shape, &ds, doff, to, &ss, soff, t, grid, opt)
         });
         let p = run.unwrap_or_else(|e| {
             let msg = e
@@ -636,11 +643,120 @@ fn flips_of_any_strides_match_reference() {
             panic!("{what}: {msg}")
         });
         reversed += usize::from(p.path().starts_with("rows_rev") || p.path() == "runs_rev");
+        gathered += usize::from(p.path() == "rows_gather");
     }
     assert!(
-        reversed * 5 >= cases,
-        "{reversed} of {cases} cases took the reversed row kernels"
+        reversed * 5 >= cases && gathered * 10 >= cases,
+        "of {cases} cases {reversed} took the reversed row kernels, {gathered} the gathered rows"
     );
+}
+
+/// Casts of the layouts the reversed row kernels copy take the gathered rows, with the row and
+/// its periods the layout gives; rows that the row kernel moves forwards, and rows shorter than
+/// a vector group, do not.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "tens of plans of thousands of elements through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
+fn flipped_casts_take_the_gathered_rows() {
+    use DType::*;
+    let gather = |p: &Plan| match p {
+        Plan::RowsGather { args, .. } => {
+            let a = &args.row;
+            (
+                args.period,
+                args.period_stride,
+                args.period_step,
+                a.row_len,
+                a.rows,
+            )
+        }
+        other => panic!("expected gathered rows, got {other:?}"),
+    };
+    // (shape, source strides, (period, stride, step, row length, rows)); destinations in
+    // standard layout.
+    type Gathered = (u64, i64, i64, u64, u64);
+    let cases: [(&[usize], &[isize], Gathered); 7] = [
+        // CHW flipped left-right: every row backwards, the image's rows one gathered row.
+        (&[3, 8, 40], &[320, 40, -1], (40, -1, 40, 960, 1)),
+        // HWC, 3 channels, flipped left-right: pixels of 3 channels, right to left.
+        (&[8, 40, 3], &[120, -3, 1], (3, 1, -3, 120, 8)),
+        // Channels reversed (RGB -> BGR): the whole image one row.
+        (&[8, 40, 3], &[120, 3, -1], (3, -1, 3, 960, 1)),
+        // 4 channels flipped left-right, upside down too (the two axes merge).
+        (&[8, 40, 4], &[-160, -4, 1], (4, 1, -4, 1280, 1)),
+        // Pairs swapped.
+        (&[500, 2], &[2, -1], (2, -1, 2, 1000, 1)),
+        // A vector read backwards: periods of one element.
+        (&[1000], &[-1], (1, 0, -1, 1000, 1)),
+        // Rows read backwards, the destination contiguous across them: one row, in periods
+        // of a source row.
+        (&[4, 1000], &[1000, -1], (1000, -1, 1000, 4000, 1)),
+    ];
+    for (shape, ss, want) in cases {
+        let ds = standard_strides_of(shape);
+        for (from, to) in [(U8, F32), (F16, F32), (F32, BF16), (F64, U8), (I8, F64)] {
+            let p = run_case(shape, &ds, 0, to, ss, 0, from, None);
+            assert_eq!(gather(&p), want, "{shape:?} {ss:?} {from} -> {to}");
+        }
+        // Copies of the same layouts keep the reversed row kernels (or, bit for bit, their
+        // element type's).
+        let p = contiguous_plan(U8, I8, shape, &ds, ss);
+        assert_ne!(p.path(), "rows_gather", "{shape:?} {ss:?}");
+    }
+    // A padded destination: rows apart, each its own (periods of 3 inside).
+    let p = run_case(
+        &[8, 40, 3],
+        &[130, 3, 1],
+        12,
+        F32,
+        &[120, -3, 1],
+        0,
+        U8,
+        None,
+    );
+    assert_eq!(gather(&p), (3, 1, -3, 120, 8));
+    // Flipped upside down only: whole rows forwards, the row kernel.
+    assert_eq!(
+        contiguous_plan(U8, F32, &[8, 40, 3], &[120, 3, 1], &[-120, 3, 1]).path(),
+        "rows"
+    );
+    // Runs of a vector group or more, read in reverse order: the row kernel, a run a row.
+    assert_eq!(
+        contiguous_plan(U8, F32, &[8, 40, 16], &[640, 16, 1], &[640, -16, 1]).path(),
+        "rows"
+    );
+    // Rows shorter than one vector group: the strided kernel.
+    assert_eq!(
+        contiguous_plan(U8, F32, &[5], &[1], &[-1]).path(),
+        "strided32"
+    );
+    // A period longer than the kernels count is read as periods of one element.
+    let n = (devspan_kernels::abi::ROW_GATHER_MAX_PERIOD + 1) as usize;
+    let p = plan_copy(
+        DST_BASE,
+        &[n as isize, 1],
+        F32,
+        SRC_BASE + (n as u64 - 1),
+        &[n as isize, -1],
+        U8,
+        &[2, n],
+        KERNEL_FAMILY_OPTIONS,
+    )
+    .unwrap();
+    assert_eq!(gather(&p), (1, 0, -1, n as u64, 2));
+}
+
+/// Standard (C-order) strides of `shape`, in elements.
+fn standard_strides_of(shape: &[usize]) -> Vec<isize> {
+    let mut st = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for k in (0..shape.len()).rev() {
+        st[k] = acc;
+        acc *= shape[k] as isize;
+    }
+    st
 }
 
 #[test]
@@ -1040,6 +1156,9 @@ fn run_case_with(
         (Plan::RowsRev { args, elem, runs }, Some(g)) => {
             run_rows_rev(args, *elem, *runs, g, &mut mem)
         }
+        (Plan::RowsGather { args, from, to }, Some(g)) => {
+            run_rows_gather(args, *from, *to, g, &mut mem)
+        }
         _ => run(&plan, &mut mem),
     }
     let mut expect = vec![POISON; dbytes];
@@ -1197,14 +1316,14 @@ fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
         "rows"
     );
     // Reversed rows (source inner stride -1): the reversed row kernel for copies, the
-    // strided kernel for casts.
+    // gathered rows for casts.
     assert_eq!(
         contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[64, -1]).path(),
         "rows_rev"
     );
     assert_eq!(
         contiguous_plan(F32, F16, &[64, 64], &[64, 1], &[64, -1]).path(),
-        "strided32"
+        "rows_gather"
     );
 }
 

@@ -1917,3 +1917,81 @@ fn reversed_rows_take_the_reversed_row_kernel() {
     }
     println!("reversed rows: paths {paths:?}");
 }
+
+/// Casts of views read backwards along their fastest axis, of images flipped left-right with
+/// their channels last (pixels right to left) and of channels reversed or pairs swapped, each
+/// converted in one pass, take the gathered rows (`rows_gather`), for casts from and to every
+/// element size, through `assign_cast` and `cast`, against ndarray; a destination that is a
+/// window of a larger array keeps its poison outside the window.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn flipped_casts_take_the_gathered_rows() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    // (array, axes read backwards, slice the fastest axis from element 1)
+    let layouts: [(&[usize], &[usize], bool); 14] = [
+        (&[1 << 16], &[0], false),
+        (&[4099], &[0], true),
+        (&[3, 40, 257], &[2], true),
+        (&[2, 3, 24, 64], &[2, 3], false),
+        (&[5, 64, 4], &[1], false),
+        (&[5, 64, 2], &[1], false),
+        (&[5, 67, 3], &[1], false),
+        (&[7, 45, 3], &[0, 1], false),
+        (&[1 << 14, 2], &[1], false),
+        (&[5, 67, 3], &[2], false),
+        (&[3, 40, 64, 4], &[3], false),
+        (&[7, 45, 3], &[0, 2], false),
+        (&[6, 2731, 3], &[1], false),
+        (&[6, 2731, 3], &[2], false),
+    ];
+    for (k, (base, flip, sliced)) in layouts.into_iter().enumerate() {
+        let rank = base.len();
+        let mut src = Src::permuted(base, (0..rank).collect());
+        for &a in flip {
+            src.slice[a] = step(0, None, -1);
+        }
+        if sliced {
+            src.slice[rank - 1] = step(1, None, -1);
+        }
+        let shape = src.shape();
+        // A standard-layout destination, and a window of a larger one, an outer slice in (so
+        // that the destination starts off a vector's alignment).
+        let mut window = Dst::contiguous(&shape);
+        window.base[0] += 2;
+        window.slice[0] = step(1, Some(shape[0] as isize + 1), 1);
+        for (d, dst) in [Dst::contiguous(&shape), window].iter().enumerate() {
+            for which in 0..2 {
+                index += 1;
+                let seed = case_seed(0x9a7, index);
+                let p = &mut paths;
+                let s = &stream;
+                // Casts from and to every element size, over the cases of a layout.
+                let (path, from, to) = match (k + 2 * d + which) % 8 {
+                    0 => (cast_case::<u8, f32>(s, seed, which, &src, dst, p), 1, 4),
+                    1 => (cast_case::<f16, f32>(s, seed, which, &src, dst, p), 2, 4),
+                    2 => (cast_case::<f32, f16>(s, seed, which, &src, dst, p), 4, 2),
+                    3 => (cast_case::<u8, f16>(s, seed, which, &src, dst, p), 1, 2),
+                    4 => (cast_case::<i8, f64>(s, seed, which, &src, dst, p), 1, 8),
+                    5 => (cast_case::<f64, u8>(s, seed, which, &src, dst, p), 8, 1),
+                    6 => (cast_case::<f32, bf16>(s, seed, which, &src, dst, p), 4, 2),
+                    _ => (cast_case::<u16, f32>(s, seed, which, &src, dst, p), 2, 4),
+                };
+                // Runs of channels shorter than a vector group of the cast, read in reverse
+                // order, or any row read backwards.
+                let c = base[rank - 1];
+                let group = 16 / usize::min(from, to);
+                let backwards = flip.contains(&(rank - 1));
+                if backwards || c < group {
+                    assert_eq!(
+                        path, "rows_gather",
+                        "{base:?} flip {flip:?}, {from} -> {to} bytes"
+                    );
+                }
+            }
+        }
+    }
+    println!("flipped casts: paths {paths:?}");
+}

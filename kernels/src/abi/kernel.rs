@@ -46,6 +46,12 @@ pub enum Kind {
     RunsRev3,
     /// [`Kind::RunsRev2`] of runs of 4 elements (RGBA <-> ABGR).
     RunsRev4,
+    /// Casts of rows contiguous in the destination whose source holds each row in periods of
+    /// elements: [`RowGatherArgs`](super::RowGatherArgs) (images flipped left-right or with
+    /// their channels reversed, rows read backwards, converted in the same pass). Each lane
+    /// stores 16-byte units of the wider side (aligned stores of the destination) and loads
+    /// their elements one by one. Casts only: the reversed row kinds copy these layouts.
+    RowsGather,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
     Permute,
@@ -82,7 +88,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 23] = [
+    pub const ALL: [Kind; 24] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -93,6 +99,7 @@ impl Kind {
         Kind::RunsRev2,
         Kind::RunsRev3,
         Kind::RunsRev4,
+        Kind::RowsGather,
         Kind::Permute,
         Kind::Permute32,
         Kind::PermutePacked,
@@ -163,6 +170,7 @@ impl Kind {
             Kind::RunsRev2 => "runs_rev2",
             Kind::RunsRev3 => "runs_rev3",
             Kind::RunsRev4 => "runs_rev4",
+            Kind::RowsGather => "rows_gather",
             Kind::Permute => "permute",
             Kind::Permute32 => "permute32",
             Kind::PermutePacked => "permute_packed",
@@ -226,7 +234,7 @@ pub enum Kernel {
     /// `cast_{kind}_S_D`: converts `from` = S to `to` = D (casts that change bits: not
     /// [`DType::same_bits`]).
     Cast {
-        /// One of [`Kind::ELEMENTWISE`].
+        /// One of [`Kind::ELEMENTWISE`], or [`Kind::RowsGather`].
         kind: Kind,
         /// Source element type.
         from: DType,
@@ -330,6 +338,11 @@ impl Kernel {
                     for kind in Kind::ELEMENTWISE {
                         all.push(Kernel::Cast { kind, from, to });
                     }
+                    all.push(Kernel::Cast {
+                        kind: Kind::RowsGather,
+                        from,
+                        to,
+                    });
                 }
             }
         }
@@ -408,7 +421,8 @@ impl Kernel {
             | Kind::RowsRev3
             | Kind::RunsRev2
             | Kind::RunsRev3
-            | Kind::RunsRev4 => (ROW_BLOCK, 1, 1),
+            | Kind::RunsRev4
+            | Kind::RowsGather => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
             Kind::Permute32 => PERMUTE_SMALL_BLOCK,
@@ -472,12 +486,12 @@ mod tests {
         // b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
         assert_eq!(copies, 4 * 11 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
-        // (copies), ten kinds each.
-        assert_eq!(casts, (12 * 11 - 8) * 10);
+        // (copies), ten kinds each and the gathered rows.
+        assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1320 + 210);
+        assert_eq!(all.len(), 1320 + 124 + 210);
     }
 
     #[test]
@@ -509,6 +523,13 @@ mod tests {
             "copy_runs_rev4_b4"
         );
         assert!(!Kernel::copy(rev(4, false), DType::F64, DType::F64).exists());
+        assert_eq!(
+            k(Kind::RowsGather, DType::U8, DType::F32),
+            "cast_rows_gather_u8_f32"
+        );
+        // Casts only: the reversed row kinds copy.
+        assert!(!Kernel::copy(Kind::RowsGather, DType::F16, DType::F16).exists());
+        assert!(!Kernel::copy(Kind::RowsGather, DType::U8, DType::I8).exists());
         assert_eq!(
             Kernel::copy(Kind::PermuteVec, DType::I8, DType::I8).block(),
             PERMUTE_VEC_BLOCK

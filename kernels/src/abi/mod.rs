@@ -119,6 +119,7 @@ mod tests {
         covers::<StridedArgs32>();
         covers::<TransposeArgs>();
         covers::<RowArgs>();
+        covers::<RowGatherArgs>();
         covers::<PermuteArgs>();
         covers::<TiledArgs>();
         covers::<StridedAxis>();

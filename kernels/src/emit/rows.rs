@@ -235,6 +235,182 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     )
 }
 
+/// The source address `%sr + offset(e) * size(S)` of row element `e` (a `.b64` register) of
+/// a gathered row ([`row_gather_kernel`]), and its position inside its period (`.b32`):
+/// `p = e / period` by the period's fast division, `k = e - p * period`, offset `p * step + k
+/// * stride`.
+fn gather_position(g: &mut Gen, c: &mut Code, s: Ty, e: &str) -> (String, String) {
+    let t = g.reg(Class::B64);
+    let p = g.reg(Class::B64);
+    let k = g.reg(Class::B64);
+    let off = g.reg(Class::B64);
+    let a = g.reg(Class::B64);
+    let k32 = g.reg(Class::B32);
+    c.line(format!("mul.hi.u64 {t}, {e}, %pmagic;"));
+    c.line(format!("add.u64 {t}, {t}, {e};"));
+    c.line(format!("shr.u64 {p}, {t}, %pshift;"));
+    c.line(format!("mul.lo.u64 {t}, {p}, %per;"));
+    c.line(format!("sub.u64 {k}, {e}, {t};"));
+    c.line(format!("cvt.u32.u64 {k32}, {k};"));
+    c.line(format!("mul.lo.s64 {off}, {p}, %pstep;"));
+    c.line(format!("mad.lo.s64 {off}, {k}, %pstride, {off};"));
+    c.line(format!("shl.b64 {off}, {off}, {};", log2(s.size)));
+    c.line(format!("add.s64 {a}, %sr, {off};"));
+    (a, k32)
+}
+
+/// Moves the source address `a` of a gathered row's element at position `k32` of its period
+/// to the next element's: `%instep` bytes on inside the period, `%wrapstep` to the next
+/// period's element 0 where `k32 + 1` reaches the period.
+fn gather_step(g: &mut Gen, c: &mut Code, a: &str, k32: &str) {
+    let p = g.reg(Class::Pred);
+    let t = g.reg(Class::B64);
+    c.line(format!("add.u32 {k32}, {k32}, 1;"));
+    c.line(format!("setp.eq.u32 {p}, {k32}, %per32;"));
+    c.line(format!("selp.b64 {t}, %wrapstep, %instep, {p};"));
+    c.line(format!("add.s64 {a}, {a}, {t};"));
+    c.line(format!("selp.b32 {k32}, 0, {k32}, {p};"));
+}
+
+/// The gathered row cast (`cast_rows_gather_S_D`, template `rows_gather.ptx`,
+/// [`RowGatherArgs`](crate::abi::RowGatherArgs)): rows contiguous in the destination, each
+/// element loaded alone from where the row's periods put it, a team of lanes per row, units
+/// of `16 / max(size)` elements stored as one aligned vector of the destination.
+pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
+    use crate::abi::{FastDiv64, RowGatherArgs};
+    use std::mem::offset_of;
+    const BLOCK: u64 = ROW_BLOCK as u64;
+    let u = 16 / s.size.max(d.size);
+    let unit_bytes = u * d.size;
+    let mut g = Gen::default();
+    let (prologue, offsets) = row_frame(&mut g);
+
+    // Scalar elements `%j + k * %sstride` for k < ROW_UNROLL (element k < %head is element
+    // k, the others k + %tailoff): loads first, then conversions and stores.
+    let mut scalar = Code::default();
+    let mut pending = Vec::new();
+    let mut jk = "%j".to_string();
+    for k in 0..ROW_UNROLL {
+        let pred = if k == 0 {
+            None
+        } else {
+            let next = g.reg(Class::B64);
+            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
+            jk = next;
+            let p = g.reg(Class::Pred);
+            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
+            Some(p)
+        };
+        let ph = g.reg(Class::Pred);
+        let e = g.reg(Class::B64);
+        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
+        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
+        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
+        let (sa, _) = gather_position(&mut g, &mut scalar, s, &e);
+        let da = g.reg(Class::B64);
+        scalar.line(format!("shl.b64 {da}, {e}, {};", log2(d.size)));
+        scalar.line(format!("add.s64 {da}, %dr, {da};"));
+        let x = load_scalar(
+            &mut g,
+            &mut scalar,
+            s,
+            Space::GlobalNc,
+            &addr(&sa, 0),
+            pred.as_deref(),
+        );
+        pending.push((x, addr(&da, 0), pred));
+    }
+    for (x, at, pred) in pending {
+        let y = convert(&mut g, &mut scalar, s, d, &x);
+        store_scalar(&mut scalar, d, Space::Global, &at, &y, pred.as_deref());
+    }
+
+    // Units %g + j * team for j < units: element e = head + unit * u, all loads first.
+    let units = row_units_per_lane(s, d);
+    let mut body = Code::default();
+    let preds = unit_preds(&mut g, &mut body, units);
+    let mut loaded = Vec::new();
+    let mut unit = "%g".to_string();
+    for (j, pred) in preds.iter().enumerate() {
+        if j > 0 {
+            let next = g.reg(Class::B64);
+            body.line(format!("add.u64 {next}, {unit}, %team;"));
+            unit = next;
+        }
+        let e = g.reg(Class::B64);
+        body.line(format!("shl.b64 {e}, {unit}, {};", log2(u)));
+        body.line(format!("add.u64 {e}, {e}, %head;"));
+        let (a, k32) = gather_position(&mut g, &mut body, s, &e);
+        let mut vals = Vec::new();
+        for i in 0..u {
+            if i > 0 {
+                gather_step(&mut g, &mut body, &a, &k32);
+            }
+            vals.push(load_scalar(
+                &mut g,
+                &mut body,
+                s,
+                Space::GlobalNc,
+                &addr(&a, 0),
+                pred.as_deref(),
+            ));
+        }
+        let da = g.reg(Class::B64);
+        body.line(format!("shl.b64 {da}, {e}, {};", log2(d.size)));
+        body.line(format!("add.s64 {da}, %dr, {da};"));
+        loaded.push((vals, da, pred.clone()));
+    }
+    for (vals, da, pred) in loaded {
+        let conv: Vec<String> = vals
+            .iter()
+            .map(|x| convert(&mut g, &mut body, s, d, x))
+            .collect();
+        store_vec(
+            &mut g,
+            &mut body,
+            d,
+            &conv,
+            Space::Global,
+            &addr(&da, 0),
+            pred.as_deref(),
+        );
+    }
+
+    let div = offset_of!(RowGatherArgs, period_div);
+    t.render(
+        "rows_gather.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("BLOCK", BLOCK.to_string()),
+            ("LOG2_BLOCK", log2(BLOCK).to_string()),
+            ("UNROLL", ROW_UNROLL.to_string()),
+            ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
+            ("DECLS", g.decls()),
+            ("PROLOGUE", prologue.text()),
+            ("OFFSETS", offsets.text()),
+            (
+                "PERIOD_MAGIC",
+                (div + offset_of!(FastDiv64, magic)).to_string(),
+            ),
+            (
+                "PERIOD_SHIFT",
+                (div + offset_of!(FastDiv64, shift)).to_string(),
+            ),
+            ("SRC_SHIFT", log2(s.size).to_string()),
+            ("DST_SHIFT", log2(d.size).to_string()),
+            ("U", u.to_string()),
+            ("LOG2_U", log2(u).to_string()),
+            ("U_MASK", (u - 1).to_string()),
+            ("UNIT_BYTES", unit_bytes.to_string()),
+            ("UNIT_MASK", (unit_bytes - 1).to_string()),
+            ("UNITS", units.to_string()),
+            ("LOG2_UNITS", log2(units).to_string()),
+            ("SCALAR", scalar.text()),
+            ("UNIT_BODY", body.text()),
+        ],
+    )
+}
+
 /// The reversed row copy of elements of `s` bytes read as `runs` says (`copy_rows_rev_bN`,
 /// `copy_rows_rev3_bN`: runs of 1 or 3 in reverse order, each in order; `copy_runs_revR_bN`:
 /// runs of R in order, each reversed; template `rows_rev.ptx`). A group of runs that fills

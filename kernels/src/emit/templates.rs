@@ -15,7 +15,7 @@ const fn block<T: ParamBlock>() -> Option<Block> {
 
 /// Every template: its file name in `templates/`, its text and the argument block its
 /// `{{args.FIELD}}` keys refer to.
-pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 15] = [
+pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 16] = [
     (
         "header.ptx",
         include_str!("../../templates/header.ptx"),
@@ -65,6 +65,11 @@ pub(super) const TEMPLATES: [(&str, &str, Option<Block>); 15] = [
         "rows_rev.ptx",
         include_str!("../../templates/rows_rev.ptx"),
         block::<RowArgs>(),
+    ),
+    (
+        "rows_gather.ptx",
+        include_str!("../../templates/rows_gather.ptx"),
+        block::<abi::RowGatherArgs>(),
     ),
     (
         "permute.ptx",

@@ -24,6 +24,7 @@ fn block_size(k: Kernel) -> Option<usize> {
         | Kind::RunsRev2
         | Kind::RunsRev3
         | Kind::RunsRev4 => Some(size_of::<RowArgs>()),
+        Kind::RowsGather => Some(size_of::<crate::abi::RowGatherArgs>()),
         Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow => {
             Some(size_of::<crate::abi::TiledArgs>())
         }
@@ -109,6 +110,7 @@ fn every_template_is_used() {
         "copy_transpose_b1",
         "cast_transpose_f32_f16",
         "copy_rows_b8",
+        "cast_rows_gather_u8_f32",
         "copy_permute_packed128_b1",
         "copy_permute_vec_b1",
         "copy_permute_w64",

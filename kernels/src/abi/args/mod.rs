@@ -76,6 +76,7 @@ pub use transpose::*;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::ParamBlock;
     use core::mem::{align_of, offset_of, size_of};
 
     #[test]
@@ -123,6 +124,38 @@ mod tests {
         assert_eq!(offset_of!(RowArgs, div), 96);
         assert_eq!(offset_of!(RowArgs, dst_strides), 208);
         assert_eq!(offset_of!(RowArgs, src_strides), 264);
+
+        // The row's fields lie where they lie in `RowArgs`, so that the row kernels' frame
+        // reads both blocks alike.
+        assert_eq!(size_of::<RowGatherArgs>(), 360);
+        assert_eq!(offset_of!(RowGatherArgs, row), 0);
+        assert_eq!(offset_of!(RowGatherArgs, period), 320);
+        assert_eq!(offset_of!(RowGatherArgs, period_div), 328);
+        assert_eq!(offset_of!(RowGatherArgs, period_stride), 344);
+        assert_eq!(offset_of!(RowGatherArgs, period_step), 352);
+        for f in RowArgs::FIELDS {
+            assert_eq!(RowGatherArgs::offset(f.name), f.offset, "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn row_gather_offsets() {
+        let row = RowArgs::new(0, 0, 12, &[2], &[12], &[12], 1, 4).unwrap();
+        // Pixels of 3 channels read right to left: channel k of pixel p from -3 p + k.
+        let a = RowGatherArgs::new(row, 3, 1, -3).unwrap();
+        let got: Vec<i64> = (0..12).map(|i| a.element_offset(i)).collect();
+        assert_eq!(got, [0, 1, 2, -3, -2, -1, -6, -5, -4, -9, -8, -7]);
+        // Channels reversed: channel k of pixel p from 3 p - k.
+        let b = RowGatherArgs::new(row, 3, -1, 3).unwrap();
+        let got: Vec<i64> = (0..6).map(|i| b.element_offset(i)).collect();
+        assert_eq!(got, [0, -1, -2, 3, 2, 1]);
+        // A row read backwards: periods of one element.
+        let c = RowGatherArgs::new(row, 1, 0, -1).unwrap();
+        let got: Vec<i64> = (0..4).map(|i| c.element_offset(i)).collect();
+        assert_eq!(got, [0, -1, -2, -3]);
+        assert!(RowGatherArgs::new(row, 0, 1, 1).is_none());
+        assert!(RowGatherArgs::new(row, ROW_GATHER_MAX_PERIOD + 1, 1, 1).is_none());
+        assert!(RowGatherArgs::new(row, ROW_GATHER_MAX_PERIOD, 1, 1).is_some());
     }
 
     #[test]

@@ -325,3 +325,99 @@ param_block!(RowArgs {
     dst_strides,
     src_strides,
 });
+
+/// The most elements of a period of [`RowGatherArgs`] (the kernels count inside a period in 32
+/// bits).
+pub const ROW_GATHER_MAX_PERIOD: u64 = (1 << 31) - 1;
+
+/// Argument block of `cast_rows_gather_S_D` (360 bytes): the rows of a [`RowArgs`] whose
+/// elements the source holds in a pattern of two axes. Element `i` of a row is element
+/// `k = i % period` of period `p = i / period`, and comes from source element offset
+/// `os + k * period_stride + p * period_step` (`os` the row's, from [`RowArgs`]); the
+/// destination's row is contiguous. Images read right to left with their channels last are
+/// rows of pixels of `period` = C channels (stride 1, step -C), images with their channels
+/// reversed rows of C channels of stride -1 (step C), rows read backwards rows of periods of
+/// one element (step -1).
+///
+/// Each lane of a row kernel's team moves units of `16 / max(size)` consecutive destination
+/// elements (one aligned store of the destination, whose row starts at a scalar head): it
+/// finds the first element's source offset by one division, the others by a step inside the
+/// period or to the next, and loads every element with a scalar load, all of its units' loads
+/// before their conversions and stores.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowGatherArgs {
+    /// The rows: addresses, row length, outer axes and team.
+    pub row: RowArgs,
+    /// Elements per period, `1..=`[`ROW_GATHER_MAX_PERIOD`].
+    pub period: u64,
+    /// Fast division by `period`.
+    pub period_div: FastDiv64,
+    /// Source stride of consecutive elements of a period, in elements.
+    pub period_stride: i64,
+    /// Source stride from a period to the next, in elements.
+    pub period_step: i64,
+}
+
+impl RowGatherArgs {
+    /// The block for `row`'s rows read in periods of `period` elements, each of source stride
+    /// `stride` inside and `step` from one to the next. `None` if `period` is 0 or more than
+    /// [`ROW_GATHER_MAX_PERIOD`].
+    pub fn new(row: RowArgs, period: u64, stride: i64, step: i64) -> Option<Self> {
+        if period == 0 || period > ROW_GATHER_MAX_PERIOD {
+            return None;
+        }
+        Some(Self {
+            row,
+            period,
+            period_div: FastDiv64::new(period),
+            period_stride: stride,
+            period_step: step,
+        })
+    }
+
+    /// The source element offset of element `i` of a row, from the row's own, as the kernels
+    /// compute it.
+    pub fn element_offset(&self, i: u64) -> i64 {
+        let p = self.period_div.div(i);
+        let k = i.wrapping_sub(p.wrapping_mul(self.period)) as i64;
+        (p as i64)
+            .wrapping_mul(self.period_step)
+            .wrapping_add(k.wrapping_mul(self.period_stride))
+    }
+}
+
+/// One [`Field`](crate::abi::Field) of [`RowGatherArgs`], named like the field of the block
+/// it lies in.
+macro_rules! gather_field {
+    ($($path:ident).+ => $name:ident) => {
+        crate::abi::Field {
+            name: stringify!($name),
+            offset: core::mem::offset_of!(RowGatherArgs, $($path).+),
+            size: crate::abi::field_size(|a: &RowGatherArgs| &a.$($path).+),
+        }
+    };
+}
+
+// SAFETY: `#[repr(C)]`, a `RowArgs` (itself a parameter block) followed by integers and a
+// `FastDiv64`; the fields below list every byte once, in order: those of `row` under their
+// names in `RowArgs` (the kernels read them at the same offsets as there, `row` being at
+// offset 0), then the period's (coverage checked in tests).
+unsafe impl crate::abi::ParamBlock for RowGatherArgs {
+    const FIELDS: &'static [crate::abi::Field] = &[
+        gather_field!(row.dst => dst),
+        gather_field!(row.src => src),
+        gather_field!(row.row_len => row_len),
+        gather_field!(row.rows => rows),
+        gather_field!(row.outer_rank => outer_rank),
+        gather_field!(row.team_shift => team_shift),
+        gather_field!(row.shape => shape),
+        gather_field!(row.div => div),
+        gather_field!(row.dst_strides => dst_strides),
+        gather_field!(row.src_strides => src_strides),
+        gather_field!(period => period),
+        gather_field!(period_div => period_div),
+        gather_field!(period_stride => period_stride),
+        gather_field!(period_step => period_step),
+    ];
+}

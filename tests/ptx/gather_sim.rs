@@ -1,0 +1,304 @@
+//! Runs the gathered row kernels (`cast_rows_gather_S_D`) through the PTX interpreter
+//! (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on casts that devspan's planner gives
+//! them: reversed vectors, images flipped left-right (channels first: every row reversed;
+//! channels last: pixels right to left), flipped both ways, channels reversed and pairs
+//! swapped, with source rows apart and destination rows apart, for integer casts between every
+//! two element sizes (the interpreter converts integers only; the conversions are the cast
+//! kernels' shared code), so that every unit width (2, 4 and 8 elements) runs, with the
+//! destination at several offsets from a unit's alignment, on the launcher's grid (some of more
+//! than one block along rows, some over rows). Each case's destination must equal a reference
+//! byte for byte (poisoned first); every access must be aligned and inside the operands'
+//! regions, which hold only the source elements the view covers.
+//!
+//! The sample runs two cases; the full check runs all of them. Needs Python 3, like
+//! [`crate::ptx_sim`].
+
+use std::path::Path;
+use std::process::Command;
+
+use devspan::DType;
+
+use crate::tiled_sim::{SimCase, with_sim_dir, write_sim_case};
+use crate::{Check, Out};
+
+const SAMPLE: [&str; 2] = ["hwc3_w/3x40x3/u8_u32/a", "vec/300/i64_u16/d"];
+
+pub fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            name: "gather_sim::sample_in_a_ptx_interpreter",
+            full: false,
+            available: crate::ptx_sim::available,
+            require_var: "DEVSPAN_REQUIRE_PTXSIM",
+            run: |out| run(out, true),
+        },
+        Check {
+            name: "gather_sim::gathered_rows_cast_every_element_in_a_ptx_interpreter",
+            full: true,
+            available: crate::ptx_sim::available,
+            require_var: "DEVSPAN_REQUIRE_PTXSIM",
+            run: |out| run(out, false),
+        },
+    ]
+}
+
+/// Integer casts between every two element sizes, signed and unsigned sources.
+const PAIRS: [(DType, DType); 12] = [
+    (DType::U8, DType::U16),
+    (DType::I8, DType::I32),
+    (DType::U8, DType::U32),
+    (DType::I16, DType::I8),
+    (DType::U16, DType::I64),
+    (DType::I16, DType::U32),
+    (DType::U32, DType::U8),
+    (DType::I32, DType::I16),
+    (DType::I32, DType::I64),
+    (DType::U64, DType::U8),
+    (DType::I64, DType::U16),
+    (DType::U64, DType::U32),
+];
+
+/// One cast: a destination of `shape` (standard layout, or with `dpad` = `(axis, extra)` an
+/// array that much longer along `axis`: rows apart), a source of `shape` read backwards along
+/// `flip` from a standard-layout array (with `spad` likewise longer), the destination's
+/// element zero `dst_mis` destination elements past a 16-byte boundary.
+struct Layout {
+    name: String,
+    shape: Vec<usize>,
+    flip: Vec<usize>,
+    spad: Option<(usize, usize)>,
+    dpad: Option<(usize, usize)>,
+    from: DType,
+    to: DType,
+    dst_mis: u64,
+}
+
+type Pad = Option<(usize, usize)>;
+
+/// A layout of [`layouts`]: name, shape, axes read backwards, source and destination pads.
+type Shape = (&'static str, &'static [usize], &'static [usize], Pad, Pad);
+
+/// A written case: its file and the launcher's grid.
+type Written = (String, (u32, u32));
+
+fn layouts() -> Vec<Layout> {
+    let shapes: [Shape; 10] = [
+        ("vec", &[300], &[0], None, None),
+        // Grids of more than one block along a row.
+        ("vec", &[9000], &[0], None, None),
+        ("chw_w", &[3, 4, 40], &[2], None, None),
+        ("hwc3_w", &[3, 40, 3], &[1], None, None),
+        // Grids of more than one block over rows.
+        ("hwc3_w", &[600, 6, 3], &[1], None, None),
+        ("hwc3_c", &[3, 100, 3], &[2], None, None),
+        ("hwc3_hw", &[3, 20, 3], &[0, 1], None, None),
+        ("swap", &[400, 2], &[1], None, None),
+        ("hwc3_w_spad", &[3, 40, 3], &[1], Some((1, 2)), None),
+        ("chw_w_dpad", &[3, 4, 40], &[2], None, Some((2, 3))),
+    ];
+    let mut all = Vec::new();
+    for (name, shape, flip, spad, dpad) in shapes {
+        for (from, to) in PAIRS {
+            // The destination at a unit's alignment and off it by one and by three elements.
+            for (kind, mis) in [("a", 0u64), ("d", 1), ("t", 3)] {
+                let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+                all.push(Layout {
+                    name: format!("{name}/{}/{from}_{to}/{kind}", dims.join("x")),
+                    shape: shape.to_vec(),
+                    flip: flip.to_vec(),
+                    spad,
+                    dpad,
+                    from,
+                    to,
+                    dst_mis: mis,
+                });
+            }
+        }
+    }
+    all
+}
+
+fn standard(shape: &[usize]) -> Vec<isize> {
+    let mut s = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for k in (0..shape.len()).rev() {
+        s[k] = acc;
+        acc *= shape[k] as isize;
+    }
+    s
+}
+
+/// `bytes` (a little-endian integer of `from`) cast to `to` as Rust's `as` does: sign- or
+/// zero-extended, then truncated.
+fn int_cast(bytes: &[u8], from: DType, to: DType) -> Vec<u8> {
+    let mut wide = [0u8; 16];
+    wide[..bytes.len()].copy_from_slice(bytes);
+    let signed = matches!(from, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+    let negative = signed && bytes[bytes.len() - 1] & 0x80 != 0;
+    if negative {
+        wide[bytes.len()..].fill(0xff);
+    }
+    wide[..to.size()].to_vec()
+}
+
+/// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, grid))`, or
+/// `None` if the planner gives it to another kernel.
+fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, String> {
+    const DST: u64 = 0x10_0000;
+    const SRC: u64 = 0x80_0000;
+    let (ss, ds) = (l.from.size(), l.to.size());
+    let n: usize = l.shape.iter().product();
+    let padded = |pad: Pad| {
+        let mut array = l.shape.clone();
+        if let Some((axis, extra)) = pad {
+            array[axis] += extra;
+        }
+        array
+    };
+    let (darray, sarray) = (padded(l.dpad), padded(l.spad));
+    let dst = standard(&darray);
+    let mut src = standard(&sarray);
+    let mut s_off = 0isize;
+    for &a in &l.flip {
+        s_off += (l.shape[a] as isize - 1) * src[a];
+        src[a] = -src[a];
+    }
+    let dbytes = darray.iter().product::<usize>() * ds;
+    let sbytes = sarray.iter().product::<usize>() * ss;
+    let dbase = DST + l.dst_mis * ds as u64;
+    let s0 = SRC + (s_off * ss as isize) as u64;
+    let launch =
+        devspan::internals::rows_gather_launch(dbase, &dst, l.to, s0, &src, l.from, &l.shape)
+            .map_err(|e| format!("{}: {e}", l.name))?;
+    let Some(launch) = launch else {
+        return Ok(None);
+    };
+    let mut x = seed | 1;
+    let source: Vec<u8> = (0..sbytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let mut expect = vec![0xA5u8; dbytes];
+    let mut covered = vec![false; sbytes];
+    for i in 0..n {
+        let (mut r, mut d, mut s) = (i, 0isize, s_off);
+        for k in (0..l.shape.len()).rev() {
+            let c = (r % l.shape[k]) as isize;
+            r /= l.shape[k];
+            d += c * dst[k];
+            s += c * src[k];
+        }
+        let (d, s) = (d as usize * ds, s as usize * ss);
+        expect[d..d + ds].copy_from_slice(&int_cast(&source[s..s + ss], l.from, l.to));
+        covered[s..s + ss].fill(true);
+    }
+    // The source's regions: the runs of bytes the view covers.
+    let mut regions: Vec<(u64, &[u8])> = Vec::new();
+    let mut at = 0;
+    while at < sbytes {
+        if !covered[at] {
+            at += 1;
+            continue;
+        }
+        let end = (at..sbytes).find(|&b| !covered[b]).unwrap_or(sbytes);
+        regions.push((SRC + at as u64, &source[at..end]));
+        at = end;
+    }
+    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
+    let file = write_sim_case(
+        dir,
+        &SimCase {
+            name: &l.name,
+            kernel: &launch.kernel,
+            params: &launch.params,
+            threads: launch.threads,
+            grid: format!("[{gx}, {gy}]"),
+            src: &regions,
+            dst: dbase,
+            expect: &expect,
+        },
+    )?;
+    Ok(Some((file, launch.grid)))
+}
+
+fn run(out: &Out, sample: bool) -> Result<(), String> {
+    with_sim_dir("gather", |dir| run_in(out, dir, sample))
+}
+
+fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
+    let mut files = Vec::new();
+    let mut grids = Vec::new();
+    let mut other = Vec::new();
+    let all = layouts();
+    for (i, l) in all.iter().enumerate() {
+        if sample && !SAMPLE.contains(&l.name.as_str()) {
+            continue;
+        }
+        match write_case(dir, l, 0x9a7 + i as u64)? {
+            Some((f, g)) => {
+                files.push(f);
+                grids.push(g);
+            }
+            None => other.push(l.name.clone()),
+        }
+    }
+    if !other.is_empty() {
+        return Err(format!(
+            "not planned to the gathered row kernels: {other:?}"
+        ));
+    }
+    if sample && files.len() != SAMPLE.len() {
+        return Err(format!("sample cases: {files:?}"));
+    }
+    let wide = grids.iter().any(|g| g.0 > 1);
+    let tall = grids.iter().any(|g| g.1 > 1);
+    let both = wide && tall;
+    if !sample && !both {
+        return Err(format!(
+            "grids {grids:?}: none of more than one block on each axis"
+        ));
+    }
+    let o = Command::new(crate::ptx_sim::python())
+        .arg(dir.join("ptxsim_tiled.py"))
+        .args(&files)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    if !o.status.success() {
+        return Err(format!("{text}\n{}", String::from_utf8_lossy(&o.stderr)));
+    }
+    // Cases whose stores are fewer than their elements stored whole units: some of every
+    // unit width (2, 4 and 8 elements: the wider side of 8, 4 and 2 bytes) must.
+    let mut units = [0usize; 3];
+    for line in text.lines() {
+        out.detail(line);
+        // `NAME: KERNEL: ... blocks, STORES global stores, ok`
+        let name = line.split(": ").next().unwrap_or("");
+        let stores: Option<usize> = line
+            .split(" global stores")
+            .next()
+            .and_then(|x| x.rsplit(' ').next())
+            .and_then(|x| x.parse().ok());
+        if let (Some(l), Some(stores)) = (all.iter().find(|l| l.name == name), stores)
+            && stores < l.shape.iter().product::<usize>()
+        {
+            let wider = l.from.size().max(l.to.size());
+            units[(wider.trailing_zeros() - 1) as usize] += 1;
+        }
+    }
+    if !sample && units.contains(&0) {
+        return Err(format!(
+            "cases that stored whole units, by the wider side's size 2, 4, 8: {units:?}"
+        ));
+    }
+    out.summary(&format!(
+        "ptx_sim: {} gathered-row interpreter cases passed{}",
+        text.lines().count(),
+        if sample { " (sample)" } else { "" }
+    ));
+    Ok(())
+}
