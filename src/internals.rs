@@ -115,9 +115,12 @@ pub enum Steer {
     NoTiled,
     /// The tiled kernels wherever they apply.
     PreferTiled,
-    /// No row kernels, plain or reversed (the permute, tiled or strided kernels take their
-    /// cases).
+    /// No row kernels, plain, reversed or gathered (the permute, tiled or strided kernels
+    /// take their cases).
     NoRows,
+    /// The gathered rows for every cast whose destination's fastest axis has stride 1 (by
+    /// default only casts of rows read backwards and of short runs read in reverse order).
+    PreferGather,
 }
 
 /// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
@@ -166,6 +169,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         no_tiled: steer == Steer::NoTiled,
         prefer_tiled: steer == Steer::PreferTiled,
         no_rows: steer == Steer::NoRows,
+        prefer_gather: steer == Steer::PreferGather,
         ..PlanOptions::default()
     };
     let path = planned_path(dst, src, opt)?;
@@ -342,7 +346,9 @@ pub struct RowsGatherLaunch {
 
 /// The launch of the gathered row kernel (`cast_rows_gather_S_D`) for a cast of `shape` from
 /// `from` to `to` between raw operands (element zero at byte address `dst` / `src`, strides in
-/// elements); `None` when the cast plans to another kernel.
+/// elements), planned as `assign_cast` plans it or, with `prefer`, as
+/// [`Steer::PreferGather`] steers it; `None` when the cast plans to another kernel.
+#[allow(clippy::too_many_arguments)]
 pub fn rows_gather_launch(
     dst: u64,
     dst_strides: &[isize],
@@ -351,8 +357,12 @@ pub fn rows_gather_launch(
     src_strides: &[isize],
     from: crate::DType,
     shape: &[usize],
+    prefer: bool,
 ) -> Result<Option<RowsGatherLaunch>> {
-    let opt = PlanOptions::default();
+    let opt = PlanOptions {
+        prefer_gather: prefer,
+        ..PlanOptions::default()
+    };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
     let plan::Plan::RowsGather { args, from, to } = &p else {
         return Ok(None);

@@ -372,6 +372,10 @@ pub(crate) struct PlanOptions {
     pub no_tiled: bool,
     /// Use the tiled kernels wherever they apply.
     pub prefer_tiled: bool,
+    /// Use the gathered rows for every cast whose destination's fastest axis has stride 1 and
+    /// is at least a vector group long (by default only the casts of rows read backwards and of
+    /// short runs read in reverse order take them).
+    pub prefer_gather: bool,
     /// Tiles of the tiled kernels of at most this many elements (0: the kernels' limit).
     pub tiled_volume: u32,
 }
@@ -641,27 +645,29 @@ fn rows_rev_finish(
 /// The gathered row kernels' arguments for a cast from `ss`- to `ds`-byte elements whose
 /// normalised axis 0 is the destination's fastest (stride 1) and either runs backwards in the
 /// source (stride -1), or is a run shorter than a row's vector group (stride 1) whose axis 1 is
-/// read backwards. Where the destination is contiguous across axes 0 and 1 the row is both,
-/// axis 0 its period (images flipped left-right, with their channels last or reversed); else
-/// the row is axis 0 (periods of one element). `None` for other layouts, rows shorter than a
-/// vector group, and more than `MAX_ROW_OUTER` other axes.
+/// read backwards; with `any`, whatever its source strides. Where the destination is
+/// contiguous across axes 0 and 1 the row is both, axis 0 its period (images flipped
+/// left-right, with their channels last or reversed); else the row is axis 0 (periods of one
+/// element). `None` for other layouts, rows shorter than a vector group, and more than
+/// `MAX_ROW_OUTER` other axes.
 fn rows_gather_args(
     norm: &Normalized,
     dst: u64,
     src: u64,
     ss: usize,
     ds: usize,
+    any: bool,
 ) -> Option<RowGatherArgs> {
     let a = &norm.axes;
     let x = a.first()?;
     let group = contig_group_elems(ss, ds);
     let backwards = x.src == -1;
     let short_runs = x.src == 1 && x.len < group && a.len() >= 2 && a[1].src < 0;
-    if x.dst != 1 || !(backwards || short_runs) {
+    if x.dst != 1 || !(any || backwards || short_runs) {
         return None;
     }
     let merged = a.len() >= 2 && a[1].dst == x.len as isize;
-    if short_runs && !merged {
+    if short_runs && !any && !merged {
         return None;
     }
     let (period, stride, step, row_len, outer) = if merged && x.len as u64 <= ROW_GATHER_MAX_PERIOD
@@ -801,6 +807,12 @@ pub(crate) fn plan_copy(
     let narrow = |axes: &[PAxis]| {
         tiled::has_narrow_side(axes, NARROW_AXIS) || tiled::has_shared_short_run(axes, ss.max(ds))
     };
+    if !same
+        && opt.prefer_gather
+        && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
+    {
+        return Ok(Plan::RowsGather { args, from, to });
+    }
     if (high_rank || (!opt.no_tiled && (opt.prefer_tiled || narrow(&norm.axes))))
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
     {
@@ -836,7 +848,7 @@ pub(crate) fn plan_copy(
     // the source, or is shorter than a row's vector group.
     if !same
         && !opt.no_rows
-        && let Some(args) = rows_gather_args(&norm, d, s, ss, ds)
+        && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, false)
     {
         return Ok(Plan::RowsGather { args, from, to });
     }

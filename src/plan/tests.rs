@@ -214,6 +214,7 @@ fn random_case(rng: &mut StdRng) -> Case {
             no_vec: seed % 8 == 3,
             no_tiled: seed % 8 == 4,
             prefer_tiled: seed % 8 == 5,
+            prefer_gather: seed % 8 == 6,
             tiled_volume: if seed % 3 == 0 { 64 } else { 0 },
         },
     }
@@ -394,6 +395,7 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
                 no_wide: on(8),
                 no_tiled: on(9),
                 prefer_tiled: on(10),
+                prefer_gather: false,
                 tiled_volume: 0,
             },
         };
@@ -748,6 +750,58 @@ fn flipped_casts_take_the_gathered_rows() {
     assert_eq!(gather(&p), (1, 0, -1, n as u64, 2));
 }
 
+/// With `prefer_gather`, every cast whose destination's fastest axis has stride 1 takes the
+/// gathered rows: CHW -> HWC (periods of the channels, each a plane apart), HWC -> CHW (the
+/// whole image one row, read 3 elements apart), NCHW -> NHWC (a row per image), a strided row;
+/// each against the reference, on the launcher's grid and on small forced ones.
+#[test]
+fn preferred_gathered_rows_take_every_cast_into_contiguous_rows() {
+    use DType::*;
+    let opt = PlanOptions {
+        prefer_gather: true,
+        ..KERNEL_FAMILY_OPTIONS
+    };
+    // (shape, destination strides, source strides, (period, stride, step, row length, rows))
+    type Gathered = (u64, i64, i64, u64, u64);
+    type Preferred<'a> = (&'a [usize], &'a [isize], &'a [isize], Gathered);
+    let cases: [Preferred; 4] = [
+        // CHW -> HWC, 3 channels of 8 x 20.
+        (&[8, 20, 3], &[60, 3, 1], &[20, 1, 160], (3, 160, 1, 480, 1)),
+        // HWC -> CHW.
+        (&[3, 8, 20], &[160, 20, 1], &[1, 60, 3], (160, 3, 1, 480, 1)),
+        // NCHW -> NHWC, 2 images of 4 channels of 6 x 7.
+        (
+            &[2, 6, 7, 4],
+            &[168, 28, 4, 1],
+            &[168, 7, 1, 42],
+            (4, 42, 1, 168, 2),
+        ),
+        // Every other element of rows 90 apart: periods of a row.
+        (&[5, 40], &[40, 1], &[90, 2], (40, 2, 90, 200, 1)),
+    ];
+    for (shape, ds, ss, want) in cases {
+        for (from, to) in [(U8, F32), (F32, F16), (I16, F64)] {
+            for grid in [None, Some((1, 1)), Some((2, 3))] {
+                let p = run_case_with(shape, ds, 0, to, ss, 0, from, grid, opt);
+                let Plan::RowsGather { args, .. } = p else {
+                    panic!("{shape:?} {ss:?} {from} -> {to}: {p:?}");
+                };
+                let got = (
+                    args.period,
+                    args.period_stride,
+                    args.period_step,
+                    args.row.row_len,
+                    args.row.rows,
+                );
+                assert_eq!(got, want, "{shape:?} {ss:?} {from} -> {to}");
+            }
+        }
+        // Copies are not gathered.
+        let p = plan_copy(DST_BASE, ds, F32, SRC_BASE, ss, F32, shape, opt).unwrap();
+        assert_ne!(p.path(), "rows_gather");
+    }
+}
+
 /// Standard (C-order) strides of `shape`, in elements.
 fn standard_strides_of(shape: &[usize]) -> Vec<isize> {
     let mut st = vec![0isize; shape.len()];
@@ -839,6 +893,7 @@ const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
     no_wide: false,
     no_tiled: true,
     prefer_tiled: false,
+    prefer_gather: false,
     tiled_volume: 0,
 };
 
@@ -2189,6 +2244,7 @@ fn planning_layouts_with_huge_strides_never_panics() {
             no_wide: bits & 256 != 0,
             no_tiled: bits & 512 != 0,
             prefer_tiled: bits & 1024 != 0,
+            prefer_gather: bits & 2048 != 0,
             tiled_volume: 0,
         };
         let base = (rnd() % 64) * 16;

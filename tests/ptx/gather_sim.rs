@@ -2,7 +2,9 @@
 //! (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on casts that devspan's planner gives
 //! them: reversed vectors, images flipped left-right (channels first: every row reversed;
 //! channels last: pixels right to left), flipped both ways, channels reversed and pairs
-//! swapped, with source rows apart and destination rows apart, for integer casts between every
+//! swapped, with source rows apart and destination rows apart, and (as `Steer::PreferGather`
+//! plans them) channels moved innermost from planes, CHW -> HWC and NCHW -> NHWC, and planes
+//! from interleaved channels, for integer casts between every
 //! two element sizes (the interpreter converts integers only; the conversions are the cast
 //! kernels' shared code), so that every unit width (2, 4 and 8 elements) runs, with the
 //! destination at several offsets from a unit's alignment, on the launcher's grid (some of more
@@ -60,12 +62,15 @@ const PAIRS: [(DType, DType); 12] = [
 
 /// One cast: a destination of `shape` (standard layout, or with `dpad` = `(axis, extra)` an
 /// array that much longer along `axis`: rows apart), a source of `shape` read backwards along
-/// `flip` from a standard-layout array (with `spad` likewise longer), the destination's
-/// element zero `dst_mis` destination elements past a 16-byte boundary.
+/// `flip` from a standard-layout array (with `spad` likewise longer), or with `perm` the
+/// standard-layout array whose axis `perm[j]` is the view's axis `j` (planned with
+/// `Steer::PreferGather`), the destination's element zero `dst_mis` destination elements past
+/// a 16-byte boundary.
 struct Layout {
     name: String,
     shape: Vec<usize>,
     flip: Vec<usize>,
+    perm: Option<Vec<usize>>,
     spad: Option<(usize, usize)>,
     dpad: Option<(usize, usize)>,
     from: DType,
@@ -77,6 +82,18 @@ type Pad = Option<(usize, usize)>;
 
 /// A layout of [`layouts`]: name, shape, axes read backwards, source and destination pads.
 type Shape = (&'static str, &'static [usize], &'static [usize], Pad, Pad);
+
+/// Layouts planned with `Steer::PreferGather`: name, shape, the source array's axis of each
+/// of the view's.
+const PERMUTED: [(&str, &[usize], &[usize]); 4] = [
+    // CHW -> HWC and NCHW -> NHWC: channels innermost, gathered from their planes.
+    ("chw_hwc", &[6, 20, 3], &[1, 2, 0]),
+    ("nchw_nhwc", &[2, 5, 7, 4], &[0, 2, 3, 1]),
+    // HWC -> CHW: planes from interleaved channels, read 3 apart.
+    ("hwc_chw", &[3, 6, 40], &[2, 0, 1]),
+    // CHW -> HWC, channels reversed too (BGR planes to RGB pixels).
+    ("chw_hwc_bgr", &[4, 33, 3], &[1, 2, 0]),
+];
 
 /// A written case: its file and the launcher's grid.
 type Written = (String, (u32, u32));
@@ -106,6 +123,7 @@ fn layouts() -> Vec<Layout> {
                     name: format!("{name}/{}/{from}_{to}/{kind}", dims.join("x")),
                     shape: shape.to_vec(),
                     flip: flip.to_vec(),
+                    perm: None,
                     spad,
                     dpad,
                     from,
@@ -113,6 +131,26 @@ fn layouts() -> Vec<Layout> {
                     dst_mis: mis,
                 });
             }
+        }
+    }
+    for (name, shape, perm) in PERMUTED {
+        for (k, (from, to)) in PAIRS.into_iter().enumerate() {
+            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            all.push(Layout {
+                name: format!("{name}/{}/{from}_{to}", dims.join("x")),
+                shape: shape.to_vec(),
+                flip: if name.ends_with("_bgr") {
+                    vec![shape.len() - 1]
+                } else {
+                    Vec::new()
+                },
+                perm: Some(perm.to_vec()),
+                spad: None,
+                dpad: None,
+                from,
+                to,
+                dst_mis: k as u64 % 4,
+            });
         }
     }
     all
@@ -155,9 +193,25 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         }
         array
     };
-    let (darray, sarray) = (padded(l.dpad), padded(l.spad));
+    let darray = padded(l.dpad);
     let dst = standard(&darray);
-    let mut src = standard(&sarray);
+    // The source array, and the strides of the view's axes in it.
+    let (sarray, mut src) = match &l.perm {
+        Some(perm) => {
+            let mut array = vec![0; perm.len()];
+            for (j, &a) in perm.iter().enumerate() {
+                array[a] = l.shape[j];
+            }
+            let st = standard(&array);
+            let src: Vec<isize> = perm.iter().map(|&a| st[a]).collect();
+            (array, src)
+        }
+        None => {
+            let array = padded(l.spad);
+            let st = standard(&array);
+            (array, st)
+        }
+    };
     let mut s_off = 0isize;
     for &a in &l.flip {
         s_off += (l.shape[a] as isize - 1) * src[a];
@@ -167,9 +221,17 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let sbytes = sarray.iter().product::<usize>() * ss;
     let dbase = DST + l.dst_mis * ds as u64;
     let s0 = SRC + (s_off * ss as isize) as u64;
-    let launch =
-        devspan::internals::rows_gather_launch(dbase, &dst, l.to, s0, &src, l.from, &l.shape)
-            .map_err(|e| format!("{}: {e}", l.name))?;
+    let launch = devspan::internals::rows_gather_launch(
+        dbase,
+        &dst,
+        l.to,
+        s0,
+        &src,
+        l.from,
+        &l.shape,
+        l.perm.is_some(),
+    )
+    .map_err(|e| format!("{}: {e}", l.name))?;
     let Some(launch) = launch else {
         return Ok(None);
     };
