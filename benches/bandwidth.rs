@@ -15,7 +15,9 @@
 //! `tools/any_layout_bench.py` times the `narrow`, `narrow-cast` and `rank` cases in PyTorch and
 //! CuPy too), `flip` (views read backwards along some axes, made contiguous: a reversed vector,
 //! images flipped left-right or upside down, channels first or last), `flip-cast` (the `flip`
-//! layouts with a cast in one pass: u8 -> f32, f16 -> f32) and `sweep` (every permutation of the
+//! layouts with a cast in one pass: u8 -> f32, f16 -> f32), `flip-odd` (images of 5 and 7
+//! channels last flipped left-right or with their channels reversed, copies of u8, f16 and f32)
+//! and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
@@ -870,6 +872,32 @@ fn flip_cast_workloads(b: &mut Bench) {
     flip_rows::<f16, f32>(b, "flip-cast", flip_layouts(4));
 }
 
+/// Images of 5 and 7 channels last (8192 rows of the width that makes 1 GiB of 4-byte elements),
+/// flipped left-right or with their channels reversed: runs that the reversed row kernels do not
+/// take.
+fn flip_odd_layouts() -> Vec<(String, Vec<usize>, Vec<usize>)> {
+    let h = 8192;
+    let mut out = Vec::new();
+    for c in [5usize, 7] {
+        let w = GIB / 4 / (h * c);
+        for (what, axis) in [("W", 1), ("C", 2)] {
+            out.push((
+                format!("HWC C={c} {h}x{w}, {what} reversed"),
+                vec![h, w, c],
+                vec![axis],
+            ));
+        }
+    }
+    out
+}
+
+/// The [`flip_odd_layouts`] made contiguous, copies of u8, f16 and f32 (`flip-odd`).
+fn flip_odd_workloads(b: &mut Bench) {
+    flip_rows::<u8, u8>(b, "flip-odd", flip_odd_layouts());
+    flip_rows::<f16, f16>(b, "flip-odd", flip_odd_layouts());
+    flip_rows::<f32, f32>(b, "flip-odd", flip_odd_layouts());
+}
+
 /// One row of `group` per layout: an `S` source read backwards along the layout's axes,
 /// assigned (cast where `D` differs) to a standard-layout `D` destination; target 0.85.
 fn flip_rows<S: DeviceElement, D: DeviceElement>(
@@ -1526,6 +1554,9 @@ fn main() {
     if want("flip-cast") {
         flip_cast_workloads(&mut b);
     }
+    if want("flip-odd") {
+        flip_odd_workloads(&mut b);
+    }
     // `sweep` for every element type, `sweep-u8` (or `-f16`, `-f32`) for one.
     let sweep = if ["sweep", "sweep-f32", "sweep-f16", "sweep-u8"]
         .iter()
@@ -1583,6 +1614,7 @@ fn main() {
         ("rank", 0.80),
         ("flip", 0.85),
         ("flip-cast", 0.85),
+        ("flip-odd", 0.85),
     ] {
         if let Some(line) = group_summary(&b.rows, group, target) {
             println!("{line}");

@@ -118,8 +118,10 @@ pub enum Steer {
     /// No row kernels, plain, reversed or gathered (the permute, tiled or strided kernels
     /// take their cases).
     NoRows,
-    /// The gathered rows for every cast whose destination's fastest axis has stride 1 (by
-    /// default only casts of rows read backwards and of short runs read in reverse order).
+    /// The gathered rows for every copy or cast whose destination's fastest axis has stride 1,
+    /// but contiguous ones (by default only casts of rows read backwards and of short runs read
+    /// in reverse order, and copies of 1- and 2-byte elements of those that the reversed row
+    /// kernels do not take).
     PreferGather,
 }
 
@@ -328,11 +330,12 @@ fn param_bytes<T: devspan_kernels::abi::ParamBlock>(args: &T) -> Vec<u8> {
         .to_vec()
 }
 
-/// The launch of the gathered row kernel that a cast plans to, for checks that run it outside
-/// a GPU (a PTX interpreter).
+/// The launch of the gathered row kernel that a copy or cast plans to, for checks that run it
+/// outside a GPU (a PTX interpreter).
 #[derive(Clone, Debug)]
 pub struct RowsGatherLaunch {
-    /// The kernel's module and entry point name (`cast_rows_gather_u8_f32`, ...).
+    /// The kernel's module and entry point name (`cast_rows_gather_u8_f32`,
+    /// `copy_rows_gather_b1`, ...).
     pub kernel: String,
     /// The bytes of its parameter block (`RowGatherArgs`).
     pub params: Vec<u8>,
@@ -344,10 +347,10 @@ pub struct RowsGatherLaunch {
     pub args: devspan_kernels::abi::RowGatherArgs,
 }
 
-/// The launch of the gathered row kernel (`cast_rows_gather_S_D`) for a cast of `shape` from
-/// `from` to `to` between raw operands (element zero at byte address `dst` / `src`, strides in
-/// elements), planned as `assign_cast` plans it or, with `prefer`, as
-/// [`Steer::PreferGather`] steers it; `None` when the cast plans to another kernel.
+/// The launch of the gathered row kernel (`cast_rows_gather_S_D`, `copy_rows_gather_bN`) for a
+/// copy or cast of `shape` from `from` to `to` between raw operands (element zero at byte
+/// address `dst` / `src`, strides in elements), planned as `assign_cast` plans it or, with
+/// `prefer`, as [`Steer::PreferGather`] steers it; `None` when it plans to another kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn rows_gather_launch(
     dst: u64,

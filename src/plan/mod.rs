@@ -246,8 +246,8 @@ pub(crate) enum Plan {
         elem: DType,
         runs: RowRuns,
     },
-    /// `cast_rows_gather_S_D`: rows contiguous in the destination, each read from the source
-    /// in periods of elements (`args.period`), converted.
+    /// `copy_rows_gather_bN` / `cast_rows_gather_S_D`: rows contiguous in the destination,
+    /// each read from the source in periods of elements (`args.period`).
     RowsGather {
         args: RowGatherArgs,
         from: DType,
@@ -372,9 +372,10 @@ pub(crate) struct PlanOptions {
     pub no_tiled: bool,
     /// Use the tiled kernels wherever they apply.
     pub prefer_tiled: bool,
-    /// Use the gathered rows for every cast whose destination's fastest axis has stride 1 and
-    /// is at least a vector group long (by default only the casts of rows read backwards and of
-    /// short runs read in reverse order take them).
+    /// Use the gathered rows for every copy or cast whose destination's fastest axis has stride
+    /// 1 and is at least a vector group long, but contiguous ones (by default only the casts of
+    /// rows read backwards and of short runs read in reverse order, and copies of 1- and 2-byte
+    /// elements of those that the reversed row kernels do not take).
     pub prefer_gather: bool,
     /// Tiles of the tiled kernels of at most this many elements (0: the kernels' limit).
     pub tiled_volume: u32,
@@ -642,10 +643,10 @@ fn rows_rev_finish(
     Some((args, elem, runs))
 }
 
-/// The gathered row kernels' arguments for a cast from `ss`- to `ds`-byte elements whose
-/// normalised axis 0 is the destination's fastest (stride 1) and either runs backwards in the
-/// source (stride -1), or is a run shorter than a row's vector group (stride 1) whose axis 1 is
-/// read backwards; with `any`, whatever its source strides. Where the destination is
+/// The gathered row kernels' arguments for a copy or cast from `ss`- to `ds`-byte elements
+/// whose normalised axis 0 is the destination's fastest (stride 1) and either runs backwards
+/// in the source (stride -1), or is a run shorter than a row's vector group (stride 1) whose
+/// axis 1 is read backwards; with `any`, whatever its source strides. Where the destination is
 /// contiguous across axes 0 and 1 the row is both, axis 0 its period (images flipped
 /// left-right, with their channels last or reversed); else the row is axis 0 (periods of one
 /// element). `None` for other layouts, rows shorter than a vector group, and more than
@@ -807,8 +808,7 @@ pub(crate) fn plan_copy(
     let narrow = |axes: &[PAxis]| {
         tiled::has_narrow_side(axes, NARROW_AXIS) || tiled::has_shared_short_run(axes, ss.max(ds))
     };
-    if !same
-        && opt.prefer_gather
+    if opt.prefer_gather
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
     {
         return Ok(Plan::RowsGather { args, from, to });
@@ -843,10 +843,11 @@ pub(crate) fn plan_copy(
         return Ok(Plan::RowsRev { args, elem, runs });
     }
     // Gathered rows: casts of the layouts the reversed row kernels copy (a row read backwards,
-    // runs of a few elements in reverse order or each reversed), each element loaded alone,
-    // the destination stored in vectors. Disjoint from the rows below: axis 0 runs backwards in
-    // the source, or is shorter than a row's vector group.
-    if !same
+    // runs of a few elements in reverse order or each reversed), and copies of 1- and 2-byte
+    // elements of those layouts that the reversed row kernels do not take (runs of 5 to 15
+    // bytes); each element loaded alone, the destination stored in vectors. Disjoint from the
+    // rows below: axis 0 runs backwards in the source, or is shorter than a row's vector group.
+    if (!same || ss <= 2)
         && !opt.no_rows
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, false)
     {

@@ -707,6 +707,30 @@ fn flipped_casts_take_the_gathered_rows() {
         let p = contiguous_plan(U8, I8, shape, &ds, ss);
         assert_ne!(p.path(), "rows_gather", "{shape:?} {ss:?}");
     }
+    // Copies of 1- and 2-byte elements in runs that the reversed row kernels do not take: 5
+    // channels flipped left-right or reversed, 6 channels of f16 flipped left-right. Wider
+    // elements keep the strided kernel (3 f32 channels) or the row kernel (5 f32 channels, a
+    // row per pixel).
+    let copies: [(DType, &[usize], &[isize], Gathered); 3] = [
+        (U8, &[8, 40, 5], &[200, -5, 1], (5, 1, -5, 200, 8)),
+        (U8, &[8, 40, 5], &[200, 5, -1], (5, -1, 5, 1600, 1)),
+        (F16, &[8, 40, 6], &[240, -6, 1], (6, 1, -6, 240, 8)),
+    ];
+    for (t, shape, ss, want) in copies {
+        let ds = standard_strides_of(shape);
+        let p = run_case(shape, &ds, 0, t, ss, 0, t, None);
+        assert_eq!(gather(&p), want, "{shape:?} {ss:?} {t}");
+    }
+    let ds = standard_strides_of(&[8, 40, 3]);
+    assert_eq!(
+        contiguous_plan(F32, F32, &[8, 40, 3], &ds, &[120, -3, 1]).path(),
+        "strided32"
+    );
+    let ds = standard_strides_of(&[8, 40, 5]);
+    assert_eq!(
+        contiguous_plan(F32, F32, &[8, 40, 5], &ds, &[200, -5, 1]).path(),
+        "rows"
+    );
     // A padded destination: rows apart, each its own (periods of 3 inside).
     let p = run_case(
         &[8, 40, 3],
@@ -796,9 +820,13 @@ fn preferred_gathered_rows_take_every_cast_into_contiguous_rows() {
                 assert_eq!(got, want, "{shape:?} {ss:?} {from} -> {to}");
             }
         }
-        // Copies are not gathered.
-        let p = plan_copy(DST_BASE, ds, F32, SRC_BASE, ss, F32, shape, opt).unwrap();
-        assert_ne!(p.path(), "rows_gather");
+        // Copies too, and not without the steering.
+        for t in [U8, F32] {
+            let p = run_case_with(shape, ds, 0, t, ss, 0, t, None, opt);
+            assert_eq!(p.path(), "rows_gather", "{shape:?} {ss:?} {t}");
+            let p = contiguous_plan(t, t, shape, ds, ss);
+            assert_ne!(p.path(), "rows_gather", "{shape:?} {ss:?} {t}");
+        }
     }
 }
 

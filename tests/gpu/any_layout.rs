@@ -1922,7 +1922,8 @@ fn reversed_rows_take_the_reversed_row_kernel() {
 /// their channels last (pixels right to left) and of channels reversed or pairs swapped, each
 /// converted in one pass, take the gathered rows (`rows_gather`), for casts from and to every
 /// element size, through `assign_cast` and `cast`, against ndarray; a destination that is a
-/// window of a larger array keeps its poison outside the window.
+/// window of a larger array keeps its poison outside the window. So do copies of 1- and
+/// 2-byte elements in runs of 5 or 7 channels flipped or reversed.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn flipped_casts_take_the_gathered_rows() {
@@ -1991,6 +1992,33 @@ fn flipped_casts_take_the_gathered_rows() {
                     );
                 }
             }
+        }
+    }
+    // Copies of 1- and 2-byte elements in runs of channels that the reversed row kernels do
+    // not take (5 or 7 channels flipped left-right or reversed), through every same-type
+    // operation.
+    let copied: [(&[usize], &[usize]); 4] = [
+        (&[5, 64, 5], &[1]),
+        (&[5, 64, 5], &[2]),
+        (&[4, 33, 7], &[1]),
+        (&[3, 2001, 7], &[0, 2]),
+    ];
+    for (k, (base, flip)) in copied.into_iter().enumerate() {
+        let rank = base.len();
+        let mut src = Src::permuted(base, (0..rank).collect());
+        for &a in flip {
+            src.slice[a] = step(0, None, -1);
+        }
+        let dst = Dst::contiguous(&src.shape());
+        for which in 0..4 {
+            index += 1;
+            let seed = case_seed(0x9a7, index);
+            let path = if (k + which) % 2 == 0 {
+                same_type_case::<u8>(&stream, seed, which, &src, &dst, &mut paths)
+            } else {
+                same_type_case::<f16>(&stream, seed, which, &src, &dst, &mut paths)
+            };
+            assert_eq!(path, "rows_gather", "{base:?} flip {flip:?}");
         }
     }
     println!("flipped casts: paths {paths:?}");

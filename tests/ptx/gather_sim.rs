@@ -4,9 +4,10 @@
 //! channels last: pixels right to left), flipped both ways, channels reversed and pairs
 //! swapped, with source rows apart and destination rows apart, and (as `Steer::PreferGather`
 //! plans them) channels moved innermost from planes, CHW -> HWC and NCHW -> NHWC, and planes
-//! from interleaved channels, for integer casts between every
+//! from interleaved channels, for copies of runs of 5 and 7 channels (which the reversed row
+//! kernels do not take) and integer casts between every
 //! two element sizes (the interpreter converts integers only; the conversions are the cast
-//! kernels' shared code), so that every unit width (2, 4 and 8 elements) runs, with the
+//! kernels' shared code), so that every unit width (16, 8, 4 and 2 elements) runs, with the
 //! destination at several offsets from a unit's alignment, on the launcher's grid (some of more
 //! than one block along rows, some over rows). Each case's destination must equal a reference
 //! byte for byte (poisoned first); every access must be aligned and inside the operands'
@@ -113,9 +114,24 @@ fn layouts() -> Vec<Layout> {
         ("hwc3_w_spad", &[3, 40, 3], &[1], Some((1, 2)), None),
         ("chw_w_dpad", &[3, 4, 40], &[2], None, Some((2, 3))),
     ];
+    // Copies of 1- and 2-byte elements in runs that the reversed row kernels do not take.
+    let copied: [Shape; 3] = [
+        ("hwc5_w", &[3, 40, 5], &[1], None, None),
+        ("hwc5_c", &[3, 40, 5], &[2], None, None),
+        ("hwc7_w_spad", &[2, 30, 7], &[1], Some((1, 1)), None),
+    ];
+    let copies = [(DType::U8, DType::U8), (DType::I16, DType::I16)];
+    let runs = shapes
+        .iter()
+        .flat_map(|s| PAIRS.iter().map(move |p| (s, p)))
+        .chain(
+            copied
+                .iter()
+                .flat_map(|s| copies.iter().map(move |p| (s, p))),
+        );
     let mut all = Vec::new();
-    for (name, shape, flip, spad, dpad) in shapes {
-        for (from, to) in PAIRS {
+    for (&(name, shape, flip, spad, dpad), &(from, to)) in runs {
+        {
             // The destination at a unit's alignment and off it by one and by three elements.
             for (kind, mis) in [("a", 0u64), ("d", 1), ("t", 3)] {
                 let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
@@ -133,8 +149,11 @@ fn layouts() -> Vec<Layout> {
             }
         }
     }
+    // Copies of every element size too.
+    let sizes = [DType::U8, DType::U16, DType::U32, DType::U64];
+    let pairs = PAIRS.into_iter().chain(sizes.into_iter().map(|t| (t, t)));
     for (name, shape, perm) in PERMUTED {
-        for (k, (from, to)) in PAIRS.into_iter().enumerate() {
+        for (k, (from, to)) in pairs.clone().enumerate() {
             let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
             all.push(Layout {
                 name: format!("{name}/{}/{from}_{to}", dims.join("x")),
@@ -334,8 +353,8 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
         return Err(format!("{text}\n{}", String::from_utf8_lossy(&o.stderr)));
     }
     // Cases whose stores are fewer than their elements stored whole units: some of every
-    // unit width (2, 4 and 8 elements: the wider side of 8, 4 and 2 bytes) must.
-    let mut units = [0usize; 3];
+    // unit width (16, 8, 4 and 2 elements: the wider side of 1, 2, 4 and 8 bytes) must.
+    let mut units = [0usize; 4];
     for line in text.lines() {
         out.detail(line);
         // `NAME: KERNEL: ... blocks, STORES global stores, ok`
@@ -349,12 +368,12 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             && stores < l.shape.iter().product::<usize>()
         {
             let wider = l.from.size().max(l.to.size());
-            units[(wider.trailing_zeros() - 1) as usize] += 1;
+            units[wider.trailing_zeros() as usize] += 1;
         }
     }
     if !sample && units.contains(&0) {
         return Err(format!(
-            "cases that stored whole units, by the wider side's size 2, 4, 8: {units:?}"
+            "cases that stored whole units, by the wider side's size 1, 2, 4, 8: {units:?}"
         ));
     }
     out.summary(&format!(

@@ -46,11 +46,11 @@ pub enum Kind {
     RunsRev3,
     /// [`Kind::RunsRev2`] of runs of 4 elements (RGBA <-> ABGR).
     RunsRev4,
-    /// Casts of rows contiguous in the destination whose source holds each row in periods of
+    /// Rows contiguous in the destination whose source holds each row in periods of
     /// elements: [`RowGatherArgs`](super::RowGatherArgs) (images flipped left-right or with
-    /// their channels reversed, rows read backwards, converted in the same pass). Each lane
-    /// stores 16-byte units of the wider side (aligned stores of the destination) and loads
-    /// their elements one by one. Casts only: the reversed row kinds copy these layouts.
+    /// their channels reversed, rows read backwards; casts of them in one pass, and copies of
+    /// runs that the reversed row kinds do not take). Each lane stores 16-byte units of the
+    /// wider side (aligned stores of the destination) and loads their elements one by one.
     RowsGather,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
@@ -288,6 +288,10 @@ impl Kernel {
             for kind in Kind::ELEMENTWISE {
                 all.push(Kernel::Copy { kind, size });
             }
+            all.push(Kernel::Copy {
+                kind: Kind::RowsGather,
+                size,
+            });
             for runs in RowRuns::ALL {
                 if runs.exists(size) {
                     all.push(Kernel::Copy {
@@ -481,17 +485,17 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds and reversed rows per size, reversed rows of runs of 3 (1 and 2 bytes),
-        // runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2 and 4 bytes); packed
-        // b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
-        assert_eq!(copies, 4 * 11 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
+        // Ten kinds, reversed rows and gathered rows per size, reversed rows of runs of 3 (1 and
+        // 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2 and 4
+        // bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
+        assert_eq!(copies, 4 * 12 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1320 + 124 + 210);
+        assert_eq!(all.len(), 1320 + 4 + 124 + 210);
     }
 
     #[test]
@@ -527,9 +531,10 @@ mod tests {
             k(Kind::RowsGather, DType::U8, DType::F32),
             "cast_rows_gather_u8_f32"
         );
-        // Casts only: the reversed row kinds copy.
-        assert!(!Kernel::copy(Kind::RowsGather, DType::F16, DType::F16).exists());
-        assert!(!Kernel::copy(Kind::RowsGather, DType::U8, DType::I8).exists());
+        assert_eq!(
+            k(Kind::RowsGather, DType::U8, DType::I8),
+            "copy_rows_gather_b1"
+        );
         assert_eq!(
             Kernel::copy(Kind::PermuteVec, DType::I8, DType::I8).block(),
             PERMUTE_VEC_BLOCK
