@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Runs a tiled kernel (copy_tiled_bN, copy_tiled_e_bN) or a reversed row kernel
-(copy_rows_rev_bN, copy_rows_rev3_bN) on the CPU with the PTX interpreter of ptxsim_wide.py,
-on a case that devspan's planner made (tests/ptx/tiled_sim.rs and rows_sim.rs write them).
+"""Runs a tiled kernel (copy_tiled_bN, copy_tiled_e_bN), a reversed row kernel
+(copy_rows_rev_bN, copy_rows_rev3_bN, ...) or a gathered row kernel (copy_rows_gather_bN,
+cast_rows_gather_S_D) on the CPU with the PTX interpreter of ptxsim_wide.py, on a case that
+devspan's planner made (tests/ptx/tiled_sim.rs, rows_sim.rs and gather_sim.rs write them).
 
 A case is a JSON file:
 
