@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank`, `flip` and
-`flip-cast` cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the
+"""PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank`, `flip`,
+`flip-cast` and `flip-odd` cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the
 `copy` group's transposes and more), in one process.
 
 Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
@@ -40,7 +40,9 @@ alone, since the DLPack export of some CuPy releases garbles negative strides; w
 devspan cell says so). Each `flip-cast` case (the `flip` layouts with shapes for 4-byte elements,
 u8 -> f32 and f16 -> f32) does the same with a cast: PyTorch `torch.flip(t, axes).to(T)` (two
 passes: PyTorch has no flip with a cast), CuPy `cupy.copyto` of the flipped view into a new
-array of T, and devspan `devspan.cast` of CuPy's flipped view.
+array of T, and devspan `devspan.cast` of CuPy's flipped view. The `flip-odd` cases (images
+of 5 and 7 channels flipped left-right or with their channels reversed, u8, f16 and f32) run
+as the `flip` cases do.
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -167,6 +169,17 @@ def flip_layouts(size):
     return out
 
 
+def flip_odd_layouts():
+    """(name, shape, axes read backwards), as benches/bandwidth.rs: flip_odd_layouts."""
+    h = 8192
+    out = []
+    for c in (5, 7):
+        w = GIB // 4 // (h * c)
+        for what, axis in (("W", 1), ("C", 2)):
+            out.append((f"HWC C={c} {h}x{w}, {what} reversed", [h, w, c], [axis]))
+    return out
+
+
 def pixel_layouts():
     """(dtype, name, shape, permutation) of the `copy` group's moved pixels and complex numbers,
     as benches/bandwidth.rs: copy_workloads, and more channels and types."""
@@ -190,7 +203,7 @@ class CudaArrayInterface:
 
 
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
-GROUPS = ("narrow", "narrow-cast", "rank", "flip", "flip-cast", "pixels")
+GROUPS = ("narrow", "narrow-cast", "rank", "flip", "flip-cast", "flip-odd", "pixels")
 # The `narrow-cast` group's (source, target) types.
 CAST_PAIRS = [("u8", "f32"), ("f32", "f16"), ("f16", "f32")]
 # The `flip-cast` group's.
@@ -201,7 +214,8 @@ NUMPY_NAMES = {"u8": "uint8", "f16": "float16", "f32": "float32"}
 
 def cases(groups):
     """(group, name, source dtype name, result dtype name, source shape, permutation), in the
-    bench's order; for the `flip` and `flip-cast` groups the last is the axes read backwards.
+    bench's order; for the `flip`, `flip-cast` and `flip-odd` groups the last is the axes read
+    backwards.
     The two dtypes differ in the `narrow-cast` and `flip-cast` groups alone."""
     out = []
     if "narrow" in groups:
@@ -239,6 +253,10 @@ def cases(groups):
         for ty, to in FLIP_CAST_PAIRS:
             for name, shape, axes in flip_layouts(4):
                 out.append(("flip-cast", f"{ty} -> {to} {name}", ty, to, shape, axes))
+    if "flip-odd" in groups:
+        for ty in SIZES:
+            for name, shape, axes in flip_odd_layouts():
+                out.append(("flip-odd", f"{ty} {name}", ty, ty, shape, axes))
     if "pixels" in groups:
         for ty, name, shape, perm in pixel_layouts():
             out.append(("pixels", name, ty, ty, shape, perm))
@@ -288,7 +306,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "groups", nargs="*",
-        help="narrow, narrow-cast, rank, flip, flip-cast, pixels (default: all)",
+        help="narrow, narrow-cast, rank, flip, flip-cast, flip-odd, pixels (default: all)",
     )
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
@@ -382,7 +400,7 @@ def main():
             for group, name, _, to, shape, perm in mine:
                 n = _numel(shape)
                 base = flat[:n].view(shape)
-                flip = perm if group in ("flip", "flip-cast") else None
+                flip = perm if group in ("flip", "flip-cast", "flip-odd") else None
                 # The view's shape and strides, and its element zero in `base`.
                 if flip is None:
                     src = base.permute(perm)
