@@ -567,7 +567,8 @@ fn overlapping_operands_are_refused_or_correct() {
 }
 
 /// One tensor of more than 2^32 elements (4.5 GiB of u8): fills, a reversed copy, pixels of 3
-/// channels reversed and with their channels reversed, which need 64-bit indexing.
+/// channels reversed (also widened to u16 in the same pass) and with their channels reversed,
+/// which need 64-bit indexing.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn more_than_2_pow_32_elements() {
@@ -636,6 +637,18 @@ fn more_than_2_pow_32_elements() {
         assert_eq!(path, want);
         forms.push(out);
     }
+    // The pixels read right to left, widened to u16 in the same pass: the gathered rows, one
+    // row of more than 2^32 elements in periods of 3.
+    let mut gathered = DeviceArray::<u16, _>::zeros(&stream, (m, 3)).unwrap();
+    gathered.view_mut().fill_on(&stream, 0xdead).unwrap();
+    let path = devspan::internals::assign_cast_steered(
+        &mut gathered.view_mut(),
+        &stream,
+        &px.slice(s![..;-1, ..]),
+        devspan::internals::Steer::Default,
+    )
+    .unwrap();
+    assert_eq!(path, "rows_gather");
     let h = rev.to_host_on(&stream).unwrap();
     let expect = |i: usize| -> u8 {
         if i >= n - 1000 && (n - 1 - i) % 3 == 0 {
@@ -654,15 +667,21 @@ fn more_than_2_pow_32_elements() {
     {
         assert_eq!(x, expect(n - 1 - j), "reversed element {j}");
     }
-    let (hf, hb) = (
+    let (hf, hb, hg) = (
         forms[0].to_host_on(&stream).unwrap(),
         forms[1].to_host_on(&stream).unwrap(),
+        gathered.to_host_on(&stream).unwrap(),
     );
     let samples = (0..m).step_by(1_000_003).chain(m - 3000..m).chain(0..3000);
     for i in samples {
         for c in 0..3 {
             let flipped = (m - 1 - i) * 3 + c;
             assert_eq!(hf[(i, c)], expect(flipped), "pixels reversed ({i}, {c})");
+            assert_eq!(
+                hg[(i, c)],
+                u16::from(expect(flipped)),
+                "pixels reversed, widened ({i}, {c})"
+            );
             assert_eq!(
                 hb[(i, c)],
                 expect(3 * i + 2 - c),
