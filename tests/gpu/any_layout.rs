@@ -4,7 +4,8 @@
 //! split <-> interleaved complex, NCHW <-> NHWC), fills of views that stay above eight axes
 //! after merging, host <-> device transfers, DLPack and `to_shape` at high rank, a u8 copy of
 //! more than 2^31 elements, tiles beside an axis 2^31 bytes across, and the planner's
-//! steerings (`Steer::Default`, `NoTiled`, `PreferTiled`) on narrow and high-rank cases.
+//! steerings (`Steer::Default`, `NoTiled`, `PreferTiled`, `PreferGather`) on narrow and
+//! high-rank cases.
 //!
 //! Every case draws its layout and data from its own seed and compares with ndarray; a
 //! destination is poisoned with random values first, so that unwritten elements are caught, and
@@ -1661,31 +1662,37 @@ fn every_steering<F: DeviceElement, T: DeviceElement>(
     dst: &Dst,
     by_steer: &mut BTreeMap<String, Paths>,
 ) -> Vec<String> {
-    [Steer::Default, Steer::NoTiled, Steer::PreferTiled]
-        .into_iter()
-        .map(|steer| {
-            let op = format!("assign_cast_steered({steer:?})");
-            let case = Case {
-                seed,
-                op: &op,
-                src,
-                dst,
-            };
-            let paths = by_steer.entry(format!("{steer:?}")).or_default();
-            run_case::<F, T>(
-                stream,
-                &case,
-                Op::Into(&|o, s| assign_cast_steered(o, stream, s, steer)),
-                paths,
-            )
-        })
-        .collect()
+    [
+        Steer::Default,
+        Steer::NoTiled,
+        Steer::PreferTiled,
+        Steer::PreferGather,
+    ]
+    .into_iter()
+    .map(|steer| {
+        let op = format!("assign_cast_steered({steer:?})");
+        let case = Case {
+            seed,
+            op: &op,
+            src,
+            dst,
+        };
+        let paths = by_steer.entry(format!("{steer:?}")).or_default();
+        run_case::<F, T>(
+            stream,
+            &case,
+            Op::Into(&|o, s| assign_cast_steered(o, stream, s, steer)),
+            paths,
+        )
+    })
+    .collect()
 }
 
-/// `Steer::Default`, `Steer::NoTiled` and `Steer::PreferTiled` give the same, correct result on
-/// narrow layouts and on layouts of more than 8 axes after merging. `NoTiled` keeps the tiled
-/// kernels off the narrow ones (which other kernels take); `PreferTiled` takes them to the
-/// tiled kernels.
+/// `Steer::Default`, `Steer::NoTiled`, `Steer::PreferTiled` and `Steer::PreferGather` give the
+/// same, correct result on narrow layouts and on layouts of more than 8 axes after merging.
+/// `NoTiled` keeps the tiled kernels off the narrow ones (which other kernels take);
+/// `PreferTiled` takes them to the tiled kernels, `PreferGather` those into interleaved channels
+/// to the gathered rows.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_steering_gives_the_same_result() {
@@ -1766,7 +1773,7 @@ fn every_steering_gives_the_same_result() {
         println!("steering {steer}: paths {paths:?}");
     }
     for (i, paths) in narrow.iter().enumerate() {
-        println!("narrow case {i}: Default, NoTiled, PreferTiled took {paths:?}");
+        println!("narrow case {i}: Default, NoTiled, PreferTiled, PreferGather took {paths:?}");
         assert!(
             !paths[1].starts_with("tiled"),
             "narrow case {i}: NoTiled took {}",
@@ -1776,6 +1783,10 @@ fn every_steering_gives_the_same_result() {
     assert!(
         narrow.iter().any(|p| p[2].starts_with("tiled")),
         "PreferTiled took no narrow case to the tiled kernels: {narrow:?}"
+    );
+    assert!(
+        narrow.iter().any(|p| p[3] == "rows_gather"),
+        "PreferGather took no narrow case to the gathered rows: {narrow:?}"
     );
 }
 
