@@ -581,6 +581,92 @@ fn run_permute_packed(args: &PermuteArgs, from: DType, to: DType, mem: &mut Host
     }
 }
 
+/// One lane of a row kernel's launch ([`RowArgs`]' teams on a grid): where its scalar
+/// elements and its units of a row start and how far apart they are, as the kernels compute
+/// them.
+struct RowLane {
+    /// `log2` of the lanes of a team.
+    shift: u32,
+    /// Lanes of a team.
+    team: u64,
+    /// The lane's first scalar element and the stride of its scalar elements.
+    s0: u64,
+    sstride: u64,
+    /// The lane's first unit and the stride of its iterations over units.
+    u0: u64,
+    ustride: u64,
+}
+
+impl RowLane {
+    /// Calls `f(e)` for each of the lane's scalar elements of a row of `nscalar` of them,
+    /// [`ROW_SCALAR_UNROLL`] per iteration, in the kernel's order: scalar element `j` is the
+    /// row's element `j` below `head`, else `j + tailoff`.
+    fn scalars(&self, head: u64, tailoff: u64, nscalar: u64, mut f: impl FnMut(u64)) {
+        let unroll = u64::from(ROW_SCALAR_UNROLL);
+        let mut j = self.s0;
+        while j < nscalar {
+            for k in 0..unroll {
+                let jk = j + k * self.sstride;
+                if jk < nscalar {
+                    f(if jk < head { jk } else { jk + tailoff });
+                }
+            }
+            j += self.sstride * unroll;
+        }
+    }
+
+    /// Calls `f(u)` for each of the lane's units of a row of `nunits` of them, `units` per
+    /// iteration a team apart, in the kernel's order (unit `j` of an iteration exists where
+    /// `(left - 1) >> shift >= j`).
+    fn units(&self, nunits: u64, units: u64, mut f: impl FnMut(u64)) {
+        let mut g = self.u0;
+        while g < nunits {
+            let left = nunits - g;
+            for jj in 0..units {
+                if jj > 0 && (left - 1) >> self.shift < jj {
+                    continue;
+                }
+                f(g + jj * self.team);
+            }
+            g += self.ustride;
+        }
+    }
+}
+
+/// Calls `f(lane, row)` for every row that each lane of a row kernel's launch on `grid` takes
+/// (`units` units per lane and iteration), block by block and lane by lane.
+fn for_each_row_lane(
+    args: &RowArgs,
+    units: u64,
+    grid: (u32, u32),
+    mut f: impl FnMut(&RowLane, u64),
+) {
+    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let team = 1u64 << shift;
+    let teams = u64::from(ROW_BLOCK) >> shift;
+    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
+    for by in 0..gy {
+        for bx in 0..gx {
+            for thr in 0..u64::from(ROW_BLOCK) {
+                let lane = thr & (team - 1);
+                let l = RowLane {
+                    shift,
+                    team,
+                    s0: bx * team + lane,
+                    sstride: gx * team,
+                    u0: bx * units * team + lane,
+                    ustride: gx * team * units,
+                };
+                let mut row = by * teams + (thr >> shift);
+                while row < args.rows {
+                    f(&l, row);
+                    row += gy * teams;
+                }
+            }
+        }
+    }
+}
+
 /// The reversed row kernels (`copy_rows_rev_bN`, `copy_rows_rev3_bN`, `copy_runs_revR_bN`) on
 /// `grid`, thread by thread as the kernel maps its work: run `i` of a row from `src - run * i`
 /// (its elements in order) or `src + run * i` (its elements reversed), whole groups of runs
@@ -600,108 +686,70 @@ pub(crate) fn run_rows_rev(
     let rb = runs.run_bytes(elem.size());
     let gb = runs.group_bytes(elem.size());
     let units = row_units_per_lane(elem.size(), elem.size());
-    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
-    let team = 1u64 << shift;
-    let teams = u64::from(ROW_BLOCK) >> shift;
-    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
-    let unroll = u64::from(ROW_SCALAR_UNROLL);
-    for by in 0..gy {
-        for bx in 0..gx {
-            for thr in 0..u64::from(ROW_BLOCK) {
-                let lane = thr & (team - 1);
-                let mut row = by * teams + (thr >> shift);
-                let rstride = gy * teams;
-                let s0 = bx * team + lane;
-                let sstride = gx * team;
-                let u0 = bx * units * team + lane;
-                let ustride = sstride * units;
-                while row < args.rows {
-                    let (od, os) = args.row_offsets(row);
-                    let dr = at(args.dst, od, s as usize);
-                    let sr = at(args.src, os, s as usize);
-                    let len = args.row_len;
-                    let (head, m) = row_rev_head(dr, sr, s as usize, runs, len);
-                    let rem = len - head;
-                    let mut ngroups = rem / v;
-                    let mut nscalar = head + rem % v;
-                    // Shifted rows: one vector fewer at the end, its elements scalar.
-                    if m != 0 && ngroups > 0 {
-                        ngroups -= 1;
-                        nscalar += v;
+    for_each_row_lane(args, units, grid, |l, row| {
+        let (od, os) = args.row_offsets(row);
+        let dr = at(args.dst, od, s as usize);
+        let sr = at(args.src, os, s as usize);
+        let len = args.row_len;
+        let (head, m) = row_rev_head(dr, sr, s as usize, runs, len);
+        let rem = len - head;
+        let mut ngroups = rem / v;
+        let mut nscalar = head + rem % v;
+        // Shifted rows: one vector fewer at the end, its elements scalar.
+        if m != 0 && ngroups > 0 {
+            ngroups -= 1;
+            nscalar += v;
+        }
+        l.scalars(head, ngroups * v, nscalar, |e| {
+            for i in 0..run {
+                let (d, s0) = if runs.backwards {
+                    (dr + e * rb + i * s, sr - e * rb + i * s)
+                } else {
+                    (dr + e * rb + i * s, sr + e * rb + (run - 1 - i) * s)
+                };
+                copy_elem(mem, d, elem, s0, elem);
+            }
+        });
+        l.units(ngroups, units, |u| {
+            // The bytes of the group's runs: below the end of run head + u * v (read
+            // backwards), or from its start.
+            let sa = if runs.backwards {
+                sr + rb - (head + (u + 1) * v) * rb
+            } else {
+                sr + (head + u * v) * rb
+            };
+            let da = dr + (head + u * v) * rb;
+            assert_eq!(sa % 16, m, "reversed row: source bytes misplaced");
+            assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
+            // The aligned blocks read around them stay in the row: the upper one ends below
+            // its top, the lower one starts above its lowest byte.
+            if m != 0 {
+                let top = (sa & !15) + gb + 16;
+                let (low, high) = if runs.backwards {
+                    (sr - (len - 1) * rb, sr + rb)
+                } else {
+                    (sr, sr + len * rb)
+                };
+                assert!(top <= high, "reversed row: block past the row's top");
+                assert!(sa & !15 >= low, "reversed row: block below the row");
+            }
+            let block = mem.read(sa, gb as usize);
+            let (rb, s) = (rb as usize, s as usize);
+            let mut out = Vec::with_capacity(gb as usize);
+            for q in 0..v as usize {
+                if runs.backwards {
+                    let q = v as usize - 1 - q;
+                    out.extend_from_slice(&block[q * rb..(q + 1) * rb]);
+                } else {
+                    for k in (0..run as usize).rev() {
+                        let at = q * rb + k * s;
+                        out.extend_from_slice(&block[at..at + s]);
                     }
-                    let tailoff = ngroups * v;
-                    let mut j = s0;
-                    while j < nscalar {
-                        for k in 0..unroll {
-                            let jk = j + k * sstride;
-                            if jk < nscalar {
-                                let e = if jk < head { jk } else { jk + tailoff };
-                                for i in 0..run {
-                                    let (d, s0) = if runs.backwards {
-                                        (dr + e * rb + i * s, sr - e * rb + i * s)
-                                    } else {
-                                        (dr + e * rb + i * s, sr + e * rb + (run - 1 - i) * s)
-                                    };
-                                    copy_elem(mem, d, elem, s0, elem);
-                                }
-                            }
-                        }
-                        j += sstride * unroll;
-                    }
-                    let mut g = u0;
-                    while g < ngroups {
-                        let left = ngroups - g;
-                        for jj in 0..units {
-                            if jj > 0 && (left - 1) >> shift < jj {
-                                continue;
-                            }
-                            let u = g + jj * team;
-                            // The bytes of the group's runs: below the end of run head +
-                            // u * v (read backwards), or from its start.
-                            let sa = if runs.backwards {
-                                sr + rb - (head + (u + 1) * v) * rb
-                            } else {
-                                sr + (head + u * v) * rb
-                            };
-                            let da = dr + (head + u * v) * rb;
-                            assert_eq!(sa % 16, m, "reversed row: source bytes misplaced");
-                            assert_eq!(da % 16, 0, "reversed row: destination vector misaligned");
-                            // The aligned blocks read around them stay in the row: the upper
-                            // one ends below its top, the lower one starts above its lowest
-                            // byte.
-                            if m != 0 {
-                                let top = (sa & !15) + gb + 16;
-                                let (low, high) = if runs.backwards {
-                                    (sr - (len - 1) * rb, sr + rb)
-                                } else {
-                                    (sr, sr + len * rb)
-                                };
-                                assert!(top <= high, "reversed row: block past the row's top");
-                                assert!(sa & !15 >= low, "reversed row: block below the row");
-                            }
-                            let block = mem.read(sa, gb as usize);
-                            let (rb, s) = (rb as usize, s as usize);
-                            let mut out = Vec::with_capacity(gb as usize);
-                            for q in 0..v as usize {
-                                if runs.backwards {
-                                    let q = v as usize - 1 - q;
-                                    out.extend_from_slice(&block[q * rb..(q + 1) * rb]);
-                                } else {
-                                    for k in (0..run as usize).rev() {
-                                        let at = q * rb + k * s;
-                                        out.extend_from_slice(&block[at..at + s]);
-                                    }
-                                }
-                            }
-                            mem.write(da, &out);
-                        }
-                        g += ustride;
-                    }
-                    row += rstride;
                 }
             }
-        }
-    }
+            mem.write(da, &out);
+        });
+    });
 }
 
 /// Runs a row kernel over `mem` with the given grid, thread by thread, with the kernel's index
@@ -718,76 +766,39 @@ pub(crate) fn run_rows(
     let r = ss.max(ds) / ss.min(ds);
     let unit = 16 / ss.max(ds);
     let units = row_units_per_lane(from.size(), to.size());
-    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
-    let team = 1u64 << shift;
-    let teams = u64::from(ROW_BLOCK) >> shift;
-    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
-    let unroll = u64::from(ROW_SCALAR_UNROLL);
-    for by in 0..gy {
-        for bx in 0..gx {
-            for thr in 0..u64::from(ROW_BLOCK) {
-                let lane = thr & (team - 1);
-                let mut row = by * teams + (thr >> shift);
-                let rstride = gy * teams;
-                let s0 = bx * team + lane;
-                let sstride = gx * team;
-                let u0 = bx * units * team + lane;
-                let ustride = sstride * units;
-                while row < args.rows {
-                    let (od, os) = args.row_offsets(row);
-                    let dr = at(args.dst, od, ds as usize);
-                    let sr = at(args.src, os, ss as usize);
-                    let len = args.row_len;
-                    let head = row_head(dr, ds as usize, sr, ss as usize, len);
-                    let rem = len - head;
-                    let ngroups = rem / v;
-                    let nscalar = head + rem % v;
-                    let tailoff = ngroups * v;
-                    let nunits = ngroups * r;
-                    let mut j = s0;
-                    while j < nscalar {
-                        for k in 0..unroll {
-                            let jk = j + k * sstride;
-                            if jk < nscalar {
-                                let e = if jk < head { jk } else { jk + tailoff };
-                                copy_elem(mem, dr + e * ds, to, sr + e * ss, from);
-                            }
-                        }
-                        j += sstride * unroll;
-                    }
-                    let mut g = u0;
-                    if g < nunits {
-                        assert_eq!((sr + head * ss) % CONTIG_ALIGN, 0, "row groups: src");
-                        assert_eq!((dr + head * ds) % CONTIG_ALIGN, 0, "row groups: dst");
-                    }
-                    while g < nunits {
-                        let left = nunits - g;
-                        for jj in 0..units {
-                            if jj > 0 && (left - 1) >> shift < jj {
-                                continue;
-                            }
-                            let u = g + jj * team;
-                            let sa = sr + head * ss + u * unit * ss;
-                            let da = dr + head * ds + u * unit * ds;
-                            assert_eq!(sa % (unit * ss), 0, "row unit: src vector misaligned");
-                            assert_eq!(da % (unit * ds), 0, "row unit: dst vector misaligned");
-                            for e in 0..unit {
-                                copy_elem(mem, da + e * ds, to, sa + e * ss, from);
-                            }
-                        }
-                        g += ustride;
-                    }
-                    row += rstride;
-                }
-            }
+    for_each_row_lane(args, units, grid, |l, row| {
+        let (od, os) = args.row_offsets(row);
+        let dr = at(args.dst, od, ds as usize);
+        let sr = at(args.src, os, ss as usize);
+        let len = args.row_len;
+        let head = row_head(dr, ds as usize, sr, ss as usize, len);
+        let rem = len - head;
+        let ngroups = rem / v;
+        let nscalar = head + rem % v;
+        let nunits = ngroups * r;
+        l.scalars(head, ngroups * v, nscalar, |e| {
+            copy_elem(mem, dr + e * ds, to, sr + e * ss, from);
+        });
+        if l.u0 < nunits {
+            assert_eq!((sr + head * ss) % CONTIG_ALIGN, 0, "row groups: src");
+            assert_eq!((dr + head * ds) % CONTIG_ALIGN, 0, "row groups: dst");
         }
-    }
+        l.units(nunits, units, |u| {
+            let sa = sr + head * ss + u * unit * ss;
+            let da = dr + head * ds + u * unit * ds;
+            assert_eq!(sa % (unit * ss), 0, "row unit: src vector misaligned");
+            assert_eq!(da % (unit * ds), 0, "row unit: dst vector misaligned");
+            for e in 0..unit {
+                copy_elem(mem, da + e * ds, to, sa + e * ss, from);
+            }
+        });
+    });
 }
 
-/// The gathered row kernels (`cast_rows_gather_S_D`) on `grid`, thread by thread as the kernel
-/// maps its work: element `i` of a row from [`RowGatherArgs::element_offset`], the units of
-/// `16 / max(size)` elements from the destination's alignment on stored whole (aligned), the
-/// head and tail element by element.
+/// The gathered row kernels (`copy_rows_gather_bN`, `cast_rows_gather_S_D`) on `grid`, thread
+/// by thread as the kernel maps its work: element `i` of a row from
+/// [`RowGatherArgs::element_offset`], the units of `16 / max(size)` elements from the
+/// destination's alignment on stored whole (aligned), the head and tail element by element.
 pub(crate) fn run_rows_gather(
     args: &RowGatherArgs,
     from: DType,
@@ -800,62 +811,25 @@ pub(crate) fn run_rows_gather(
     let unit = 16 / ss.max(ds);
     let unit_bytes = unit * ds;
     let units = row_units_per_lane(from.size(), to.size());
-    let shift = row_args.team_shift.min(ROW_MAX_TEAM_SHIFT);
-    let team = 1u64 << shift;
-    let teams = u64::from(ROW_BLOCK) >> shift;
-    let (gx, gy) = (u64::from(grid.0), u64::from(grid.1));
-    let unroll = u64::from(ROW_SCALAR_UNROLL);
     let source = |sr: u64, e: u64| sr.wrapping_add((args.element_offset(e) * ss as i64) as u64);
-    for by in 0..gy {
-        for bx in 0..gx {
-            for thr in 0..u64::from(ROW_BLOCK) {
-                let lane = thr & (team - 1);
-                let mut row = by * teams + (thr >> shift);
-                let rstride = gy * teams;
-                let s0 = bx * team + lane;
-                let sstride = gx * team;
-                let u0 = bx * units * team + lane;
-                let ustride = sstride * units;
-                while row < row_args.rows {
-                    let (od, os) = row_args.row_offsets(row);
-                    let dr = at(row_args.dst, od, ds as usize);
-                    let sr = at(row_args.src, os, ss as usize);
-                    let len = row_args.row_len;
-                    let head = ((dr.wrapping_neg() % unit_bytes) / ds).min(len);
-                    let rem = len - head;
-                    let nunits = rem / unit;
-                    let nscalar = head + rem % unit;
-                    let tailoff = nunits * unit;
-                    let mut j = s0;
-                    while j < nscalar {
-                        for k in 0..unroll {
-                            let jk = j + k * sstride;
-                            if jk < nscalar {
-                                let e = if jk < head { jk } else { jk + tailoff };
-                                copy_elem(mem, dr + e * ds, to, source(sr, e), from);
-                            }
-                        }
-                        j += sstride * unroll;
-                    }
-                    let mut g = u0;
-                    while g < nunits {
-                        let left = nunits - g;
-                        for jj in 0..units {
-                            if jj > 0 && (left - 1) >> shift < jj {
-                                continue;
-                            }
-                            let e0 = head + (g + jj * team) * unit;
-                            let da = dr + e0 * ds;
-                            assert_eq!(da % unit_bytes, 0, "gathered unit: dst misaligned");
-                            for e in 0..unit {
-                                copy_elem(mem, da + e * ds, to, source(sr, e0 + e), from);
-                            }
-                        }
-                        g += ustride;
-                    }
-                    row += rstride;
-                }
+    for_each_row_lane(row_args, units, grid, |l, row| {
+        let (od, os) = row_args.row_offsets(row);
+        let dr = at(row_args.dst, od, ds as usize);
+        let sr = at(row_args.src, os, ss as usize);
+        let len = row_args.row_len;
+        let head = ((dr.wrapping_neg() % unit_bytes) / ds).min(len);
+        let rem = len - head;
+        let nunits = rem / unit;
+        l.scalars(head, nunits * unit, head + rem % unit, |e| {
+            copy_elem(mem, dr + e * ds, to, source(sr, e), from);
+        });
+        l.units(nunits, units, |u| {
+            let e0 = head + u * unit;
+            let da = dr + e0 * ds;
+            assert_eq!(da % unit_bytes, 0, "gathered unit: dst misaligned");
+            for e in 0..unit {
+                copy_elem(mem, da + e * ds, to, source(sr, e0 + e), from);
             }
-        }
-    }
+        });
+    });
 }

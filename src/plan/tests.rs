@@ -779,6 +779,10 @@ fn flipped_casts_take_the_gathered_rows() {
 /// whole image one row, read 3 elements apart), NCHW -> NHWC (a row per image), a strided row;
 /// each against the reference, on the launcher's grid and on small forced ones.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "casts of random bits through the interpreter, whose NaN results Miri gives arbitrary payloads; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
 fn preferred_gathered_rows_take_every_cast_into_contiguous_rows() {
     use DType::*;
     let opt = PlanOptions {

@@ -17,11 +17,13 @@
 //! [`crate::ptx_sim`].
 
 use std::path::Path;
-use std::process::Command;
 
 use devspan::DType;
 
-use crate::tiled_sim::{SimCase, with_sim_dir, write_sim_case};
+use crate::tiled_sim::{
+    SimCase, case_line, covered_regions, random_bytes, run_cases, standard, view_offsets,
+    with_sim_dir, write_sim_case,
+};
 use crate::{Check, Out};
 
 const SAMPLE: [&str; 2] = ["hwc3_w/3x40x3/u8_u32/a", "vec/300/i64_u16/d"];
@@ -175,16 +177,6 @@ fn layouts() -> Vec<Layout> {
     all
 }
 
-fn standard(shape: &[usize]) -> Vec<isize> {
-    let mut s = vec![0isize; shape.len()];
-    let mut acc = 1isize;
-    for k in (0..shape.len()).rev() {
-        s[k] = acc;
-        acc *= shape[k] as isize;
-    }
-    s
-}
-
 /// `bytes` (a little-endian integer of `from`) cast to `to` as Rust's `as` does: sign- or
 /// zero-extended, then truncated.
 fn int_cast(bytes: &[u8], from: DType, to: DType) -> Vec<u8> {
@@ -204,7 +196,6 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
     let (ss, ds) = (l.from.size(), l.to.size());
-    let n: usize = l.shape.iter().product();
     let padded = |pad: Pad| {
         let mut array = l.shape.clone();
         if let Some((axis, extra)) = pad {
@@ -254,41 +245,16 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let Some(launch) = launch else {
         return Ok(None);
     };
-    let mut x = seed | 1;
-    let source: Vec<u8> = (0..sbytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
+    let source = random_bytes(seed, sbytes);
     let mut expect = vec![0xA5u8; dbytes];
     let mut covered = vec![false; sbytes];
-    for i in 0..n {
-        let (mut r, mut d, mut s) = (i, 0isize, s_off);
-        for k in (0..l.shape.len()).rev() {
-            let c = (r % l.shape[k]) as isize;
-            r /= l.shape[k];
-            d += c * dst[k];
-            s += c * src[k];
-        }
+    for (d, s) in view_offsets(&l.shape, &dst, &src, 0, s_off) {
         let (d, s) = (d as usize * ds, s as usize * ss);
         expect[d..d + ds].copy_from_slice(&int_cast(&source[s..s + ss], l.from, l.to));
         covered[s..s + ss].fill(true);
     }
     // The source's regions: the runs of bytes the view covers.
-    let mut regions: Vec<(u64, &[u8])> = Vec::new();
-    let mut at = 0;
-    while at < sbytes {
-        if !covered[at] {
-            at += 1;
-            continue;
-        }
-        let end = (at..sbytes).find(|&b| !covered[b]).unwrap_or(sbytes);
-        regions.push((SRC + at as u64, &source[at..end]));
-        at = end;
-    }
+    let regions = covered_regions(SRC, &source, &covered);
     let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
     let file = write_sim_case(
         dir,
@@ -343,27 +309,13 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "grids {grids:?}: none of more than one block on each axis"
         ));
     }
-    let o = Command::new(crate::ptx_sim::python())
-        .arg(dir.join("ptxsim_tiled.py"))
-        .args(&files)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    if !o.status.success() {
-        return Err(format!("{text}\n{}", String::from_utf8_lossy(&o.stderr)));
-    }
+    let lines = run_cases(dir, &files)?;
     // Cases whose stores are fewer than their elements stored whole units: some of every
     // unit width (16, 8, 4 and 2 elements: the wider side of 1, 2, 4 and 8 bytes) must.
     let mut units = [0usize; 4];
-    for line in text.lines() {
+    for line in &lines {
         out.detail(line);
-        // `NAME: KERNEL: ... blocks, STORES global stores, ok`
-        let name = line.split(": ").next().unwrap_or("");
-        let stores: Option<usize> = line
-            .split(" global stores")
-            .next()
-            .and_then(|x| x.rsplit(' ').next())
-            .and_then(|x| x.parse().ok());
+        let (name, _, stores) = case_line(line);
         if let (Some(l), Some(stores)) = (all.iter().find(|l| l.name == name), stores)
             && stores < l.shape.iter().product::<usize>()
         {
@@ -378,7 +330,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     out.summary(&format!(
         "ptx_sim: {} gathered-row interpreter cases passed{}",
-        text.lines().count(),
+        lines.len(),
         if sample { " (sample)" } else { "" }
     ));
     Ok(())

@@ -17,11 +17,13 @@
 //! [`crate::ptx_sim`].
 
 use std::path::Path;
-use std::process::Command;
 
 use devspan::DType;
 
-use crate::tiled_sim::{SimCase, with_sim_dir, write_sim_case};
+use crate::tiled_sim::{
+    SimCase, case_line, covered_regions, random_bytes, run_cases, standard, view_offsets,
+    with_sim_dir, write_sim_case,
+};
 use crate::{Check, Out};
 
 const SAMPLE: [&str; 2] = ["vec/320/b1/h", "chw_w/3x4x40/b2/s"];
@@ -168,16 +170,6 @@ fn runs_reversed(name: &str) -> bool {
     name == "swap" || name.ends_with("_c") || name.ends_with("_hc")
 }
 
-fn standard(shape: &[usize]) -> Vec<isize> {
-    let mut s = vec![0isize; shape.len()];
-    let mut acc = 1isize;
-    for k in (0..shape.len()).rev() {
-        s[k] = acc;
-        acc *= shape[k] as isize;
-    }
-    s
-}
-
 /// A written case: its file, the launcher's grid, its kernel, and which of its rows the
 /// kernel moves through shared memory ([`staged_rows`]).
 type Written = (String, (u32, u32), String, Staged);
@@ -253,41 +245,16 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let Some(launch) = launch else {
         return Ok(None);
     };
-    let mut x = seed | 1;
-    let source: Vec<u8> = (0..sbytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
+    let source = random_bytes(seed, sbytes);
     let mut expect = vec![0xA5u8; bytes];
     let mut covered = vec![false; sbytes];
-    for i in 0..n {
-        let (mut r, mut d, mut s) = (i, 0isize, s_off);
-        for k in (0..l.shape.len()).rev() {
-            let c = (r % l.shape[k]) as isize;
-            r /= l.shape[k];
-            d += c * dst[k];
-            s += c * src[k];
-        }
+    for (d, s) in view_offsets(&l.shape, &dst, &src, 0, s_off) {
         let (d, s) = ((d * size) as usize, (s * size) as usize);
         expect[d..d + l.size].copy_from_slice(&source[s..s + l.size]);
         covered[s..s + l.size].fill(true);
     }
     // The source's regions: the runs of bytes the view covers.
-    let mut regions: Vec<(u64, &[u8])> = Vec::new();
-    let mut at = 0;
-    while at < sbytes {
-        if !covered[at] {
-            at += 1;
-            continue;
-        }
-        let end = (at..sbytes).find(|&b| !covered[b]).unwrap_or(sbytes);
-        regions.push((sbase + at as u64, &source[at..end]));
-        at = end;
-    }
+    let regions = covered_regions(sbase, &source, &covered);
     let staged = staged_rows(&launch);
     let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
     let file = write_sim_case(
@@ -360,28 +327,13 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "kernels of groups of three vectors and their staged rows: {staged:?}"
         ));
     }
-    let o = Command::new(crate::ptx_sim::python())
-        .arg(dir.join("ptxsim_tiled.py"))
-        .args(&files)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    if !o.status.success() {
-        return Err(format!("{text}\n{}", String::from_utf8_lossy(&o.stderr)));
-    }
+    let lines = run_cases(dir, &files)?;
     // Cases whose stores are fewer than their elements moved 16-byte vectors: some of every
     // element size must.
     let mut vectors = [0usize; 4];
-    for line in text.lines() {
+    for line in &lines {
         out.detail(line);
-        // `NAME: KERNEL: ... blocks, STORES global stores, ok`
-        let mut parts = line.split(": ");
-        let (name, kernel) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let stores: Option<usize> = line
-            .split(" global stores")
-            .next()
-            .and_then(|x| x.rsplit(' ').next())
-            .and_then(|x| x.parse().ok());
+        let (name, kernel, stores) = case_line(line);
         let size: Option<usize> = kernel.rsplit("_b").next().and_then(|x| x.parse().ok());
         if let (Some(l), Some(stores), Some(size)) =
             (all.iter().find(|l| l.name == name), stores, size)
@@ -397,7 +349,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     out.summary(&format!(
         "ptx_sim: {} reversed-row interpreter cases passed{}",
-        text.lines().count(),
+        lines.len(),
         if sample { " (sample)" } else { "" }
     ));
     Ok(())

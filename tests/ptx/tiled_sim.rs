@@ -61,7 +61,8 @@ struct Layout {
     misalign: u64,
 }
 
-fn standard(shape: &[usize]) -> Vec<isize> {
+/// Standard-layout (C-order) strides of `shape`, in elements.
+pub fn standard(shape: &[usize]) -> Vec<isize> {
     let mut s = vec![0isize; shape.len()];
     let mut acc = 1isize;
     for k in (0..shape.len()).rev() {
@@ -69,6 +70,62 @@ fn standard(shape: &[usize]) -> Vec<isize> {
         acc *= shape[k] as isize;
     }
     s
+}
+
+/// `n` bytes of a xorshift sequence from `seed`: the source data of the interpreter cases.
+pub fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// The element offsets `(d, s)` of every element of a view of `shape` (the last axis
+/// fastest), from `(d0, s0)` by the element strides `dst` and `src`.
+pub fn view_offsets(
+    shape: &[usize],
+    dst: &[isize],
+    src: &[isize],
+    d0: isize,
+    s0: isize,
+) -> Vec<(isize, isize)> {
+    let n: usize = shape.iter().product();
+    (0..n)
+        .map(|i| {
+            let (mut r, mut d, mut s) = (i, d0, s0);
+            for k in (0..shape.len()).rev() {
+                let c = (r % shape[k]) as isize;
+                r /= shape[k];
+                d += c * dst[k];
+                s += c * src[k];
+            }
+            (d, s)
+        })
+        .collect()
+}
+
+/// The runs of bytes of `source` (mapped at `base`) that `covered` marks, as the regions of a
+/// case: the only source bytes its kernel may read.
+pub fn covered_regions<'a>(base: u64, source: &'a [u8], covered: &[bool]) -> Vec<(u64, &'a [u8])> {
+    let mut regions = Vec::new();
+    let mut at = 0;
+    while at < source.len() {
+        if !covered[at] {
+            at += 1;
+            continue;
+        }
+        let end = (at..source.len())
+            .find(|&b| !covered[b])
+            .unwrap_or(source.len());
+        regions.push((base + at as u64, &source[at..end]));
+        at = end;
+    }
+    regions
 }
 
 /// `src.permuted_axes(perm)` of a standard-layout source of `shape` into a standard-layout
@@ -358,15 +415,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     };
     let dbytes = ((dhi - dlo + 1) * size) as usize;
     let sbytes = ((shi - slo + 1) * size) as usize;
-    let mut x = seed | 1;
-    let src: Vec<u8> = (0..sbytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
+    let src = random_bytes(seed, sbytes);
     let mut expect = vec![0xA5u8; dbytes];
     let n: usize = if launch.has_rest {
         0
@@ -391,16 +440,11 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
             }
         }
     }
-    for i in 0..n {
-        let (mut r, mut d, mut s) = (i, -dlo, -slo);
-        for k in (0..l.shape.len()).rev() {
-            let c = (r % l.shape[k]) as isize;
-            r /= l.shape[k];
-            d += c * l.dst[k];
-            s += c * l.src[k];
+    if n > 0 {
+        for (d, s) in view_offsets(&l.shape, &l.dst, &l.src, -dlo, -slo) {
+            let (d, s) = ((d * size) as usize, (s * size) as usize);
+            expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
         }
-        let (d, s) = ((d * size) as usize, (s * size) as usize);
-        expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
     }
     let file = write_sim_case(
         dir,
@@ -435,6 +479,63 @@ fn run(out: &Out, sample: bool) -> Result<(), String> {
     with_sim_dir("tiled", |dir| run_in(out, dir, sample))
 }
 
+/// Runs `ptxsim_tiled.py` (in `dir`, from [`with_sim_dir`]) on every case file of `files`, in
+/// batches of a few cases per process, as many processes at once as the machine has cores:
+/// its lines, one per case, sorted, or the first failure with the tool's output.
+pub fn run_cases(dir: &Path, files: &[String]) -> Result<Vec<String>, String> {
+    const BATCH: usize = 8;
+    let batches: Vec<&[String]> = files.chunks(BATCH).collect();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Result<String, String>>> = Mutex::new(Vec::new());
+    let workers = thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(batches.len().max(1));
+    thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                while let Some(f) = batches.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let r = Command::new(crate::ptx_sim::python())
+                        .arg(dir.join("ptxsim_tiled.py"))
+                        .args(*f)
+                        .output()
+                        .map_err(|e| e.to_string())
+                        .and_then(|o| {
+                            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+                            if o.status.success() {
+                                Ok(text)
+                            } else {
+                                Err(format!(
+                                    "{f:?}:\n{text}\n{}",
+                                    String::from_utf8_lossy(&o.stderr)
+                                ))
+                            }
+                        });
+                    results.lock().unwrap().push(r);
+                }
+            });
+        }
+    });
+    let mut lines = Vec::new();
+    for r in results.into_inner().unwrap() {
+        lines.extend(r?.lines().map(str::to_string));
+    }
+    lines.sort();
+    Ok(lines)
+}
+
+/// The case name, the kernel and the count of global stores of a line of `ptxsim_tiled.py`'s
+/// output (`NAME: KERNEL: ... blocks, STORES global stores, ok`).
+pub fn case_line(line: &str) -> (&str, &str, Option<usize>) {
+    let mut parts = line.split(": ");
+    let (name, kernel) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let stores = line
+        .split(" global stores")
+        .next()
+        .and_then(|x| x.rsplit(' ').next())
+        .and_then(|x| x.parse().ok());
+    (name, kernel, stores)
+}
+
 fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     let all = layouts();
     let mut files = Vec::new();
@@ -463,43 +564,9 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "{joins} shifted joins and {splits} shifted splits among {kernels:?}"
         ));
     }
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Result<String, String>>> = Mutex::new(Vec::new());
-    let workers = thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(files.len().max(1));
-    thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| {
-                while let Some(f) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let r = Command::new(crate::ptx_sim::python())
-                        .arg(dir.join("ptxsim_tiled.py"))
-                        .arg(f)
-                        .output()
-                        .map_err(|e| e.to_string())
-                        .and_then(|o| {
-                            let text = String::from_utf8_lossy(&o.stdout).into_owned();
-                            if o.status.success() {
-                                Ok(text)
-                            } else {
-                                Err(format!(
-                                    "{f}:\n{text}\n{}",
-                                    String::from_utf8_lossy(&o.stderr)
-                                ))
-                            }
-                        });
-                    results.lock().unwrap().push(r);
-                }
-            });
-        }
-    });
-    let mut lines = Vec::new();
-    for r in results.into_inner().unwrap() {
-        lines.push(r?);
-    }
-    lines.sort();
+    let lines = run_cases(dir, &files)?;
     for l in &lines {
-        out.detail(l.trim_end());
+        out.detail(l);
     }
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels){}",

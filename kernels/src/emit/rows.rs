@@ -38,6 +38,29 @@ fn row_frame(g: &mut Gen) -> (Code, Code) {
     (prologue, offsets)
 }
 
+/// The row kernels' `k`-th scalar element of an iteration, `%j + k * %sstride` (the chain of
+/// those sums in `jk`): the register holding its index in the row (`jk` before `%head`, else
+/// `jk + %tailoff`), and the predicate of its existence (none for `k = 0`, which the loop
+/// checks).
+fn scalar_index(g: &mut Gen, code: &mut Code, k: u64, jk: &mut String) -> (String, Option<String>) {
+    let pred = if k == 0 {
+        None
+    } else {
+        let next = g.reg(Class::B64);
+        code.line(format!("add.u64 {next}, {jk}, %sstride;"));
+        *jk = next;
+        let p = g.reg(Class::Pred);
+        code.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
+        Some(p)
+    };
+    let ph = g.reg(Class::Pred);
+    let e = g.reg(Class::B64);
+    code.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
+    code.line(format!("add.u64 {e}, {jk}, %tailoff;"));
+    code.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
+    (e, pred)
+}
+
 /// The row kernels' scalar elements `%j + k * %sstride` for `k < ROW_UNROLL` (element `k <
 /// %head` is element `k`, the others `k + %tailoff`): loads first, then conversions and
 /// stores. Element `e` is at `%dr + e` in the destination and at `%sr + e` in the source. For
@@ -52,24 +75,10 @@ fn scalar_elements(g: &mut Gen, s: Ty, d: Ty, runs: Option<RowRuns>) -> Code {
     let mut pending = Vec::new();
     let mut jk = "%j".to_string();
     for k in 0..ROW_UNROLL {
-        let pred = if k == 0 {
-            None
-        } else {
-            let next = g.reg(Class::B64);
-            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
-            jk = next;
-            let p = g.reg(Class::Pred);
-            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
-            Some(p)
-        };
-        let ph = g.reg(Class::Pred);
-        let e = g.reg(Class::B64);
+        let (e, pred) = scalar_index(g, &mut scalar, k, &mut jk);
         let tmp = g.reg(Class::B64);
         let sa = g.reg(Class::B64);
         let da = g.reg(Class::B64);
-        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
-        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
-        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
         if run.is_power_of_two() {
             scalar.line(format!("shl.b64 {tmp}, {e}, {};", log2(run * s.size)));
         } else {
@@ -291,21 +300,7 @@ pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> 
     let mut pending = Vec::new();
     let mut jk = "%j".to_string();
     for k in 0..ROW_UNROLL {
-        let pred = if k == 0 {
-            None
-        } else {
-            let next = g.reg(Class::B64);
-            scalar.line(format!("add.u64 {next}, {jk}, %sstride;"));
-            jk = next;
-            let p = g.reg(Class::Pred);
-            scalar.line(format!("setp.lt.u64 {p}, {jk}, %nscalar;"));
-            Some(p)
-        };
-        let ph = g.reg(Class::Pred);
-        let e = g.reg(Class::B64);
-        scalar.line(format!("setp.lt.u64 {ph}, {jk}, %head;"));
-        scalar.line(format!("add.u64 {e}, {jk}, %tailoff;"));
-        scalar.line(format!("selp.b64 {e}, {jk}, {e}, {ph};"));
+        let (e, pred) = scalar_index(&mut g, &mut scalar, k, &mut jk);
         let (sa, _) = gather_position(&mut g, &mut scalar, s, &e);
         let da = g.reg(Class::B64);
         scalar.line(format!("shl.b64 {da}, {e}, {};", log2(d.size)));
