@@ -425,8 +425,9 @@ fn fill_every_path_in_every_mode() {
     }
 }
 
-/// Copies and casts by every path (driver memcpy, the contiguous kernel, the row kernels, the
-/// transpose and permute kernels, the strided kernel, broadcasting), in every capture mode.
+/// Copies and casts by every path (driver memcpy, the contiguous kernel, the row kernels and
+/// the gathered rows, the transpose and permute kernels, the strided kernel, broadcasting), in
+/// every capture mode.
 /// The global mode comes first: a kernel's first use in the process may be inside its capture.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -566,6 +567,26 @@ fn assign_every_path_in_every_mode() {
             &reversed,
             s,
         ));
+        // The gathered rows: an image of 3 u8 channels flipped left-right, cast to f32; one
+        // of 5 u8 channels with its channels reversed, copied.
+        paths.insert(copy_case::<u8, f32>(
+            &stream,
+            &mut rng,
+            mode,
+            &[16, 40, 3],
+            &[full(), step(0, -1), full()],
+            &[0, 1, 2],
+            s,
+        ));
+        paths.insert(copy_case::<u8, u8>(
+            &stream,
+            &mut rng,
+            mode,
+            &[16, 40, 5],
+            &[full(), full(), step(0, -1)],
+            &[0, 1, 2],
+            s,
+        ));
     }
     println!("copy paths captured: {paths:?}");
     for p in [
@@ -575,6 +596,7 @@ fn assign_every_path_in_every_mode() {
         "transpose",
         "strided32",
         "tiled",
+        "rows_gather",
     ] {
         assert!(
             paths.contains(p),
