@@ -66,6 +66,9 @@ use crate::error::Result;
 use crate::plan::{self, PlanOptions};
 use crate::view::{DeviceView, DeviceViewMut};
 
+/// One element converted between element types, as little-endian bytes: the host reference of
+/// the cast kernels.
+pub use crate::convert::convert_bytes;
 pub use crate::driver::fault::{Call, Fault, FaultGuard, Intercept, inject, intercept};
 /// The architectures machine code was embedded for at build time (empty without `ptxas`), with
 /// the number of modules of each.

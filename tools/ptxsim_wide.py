@@ -5,7 +5,12 @@
 A small PTX interpreter for the instruction subset these kernels use: every thread of each
 block runs as a generator that yields at `bar.sync` (and `bar.warp.sync`), so shared memory
 and barriers behave as on the device, and at `shfl.sync` (modes `up` and `idx`, full mask),
-where the block's threads all must arrive and each takes its source lane's value. Each case describes a copy (PermuteArgs axes; for the wide kernels in runs and
+where the block's threads all must arrive and each takes its source lane's value. Registers
+hold bit patterns; `cvt` between integers and IEEE floats (f16, f32, f64) rounds as PTX says
+(`rn`: to nearest, ties to even; `rz`: toward zero; `rzi` to integers: toward zero, saturated,
+NaN to 0; a NaN result is the canonical NaN), `setp` compares floats too, and `mov` packs and
+unpacks halves (`{a, b}`), so that cast kernels run as well (tests/ptx/gather_sim.rs). Each
+case describes a copy (PermuteArgs axes; for the wide kernels in runs and
 16-byte units, for the vector kernel in bytes), runs the kernel over it with several tiles per
 block, in both tile-origin forms, and checks that
 
@@ -30,6 +35,7 @@ or `vec_cases`, and the tile-origin form (o32 or o64). Each case seeds its rando
 name, so a case checks the same data whichever cases run with it.
 """
 import re, struct, sys, random, itertools
+from fractions import Fraction
 M32=(1<<32)-1; M64=(1<<64)-1
 def s32(x): x&=M32; return x-(1<<32) if x>>31 else x
 def s64(x): x&=M64; return x-(1<<64) if x>>63 else x
@@ -82,6 +88,66 @@ def shared_decls(text):
 # Where `mov.u64 %r, p_args` puts the parameter block, so that `ld.param [%r+N]` reads byte
 # (%r + N - PARAM_BASE) of it.
 PARAM_BASE=1<<62
+
+# IEEE binary formats: (exponent bits, mantissa bits without the hidden one).
+FLOATS={'f16':(5,10),'f32':(8,23),'f64':(11,52)}
+
+def float_value(bits,t):
+    """The value of the bit pattern `bits` of float type `t`: ('nan',), or (sign, n, d) with
+    the magnitude n / d exactly (infinity as d == 0)."""
+    e,m=FLOATS[t]; w=1+e+m; bits&=(1<<w)-1
+    sign=bits>>(w-1); ex=(bits>>m)&((1<<e)-1); man=bits&((1<<m)-1)
+    bias=(1<<(e-1))-1
+    if ex==(1<<e)-1: return ('nan',) if man else (sign,1,0)
+    if ex==0: n,p=man,1-bias-m
+    else: n,p=man|(1<<m),ex-bias-m
+    return (sign,n<<p,1) if p>=0 else (sign,n,1<<-p)
+
+def float_bits(sign,n,d,t,mode='rn'):
+    """The bits of float type `t` nearest to sign * n / d (d == 0: infinity), rounded to nearest
+    with ties to even (`rn`) or toward zero (`rz`); overflow gives infinity (rn) or the largest
+    finite value (rz)."""
+    e,m=FLOATS[t]; bias=(1<<(e-1))-1; emax=bias; emin=1-bias
+    top=((1<<e)-1)<<m
+    if d==0: return (sign<<(e+m))|top
+    if n==0: return sign<<(e+m)
+    # Exponent E with 2^E <= n/d < 2^(E+1), at least emin (subnormals).
+    E=n.bit_length()-d.bit_length()
+    if (E>=0 and n<(d<<E)) or (E<0 and (n<<-E)<d): E-=1
+    E=max(E,emin)
+    # q = n / d * 2^(m - E), split into its integer part and remainder.
+    sh=m-E
+    num,den=(n<<sh,d) if sh>=0 else (n,d<<-sh)
+    q,r=divmod(num,den)
+    if mode=='rn' and (2*r>den or (2*r==den and q&1)): q+=1
+    if q>>(m+1): q>>=1; E+=1
+    if E>emax:
+        return (sign<<(e+m))|(top if mode=='rn' else top-1)
+    if q>>m: return (sign<<(e+m))|((E+bias)<<m)|(q&((1<<m)-1))
+    return (sign<<(e+m))|q
+
+def cvt(x,dt,st,mode):
+    """`cvt.MODE.DT.ST` of the bits `x`: integers sign- or zero-extended or truncated, integers
+    and floats to floats rounded by `mode` (exact widenings too), floats to integers truncated
+    toward zero and saturated, NaN to 0."""
+    if st in FLOATS:
+        v=float_value(x,st)
+        if dt in FLOATS:
+            if v[0]=='nan':
+                e,m=FLOATS[dt]; return (((1<<(e+1))-1)<<(m-1))  # canonical NaN
+            return float_bits(*v,dt,mode if mode in ('rn','rz') else 'rn')
+        sw=int(dt[1:])
+        lo,hi=((-(1<<(sw-1)),(1<<(sw-1))-1) if dt[0]=='s' else (0,(1<<sw)-1))
+        if v[0]=='nan': return 0
+        sign,n,d=v
+        if d==0: return (lo if sign else hi)&((1<<sw)-1)
+        i=n//d
+        i=min(i,hi) if not sign else max(-i,lo)
+        return i&((1<<sw)-1) if sw<64 else i&M64
+    sw=int(st[1:]); x=sg(x,sw) if st[0]=='s' else x&((1<<sw)-1)
+    if dt in FLOATS:
+        return float_bits(1 if x<0 else 0,abs(x),1,dt,mode if mode in ('rn','rz') else 'rn')
+    return x&(M64 if dt[1:]=='64' else M32)
 
 def prmt(a,b,c):
     # prmt.b32 default mode (PTX ISA): nibble i of the selector's low 16 bits picks byte i of
@@ -192,13 +258,36 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                     continue
                 d=ops[0]
                 if o=='mov' and parts[1]=='pred': R[d]=bool(int(ops[1])) if ops[1] in ('0','1') else R[ops[1]]; continue
-                if o=='mov': R[d]=val(ops[1])&(M64 if parts[1] in('b64','u64') else M32); continue
+                if o=='mov' and d.startswith('{'):
+                    # Unpack a register into halves (`_` drops one), low half first.
+                    x=val(ops[1]); w=int(parts[1][1:])//2; halves=[h.strip() for h in d.strip('{}').split(',')]
+                    for i,h in enumerate(halves):
+                        if h!='_': R[h]=(x>>(w*i))&((1<<w)-1)
+                    continue
+                if o=='mov' and ops[1].startswith('{'):
+                    # Pack halves into a register, the first lowest.
+                    w=int(parts[1][1:])//2; halves=[h.strip() for h in ops[1].strip('{}').split(',')]
+                    R[d]=sum((val(h)&((1<<w)-1))<<(w*i) for i,h in enumerate(halves)); continue
+                if o=='mov': R[d]=val(ops[1])&(M64 if parts[1] in('b64','u64','f64') else M32); continue
                 if o=='cvt':
-                    x=val(ops[1]); dt,st=parts[1],parts[2]
-                    assert dt[0] in 'us' and st[0] in 'us',('integer conversions only',op)
-                    sw=int(st[1:]); x=sg(x,sw) if st[0]=='s' else x&((1<<sw)-1)
-                    R[d]=x&(M64 if dt[1:]=='64' else M32); continue
+                    mode=parts[1] if parts[1] in ('rn','rz','rzi','rni') else None
+                    dt,st=(parts[2],parts[3]) if mode else (parts[1],parts[2])
+                    R[d]=cvt(val(ops[1]),dt,st,mode); continue
                 if o=='selp': R[d]=val(ops[1]) if R[ops[3]] else val(ops[2]); continue
+                if o=='setp' and parts[-1] in FLOATS:
+                    cmp=parts[1]; tp=parts[-1]
+                    assert len(parts)==3,('combined float comparisons',op)
+                    a,b=float_value(val(ops[1]),tp),float_value(val(ops[2]),tp)
+                    nan=a[0]=='nan' or b[0]=='nan'
+                    if cmp in ('nan','num'): R[d]=nan if cmp=='nan' else not nan; continue
+                    if nan: R[d]=cmp.endswith('u') and len(cmp)==3; continue
+                    def key(v):
+                        s,n,dd=v
+                        x=float('inf') if dd==0 else Fraction(n,dd)
+                        return -x if s else x
+                    ka,kb=key(a),key(b)
+                    c=cmp[:2]
+                    R[d]={'eq':ka==kb,'ne':ka!=kb,'lt':ka<kb,'le':ka<=kb,'gt':ka>kb,'ge':ka>=kb}[c]; continue
                 if o=='setp':
                     cmp=parts[1]; tp=parts[-1]; comb=parts[2] if len(parts)==4 else None
                     a,b=val(ops[1]),val(ops[2]); w=int(tp[1:])

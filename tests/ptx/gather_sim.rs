@@ -1,17 +1,19 @@
-//! Runs the gathered row kernels (`cast_rows_gather_S_D`) through the PTX interpreter
-//! (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on casts that devspan's planner gives
-//! them: reversed vectors, images flipped left-right (channels first: every row reversed;
-//! channels last: pixels right to left), flipped both ways, channels reversed and pairs
-//! swapped, with source rows apart and destination rows apart, and (as `Steer::PreferGather`
-//! plans them) channels moved innermost from planes, CHW -> HWC and NCHW -> NHWC, and planes
-//! from interleaved channels, for copies of runs of 5 and 7 channels (which the reversed row
-//! kernels do not take) and integer casts between every
-//! two element sizes (the interpreter converts integers only; the conversions are the cast
-//! kernels' shared code), so that every unit width (16, 8, 4 and 2 elements) runs, with the
-//! destination at several offsets from a unit's alignment, on the launcher's grid (some of more
-//! than one block along rows, some over rows). Each case's destination must equal a reference
-//! byte for byte (poisoned first); every access must be aligned and inside the operands'
-//! regions, which hold only the source elements the view covers.
+//! Runs the gathered row kernels (`copy_rows_gather_bN`, `cast_rows_gather_S_D`) through the
+//! PTX interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies and casts
+//! that devspan's planner gives them: reversed vectors, images flipped left-right (channels
+//! first: every row reversed; channels last: pixels right to left), flipped both ways, channels
+//! reversed and pairs swapped, with source rows apart and destination rows apart, and (as
+//! `Steer::PreferGather` plans them) channels moved innermost from planes, CHW -> HWC and
+//! NCHW -> NHWC, and planes from interleaved channels. The casts: between integers of every two
+//! sizes, so that every unit width (16, 8, 4 and 2 elements) runs; and, on a few layouts,
+//! integers to floats, floats to integers and floats to floats of every size, bf16 included
+//! (sources without NaNs: the interpreter's NaN results are canonical, the reference's
+//! payloads unspecified). Copies: runs of 5 and 7 channels, which the reversed row kernels do
+//! not take. The destination starts at several offsets from a unit's alignment, on the
+//! launcher's grid (some of more than one block along rows, some over rows). Each case's
+//! destination must equal the host reference (`convert_bytes`) byte for byte (poisoned first);
+//! every access must be aligned and inside the operands' regions, which hold only the source
+//! elements the view covers.
 //!
 //! The sample runs two cases; the full check runs all of them. Needs Python 3, like
 //! [`crate::ptx_sim`].
@@ -130,6 +132,11 @@ fn layouts() -> Vec<Layout> {
             copied
                 .iter()
                 .flat_map(|s| copies.iter().map(move |p| (s, p))),
+        )
+        .chain(
+            FLOAT_LAYOUTS
+                .iter()
+                .flat_map(|s| FLOAT_PAIRS.iter().map(move |p| (s, p))),
         );
     let mut all = Vec::new();
     for (&(name, shape, flip, spad, dpad), &(from, to)) in runs {
@@ -177,17 +184,53 @@ fn layouts() -> Vec<Layout> {
     all
 }
 
-/// `bytes` (a little-endian integer of `from`) cast to `to` as Rust's `as` does: sign- or
-/// zero-extended, then truncated.
-fn int_cast(bytes: &[u8], from: DType, to: DType) -> Vec<u8> {
-    let mut wide = [0u8; 16];
-    wide[..bytes.len()].copy_from_slice(bytes);
-    let signed = matches!(from, DType::I8 | DType::I16 | DType::I32 | DType::I64);
-    let negative = signed && bytes[bytes.len() - 1] & 0x80 != 0;
-    if negative {
-        wide[bytes.len()..].fill(0xff);
+/// Casts with floats on either side, run on fewer layouts ([`FLOAT_LAYOUTS`]): integers to
+/// floats, floats to integers, and between floats of every size (bf16 through its integer
+/// emulation, f64 -> bf16 through its round-to-odd step).
+const FLOAT_PAIRS: [(DType, DType); 10] = [
+    (DType::U8, DType::F32),
+    (DType::I8, DType::F64),
+    (DType::U16, DType::F16),
+    (DType::F16, DType::F32),
+    (DType::F32, DType::F16),
+    (DType::F32, DType::BF16),
+    (DType::BF16, DType::F64),
+    (DType::F64, DType::BF16),
+    (DType::F64, DType::U8),
+    (DType::F32, DType::I64),
+];
+
+/// The layouts of [`FLOAT_PAIRS`]: a row read backwards, pixels of 3 channels right to left
+/// and with their channels reversed.
+const FLOAT_LAYOUTS: [Shape; 3] = [
+    ("vec", &[300], &[0], None, None),
+    ("hwc3_w", &[3, 40, 3], &[1], None, None),
+    ("hwc3_c", &[3, 40, 3], &[2], None, None),
+];
+
+/// Replaces the NaNs among `source`'s elements of float type `t` by finite values (their
+/// highest exponent bit cleared): the interpreter's NaN results are canonical, the host
+/// reference's payloads unspecified.
+fn without_nans(source: &mut [u8], t: DType) {
+    let size = t.size();
+    for e in source.chunks_exact_mut(size) {
+        let mut bits = [0u8; 8];
+        bits[..size].copy_from_slice(e);
+        let x = u64::from_le_bytes(bits);
+        let (exp_bits, man_bits) = match t {
+            DType::F16 => (5, 10),
+            DType::BF16 => (8, 7),
+            DType::F32 => (8, 23),
+            DType::F64 => (11, 52),
+            _ => return,
+        };
+        let exp = (x >> man_bits) & ((1 << exp_bits) - 1);
+        let man = x & ((1 << man_bits) - 1);
+        if exp == (1 << exp_bits) - 1 && man != 0 {
+            let y = x & !(1 << (man_bits + exp_bits - 1));
+            e.copy_from_slice(&y.to_le_bytes()[..size]);
+        }
     }
-    wide[..to.size()].to_vec()
 }
 
 /// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, grid))`, or
@@ -245,12 +288,17 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let Some(launch) = launch else {
         return Ok(None);
     };
-    let source = random_bytes(seed, sbytes);
+    let mut source = random_bytes(seed, sbytes);
+    without_nans(&mut source, l.from);
     let mut expect = vec![0xA5u8; dbytes];
     let mut covered = vec![false; sbytes];
     for (d, s) in view_offsets(&l.shape, &dst, &src, 0, s_off) {
         let (d, s) = (d as usize * ds, s as usize * ss);
-        expect[d..d + ds].copy_from_slice(&int_cast(&source[s..s + ss], l.from, l.to));
+        expect[d..d + ds].copy_from_slice(&devspan::internals::convert_bytes(
+            l.from,
+            l.to,
+            &source[s..s + ss],
+        ));
         covered[s..s + ss].fill(true);
     }
     // The source's regions: the runs of bytes the view covers.
