@@ -24,7 +24,7 @@ use devspan::DType;
 
 use crate::tiled_sim::{
     SimCase, case_line, covered_regions, random_bytes, run_cases, standard, view_offsets,
-    with_sim_dir, write_sim_case,
+    with_sim_dir, without_nans, write_sim_case,
 };
 use crate::{Check, Out};
 
@@ -207,31 +207,6 @@ const FLOAT_LAYOUTS: [Shape; 3] = [
     ("hwc3_w", &[3, 40, 3], &[1], None, None),
     ("hwc3_c", &[3, 40, 3], &[2], None, None),
 ];
-
-/// Replaces the NaNs among `source`'s elements of float type `t` by finite values (their
-/// highest exponent bit cleared): the interpreter's NaN results are canonical, the host
-/// reference's payloads unspecified.
-fn without_nans(source: &mut [u8], t: DType) {
-    let size = t.size();
-    for e in source.chunks_exact_mut(size) {
-        let mut bits = [0u8; 8];
-        bits[..size].copy_from_slice(e);
-        let x = u64::from_le_bytes(bits);
-        let (exp_bits, man_bits) = match t {
-            DType::F16 => (5, 10),
-            DType::BF16 => (8, 7),
-            DType::F32 => (8, 23),
-            DType::F64 => (11, 52),
-            _ => return,
-        };
-        let exp = (x >> man_bits) & ((1 << exp_bits) - 1);
-        let man = x & ((1 << man_bits) - 1);
-        if exp == (1 << exp_bits) - 1 && man != 0 {
-            let y = x & !(1 << (man_bits + exp_bits - 1));
-            e.copy_from_slice(&y.to_le_bytes()[..size]);
-        }
-    }
-}
 
 /// Writes the case file of `l` (and its module's PTX) into `dir`: `Some((file, grid))`, or
 /// `None` if the planner gives it to another kernel.

@@ -49,7 +49,8 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-/// One copy: `shape`, strides in elements, element size, tile cap.
+/// One copy: `shape`, strides in elements, element size, tile cap; or with `cast` a cast
+/// between those types (`size` the source's).
 struct Layout {
     name: String,
     shape: Vec<usize>,
@@ -57,6 +58,7 @@ struct Layout {
     src: Vec<isize>,
     size: usize,
     cap: u32,
+    cast: Option<(DType, DType)>,
     /// Bytes between the regions' 16-byte aligned bases and their first element.
     misalign: u64,
 }
@@ -109,6 +111,31 @@ pub fn view_offsets(
         .collect()
 }
 
+/// Replaces the NaNs among `source`'s elements of float type `t` by finite values (their
+/// highest exponent bit cleared): the interpreter's NaN results are canonical, the host
+/// reference's payloads unspecified.
+pub fn without_nans(source: &mut [u8], t: DType) {
+    let size = t.size();
+    for e in source.chunks_exact_mut(size) {
+        let mut bits = [0u8; 8];
+        bits[..size].copy_from_slice(e);
+        let x = u64::from_le_bytes(bits);
+        let (exp_bits, man_bits) = match t {
+            DType::F16 => (5, 10),
+            DType::BF16 => (8, 7),
+            DType::F32 => (8, 23),
+            DType::F64 => (11, 52),
+            _ => return,
+        };
+        let exp = (x >> man_bits) & ((1 << exp_bits) - 1);
+        let man = x & ((1 << man_bits) - 1);
+        if exp == (1 << exp_bits) - 1 && man != 0 {
+            let y = x & !(1 << (man_bits + exp_bits - 1));
+            e.copy_from_slice(&y.to_le_bytes()[..size]);
+        }
+    }
+}
+
 /// The runs of bytes of `source` (mapped at `base`) that `covered` marks, as the regions of a
 /// case: the only source bytes its kernel may read.
 pub fn covered_regions<'a>(base: u64, source: &'a [u8], covered: &[bool]) -> Vec<(u64, &'a [u8])> {
@@ -140,6 +167,7 @@ fn permuted(name: &str, shape: &[usize], perm: &[usize], size: usize, cap: u32) 
         shape: out,
         size,
         cap,
+        cast: None,
         misalign: 0,
     }
 }
@@ -309,6 +337,39 @@ fn layouts() -> Vec<Layout> {
         l.misalign = size as u64;
         all.push(l);
     }
+    // Casts (the narrow-cast pairs and wider ones) of narrow axes moved both ways and of a
+    // high-rank permutation: the tiled kernels' cast forms, vector and element-wise.
+    let casts = [
+        (DType::U8, DType::F32),
+        (DType::F32, DType::F16),
+        (DType::F16, DType::F32),
+        (DType::I8, DType::F64),
+        (DType::F64, DType::BF16),
+        (DType::BF16, DType::U16),
+    ];
+    for (from, to) in casts {
+        let size = from.size();
+        for (name, shape, perm, cap) in [
+            ("chw_hwc", &[3usize, 8, 16][..], &[1usize, 2, 0][..], 96u32),
+            ("hwc_chw", &[8, 16, 3], &[2, 0, 1], 96),
+            ("rev2", &[2; 9], &[8, 7, 6, 5, 4, 3, 2, 1, 0], 64),
+        ] {
+            let mut l = permuted(&format!("{name}/{from}_{to}"), shape, perm, size, cap);
+            l.cast = Some((from, to));
+            all.push(l);
+        }
+        // Both operands off their 16-byte alignment (on their elements'): element-wise.
+        let mut l = permuted(
+            &format!("odd/5/{from}_{to}"),
+            &[3, 5, 2, 4, 3],
+            &[4, 2, 0, 3, 1],
+            size,
+            60,
+        );
+        l.cast = Some((from, to));
+        l.misalign = size.max(to.size()) as u64;
+        all.push(l);
+    }
     all
 }
 
@@ -393,29 +454,35 @@ pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> 
 fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
-    let dtype = match l.size {
+    let bits = match l.size {
         1 => DType::U8,
         2 => DType::U16,
         4 => DType::U32,
         _ => DType::U64,
     };
+    let (from, to) = l.cast.unwrap_or((bits, bits));
     let size = l.size as isize;
+    let dsize = to.size() as isize;
     let (dlo, dhi) = span(&l.shape, &l.dst);
     let (slo, shi) = span(&l.shape, &l.src);
     // Each region starts `misalign` bytes past an aligned base, at its lowest element.
     let dbase = DST + l.misalign;
     let sbase = SRC + l.misalign;
-    let d0 = dbase + (-dlo * size) as u64;
+    let d0 = dbase + (-dlo * dsize) as u64;
     let s0 = sbase + (-slo * size) as u64;
     let launch =
-        devspan::internals::tiled_launch(d0, &l.dst, dtype, s0, &l.src, dtype, &l.shape, l.cap)
+        devspan::internals::tiled_launch(d0, &l.dst, to, s0, &l.src, from, &l.shape, l.cap)
             .map_err(|e| format!("{}: {e}", l.name))?;
     let Some(launch) = launch else {
         return Ok(None);
     };
-    let dbytes = ((dhi - dlo + 1) * size) as usize;
+    if l.cast.is_some() && launch.has_rest {
+        return Err(format!("{}: a cast case with a rest", l.name));
+    }
+    let dbytes = ((dhi - dlo + 1) * dsize) as usize;
     let sbytes = ((shi - slo + 1) * size) as usize;
-    let src = random_bytes(seed, sbytes);
+    let mut src = random_bytes(seed, sbytes);
+    without_nans(&mut src, from);
     let mut expect = vec![0xA5u8; dbytes];
     let n: usize = if launch.has_rest {
         0
@@ -442,8 +509,9 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     }
     if n > 0 {
         for (d, s) in view_offsets(&l.shape, &l.dst, &l.src, -dlo, -slo) {
-            let (d, s) = ((d * size) as usize, (s * size) as usize);
-            expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
+            let (d, s) = ((d * dsize) as usize, (s * size) as usize);
+            let v = devspan::internals::convert_bytes(from, to, &src[s..s + l.size]);
+            expect[d..d + v.len()].copy_from_slice(&v);
         }
     }
     let file = write_sim_case(
@@ -564,12 +632,22 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "{joins} shifted joins and {splits} shifted splits among {kernels:?}"
         ));
     }
+    // The cast forms, vector and element-wise, are too.
+    let element_casts = shifted("cast_tiled_e_");
+    let vector_casts = shifted("cast_tiled_") - element_casts;
+    if !sample && (vector_casts == 0 || element_casts == 0) {
+        return Err(format!(
+            "{vector_casts} vector and {element_casts} element-wise casts on the tiled kernels \
+             among {kernels:?}"
+        ));
+    }
     let lines = run_cases(dir, &files)?;
     for l in &lines {
         out.detail(l);
     }
     out.summary(&format!(
-        "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels){}",
+        "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
+         {vector_casts} vector and {element_casts} element-wise casts){}",
         lines.len(),
         joins + splits,
         if sample { " (sample)" } else { "" }
