@@ -333,29 +333,28 @@ fn param_bytes<T: devspan_kernels::abi::ParamBlock>(args: &T) -> Vec<u8> {
         .to_vec()
 }
 
-/// The launch of the gathered row kernel that a copy or cast plans to, for checks that run it
-/// outside a GPU (a PTX interpreter).
+/// The launch of the row kernel or the gathered row kernel that a copy or cast plans to, for
+/// checks that run it outside a GPU (a PTX interpreter).
 #[derive(Clone, Debug)]
-pub struct RowsGatherLaunch {
-    /// The kernel's module and entry point name (`cast_rows_gather_u8_f32`,
-    /// `copy_rows_gather_b1`, ...).
+pub struct RowLaunch {
+    /// The kernel's module and entry point name (`cast_rows_u8_f32`,
+    /// `cast_rows_gather_u8_f32`, `copy_rows_gather_b1`, ...).
     pub kernel: String,
-    /// The bytes of its parameter block (`RowGatherArgs`).
+    /// The bytes of its parameter block (`RowArgs`, `RowGatherArgs`).
     pub params: Vec<u8>,
     /// Threads per block.
     pub threads: u32,
     /// The grid the launcher gives it (x, y).
     pub grid: (u32, u32),
-    /// Its arguments.
-    pub args: devspan_kernels::abi::RowGatherArgs,
 }
 
-/// The launch of the gathered row kernel (`cast_rows_gather_S_D`, `copy_rows_gather_bN`) for a
-/// copy or cast of `shape` from `from` to `to` between raw operands (element zero at byte
-/// address `dst` / `src`, strides in elements), planned as `assign_cast` plans it or, with
-/// `prefer`, as [`Steer::PreferGather`] steers it; `None` when it plans to another kernel.
+/// The launch of the row kernel (`copy_rows_bN`, `cast_rows_S_D`) or the gathered row kernel
+/// (`copy_rows_gather_bN`, `cast_rows_gather_S_D`) for a copy or cast of `shape` from `from`
+/// to `to` between raw operands (element zero at byte address `dst` / `src`, strides in
+/// elements), planned as `assign_cast` plans it or, with `prefer`, as
+/// [`Steer::PreferGather`] steers it; `None` when it plans to another kernel.
 #[allow(clippy::too_many_arguments)]
-pub fn rows_gather_launch(
+pub fn row_launch(
     dst: u64,
     dst_strides: &[isize],
     to: crate::DType,
@@ -364,22 +363,34 @@ pub fn rows_gather_launch(
     from: crate::DType,
     shape: &[usize],
     prefer: bool,
-) -> Result<Option<RowsGatherLaunch>> {
+) -> Result<Option<RowLaunch>> {
+    use devspan_kernels::abi::{Kernel, Kind, row_grid};
     let opt = PlanOptions {
         prefer_gather: prefer,
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
-    let plan::Plan::RowsGather { args, from, to } = &p else {
-        return Ok(None);
+    let (kernel, params, row, from, to) = match &p {
+        plan::Plan::Rows { args, from, to } => (
+            Kernel::copy(Kind::Rows, *from, *to),
+            param_bytes(args),
+            args,
+            from,
+            to,
+        ),
+        plan::Plan::RowsGather { args, from, to } => (
+            Kernel::copy(Kind::RowsGather, *from, *to),
+            param_bytes(args),
+            &args.row,
+            from,
+            to,
+        ),
+        _ => return Ok(None),
     };
-    let kernel =
-        devspan_kernels::abi::Kernel::copy(devspan_kernels::abi::Kind::RowsGather, *from, *to);
-    Ok(Some(RowsGatherLaunch {
+    Ok(Some(RowLaunch {
         kernel: kernel.module_name(),
-        params: param_bytes(args),
+        params,
         threads: kernel.block().0,
-        grid: devspan_kernels::abi::row_grid(&args.row, from.size(), to.size()),
-        args: *args,
+        grid: row_grid(row, from.size(), to.size()),
     }))
 }

@@ -9,7 +9,8 @@
 //! integers to floats, floats to integers and floats to floats of every size, bf16 included
 //! (sources without NaNs: the interpreter's NaN results are canonical, the reference's
 //! payloads unspecified). Copies: runs of 5 and 7 channels, which the reversed row kernels do
-//! not take. The destination starts at several offsets from a unit's alignment, on the
+//! not take. Beside them, the row kernel's casts (`cast_rows_S_D`: rows forwards on both sides,
+//! apart in the source or the destination, an image upside down), integers and floats. The destination starts at several offsets from a unit's alignment, on the
 //! launcher's grid (some of more than one block along rows, some over rows). Each case's
 //! destination must equal the host reference (`convert_bytes`) byte for byte (poisoned first);
 //! every access must be aligned and inside the operands' regions, which hold only the source
@@ -76,6 +77,8 @@ struct Layout {
     shape: Vec<usize>,
     flip: Vec<usize>,
     perm: Option<Vec<usize>>,
+    /// Planned to the row kernel (rows forwards on both sides), not the gathered rows.
+    forward: bool,
     spad: Option<(usize, usize)>,
     dpad: Option<(usize, usize)>,
     from: DType,
@@ -149,6 +152,7 @@ fn layouts() -> Vec<Layout> {
                     shape: shape.to_vec(),
                     flip: flip.to_vec(),
                     perm: None,
+                    forward: false,
                     spad,
                     dpad,
                     from,
@@ -173,12 +177,48 @@ fn layouts() -> Vec<Layout> {
                     Vec::new()
                 },
                 perm: Some(perm.to_vec()),
+                forward: false,
                 spad: None,
                 dpad: None,
                 from,
                 to,
                 dst_mis: k as u64 % 4,
             });
+        }
+    }
+    // The row kernel's casts (rows forwards on both sides, their vectors lined up on both
+    // sides or not at all): source rows apart, an image upside down, destination rows apart.
+    let forward: [Shape; 3] = [
+        ("rows_spad", &[6, 40], &[], Some((1, 10)), None),
+        ("hwc_h", &[6, 20, 3], &[0], None, None),
+        ("rows_dpad", &[5, 48], &[], None, Some((1, 3))),
+    ];
+    let pairs = [
+        (DType::U8, DType::U16),
+        (DType::I16, DType::I8),
+        (DType::I8, DType::I64),
+        (DType::U8, DType::F32),
+        (DType::F16, DType::F32),
+        (DType::F32, DType::F16),
+        (DType::F64, DType::BF16),
+    ];
+    for (name, shape, flip, spad, dpad) in forward {
+        for (from, to) in pairs {
+            for (kind, mis) in [("a", 0u64), ("d", 1)] {
+                let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+                all.push(Layout {
+                    name: format!("{name}/{}/{from}_{to}/{kind}", dims.join("x")),
+                    shape: shape.to_vec(),
+                    flip: flip.to_vec(),
+                    perm: None,
+                    forward: true,
+                    spad,
+                    dpad,
+                    from,
+                    to,
+                    dst_mis: mis,
+                });
+            }
         }
     }
     all
@@ -249,7 +289,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let sbytes = sarray.iter().product::<usize>() * ss;
     let dbase = DST + l.dst_mis * ds as u64;
     let s0 = SRC + (s_off * ss as isize) as u64;
-    let launch = devspan::internals::rows_gather_launch(
+    let launch = devspan::internals::row_launch(
         dbase,
         &dst,
         l.to,
@@ -263,6 +303,9 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let Some(launch) = launch else {
         return Ok(None);
     };
+    if launch.kernel.contains("_rows_gather_") == l.forward {
+        return Ok(None);
+    }
     let mut source = random_bytes(seed, sbytes);
     without_nans(&mut source, l.from);
     let mut expect = vec![0xA5u8; dbytes];
@@ -318,7 +361,8 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     if !other.is_empty() {
         return Err(format!(
-            "not planned to the gathered row kernels: {other:?}"
+            "not planned to the gathered row kernels (or, rows forwards, the row kernel): \
+             {other:?}"
         ));
     }
     if sample && files.len() != SAMPLE.len() {
@@ -333,27 +377,38 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
         ));
     }
     let lines = run_cases(dir, &files)?;
-    // Cases whose stores are fewer than their elements stored whole units: some of every
-    // unit width (16, 8, 4 and 2 elements: the wider side of 1, 2, 4 and 8 bytes) must.
+    // Cases whose stores are fewer than their elements stored whole units: among the
+    // gathered rows, some of every unit width (16, 8, 4 and 2 elements: the wider side of 1,
+    // 2, 4 and 8 bytes) must, and some of the row kernel's.
     let mut units = [0usize; 4];
+    let (mut forward, mut forward_units) = (0, 0);
     for line in &lines {
         out.detail(line);
         let (name, _, stores) = case_line(line);
-        if let (Some(l), Some(stores)) = (all.iter().find(|l| l.name == name), stores)
+        let Some(l) = all.iter().find(|l| l.name == name) else {
+            continue;
+        };
+        forward += usize::from(l.forward);
+        if let Some(stores) = stores
             && stores < l.shape.iter().product::<usize>()
         {
-            let wider = l.from.size().max(l.to.size());
-            units[wider.trailing_zeros() as usize] += 1;
+            if l.forward {
+                forward_units += 1;
+            } else {
+                let wider = l.from.size().max(l.to.size());
+                units[wider.trailing_zeros() as usize] += 1;
+            }
         }
     }
-    if !sample && units.contains(&0) {
+    if !sample && (units.contains(&0) || forward_units == 0) {
         return Err(format!(
-            "cases that stored whole units, by the wider side's size 1, 2, 4, 8: {units:?}"
+            "cases that stored whole units, by the wider side's size 1, 2, 4, 8: {units:?}; \
+             on the row kernel: {forward_units}"
         ));
     }
     out.summary(&format!(
-        "ptx_sim: {} gathered-row interpreter cases passed{}",
-        lines.len(),
+        "ptx_sim: {} gathered-row interpreter cases passed ({forward} on the row kernel){}",
+        lines.len() - forward,
         if sample { " (sample)" } else { "" }
     ));
     Ok(())
