@@ -281,10 +281,11 @@ fn gather_step(g: &mut Gen, c: &mut Code, a: &str, k32: &str) {
     c.line(format!("selp.b32 {k32}, 0, {k32}, {p};"));
 }
 
-/// The gathered row cast (`cast_rows_gather_S_D`, template `rows_gather.ptx`,
-/// [`RowGatherArgs`](crate::abi::RowGatherArgs)): rows contiguous in the destination, each
-/// element loaded alone from where the row's periods put it, a team of lanes per row, units
-/// of `16 / max(size)` elements stored as one aligned vector of the destination.
+/// The gathered row copy or cast (`copy_rows_gather_bN`, `cast_rows_gather_S_D`, template
+/// `rows_gather.ptx`, [`RowGatherArgs`](crate::abi::RowGatherArgs)): rows contiguous in the
+/// destination, each element loaded alone from where the row's periods put it, a team of
+/// lanes per row, units of `16 / max(size)` elements stored as one aligned vector of the
+/// destination.
 pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
     use crate::abi::{FastDiv64, RowGatherArgs};
     use std::mem::offset_of;

@@ -330,10 +330,10 @@ param_block!(RowArgs {
 /// bits).
 pub const ROW_GATHER_MAX_PERIOD: u64 = (1 << 31) - 1;
 
-/// Argument block of `cast_rows_gather_S_D` (360 bytes): the rows of a [`RowArgs`] whose
-/// elements the source holds in a pattern of two axes. Element `i` of a row is element
-/// `k = i % period` of period `p = i / period`, and comes from source element offset
-/// `os + k * period_stride + p * period_step` (`os` the row's, from [`RowArgs`]); the
+/// Argument block of `copy_rows_gather_bN` and `cast_rows_gather_S_D` (360 bytes): the rows of
+/// a [`RowArgs`] whose elements the source holds in a pattern of two axes. Element `i` of a
+/// row is element `k = i % period` of period `p = i / period`, and comes from source element
+/// offset `os + k * period_stride + p * period_step` (`os` the row's, from [`RowArgs`]); the
 /// destination's row is contiguous. Images read right to left with their channels last are
 /// rows of pixels of `period` = C channels (stride 1, step -C), images with their channels
 /// reversed rows of C channels of stride -1 (step C), rows read backwards rows of periods of
