@@ -628,19 +628,32 @@ fn rows_rev_finish(
     {
         return None;
     }
-    let outer = &axes[1..];
+    let g = runs.grid_size(s);
+    let args = outer_row_args(dst, src, row_len, &axes[1..], ki, (g, g))?;
+    Some((args, elem, runs))
+}
+
+/// [`RowArgs`] for rows of `row_len` elements over the outer axes `outer` (strides divided by
+/// `k`; none: one row), with the team size of elements of `sizes` = (source, destination)
+/// bytes.
+fn outer_row_args(
+    dst: u64,
+    src: u64,
+    row_len: u64,
+    outer: &[PAxis],
+    k: isize,
+    sizes: (usize, usize),
+) -> Option<RowArgs> {
     let (shape, ds, ss): (Vec<u64>, Vec<i64>, Vec<i64>) = if outer.is_empty() {
         (vec![1], vec![0], vec![0])
     } else {
         (
             outer.iter().map(|x| x.len as u64).collect(),
-            outer.iter().map(|x| (x.dst / ki) as i64).collect(),
-            outer.iter().map(|x| (x.src / ki) as i64).collect(),
+            outer.iter().map(|x| (x.dst / k) as i64).collect(),
+            outer.iter().map(|x| (x.src / k) as i64).collect(),
         )
     };
-    let g = runs.grid_size(s);
-    let args = RowArgs::new(dst, src, row_len, &shape, &ds, &ss, g, g)?;
-    Some((args, elem, runs))
+    RowArgs::new(dst, src, row_len, &shape, &ds, &ss, sizes.0, sizes.1)
 }
 
 /// The gathered row kernels' arguments for a copy or cast from `ss`- to `ds`-byte elements
@@ -668,7 +681,7 @@ fn rows_gather_args(
         return None;
     }
     let merged = a.len() >= 2 && a[1].dst == x.len as isize;
-    if short_runs && !any && !merged {
+    if short_runs && !merged {
         return None;
     }
     let (period, stride, step, row_len, outer) = if merged && x.len as u64 <= ROW_GATHER_MAX_PERIOD
@@ -681,16 +694,7 @@ fn rows_gather_args(
     if row_len < group || outer.len() > MAX_ROW_OUTER {
         return None;
     }
-    let (shape, dsr, ssr): (Vec<u64>, Vec<i64>, Vec<i64>) = if outer.is_empty() {
-        (vec![1], vec![0], vec![0])
-    } else {
-        (
-            outer.iter().map(|x| x.len as u64).collect(),
-            outer.iter().map(|x| x.dst as i64).collect(),
-            outer.iter().map(|x| x.src as i64).collect(),
-        )
-    };
-    let row = RowArgs::new(dst, src, row_len as u64, &shape, &dsr, &ssr, ss, ds)?;
+    let row = outer_row_args(dst, src, row_len as u64, outer, 1, (ss, ds))?;
     RowGatherArgs::new(row, period, stride, step)
 }
 
