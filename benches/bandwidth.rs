@@ -809,6 +809,33 @@ fn rank_workloads(b: &mut Bench) {
     one_type::<f32>(b);
 }
 
+/// State vectors of 4 GiB permuted by qubit: f32 [2]^30 and f64 [2]^29 under the
+/// [`rank_permutations`] of the `rank` group (seeds of index 7 and 8), whose tiles span more than
+/// 2^31 bytes of one operand.
+fn rank_large_workloads(b: &mut Bench) {
+    fn one<T: DeviceElement>(b: &mut Bench, n: usize, index: usize) {
+        let stream = b.stream.clone();
+        let shape = vec![2usize; n];
+        let src = random_device::<T>(&stream, 1 << n);
+        let mut out = stream.alloc_zeros::<T>(1 << n).unwrap();
+        for (kind, perm) in rank_permutations(n, index) {
+            permute_one(
+                b,
+                "rank-large",
+                format!("{} rank {n} {} {kind}", T::DTYPE, show_shape(&shape)),
+                &src,
+                &mut out,
+                &shape,
+                &perm,
+                group_steer(),
+                Some(0.80),
+            );
+        }
+    }
+    one::<f32>(b, 30, 7);
+    one::<f64>(b, 29, 8);
+}
+
 /// The `flip` group's layouts for elements of `size` bytes: (name, shape, axes read backwards).
 /// A reversed vector (`x[::-1]`), images flipped left-right with their channels last (runs of
 /// C elements in reversed order) and first (every row reversed), flipped upside down (whole
@@ -1548,6 +1575,9 @@ fn main() {
     if want("rank") {
         rank_workloads(&mut b);
     }
+    if want("rank-large") {
+        rank_large_workloads(&mut b);
+    }
     if want("flip") {
         flip_workloads(&mut b);
     }
@@ -1612,6 +1642,7 @@ fn main() {
         ("narrow", 0.85),
         ("narrow-cast", 0.85),
         ("rank", 0.80),
+        ("rank-large", 0.80),
         ("flip", 0.85),
         ("flip-cast", 0.85),
         ("flip-odd", 0.85),

@@ -3141,3 +3141,70 @@ fn reversed_rows_take_the_reversed_row_kernel() {
     let p = same_type_case(&[7], 0, &[-1], 0, U8);
     assert_ne!(p.kernel_path(), "rows_rev");
 }
+
+/// Permutations of [2]^n state vectors of 2 to 16 GiB (n = 29 to 31, 2- to 8-byte elements):
+/// their tiles span more than 2^31 bytes of the other operand (the destination's fastest axes
+/// are the source's slowest), but fewer than 2^31 elements, which is what the tiled kernels'
+/// 32-bit offsets count. They take the tiled and narrow kernels, not the general gathers, and
+/// every tile stays within 2^31 elements of its first.
+#[test]
+fn state_vectors_of_many_gib_take_the_tiled_kernels() {
+    for (ty, n) in [
+        (DType::F16, 31),
+        (DType::F32, 30),
+        (DType::F32, 31),
+        (DType::F64, 29),
+        (DType::F64, 31),
+    ] {
+        let shape = vec![2usize; n];
+        let src0 = c_strides(&shape);
+        let cyclic: Vec<usize> = (0..n).map(|i| (i + 1) % n).collect();
+        let mut swapped: Vec<usize> = (0..n).collect();
+        swapped.swap(0, n - 1);
+        swapped.swap(3, n - 4);
+        for (name, perm) in [
+            ("reversed", (0..n).rev().collect::<Vec<_>>()),
+            ("cyclic", cyclic),
+            ("swapped", swapped),
+        ] {
+            let src: Vec<isize> = perm.iter().map(|&a| src0[a]).collect();
+            let dst = c_strides(&shape);
+            let p = plan_copy(
+                DST_BASE,
+                &dst,
+                ty,
+                SRC_BASE,
+                &src,
+                ty,
+                &shape,
+                PlanOptions::default(),
+            )
+            .unwrap();
+            let what = format!("{ty:?} [2]^{n} {name}");
+            let path = p.kernel_path();
+            assert!(path == "tiled" || path == "narrow", "{what}: path {path}");
+            let Plan::Tiled { args, rest, .. } = &p else {
+                panic!("{what}: not a tiled plan");
+            };
+            assert!(rest.is_empty(), "{what}: {rest:?}");
+            let r = args.tile_rank as usize;
+            let reach = |s: &mut dyn Iterator<Item = (u32, i64)>| -> u64 {
+                s.map(|(len, st)| u64::from(len - 1) * st.unsigned_abs())
+                    .sum()
+            };
+            let rd = reach(&mut args.read[..r].iter().map(|a| (a.len, i64::from(a.src))));
+            let wd = reach(&mut args.write[..r].iter().map(|a| (a.len, i64::from(a.dst))));
+            assert!(rd <= i32::MAX as u64 && wd <= i32::MAX as u64, "{what}");
+            // The tile reaches past 2^31 bytes on one side at least, where the axes cross.
+            if name != "swapped" {
+                let bytes = rd.max(wd) * ty.size() as u64;
+                assert!(bytes > i32::MAX as u64, "{what}: {bytes} bytes");
+            }
+            assert_eq!(
+                u64::from(args.tiles) * u64::from(args.volume),
+                1u64 << n,
+                "{what}"
+            );
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //! room for the other side's next axis, except while its own run is shorter than a line
 //! ([`LINE_BYTES`]) and the other's is not). Sides that end
 //! with a whole axis then take their next axes whole while the tile has room for them (up to
-//! the kernels' limit, every element within 2^31 bytes of the tile's first), except a tile of
+//! the kernels' limit, every element within 2^31 elements of the tile's first), except a tile of
 //! a narrow axis and a run of pixels, which the narrow kernels take; pieces then grow until
 //! the tile holds [`TILE_FILL`] elements,
 //! [`TILE_FILL_B1`] for vector tiles of 1-byte destination elements (or more where the runs
@@ -415,8 +415,8 @@ fn tile_with(
         }
         (e, None)
     };
-    // Whether the tile, with axis `k` at `c` elements, keeps every element within 2^31 bytes
-    // of its first on both operands ([`TiledArgs::new`] refuses the tile otherwise): the
+    // Whether the tile, with axis `k` at `c` elements, keeps every element within 2^31
+    // elements of its first on both operands ([`TiledArgs::new`] refuses the tile otherwise): the
     // stages after the runs leave axes out of reach out of the tile. (A run that needs such an
     // axis leaves the layout to the other paths.)
     let within_reach = |chunk: &[usize], k: usize, c: usize| {
@@ -429,7 +429,7 @@ fn tile_with(
             }
         }
         let limit = i32::MAX as u128;
-        d * dst_size as u128 <= limit && s * src_size as u128 <= limit
+        d <= limit && s <= limit
     };
     // First both runs up to their targets, the shorter one (in bytes) first: whole axes while
     // they stay within reach of the target, else a piece that reaches it.

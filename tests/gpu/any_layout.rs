@@ -3,7 +3,8 @@
 //! destinations, narrow axes moved to or from the innermost position (CHW <-> HWC,
 //! split <-> interleaved complex, NCHW <-> NHWC), fills of views that stay above eight axes
 //! after merging, host <-> device transfers, DLPack and `to_shape` at high rank, a u8 copy of
-//! more than 2^31 elements, tiles beside an axis 2^31 bytes across, and the planner's
+//! more than 2^31 elements, tiles beside an axis 2^31 bytes across, state vectors of 4 GiB
+//! permuted by qubit (tiles spanning more than 2^31 bytes), and the planner's
 //! steerings (`Steer::Default`, `NoTiled`, `PreferTiled`, `PreferGather`) on narrow and
 //! high-rank cases.
 //!
@@ -1651,6 +1652,120 @@ fn u8_copy_of_more_than_2_pow_31_elements() {
             .collect();
         panic!("{what}: elements differ, first (flat): {first:?}");
     }
+}
+
+/// splitmix64 of `x`: the value of source element `x` in [`state_vector_case`].
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A [2]^n state vector of `T` (element `i` holds `value(mix(i ^ seed))`) permuted by `perm`
+/// into a contiguous array poisoned with the source in its own order; every element checked
+/// against the source element that its bits name. Returns the path.
+fn state_vector_case<T: DeviceElement + PartialEq + std::fmt::Debug>(
+    stream: &Arc<CudaStream>,
+    n: usize,
+    perm: &[usize],
+    seed: u64,
+    value: fn(u64) -> T,
+) -> String {
+    let len = 1usize << n;
+    let host: Vec<T> = (0..len as u64).map(|i| value(mix(i ^ seed))).collect();
+    let shape = vec![2usize; n];
+    let host = ndarray::Array::from_shape_vec(IxDyn(&shape), host).unwrap();
+    let src = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let mut out = DeviceArray::<T, _>::zeros(stream, IxDyn(&shape)).unwrap();
+    out.view_mut().assign_on(stream, &src.view()).unwrap();
+    let what = format!("seed {seed}: {} [2]^{n} permuted {perm:?}", T::DTYPE);
+    let path = {
+        let mut o = out.view_mut();
+        let s = src.view().permuted_axes(IxDyn(perm));
+        assign(stream, &mut o, &s).unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    let got = out.to_host_on(stream).unwrap();
+    // Destination element j: bit n-1-k of j is its index along destination axis k, source
+    // axis perm[k], whose stride is 2^(n-1-perm[k]). One table per byte of j.
+    let tables: Vec<Vec<usize>> = (0..n.div_ceil(8))
+        .map(|b| {
+            (0..256usize)
+                .map(|v| {
+                    (0..8)
+                        .filter(|t| v >> t & 1 == 1 && 8 * b + t < n)
+                        .map(|t| 1usize << (n - 1 - perm[n - 1 - (8 * b + t)]))
+                        .sum()
+                })
+                .collect()
+        })
+        .collect();
+    let h = host.as_slice().unwrap();
+    let bad: Vec<usize> = got
+        .as_slice()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|&(j, g)| {
+            let i: usize = tables
+                .iter()
+                .enumerate()
+                .map(|(b, t)| t[(j >> (8 * b)) & 255])
+                .sum();
+            *g != h[i]
+        })
+        .map(|(j, _)| j)
+        .take(5)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what}, path {path}: elements differ, first: {bad:?}"
+    );
+    path
+}
+
+/// State vectors of 4 GiB ([2]^29 of 8 bytes, [2]^30 of 4, [2]^31 of 2) permuted by qubit:
+/// reversed, cyclic, a random permutation and two pairs of axes swapped. Their tiles span more
+/// than 2^31 bytes of one operand; each takes the tiled or narrow kernels.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn state_vectors_of_4_gib_permuted_by_qubit() {
+    if !unless_sanitized("4 GiB arrays") {
+        return;
+    }
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut rng = StdRng::seed_from_u64(case_seed(0xa1d, 0));
+    for (index, n) in [29usize, 30, 31].into_iter().enumerate() {
+        let mut random: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            random.swap(i, rng.random_range(0..=i));
+        }
+        let mut swapped: Vec<usize> = (0..n).collect();
+        swapped.swap(0, n - 1);
+        swapped.swap(3, n - 4);
+        let perms = [
+            (0..n).rev().collect::<Vec<_>>(),
+            (0..n).map(|i| (i + 1) % n).collect(),
+            random,
+            swapped,
+        ];
+        for (k, perm) in perms.iter().enumerate() {
+            let seed = case_seed(0xa1d, 4 * index + k);
+            let path = match n {
+                29 => state_vector_case::<u64>(&stream, n, perm, seed, |x| x),
+                30 => state_vector_case::<u32>(&stream, n, perm, seed, |x| x as u32),
+                _ => state_vector_case::<u16>(&stream, n, perm, seed, |x| x as u16),
+            };
+            assert!(
+                path == "tiled" || path == "narrow",
+                "seed {seed}: [2]^{n} permuted {perm:?}: path {path}"
+            );
+            *paths.entry(path).or_default() += 1;
+        }
+    }
+    println!("state vectors of 4 GiB: paths {paths:?}");
 }
 
 /// One case under every steering, each from the same seed (the same data and poison), each

@@ -530,6 +530,122 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     Ok(Some((file, launch.kernel)))
 }
 
+/// Copies whose tiles span more than 2^31 bytes of the source but fewer than 2^31 elements (the
+/// tiled kernels count offsets within a tile in elements): axes of 2 and 4 whose source strides
+/// grow by 8 or 32 per axis (one of them negative), into a standard destination; and the same
+/// with a contiguous run of 16 elements innermost on both sides, for the vector kernels; planes
+/// 2^31 bytes or more apart interleaved, for the narrow kernels.
+fn far_layouts() -> Vec<Layout> {
+    let strides = |n: usize, step: u32, first: u32| -> Vec<isize> {
+        (0..n)
+            .map(|k| 1isize << (first + step * k as u32))
+            .collect()
+    };
+    let mut out = Vec::new();
+    let mut push = |name: &str, shape: Vec<usize>, src: Vec<isize>, size: usize| {
+        out.push(Layout {
+            name: name.to_string(),
+            dst: standard(&shape),
+            shape,
+            src,
+            size,
+            cap: 0,
+            cast: None,
+            misalign: 0,
+        });
+    };
+    push("far/2^10/b8", vec![2; 10], strides(10, 3, 1), 8);
+    let mut flipped = strides(10, 3, 1);
+    flipped[4] = -flipped[4];
+    push("far/2^10-backwards/b8", vec![2; 10], flipped, 8);
+    push("far/2^11/b2", vec![2; 11], strides(11, 3, 0), 2);
+    push("far/4^6/b4", vec![4; 6], strides(6, 5, 3), 4);
+    let mut shape = vec![2; 9];
+    shape.push(16);
+    let mut src = strides(9, 3, 5);
+    src.push(1);
+    push("far/2^9x16/b4", shape, src, 4);
+    // Two planes 2^31 bytes apart interleaved (a narrow kernel's join), and three of f16.
+    push("far/join-2/b4", vec![1024, 2], vec![1, 1 << 29], 4);
+    push("far/join-3/b2", vec![512, 3], vec![1, 3 << 28], 2);
+    out
+}
+
+/// [`write_case`] of a layout from [`far_layouts`]: the source mapped element by element (its
+/// span is gigabytes); an error unless the planner tiles it whole with a tile that spans more
+/// than 2^31 bytes of one operand.
+fn write_far_case(dir: &Path, l: &Layout, seed: u64) -> Result<(String, String), String> {
+    const DST: u64 = 0x10_0000;
+    const SRC: u64 = 0x1_0000_0000;
+    let bits = match l.size {
+        1 => DType::U8,
+        2 => DType::U16,
+        4 => DType::U32,
+        _ => DType::U64,
+    };
+    let size = l.size as isize;
+    let (dlo, dhi) = span(&l.shape, &l.dst);
+    let (slo, _) = span(&l.shape, &l.src);
+    let d0 = DST + (-dlo * size) as u64;
+    let s0 = SRC + (-slo * size) as u64;
+    let launch =
+        devspan::internals::tiled_launch(d0, &l.dst, bits, s0, &l.src, bits, &l.shape, l.cap)
+            .map_err(|e| format!("{}: {e}", l.name))?
+            .ok_or_else(|| format!("{}: not tiled", l.name))?;
+    let a = &launch.args;
+    if launch.has_rest {
+        return Err(format!("{}: a rest", l.name));
+    }
+    let r = a.tile_rank as usize;
+    let reach = |axes: &mut dyn Iterator<Item = (u32, i32)>| -> u64 {
+        axes.map(|(n, st)| u64::from(n - 1) * u64::from(st.unsigned_abs()))
+            .sum()
+    };
+    let rs = reach(&mut a.read[..r].iter().map(|x| (x.len, x.src)));
+    let rd = reach(&mut a.write[..r].iter().map(|x| (x.len, x.dst)));
+    if rs.max(rd) * l.size as u64 <= i32::MAX as u64 {
+        return Err(format!("{}: tiles span {rs} and {rd} elements", l.name));
+    }
+    let n: usize = l.shape.iter().product();
+    let data = random_bytes(seed, n * l.size);
+    let dbytes = ((dhi - dlo + 1) * size) as usize;
+    let mut expect = vec![0xA5u8; dbytes];
+    let mut regions: Vec<(u64, &[u8])> = Vec::new();
+    for (i, (d, s)) in view_offsets(&l.shape, &l.dst, &l.src, -dlo, -slo)
+        .into_iter()
+        .enumerate()
+    {
+        let e = &data[i * l.size..(i + 1) * l.size];
+        let d = (d * size) as usize;
+        expect[d..d + l.size].copy_from_slice(e);
+        regions.push((SRC + (s * size) as u64, e));
+    }
+    // Elements adjacent in the source (the innermost runs) as one region.
+    regions.sort_by_key(|r| r.0);
+    let mut merged: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (at, e) in regions {
+        match merged.last_mut() {
+            Some((b, v)) if *b + v.len() as u64 == at => v.extend_from_slice(e),
+            _ => merged.push((at, e.to_vec())),
+        }
+    }
+    let src: Vec<(u64, &[u8])> = merged.iter().map(|(b, v)| (*b, v.as_slice())).collect();
+    let file = write_sim_case(
+        dir,
+        &SimCase {
+            name: &l.name,
+            kernel: &launch.kernel,
+            params: &launch.params,
+            threads: launch.threads,
+            grid: launch.tiles.clamp(1, 3).to_string(),
+            src: &src,
+            dst: DST,
+            expect: &expect,
+        },
+    )?;
+    Ok((file, launch.kernel))
+}
+
 /// Runs `f` in a fresh temporary folder `devspan-ptxsim-{what}-PID` that holds the interpreter
 /// (`ptxsim_tiled.py` over `ptxsim_wide.py`), removed afterwards.
 pub fn with_sim_dir(what: &str, f: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
@@ -624,6 +740,15 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     if !untiled.is_empty() {
         return Err(format!("not tiled by the planner: {untiled:?}"));
     }
+    let mut far = 0;
+    if !sample {
+        for (i, l) in far_layouts().iter().enumerate() {
+            let (f, kernel) = write_far_case(dir, l, 0xfa5 + i as u64)?;
+            files.push(f);
+            kernels.push(kernel);
+            far += 1;
+        }
+    }
     // The shifted narrow kernels, both directions, are among the full check's cases.
     let shifted = |k: &str| kernels.iter().filter(|x| x.starts_with(k)).count();
     let (joins, splits) = (shifted("copy_join_shifted"), shifted("copy_split_shifted"));
@@ -647,7 +772,8 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
-         {vector_casts} vector and {element_casts} element-wise casts){}",
+         {vector_casts} vector and {element_casts} element-wise casts, {far} tiles across more \
+         than 2^31 bytes){}",
         lines.len(),
         joins + splits,
         if sample { " (sample)" } else { "" }

@@ -400,9 +400,10 @@ impl TiledArgs {
     /// write order) and the batch axes (axis 0 fastest), for elements of `src_size` and
     /// `dst_size` bytes. `None` when an axis count is out of range, an extent is zero, the
     /// volume exceeds [`tiled_max_volume`], there are 2^31 tiles or more, `write_order` is not
-    /// a permutation, an element of a tile lies 2^31 bytes or more from the tile's first
-    /// element on either side, or (for `vector`) the tile does not move in whole vectors
-    /// ([`TiledArgs::vectors_line_up`]).
+    /// a permutation, an element of a tile lies 2^31 elements or more from the tile's first
+    /// element on either side (the kernels hold a tile element's offset from the tile's first
+    /// as a signed 32-bit count of elements, scaled to bytes in 64 bits), or (for `vector`)
+    /// the tile does not move in whole vectors ([`TiledArgs::vectors_line_up`]).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         dst: u64,
@@ -439,7 +440,7 @@ impl TiledArgs {
         let max = tiled_max_volume(vector, src_size, dst_size);
         let mut volume = 1u64;
         let mut read_stride = [0u64; TILED_MAX_TILE_AXES];
-        // The farthest element of a tile from its first, per operand, in bytes.
+        // The farthest element of a tile from its first, per operand, in elements.
         let (mut reach_d, mut reach_s) = (0u128, 0u128);
         for (k, ax) in read.iter().enumerate() {
             if ax.len == 0 {
@@ -457,9 +458,7 @@ impl TiledArgs {
             reach_d += u128::from(ax.len - 1) * u128::from(ax.dst.unsigned_abs());
             reach_s += u128::from(ax.len - 1) * u128::from(ax.src.unsigned_abs());
         }
-        if reach_d * dst_size as u128 > i32::MAX as u128
-            || reach_s * src_size as u128 > i32::MAX as u128
-        {
+        if reach_d > i32::MAX as u128 || reach_s > i32::MAX as u128 {
             return None;
         }
         for (j, &k) in write_order.iter().enumerate() {
@@ -1007,9 +1006,21 @@ mod tests {
         let big = [ax(8193, 1, 1)];
         assert!(TiledArgs::new(0, 0, &big, &[0], &[], true, 4, 4).is_none());
         assert!(TiledArgs::new(0, 0, &read, &[0, 0], &batch, true, 1, 1).is_none());
+        // Offsets within a tile count elements: every element within 2^31 - 1 elements of
+        // the tile's first, whatever their size (here 2^33 bytes for 8-byte elements).
         let far = [ax(16, 1, 1 << 26), ax(16, 16, 1)];
         assert!(TiledArgs::new(0, 0, &far, &[1, 0], &[], false, 1, 1).is_some());
-        assert!(TiledArgs::new(0, 0, &far, &[1, 0], &[], false, 8, 8).is_none());
+        assert!(TiledArgs::new(0, 0, &far, &[1, 0], &[], false, 8, 8).is_some());
+        let edge = |last: i64| [ax(2, 1, 1 << 30), ax(2, 2, last)];
+        for size in [1, 2, 4, 8] {
+            let within = edge((1 << 30) - 1);
+            assert!(TiledArgs::new(0, 0, &within, &[1, 0], &[], false, size, size).is_some());
+            let beyond = edge(1 << 30);
+            assert!(TiledArgs::new(0, 0, &beyond, &[1, 0], &[], false, size, size).is_none());
+            let beyond = [ax(2, 1, 1), ax(2, 1 << 30, 2), ax(3, 1 << 29, 4)];
+            let order = [1, 2, 0];
+            assert!(TiledArgs::new(0, 0, &beyond, &order, &[], false, size, size).is_none());
+        }
         let many = [ax(1 << 16, 0, 0), ax(1 << 15, 0, 0)];
         assert!(TiledArgs::new(0, 0, &read, &[1, 0], &many, true, 1, 1).is_none());
     }
