@@ -2143,15 +2143,41 @@ fn assign_from_a_layout_reaching_past_2_61_elements_plans_without_overflow() {
                 opt,
             )
             .unwrap();
-            let Plan::Strided64 { args, .. } = p else {
-                panic!("{to:?} {opt:?}: not the 64-bit strided path: {}", p.path());
-            };
-            for (i, index) in indices(&shape).iter().enumerate() {
-                let expect = (
+            let expect = |index: &[usize]| {
+                (
                     dst.offset_of(index).unwrap() as i64,
                     src.offset_of(index).unwrap() as i64,
-                );
-                assert_eq!(args.offsets(i as u64), expect, "{to:?} {opt:?} {index:?}");
+                )
+            };
+            match p {
+                Plan::Strided64 { args, .. } => {
+                    for (i, index) in indices(&shape).iter().enumerate() {
+                        let e = expect(index);
+                        assert_eq!(args.offsets(i as u64), e, "{to:?} {opt:?} {index:?}");
+                    }
+                }
+                // The tiled kernels (which take narrow axes by default) hold the far axis
+                // outside their tiles, as a batch axis of 64-bit strides: every element's
+                // offsets as the kernels compute them.
+                Plan::Tiled { args, rest, .. } if rest.is_empty() => {
+                    let mut got = Vec::new();
+                    for t in 0..args.tiles {
+                        let (od, os) = args.tile_origin(t);
+                        for w in 0..args.volume {
+                            let (d, r) = args.write_offset(w);
+                            let s = args.read_offset(r);
+                            let d0 = (args.dst - DST_BASE) as i64 / to.size() as i64;
+                            let s0 = (args.src - SRC_BASE) as i64;
+                            got.push((d0 + od + i64::from(d), s0 + os + i64::from(s)));
+                        }
+                    }
+                    let mut want: Vec<(i64, i64)> =
+                        indices(&shape).iter().map(|i| expect(i)).collect();
+                    got.sort_unstable();
+                    want.sort_unstable();
+                    assert_eq!(got, want, "{to:?} {opt:?}");
+                }
+                p => panic!("{to:?} {opt:?}: {}", p.path()),
             }
         }
     }
@@ -3207,4 +3233,157 @@ fn state_vectors_of_many_gib_take_the_tiled_kernels() {
             );
         }
     }
+}
+
+/// Permutations of tensors of 1 to 16 GiB (ranks 2 to 11, extents from 1 to 3000, every
+/// element size; 3000 drawn from a fixed seed) never fall to the general gathers
+/// (`strided32`, `strided64`, `stridedn`): where the destination's fastest axes lie too far
+/// apart in the source for a tile to take them whole, the tiles take pieces of them.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "3000 plans, minutes under Miri; the planner has no unsafe code"
+)]
+fn permutations_of_many_gib_never_take_the_general_gathers() {
+    let mut rng = StdRng::seed_from_u64(0x9a7e);
+    let mut paths: std::collections::BTreeMap<&'static str, usize> = Default::default();
+    let mut planned = 0;
+    while planned < 3000 {
+        let ty = [DType::U8, DType::F16, DType::F32, DType::F64][rng.random_range(0..4)];
+        let rank = rng.random_range(2..12);
+        let mut shape: Vec<usize> = (0..rank)
+            .map(|_| match rng.random_range(0..4) {
+                0 => rng.random_range(1..5),
+                1 => rng.random_range(5..40),
+                2 => 1 << rng.random_range(1..8),
+                _ => rng.random_range(40..3000),
+            })
+            .collect();
+        let target: usize = 1 << rng.random_range(30..35);
+        let bytes = |shape: &[usize]| shape.iter().product::<usize>() * ty.size();
+        while bytes(&shape) > target {
+            let k = (0..rank).max_by_key(|&k| shape[k]).unwrap();
+            shape[k] = (shape[k] / 2).max(1);
+        }
+        if bytes(&shape) < target / 4 {
+            continue;
+        }
+        let mut perm: Vec<usize> = (0..rank).collect();
+        for i in (1..rank).rev() {
+            perm.swap(i, rng.random_range(0..=i));
+        }
+        let standard = c_strides(&shape);
+        let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+        let src: Vec<isize> = perm.iter().map(|&p| standard[p]).collect();
+        let dst = c_strides(&out);
+        let p = plan_copy(
+            DST_BASE,
+            &dst,
+            ty,
+            SRC_BASE,
+            &src,
+            ty,
+            &out,
+            PlanOptions::default(),
+        )
+        .unwrap();
+        let path = p.kernel_path();
+        assert!(
+            !path.starts_with("strided"),
+            "{ty:?} {} bytes, shape {out:?}, source strides {src:?}: {path}",
+            bytes(&shape)
+        );
+        *paths.entry(path).or_default() += 1;
+        planned += 1;
+    }
+    // The layouts reach the tiled and permute kernels alike.
+    for want in ["tiled", "tiled_e", "permute", "rows"] {
+        assert!(paths.get(want).is_some_and(|&n| n > 50), "{paths:?}");
+    }
+}
+
+/// An axis whose step is 2^31 elements or more on one side cannot be in a tile. Where the
+/// tiles cannot grow without it (here the source's fastest axis, 4 channels, whose planes lie
+/// 3.3e9 bytes apart in a 13 GB destination, beside a destination axis of 21 whose steps are
+/// 6.3e8 bytes apart in the source), the tiled plan takes it apart: one launch per index, each
+/// tiled.
+#[test]
+fn axes_2_pow_31_elements_apart_are_copied_one_index_at_a_time() {
+    let plan = |channels: usize| {
+        let shape = [channels, 1, 16, 32, 32, 6, 800, 21, 2];
+        let src = [1isize, 1, 39321600, 1228800, 4, 256, 1536, 629145600, 128];
+        let dst = c_strides(&shape);
+        plan_copy(
+            DST_BASE,
+            &dst,
+            DType::U8,
+            SRC_BASE,
+            &src,
+            DType::U8,
+            &shape,
+            PlanOptions::default(),
+        )
+        .unwrap()
+    };
+    let p = plan(4);
+    let Plan::Tiled { args, rest, .. } = &p else {
+        panic!("not a tiled plan: {}", p.kernel_path());
+    };
+    let plane = 16 * 32 * 32 * 6 * 800 * 21 * 2;
+    assert_eq!(u64::from(args.tiles) * u64::from(args.volume), plane);
+    assert_eq!(rest.len(), 3);
+    for (i, r) in rest.iter().enumerate() {
+        let Plan::Tiled {
+            args: ra, rest: rr, ..
+        } = r
+        else {
+            panic!("rest {i}: {}", r.kernel_path());
+        };
+        assert!(rr.is_empty());
+        assert_eq!(u64::from(ra.tiles) * u64::from(ra.volume), plane);
+        assert_eq!(ra.src, SRC_BASE + i as u64 + 1, "rest {i}");
+        assert_eq!(ra.dst, DST_BASE + (i as u64 + 1) * plane, "rest {i}");
+    }
+    // An axis of more than 64 such elements is not taken apart.
+    assert!(plan(65).kernel_path().starts_with("strided"));
+    // Each operand's fastest axis far apart in the other, as the GPU test
+    // `axes_2_pow_31_elements_apart_on_both_sides` copies them.
+    let far = (1isize << 31) + 64;
+    let m = 1usize << 20;
+    let p = plan_copy(
+        DST_BASE,
+        &[far, 1, 2],
+        DType::U8,
+        SRC_BASE,
+        &[1, far, 2],
+        DType::U8,
+        &[2, 2, m],
+        PlanOptions::default(),
+    )
+    .unwrap();
+    let Plan::Tiled { args, rest, .. } = &p else {
+        panic!("not a tiled plan: {}", p.kernel_path());
+    };
+    assert_eq!(
+        p.kernel_path()
+            .strip_suffix("+rest")
+            .map(|x| x.starts_with("tiled")),
+        Some(true)
+    );
+    let covered = |p: &Plan| match p {
+        Plan::Tiled { args, rest, .. } => {
+            (u64::from(args.tiles) * u64::from(args.volume), rest.len())
+        }
+        p => panic!("{}", p.kernel_path()),
+    };
+    let mut total = u64::from(args.tiles) * u64::from(args.volume);
+    for r in rest {
+        let (n, nested) = covered(r);
+        total += n;
+        assert!(nested <= 1);
+        if let Plan::Tiled { rest: rr, .. } = r {
+            total += rr.iter().map(|x| covered(x).0).sum::<u64>();
+        }
+    }
+    assert_eq!(total, 4 * m as u64);
 }

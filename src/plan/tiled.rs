@@ -119,6 +119,61 @@ pub(crate) fn tiled_plan_of(
         .or_else(|| copy.then(|| shifted_narrow(norm, dst, src, sizes, cap, true))?)
         .or_else(|| copy.then(|| shifted_narrow(norm, dst, src, sizes, cap, false))?)
         .or_else(|| attempt(false, false))
+        .or_else(|| peeled(norm, dst, src, sizes, cap, copy))
+}
+
+/// Most launches that [`peeled`] makes of one axis.
+const MAX_PEELED: usize = 64;
+
+/// Fewest elements per launch of [`peeled`]: smaller copies take the general gather's one
+/// launch.
+const MIN_PEELED_ELEMENTS: usize = 1 << 20;
+
+/// The tiled plan of the operands without their shortest axis whose step on one side is
+/// 2^31 elements or more (no tile can hold two of its elements, and where it is a side's
+/// fastest axis, that side's run cannot grow), at index 0 of that axis, with one rest per
+/// other index: a launch each, each planned on its own. `None` without such an axis of at most
+/// [`MAX_PEELED`] elements, for launches of fewer than [`MIN_PEELED_ELEMENTS`] elements, or
+/// when the rest of the operands has no tiled plan either.
+fn peeled(
+    norm: &Normalized,
+    dst: u64,
+    src: u64,
+    (src_size, dst_size): (usize, usize),
+    cap: u32,
+    copy: bool,
+) -> Option<Tiled> {
+    let far = |a: &PAxis| {
+        a.dst.unsigned_abs() > i32::MAX as usize || a.src.unsigned_abs() > i32::MAX as usize
+    };
+    let (k, axis) = norm
+        .axes
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| far(a) && a.len <= MAX_PEELED)
+        .min_by_key(|(_, a)| a.len)?;
+    if norm.n / axis.len < MIN_PEELED_ELEMENTS {
+        return None;
+    }
+    let mut inner = norm.clone();
+    inner.axes.remove(k);
+    let mut t = tiled_plan_of(&inner, dst, src, src_size, dst_size, cap, copy)?;
+    let shape: Vec<usize> = norm
+        .axes
+        .iter()
+        .enumerate()
+        .map(|(j, a)| if j == k { 1 } else { a.len })
+        .collect();
+    for i in 1..axis.len as isize {
+        t.rest.push(Rest {
+            shape: shape.clone(),
+            dst_strides: norm.axes.iter().map(|a| a.dst).collect(),
+            src_strides: norm.axes.iter().map(|a| a.src).collect(),
+            dst_off: i * axis.dst,
+            src_off: i * axis.src,
+        });
+    }
+    Some(t)
 }
 
 /// The plan of a copy between planes of pixels and interleaved channels on the narrow kernels
@@ -313,7 +368,7 @@ const SMALL_TILE_BYTES: usize = 4096;
 /// [`tile_with`] with runs of [`RUN_BYTES`] sought on both sides.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
-fn tile_for(
+pub(crate) fn tile_for(
     norm: &Normalized,
     dst: u64,
     src: u64,
@@ -431,8 +486,30 @@ fn tile_with(
         let limit = i32::MAX as u128;
         d <= limit && s <= limit
     };
+    // The largest extent that axis `k` may take in the tile within reach (at least 1).
+    let reach_room = |chunk: &[usize], k: usize| -> usize {
+        let (mut d, mut s) = (0u128, 0u128);
+        for (j, a) in axes.iter().enumerate() {
+            if j != k && chunk[j] > 1 {
+                d += (chunk[j] as u128 - 1) * a.dst.unsigned_abs() as u128;
+                s += (chunk[j] as u128 - 1) * a.src.unsigned_abs() as u128;
+            }
+        }
+        let limit = i32::MAX as u128;
+        let fit = |used: u128, stride: usize| match (limit.checked_sub(used), stride) {
+            (None, _) => 1,
+            (Some(_), 0) => usize::MAX,
+            (Some(left), st) => (1 + left / st as u128).min(usize::MAX as u128) as usize,
+        };
+        let a = &axes[k];
+        fit(d, a.dst.unsigned_abs())
+            .min(fit(s, a.src.unsigned_abs()))
+            .min(a.len)
+    };
     // First both runs up to their targets, the shorter one (in bytes) first: whole axes while
-    // they stay within reach of the target, else a piece that reaches it.
+    // they stay within reach of the target, else a piece that reaches it; an axis that would
+    // take an element out of reach of the tile's first takes a piece that stays in reach
+    // (with a rest), and a side whose next axis has no such piece of 2 or more stops.
     let sizes = [dst_size, src_size];
     // Sides that found no piece for their next axis.
     let mut stuck = [false; 2];
@@ -462,7 +539,11 @@ fn tile_with(
                 .max(1),
             _ => 1,
         };
-        let room = (max / volume / reserve).max(1);
+        let room = (max / volume / reserve).max(1).min(reach_room(&chunk, k));
+        if room < 2 {
+            stuck[side] = true;
+            continue;
+        }
         let need = targets[side].div_ceil(e * sizes[side]);
         let len = axes[k].len;
         if len <= need.min(room) {

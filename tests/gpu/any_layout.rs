@@ -1574,6 +1574,85 @@ fn tiles_leave_out_axes_2_pow_31_bytes_across() {
     println!("rows 2^30 + 64 bytes apart: {path}");
 }
 
+/// Two u8 arrays of [2, 2^31 + 64] bytes, a view of each in [c, x, m] order: the source's
+/// strides [1, 2^31 + 64, 2] (pairs of channels, two rows 2^31 + 64 bytes apart), the
+/// destination's [2^31 + 64, 1, 2] (the same pairs with the roles of c and x swapped). Each
+/// operand's fastest axis lies more than 2^31 elements apart in the other, so no tile can
+/// take either whole: the tiled plan takes one apart (a launch per index). Every element
+/// checked, the bytes around them keep their poison.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn axes_2_pow_31_elements_apart_on_both_sides() {
+    if !unless_sanitized("two 4 GiB arrays") {
+        return;
+    }
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let seed = case_seed(0xa1e, 0);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let far = (1usize << 31) + 64;
+    let m = 1usize << 20;
+    let used = |n: usize| slice_info(&[step(0, None, 1), step(0, Some(n as isize), 1)]);
+    let rows = random::<u8>(&mut rng, &[2, 2 * m + 64]);
+    let mut a = DeviceArray::<u8, _>::zeros(&stream, IxDyn(&[2, far])).unwrap();
+    a.view_mut()
+        .slice_move(used(2 * m + 64))
+        .copy_from_host_on(&stream, &rows.view())
+        .unwrap();
+    let poison = random::<u8>(&mut rng, &[2, 2 * m + 64]);
+    let mut b = DeviceArray::<u8, _>::zeros(&stream, IxDyn(&[2, far])).unwrap();
+    b.view_mut()
+        .slice_move(used(2 * m + 64))
+        .copy_from_host_on(&stream, &poison.view())
+        .unwrap();
+    // [x, m, c] -> [c, x, m]: strides [1, far, 2].
+    let src = a
+        .view()
+        .slice_move(used(2 * m))
+        .into_shape_with_order(IxDyn(&[2, m, 2]))
+        .unwrap()
+        .permuted_axes(IxDyn(&[2, 0, 1]));
+    assert_eq!(src.strides(), &[1, far as isize, 2]);
+    let what = format!("seed {seed}: u8 [2, 2, {m}], strides [1, {far}, 2] -> [{far}, 1, 2]");
+    let path = {
+        // [c, m, x] -> [c, x, m]: strides [far, 1, 2].
+        let mut dst = b
+            .view_mut()
+            .slice_move(used(2 * m))
+            .into_shape_with_order(IxDyn(&[2, m, 2]))
+            .unwrap()
+            .permuted_axes(IxDyn(&[0, 2, 1]));
+        assert_eq!(dst.strides(), &[far as isize, 1, 2]);
+        assign(&stream, &mut dst, &src).unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    assert!(
+        path.starts_with("tiled") && path.ends_with("+rest"),
+        "{what}: path {path}"
+    );
+    let got = b
+        .view()
+        .slice_move(used(2 * m + 64))
+        .to_host_on(&stream)
+        .unwrap();
+    for c in 0..2 {
+        for x in 0..2 {
+            for i in 0..m {
+                // Source element (c, x, i) is byte c + 2 i of row x; destination (c, x, i)
+                // is byte x + 2 i of row c.
+                let (want, at) = (rows[[x, c + 2 * i]], [c, x + 2 * i]);
+                assert_eq!(
+                    got[at], want,
+                    "{what}, path {path}: element ({c}, {x}, {i})"
+                );
+            }
+        }
+        for j in 2 * m..2 * m + 64 {
+            assert_eq!(got[[c, j]], poison[[c, j]], "{what}: byte {j} of row {c}");
+        }
+    }
+    println!("axes 2^31 elements apart on both sides: {path}");
+}
+
 /// A u8 copy of 2^31 + 6 elements (64-bit indexing): a split pair of 2^30 + 3 bytes each
 /// interleaved ([2, n] -> [n, 2]) and split again, each destination poisoned with other random
 /// bytes first; every element checked.

@@ -530,11 +530,13 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     Ok(Some((file, launch.kernel)))
 }
 
-/// Copies whose tiles span more than 2^31 bytes of the source but fewer than 2^31 elements (the
-/// tiled kernels count offsets within a tile in elements): axes of 2 and 4 whose source strides
-/// grow by 8 or 32 per axis (one of them negative), into a standard destination; and the same
-/// with a contiguous run of 16 elements innermost on both sides, for the vector kernels; planes
-/// 2^31 bytes or more apart interleaved, for the narrow kernels.
+/// Copies whose tiles span more than 2^30 bytes of the source: more than 2^31 bytes but fewer
+/// than 2^31 elements (the tiled kernels count offsets within a tile in elements) with axes of 2
+/// and 4 whose source strides grow by 8 or 32 per axis (one of them negative), into a standard
+/// destination; the same with a contiguous run of 16 elements innermost on both sides, for the
+/// vector kernels; planes 2^31 bytes or more apart interleaved, for the narrow kernels; and
+/// bytes whose destination's fastest axis is too far apart in the source for a tile to take it
+/// whole (it takes pieces).
 fn far_layouts() -> Vec<Layout> {
     let strides = |n: usize, step: u32, first: u32| -> Vec<isize> {
         (0..n)
@@ -568,12 +570,21 @@ fn far_layouts() -> Vec<Layout> {
     // Two planes 2^31 bytes apart interleaved (a narrow kernel's join), and three of f16.
     push("far/join-2/b4", vec![1024, 2], vec![1, 1 << 29], 4);
     push("far/join-3/b2", vec![512, 3], vec![1, 3 << 28], 2);
+    // The destination's fastest axis 2^28 bytes apart in the source: whole, it would take the
+    // tile out of reach; the tiles take pieces of it.
+    push("far/16x16 pieces/b1", vec![16, 16], vec![1, 1 << 28], 1);
+    push(
+        "far/3x40x40 pieces/b1",
+        vec![3, 40, 40],
+        vec![1600, 1, 1 << 27],
+        1,
+    );
     out
 }
 
 /// [`write_case`] of a layout from [`far_layouts`]: the source mapped element by element (its
 /// span is gigabytes); an error unless the planner tiles it whole with a tile that spans more
-/// than 2^31 bytes of one operand.
+/// than 2^30 bytes of one operand.
 fn write_far_case(dir: &Path, l: &Layout, seed: u64) -> Result<(String, String), String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x1_0000_0000;
@@ -603,7 +614,7 @@ fn write_far_case(dir: &Path, l: &Layout, seed: u64) -> Result<(String, String),
     };
     let rs = reach(&mut a.read[..r].iter().map(|x| (x.len, x.src)));
     let rd = reach(&mut a.write[..r].iter().map(|x| (x.len, x.dst)));
-    if rs.max(rd) * l.size as u64 <= i32::MAX as u64 {
+    if rs.max(rd) * l.size as u64 <= 1 << 30 {
         return Err(format!("{}: tiles span {rs} and {rd} elements", l.name));
     }
     let n: usize = l.shape.iter().product();
@@ -773,7 +784,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
          {vector_casts} vector and {element_casts} element-wise casts, {far} tiles across more \
-         than 2^31 bytes){}",
+         than 2^30 bytes){}",
         lines.len(),
         joins + splits,
         if sample { " (sample)" } else { "" }
