@@ -22,6 +22,10 @@
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
 //! a plan of its own ([`Tiled::rest`]).
 //!
+//! An axis whose step is 2^31 elements or more on either side never enters a tile (it stays a
+//! batch axis); where the tiles cannot grow without it, the copy is tiled one index of it at a
+//! time ([`peeled`]).
+//!
 //! The tile index runs over the batch axes in write order, so that the tiles running at once
 //! continue each other in the destination, except for tiles whose source runs are shorter
 //! than a cache line: their index runs first over the axes that continue the destination,
@@ -368,7 +372,7 @@ const SMALL_TILE_BYTES: usize = 4096;
 /// [`tile_with`] with runs of [`RUN_BYTES`] sought on both sides.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn tile_for(
+fn tile_for(
     norm: &Normalized,
     dst: u64,
     src: u64,
