@@ -3260,7 +3260,11 @@ fn permutations_of_many_gib_never_take_the_general_gathers() {
             })
             .collect();
         let target: usize = 1 << rng.random_range(30..35);
-        let bytes = |shape: &[usize]| shape.iter().product::<usize>() * ty.size();
+        let bytes = |shape: &[usize]| {
+            shape
+                .iter()
+                .fold(ty.size(), |acc, &n| acc.saturating_mul(n))
+        };
         while bytes(&shape) > target {
             let k = (0..rank).max_by_key(|&k| shape[k]).unwrap();
             shape[k] = (shape[k] / 2).max(1);
