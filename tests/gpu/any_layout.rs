@@ -1741,66 +1741,77 @@ fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A [2]^n state vector of `T` (element `i` holds `value(mix(i ^ seed))`) permuted by `perm`
-/// into a contiguous array poisoned with the source in its own order; every element checked
-/// against the source element that its bits name. Returns the path.
-fn state_vector_case<T: DeviceElement + PartialEq + std::fmt::Debug>(
+/// A [2]^n state vector of `T` (element `i` holds `value(mix(i ^ seed))`) permuted by each of
+/// `perms` into a contiguous array poisoned with the source in its own order; every element
+/// checked (on all cores) against the source element that its bits name. Returns the paths.
+fn state_vector_cases<T: DeviceElement + PartialEq + std::fmt::Debug + Sync>(
     stream: &Arc<CudaStream>,
     n: usize,
-    perm: &[usize],
+    perms: &[Vec<usize>],
     seed: u64,
     value: fn(u64) -> T,
-) -> String {
+) -> Vec<String> {
     let len = 1usize << n;
     let host: Vec<T> = (0..len as u64).map(|i| value(mix(i ^ seed))).collect();
     let shape = vec![2usize; n];
     let host = ndarray::Array::from_shape_vec(IxDyn(&shape), host).unwrap();
     let src = DeviceArray::from_host(stream, &host.view()).unwrap();
-    let mut out = DeviceArray::<T, _>::zeros(stream, IxDyn(&shape)).unwrap();
-    out.view_mut().assign_on(stream, &src.view()).unwrap();
-    let what = format!("seed {seed}: {} [2]^{n} permuted {perm:?}", T::DTYPE);
-    let path = {
-        let mut o = out.view_mut();
-        let s = src.view().permuted_axes(IxDyn(perm));
-        assign(stream, &mut o, &s).unwrap_or_else(|e| panic!("{what}: {e}"))
-    };
-    let got = out.to_host_on(stream).unwrap();
-    // Destination element j: bit n-1-k of j is its index along destination axis k, source
-    // axis perm[k], whose stride is 2^(n-1-perm[k]). One table per byte of j.
-    let tables: Vec<Vec<usize>> = (0..n.div_ceil(8))
-        .map(|b| {
-            (0..256usize)
-                .map(|v| {
-                    (0..8)
-                        .filter(|t| v >> t & 1 == 1 && 8 * b + t < n)
-                        .map(|t| 1usize << (n - 1 - perm[n - 1 - (8 * b + t)]))
-                        .sum()
-                })
-                .collect()
-        })
-        .collect();
     let h = host.as_slice().unwrap();
-    let bad: Vec<usize> = got
-        .as_slice()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .filter(|&(j, g)| {
-            let i: usize = tables
-                .iter()
-                .enumerate()
-                .map(|(b, t)| t[(j >> (8 * b)) & 255])
-                .sum();
-            *g != h[i]
-        })
-        .map(|(j, _)| j)
-        .take(5)
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{what}, path {path}: elements differ, first: {bad:?}"
-    );
-    path
+    let mut out = DeviceArray::<T, _>::zeros(stream, IxDyn(&shape)).unwrap();
+    let mut paths = Vec::new();
+    for perm in perms {
+        out.view_mut().assign_on(stream, &src.view()).unwrap();
+        let what = format!("seed {seed}: {} [2]^{n} permuted {perm:?}", T::DTYPE);
+        let path = {
+            let mut o = out.view_mut();
+            let s = src.view().permuted_axes(IxDyn(perm));
+            assign(stream, &mut o, &s).unwrap_or_else(|e| panic!("{what}: {e}"))
+        };
+        let got = out.to_host_on(stream).unwrap();
+        // Destination element j: bit n-1-k of j is its index along destination axis k,
+        // source axis perm[k], whose stride is 2^(n-1-perm[k]). One table per byte of j.
+        let tables: Vec<Vec<usize>> = (0..n.div_ceil(8))
+            .map(|b| {
+                (0..256usize)
+                    .map(|v| {
+                        (0..8)
+                            .filter(|t| v >> t & 1 == 1 && 8 * b + t < n)
+                            .map(|t| 1usize << (n - 1 - perm[n - 1 - (8 * b + t)]))
+                            .sum()
+                    })
+                    .collect()
+            })
+            .collect();
+        let g = got.as_slice().unwrap();
+        let workers = std::thread::available_parallelism().map_or(4, |c| c.get());
+        let chunk = len.div_ceil(workers);
+        let first_bad = std::thread::scope(|sc| {
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let tables = &tables;
+                    sc.spawn(move || {
+                        let lo = (w * chunk).min(len);
+                        let hi = ((w + 1) * chunk).min(len);
+                        (lo..hi).find(|&j| {
+                            let i: usize = tables
+                                .iter()
+                                .enumerate()
+                                .map(|(b, t)| t[(j >> (8 * b)) & 255])
+                                .sum();
+                            g[j] != h[i]
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|t| t.join().unwrap()).min()
+        });
+        assert!(
+            first_bad.is_none(),
+            "{what}, path {path}: element {first_bad:?} differs"
+        );
+        paths.push(path);
+    }
+    paths
 }
 
 /// State vectors of 4 GiB ([2]^29 of 8 bytes, [2]^30 of 4, [2]^31 of 2) permuted by qubit:
@@ -1830,13 +1841,13 @@ fn state_vectors_of_4_gib_permuted_by_qubit() {
             random,
             swapped,
         ];
-        for (k, perm) in perms.iter().enumerate() {
-            let seed = case_seed(0xa1d, 4 * index + k);
-            let path = match n {
-                29 => state_vector_case::<u64>(&stream, n, perm, seed, |x| x),
-                30 => state_vector_case::<u32>(&stream, n, perm, seed, |x| x as u32),
-                _ => state_vector_case::<u16>(&stream, n, perm, seed, |x| x as u16),
-            };
+        let seed = case_seed(0xa1d, index);
+        let taken = match n {
+            29 => state_vector_cases::<u64>(&stream, n, &perms, seed, |x| x),
+            30 => state_vector_cases::<u32>(&stream, n, &perms, seed, |x| x as u32),
+            _ => state_vector_cases::<u16>(&stream, n, &perms, seed, |x| x as u16),
+        };
+        for (perm, path) in perms.iter().zip(taken) {
             assert!(
                 path == "tiled" || path == "narrow",
                 "seed {seed}: [2]^{n} permuted {perm:?}: path {path}"
