@@ -18,11 +18,9 @@
 
 use std::path::Path;
 
-use devspan::DType;
-
 use crate::tiled_sim::{
-    SimCase, case_line, covered_regions, random_bytes, run_cases, standard, view_offsets,
-    with_sim_dir, write_sim_case,
+    SimCase, bits_of_size, case_line, covered_regions, random_bytes, run_cases, standard,
+    view_offsets, with_sim_dir, write_sim_case,
 };
 use crate::{Check, Out};
 
@@ -215,12 +213,7 @@ fn staged_rows(l: &devspan::internals::RowsRevLaunch) -> Staged {
 fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
-    let dtype = match l.size {
-        1 => DType::U8,
-        2 => DType::U16,
-        4 => DType::U32,
-        _ => DType::U64,
-    };
+    let dtype = bits_of_size(l.size);
     let size = l.size as isize;
     let n: usize = l.shape.iter().product();
     let dst = standard(&l.shape);

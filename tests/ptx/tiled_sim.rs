@@ -63,6 +63,17 @@ struct Layout {
     misalign: u64,
 }
 
+/// The unsigned integer type of `size` bytes (1, 2, 4, else 8): what a copy of elements of
+/// that size moves.
+pub fn bits_of_size(size: usize) -> DType {
+    match size {
+        1 => DType::U8,
+        2 => DType::U16,
+        4 => DType::U32,
+        _ => DType::U64,
+    }
+}
+
 /// Standard-layout (C-order) strides of `shape`, in elements.
 pub fn standard(shape: &[usize]) -> Vec<isize> {
     let mut s = vec![0isize; shape.len()];
@@ -454,12 +465,7 @@ pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> 
 fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
-    let bits = match l.size {
-        1 => DType::U8,
-        2 => DType::U16,
-        4 => DType::U32,
-        _ => DType::U64,
-    };
+    let bits = bits_of_size(l.size);
     let (from, to) = l.cast.unwrap_or((bits, bits));
     let size = l.size as isize;
     let dsize = to.size() as isize;
@@ -588,12 +594,7 @@ fn far_layouts() -> Vec<Layout> {
 fn write_far_case(dir: &Path, l: &Layout, seed: u64) -> Result<(String, String), String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x1_0000_0000;
-    let bits = match l.size {
-        1 => DType::U8,
-        2 => DType::U16,
-        4 => DType::U32,
-        _ => DType::U64,
-    };
+    let bits = bits_of_size(l.size);
     let size = l.size as isize;
     let (dlo, dhi) = span(&l.shape, &l.dst);
     let (slo, _) = span(&l.shape, &l.src);
