@@ -3183,7 +3183,6 @@ fn state_vectors_of_many_gib_take_the_tiled_kernels() {
         (DType::F64, 31),
     ] {
         let shape = vec![2usize; n];
-        let src0 = c_strides(&shape);
         let cyclic: Vec<usize> = (0..n).map(|i| (i + 1) % n).collect();
         let mut swapped: Vec<usize> = (0..n).collect();
         swapped.swap(0, n - 1);
@@ -3193,19 +3192,9 @@ fn state_vectors_of_many_gib_take_the_tiled_kernels() {
             ("cyclic", cyclic),
             ("swapped", swapped),
         ] {
-            let src: Vec<isize> = perm.iter().map(|&a| src0[a]).collect();
-            let dst = c_strides(&shape);
-            let p = plan_copy(
-                DST_BASE,
-                &dst,
-                ty,
-                SRC_BASE,
-                &src,
-                ty,
-                &shape,
-                PlanOptions::default(),
-            )
-            .unwrap();
+            let (out, dst, src) = permuted_layout(&shape, &perm);
+            let opt = PlanOptions::default();
+            let p = plan_copy(DST_BASE, &dst, ty, SRC_BASE, &src, ty, &out, opt).unwrap();
             let what = format!("{ty:?} [2]^{n} {name}");
             let path = p.kernel_path();
             assert!(path == "tiled" || path == "narrow", "{what}: path {path}");
@@ -3276,21 +3265,9 @@ fn permutations_of_many_gib_never_take_the_general_gathers() {
         for i in (1..rank).rev() {
             perm.swap(i, rng.random_range(0..=i));
         }
-        let standard = c_strides(&shape);
-        let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-        let src: Vec<isize> = perm.iter().map(|&p| standard[p]).collect();
-        let dst = c_strides(&out);
-        let p = plan_copy(
-            DST_BASE,
-            &dst,
-            ty,
-            SRC_BASE,
-            &src,
-            ty,
-            &out,
-            PlanOptions::default(),
-        )
-        .unwrap();
+        let (out, dst, src) = permuted_layout(&shape, &perm);
+        let opt = PlanOptions::default();
+        let p = plan_copy(DST_BASE, &dst, ty, SRC_BASE, &src, ty, &out, opt).unwrap();
         let path = p.kernel_path();
         assert!(
             !path.starts_with("strided"),
@@ -3365,7 +3342,7 @@ fn axes_2_pow_31_elements_apart_are_copied_one_index_at_a_time() {
         PlanOptions::default(),
     )
     .unwrap();
-    let Plan::Tiled { args, rest, .. } = &p else {
+    let Plan::Tiled { rest, .. } = &p else {
         panic!("not a tiled plan: {}", p.kernel_path());
     };
     assert_eq!(
@@ -3374,20 +3351,18 @@ fn axes_2_pow_31_elements_apart_are_copied_one_index_at_a_time() {
             .map(|x| x.starts_with("tiled")),
         Some(true)
     );
-    let covered = |p: &Plan| match p {
-        Plan::Tiled { args, rest, .. } => {
-            (u64::from(args.tiles) * u64::from(args.volume), rest.len())
-        }
-        p => panic!("{}", p.kernel_path()),
-    };
-    let mut total = u64::from(args.tiles) * u64::from(args.volume);
-    for r in rest {
-        let (n, nested) = covered(r);
-        total += n;
-        assert!(nested <= 1);
-        if let Plan::Tiled { rest: rr, .. } = r {
-            total += rr.iter().map(|x| covered(x).0).sum::<u64>();
-        }
+    // Elements that a tiled plan and its rests cover, every rest tiled too.
+    fn covered(p: &Plan) -> u64 {
+        let Plan::Tiled { args, rest, .. } = p else {
+            panic!("{}", p.kernel_path());
+        };
+        u64::from(args.tiles) * u64::from(args.volume) + rest.iter().map(covered).sum::<u64>()
     }
-    assert_eq!(total, 4 * m as u64);
+    for r in rest {
+        let Plan::Tiled { rest: rr, .. } = r else {
+            panic!("{}", r.kernel_path());
+        };
+        assert!(rr.len() <= 1);
+    }
+    assert_eq!(covered(&p), 4 * m as u64);
 }

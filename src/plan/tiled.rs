@@ -162,19 +162,23 @@ fn peeled(
     let mut inner = norm.clone();
     inner.axes.remove(k);
     let mut t = tiled_plan_of(&inner, dst, src, src_size, dst_size, cap, copy)?;
-    let shape: Vec<usize> = norm
-        .axes
-        .iter()
-        .enumerate()
-        .map(|(j, a)| if j == k { 1 } else { a.len })
-        .collect();
+    let index = Rest {
+        shape: norm
+            .axes
+            .iter()
+            .enumerate()
+            .map(|(j, a)| if j == k { 1 } else { a.len })
+            .collect(),
+        dst_strides: norm.axes.iter().map(|a| a.dst).collect(),
+        src_strides: norm.axes.iter().map(|a| a.src).collect(),
+        dst_off: 0,
+        src_off: 0,
+    };
     for i in 1..axis.len as isize {
         t.rest.push(Rest {
-            shape: shape.clone(),
-            dst_strides: norm.axes.iter().map(|a| a.dst).collect(),
-            src_strides: norm.axes.iter().map(|a| a.src).collect(),
             dst_off: i * axis.dst,
             src_off: i * axis.src,
+            ..index.clone()
         });
     }
     Some(t)
@@ -474,23 +478,9 @@ fn tile_with(
         }
         (e, None)
     };
-    // Whether the tile, with axis `k` at `c` elements, keeps every element within 2^31
-    // elements of its first on both operands ([`TiledArgs::new`] refuses the tile otherwise): the
-    // stages after the runs leave axes out of reach out of the tile. (A run that needs such an
-    // axis leaves the layout to the other paths.)
-    let within_reach = |chunk: &[usize], k: usize, c: usize| {
-        let (mut d, mut s) = (0u128, 0u128);
-        for (j, a) in axes.iter().enumerate() {
-            let len = if j == k { c } else { chunk[j] };
-            if len > 1 {
-                d += (len as u128 - 1) * a.dst.unsigned_abs() as u128;
-                s += (len as u128 - 1) * a.src.unsigned_abs() as u128;
-            }
-        }
-        let limit = i32::MAX as u128;
-        d <= limit && s <= limit
-    };
-    // The largest extent that axis `k` may take in the tile within reach (at least 1).
+    // The largest extent that axis `k` may take in the tile (at most its length) while every
+    // element stays within 2^31 elements of the tile's first on both operands
+    // ([`TiledArgs::new`] refuses the tile otherwise); at least 1.
     let reach_room = |chunk: &[usize], k: usize| -> usize {
         let (mut d, mut s) = (0u128, 0u128);
         for (j, a) in axes.iter().enumerate() {
@@ -510,6 +500,9 @@ fn tile_with(
             .min(fit(s, a.src.unsigned_abs()))
             .min(a.len)
     };
+    // Whether the tile, with axis `k` at `c` elements (at most its length), stays within
+    // reach: every stage leaves axes out of reach out of the tile, or takes pieces of them.
+    let within_reach = |chunk: &[usize], k: usize, c: usize| c <= reach_room(chunk, k);
     // First both runs up to their targets, the shorter one (in bytes) first: whole axes while
     // they stay within reach of the target, else a piece that reaches it; an axis that would
     // take an element out of reach of the tile's first takes a piece that stays in reach
