@@ -34,9 +34,10 @@ mod tiled;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use devspan_kernels::abi::{
-    FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs, ROW_GATHER_MAX_PERIOD,
-    RowArgs, RowGatherArgs, RowRuns, StridedArgs32, StridedArgs64, StridedArgsN, TiledArgs,
-    TransposeArgs, contig_group_elems, contig_head, fill_head, transpose_tile,
+    CONTIG_ALIGN, FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER, PermuteArgs,
+    ROW_GATHER_MAX_PERIOD, RowArgs, RowGatherArgs, RowRuns, StridedArgs32, StridedArgs64,
+    StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head, fill_head,
+    transpose_tile,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -512,6 +513,41 @@ fn row_args(
     )
 }
 
+/// Rows of a copy shorter than this many bytes go to the row kernels only where they are
+/// whole vectors ([`short_rows_lose`]).
+const SHORT_ROW_BYTES: u64 = 256;
+
+/// Whether the row kernels would move the rows of `args` (a copy of `size`-byte elements; the
+/// source's rows read backwards with `backwards`, `args.src` then each row's highest element)
+/// slower than the gathered rows or the strided kernels: rows shorter than [`SHORT_ROW_BYTES`]
+/// that are not whole 16-byte vectors on both sides (a length of whole vectors, each row's
+/// first byte aligned to 16 on both sides). A team of one to eight lanes takes such a row, its
+/// unaligned head and tail, or all of it where the two sides' alignments differ, an element at
+/// a time. On the H200 such rows of 17 to 136 bytes (copies of u8, f16, f32 and f64, sliced
+/// columns `x[.., ..c]`, images of c channels flipped left-right or with their channels
+/// reversed) ran at 0.05-0.76 of a device copy on the row kernels, against 0.59-0.99 on the
+/// gathered rows where the destination is contiguous and 0.33-0.52 on the strided kernels into
+/// a sliced destination; rows of whole vectors (48 to 96 bytes) ran at 0.93-0.99.
+fn short_rows_lose(args: &RowArgs, size: usize, backwards: bool) -> bool {
+    let bytes = args.row_len.saturating_mul(size as u64);
+    if bytes >= SHORT_ROW_BYTES {
+        return false;
+    }
+    let align = CONTIG_ALIGN;
+    let low = if backwards {
+        args.src
+            .wrapping_sub((args.row_len.saturating_sub(1)).wrapping_mul(size as u64))
+    } else {
+        args.src
+    };
+    let outer = args.outer_rank as usize;
+    let strides_whole = args.dst_strides[..outer]
+        .iter()
+        .chain(&args.src_strides[..outer])
+        .all(|&x| (x.unsigned_abs()).wrapping_mul(size as u64) % align == 0);
+    !(bytes % align == 0 && args.dst % align == 0 && low % align == 0 && strides_whole)
+}
+
 /// The reversed row kernels' arguments, element type and form for a copy of `elem` whose
 /// normalised axis 0 is the destination's fastest (stride 1) and either
 /// - runs backwards in the source (stride -1), with the other axes (at most `MAX_ROW_OUTER`) as
@@ -839,10 +875,12 @@ pub(crate) fn plan_copy(
     // Reversed rows: the destination's fastest axis read backwards in the source, runs of it
     // read in reverse order, or runs each read backwards. Disjoint from the rows below: their
     // axis 0 runs backwards in the source, or is a run of at most 6 bytes, shorter than a row's
-    // vector group.
+    // vector group. Short rows read backwards whose vectors do not line up go to the gathered
+    // rows or the strided kernels ([`short_rows_lose`]).
     if same
         && !opt.no_rows
         && let Some((args, elem, runs)) = rows_rev_args(&norm, d, s, from)
+        && (runs != RowRuns::new(1, true) || !short_rows_lose(&args, elem.size(), true))
     {
         return Ok(Plan::RowsRev { args, elem, runs });
     }
@@ -859,14 +897,39 @@ pub(crate) fn plan_copy(
     }
     // Rows: axis 0 has stride 1 on both sides and is at least one vector group long. Disjoint
     // from the transpose condition below, which needs a source stride other than +-1 on axis 0.
-    if r >= 2
+    // Short copied rows whose vectors do not line up go to the gathered rows or the strided
+    // kernels ([`short_rows_lose`]).
+    let rows = (r >= 2
         && !opt.no_rows
         && norm.axes[0].dst == 1
         && norm.axes[0].src == 1
-        && norm.axes[0].len >= contig_group_elems(ss, ds)
-        && let Some(args) = row_args(&norm, d, s, ss, ds)
+        && norm.axes[0].len >= contig_group_elems(ss, ds))
+    .then(|| row_args(&norm, d, s, ss, ds))
+    .flatten();
+    if let Some(args) = rows
+        && !(same && short_rows_lose(&args, ss, false))
     {
         return Ok(Plan::Rows { args, from, to });
+    }
+    // Short rows of a copy (axis 0 of source stride 1 or -1), that the row kernels would move
+    // an element at a time: gathered into long rows of a contiguous destination (a column slice
+    // `x[.., ..c]`, images flipped left-right), else as below.
+    if same
+        && !opt.no_rows
+        && norm.axes.first().is_some_and(|a| a.src.unsigned_abs() == 1)
+        && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
+        && args.row.row_len.saturating_mul(ds as u64) >= SHORT_ROW_BYTES
+    {
+        return Ok(Plan::RowsGather { args, from, to });
+    }
+    // Such rows whose outer axes are permuted: the tiled kernels, the row a tile axis on both
+    // sides.
+    if rows.is_some()
+        && !opt.no_tiled
+        && is_permutation(&norm.axes[1..])
+        && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
+    {
+        return Ok(p);
     }
     // Transpose: the destination's fastest axis (0) has stride 1, another axis has source
     // stride +-1, the source's axis 0 is not contiguous, and both axes fill the kernel's

@@ -2134,6 +2134,83 @@ fn reversed_rows_take_the_reversed_row_kernel() {
     println!("reversed rows: paths {paths:?}");
 }
 
+/// Copies of short rows (runs of `c` elements shorter than 256 bytes) of every element size,
+/// against ndarray: runs in reversed order, each run reversed, a column slice `x[.., ..c]`
+/// read (a source padded by one element per row) and written (a padded destination, its
+/// spare elements keeping their poison). Rows that are whole 16-byte vectors take the row
+/// kernels, the others the gathered rows (contiguous destination) or the strided kernel
+/// (padded destination).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn short_copied_rows_leave_the_row_kernels() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    for (size, c) in [
+        (1usize, 17usize),
+        (1, 48),
+        (1, 100),
+        (2, 9),
+        (2, 24),
+        (4, 3),
+        (4, 5),
+        (4, 7),
+        (4, 12),
+        (4, 33),
+        (8, 3),
+        (8, 6),
+        (8, 15),
+    ] {
+        let whole = (c * size) % 16 == 0;
+        let rows = 1000 + c;
+        // (source, destination, path)
+        let mut layouts = Vec::new();
+        for axis in [0, 1] {
+            let mut src = Src::permuted(&[rows, c], vec![0, 1]);
+            src.slice[axis] = step(0, None, -1);
+            let want = match (whole, axis) {
+                (true, 0) => "rows",
+                (true, _) => "rows_rev",
+                _ => "rows_gather",
+            };
+            layouts.push((src, Dst::contiguous(&[rows, c]), want));
+        }
+        let mut read = Src::permuted(&[rows, c + 1], vec![0, 1]);
+        read.slice[1] = step(0, Some(c as isize), 1);
+        layouts.push((read, Dst::contiguous(&[rows, c]), "rows_gather"));
+        let written = Src::permuted(&[rows, c], vec![0, 1]);
+        layouts.push((written, Dst::padded(&[rows, c]), "strided32"));
+        for (src, dst, want) in layouts {
+            for which in 0..4 {
+                index += 1;
+                let seed = case_seed(0x5407, index);
+                let p = &mut paths;
+                let path = match size {
+                    1 => same_type_case::<u8>(&stream, seed, which, &src, &dst, p),
+                    2 => same_type_case::<f16>(&stream, seed, which, &src, &dst, p),
+                    4 => same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
+                    _ => same_type_case::<f64>(&stream, seed, which, &src, &dst, p),
+                };
+                // `to_contiguous` and `cast` make their own destination: contiguous.
+                let want = if which >= 2 && want == "strided32" {
+                    path.as_str()
+                } else {
+                    want
+                };
+                assert_eq!(
+                    path,
+                    want,
+                    "{} into {}, {size} bytes",
+                    src.show(),
+                    dst.show()
+                );
+            }
+        }
+    }
+    println!("short rows: paths {paths:?}");
+}
+
 /// Casts of views read backwards along their fastest axis, of images flipped left-right with
 /// their channels last (pixels right to left) and of channels reversed or pairs swapped, each
 /// converted in one pass, take the gathered rows (`rows_gather`), for casts from and to every
