@@ -18,7 +18,8 @@
 //! layouts with a cast in one pass: u8 -> f32, f16 -> f32), `flip-odd` (images of 5 and 7
 //! channels last flipped left-right or with their channels reversed, copies of u8, f16 and f32),
 //! `short-rows` (runs of 3 to 4095 bytes of u8, f16, f32 and f64: reversed in order, each
-//! reversed, read from and written into column slices) and `sweep` (every permutation of the
+//! reversed, read from and written into column slices), `short-rows-cast` (the same with runs
+//! of 3 to 1000 elements cast u8 -> f32 and f16 -> f32) and `sweep` (every permutation of the
 //! sweep's shapes for f32, f16 and u8: min, median and the worst five per type; `sweep-f32`,
 //! `sweep-f16`, `sweep-u8` for one type); none selects all. `DEVSPAN_BENCH_TILES_PER_BLOCK=N`
 //! sizes the permute kernels' grids for `N` tiles per block instead of the library's rule.
@@ -931,29 +932,37 @@ fn flip_odd_workloads(b: &mut Bench) {
 /// last flipped left-right (runs in reversed order) or with their channels reversed (each run
 /// reversed); columns `..c` of a `[rows, c + 1]` matrix read (sliced source) and written
 /// (sliced destination). About 1 GiB of `T` per row; target 0.85.
-fn short_rows<T: DeviceElement>(b: &mut Bench, cs: &[usize]) {
+fn short_rows<S: DeviceElement, D: DeviceElement>(
+    b: &mut Bench,
+    group: &'static str,
+    cs: &[usize],
+) {
     let stream = b.stream.clone();
-    let size = T::DTYPE.size();
-    let n = GIB / size;
-    let src = random_device::<T>(&stream, n);
-    let mut out = stream.alloc_zeros::<T>(n).unwrap();
+    let (ss, ds) = (S::DTYPE.size(), D::DTYPE.size());
+    let n = GIB / ss.max(ds);
+    let src = random_device::<S>(&stream, n);
+    let mut out = stream.alloc_zeros::<D>(n).unwrap();
     for &c in cs {
         let rows = n / (c + 1);
         let steer = group_steer();
         let run = |b: &mut Bench,
                    name: String,
-                   o: &mut devspan::DeviceViewMut<'_, T, IxDyn>,
-                   a: &DeviceView<'_, T, IxDyn>| {
+                   o: &mut devspan::DeviceViewMut<'_, D, IxDyn>,
+                   a: &DeviceView<'_, S, IxDyn>| {
             let path = if steer == Steer::Default {
                 path_of(o, a)
             } else {
                 devspan::internals::assign_cast_steered(o, &stream, a, steer).unwrap()
             };
             let ms = b.time(|| b.copy(o, a, steer));
-            let bytes = rows * c * 2 * size;
-            b.record("short-rows", name, path, bytes, ms, Some(0.85));
+            let bytes = rows * c * (ss + ds);
+            b.record(group, name, path, bytes, ms, Some(0.85));
         };
-        let t = T::DTYPE;
+        let t = if S::DTYPE == D::DTYPE {
+            format!("{}", S::DTYPE)
+        } else {
+            format!("{} -> {}", S::DTYPE, D::DTYPE)
+        };
         let dense = || {
             DeviceView::from(&src)
                 .slice_move(s![..rows * c])
@@ -968,46 +977,71 @@ fn short_rows<T: DeviceElement>(b: &mut Bench, cs: &[usize]) {
                 .slice_move(s![.., ..c])
                 .into_dyn()
         };
+        fn dense_out<D: DeviceElement>(
+            out: &mut CudaSlice<D>,
+            rows: usize,
+            c: usize,
+        ) -> devspan::DeviceViewMut<'_, D, IxDyn> {
+            devspan::DeviceViewMut::<D, Ix1>::from(out)
+                .slice_move(s![..rows * c])
+                .into_shape_with_order(IxDyn(&[rows, c]))
+                .unwrap()
+        }
         for (what, axis) in [("runs reversed", 0), ("each run reversed", 1)] {
             let mut a = dense();
             a.invert_axis(ndarray::Axis(axis));
-            let mut o = devspan::DeviceViewMut::<T, Ix1>::from(&mut out)
-                .slice_move(s![..rows * c])
-                .into_shape_with_order(IxDyn(&[rows, c]))
-                .unwrap();
+            let mut o = dense_out(&mut out, rows, c);
             run(b, format!("{t} [{rows}, {c}] {what}"), &mut o, &a);
         }
-        let a = padded();
-        let mut o = devspan::DeviceViewMut::<T, Ix1>::from(&mut out)
-            .slice_move(s![..rows * c])
-            .into_shape_with_order(IxDyn(&[rows, c]))
-            .unwrap();
-        run(b, format!("{t} [{rows}, {c}] from [.., ..{c}]"), &mut o, &a);
-        let a = dense();
-        let mut o = devspan::DeviceViewMut::<T, Ix1>::from(&mut out)
+        let mut o = dense_out(&mut out, rows, c);
+        run(
+            b,
+            format!("{t} [{rows}, {c}] from [.., ..{c}]"),
+            &mut o,
+            &padded(),
+        );
+        let mut o = devspan::DeviceViewMut::<D, Ix1>::from(&mut out)
             .slice_move(s![..rows * (c + 1)])
             .into_shape_with_order((rows, c + 1))
             .unwrap()
             .slice_move(s![.., ..c])
             .into_dyn();
-        run(b, format!("{t} [{rows}, {c}] into [.., ..{c}]"), &mut o, &a);
+        run(
+            b,
+            format!("{t} [{rows}, {c}] into [.., ..{c}]"),
+            &mut o,
+            &dense(),
+        );
     }
 }
 
 /// [`short_rows`] for u8, f16, f32 and f64 (`short-rows`).
 fn short_rows_workloads(b: &mut Bench) {
-    short_rows::<u8>(
+    short_rows::<u8, u8>(
         b,
+        "short-rows",
         &[
             3, 5, 7, 9, 12, 15, 17, 20, 24, 31, 33, 40, 48, 63, 65, 100, 132, 255, 1000, 4095,
         ],
     );
-    short_rows::<f16>(b, &[3, 5, 7, 9, 12, 15, 17, 20, 24, 31, 33, 40, 48, 66]);
-    short_rows::<f32>(
+    short_rows::<f16, f16>(
         b,
+        "short-rows",
+        &[3, 5, 7, 9, 12, 15, 17, 20, 24, 31, 33, 40, 48, 66],
+    );
+    short_rows::<f32, f32>(
+        b,
+        "short-rows",
         &[3, 5, 6, 7, 9, 10, 12, 15, 17, 20, 24, 31, 33, 63, 250, 1023],
     );
-    short_rows::<f64>(b, &[3, 5, 6, 7, 9, 10, 12, 15, 17]);
+    short_rows::<f64, f64>(b, "short-rows", &[3, 5, 6, 7, 9, 10, 12, 15, 17]);
+}
+
+/// [`short_rows`] cast in one pass, u8 -> f32 and f16 -> f32 (`short-rows-cast`).
+fn short_rows_cast_workloads(b: &mut Bench) {
+    let cs = [3, 5, 7, 9, 17, 24, 33, 48, 100, 255, 1000];
+    short_rows::<u8, f32>(b, "short-rows-cast", &cs);
+    short_rows::<f16, f32>(b, "short-rows-cast", &cs);
 }
 
 /// One row of `group` per layout: an `S` source read backwards along the layout's axes,
@@ -1675,6 +1709,9 @@ fn main() {
     if want("short-rows") {
         short_rows_workloads(&mut b);
     }
+    if want("short-rows-cast") {
+        short_rows_cast_workloads(&mut b);
+    }
     // `sweep` for every element type, `sweep-u8` (or `-f16`, `-f32`) for one.
     let sweep = if ["sweep", "sweep-f32", "sweep-f16", "sweep-u8"]
         .iter()
@@ -1735,6 +1772,7 @@ fn main() {
         ("flip-cast", 0.85),
         ("flip-odd", 0.85),
         ("short-rows", 0.85),
+        ("short-rows-cast", 0.85),
     ] {
         if let Some(line) = group_summary(&b.rows, group, target) {
             println!("{line}");
