@@ -295,7 +295,9 @@ pub struct RowsRevLaunch {
 
 /// The launch of the reversed row kernel (`copy_rows_rev_bN`, `copy_runs_rev3_bN`, ...) for a copy
 /// of `shape` of `dtype` between raw operands (element zero at byte address `dst` / `src`,
-/// strides in elements); `None` when the copy plans to another kernel.
+/// strides in elements); `None` when the copy plans to another kernel. Rows shorter than 256
+/// bytes that are not whole vectors stay on the reversed row kernel here (`assign` gives them
+/// to the gathered rows), so that small layouts check it.
 pub fn rows_rev_launch(
     dst: u64,
     dst_strides: &[isize],
@@ -304,7 +306,10 @@ pub fn rows_rev_launch(
     dtype: crate::DType,
     shape: &[usize],
 ) -> Result<Option<RowsRevLaunch>> {
-    let opt = PlanOptions::default();
+    let opt = PlanOptions {
+        short_rows: true,
+        ..PlanOptions::default()
+    };
     let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
     let plan::Plan::RowsRev { args, elem, runs } = &p else {
         return Ok(None);
@@ -352,7 +357,9 @@ pub struct RowLaunch {
 /// (`copy_rows_gather_bN`, `cast_rows_gather_S_D`) for a copy or cast of `shape` from `from`
 /// to `to` between raw operands (element zero at byte address `dst` / `src`, strides in
 /// elements), planned as `assign_cast` plans it or, with `prefer`, as
-/// [`Steer::PreferGather`] steers it; `None` when it plans to another kernel.
+/// [`Steer::PreferGather`] steers it; `None` when it plans to another kernel. Copied rows
+/// shorter than 256 bytes that are not whole vectors stay on the row kernel here (`assign`
+/// gives them to the gathered rows or the strided kernel), so that small layouts check it.
 #[allow(clippy::too_many_arguments)]
 pub fn row_launch(
     dst: u64,
@@ -367,6 +374,7 @@ pub fn row_launch(
     use devspan_kernels::abi::{Kernel, Kind, row_grid};
     let opt = PlanOptions {
         prefer_gather: prefer,
+        short_rows: true,
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;

@@ -380,6 +380,10 @@ pub(crate) struct PlanOptions {
     pub prefer_gather: bool,
     /// Tiles of the tiled kernels of at most this many elements (0: the kernels' limit).
     pub tiled_volume: u32,
+    /// Keep copied rows shorter than `SHORT_ROW_BYTES` on the row kernels even where they are
+    /// not whole vectors (by default they go to the gathered rows, the tiled kernels or the
+    /// strided kernel: [`short_rows_lose`]); for checks of the row kernels on small layouts.
+    pub short_rows: bool,
 }
 
 /// The address `off_elems` elements of `size` bytes from `base`, computed modulo 2^64 (the
@@ -880,7 +884,9 @@ pub(crate) fn plan_copy(
     if same
         && !opt.no_rows
         && let Some((args, elem, runs)) = rows_rev_args(&norm, d, s, from)
-        && (runs != RowRuns::new(1, true) || !short_rows_lose(&args, elem.size(), true))
+        && (runs != RowRuns::new(1, true)
+            || opt.short_rows
+            || !short_rows_lose(&args, elem.size(), true))
     {
         return Ok(Plan::RowsRev { args, elem, runs });
     }
@@ -907,7 +913,7 @@ pub(crate) fn plan_copy(
     .then(|| row_args(&norm, d, s, ss, ds))
     .flatten();
     if let Some(args) = rows
-        && !(same && short_rows_lose(&args, ss, false))
+        && !(same && !opt.short_rows && short_rows_lose(&args, ss, false))
     {
         return Ok(Plan::Rows { args, from, to });
     }
@@ -916,6 +922,7 @@ pub(crate) fn plan_copy(
     // `x[.., ..c]`, images flipped left-right), else as below.
     if same
         && !opt.no_rows
+        && !opt.short_rows
         && norm.axes.first().is_some_and(|a| a.src.unsigned_abs() == 1)
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
         && args.row.row_len.saturating_mul(ds as u64) >= SHORT_ROW_BYTES
@@ -926,6 +933,7 @@ pub(crate) fn plan_copy(
     // sides.
     if rows.is_some()
         && !opt.no_tiled
+        && !opt.short_rows
         && is_permutation(&norm.axes[1..])
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
     {

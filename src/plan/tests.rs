@@ -216,6 +216,7 @@ fn random_case(rng: &mut StdRng) -> Case {
             prefer_tiled: seed % 8 == 5,
             prefer_gather: seed % 8 == 6,
             tiled_volume: if seed % 3 == 0 { 64 } else { 0 },
+            short_rows: seed % 5 == 0,
         },
     }
 }
@@ -397,6 +398,7 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
                 prefer_tiled: on(10),
                 prefer_gather: false,
                 tiled_volume: 0,
+                short_rows: false,
             },
         };
         if let Err(e) = check_copy(&c).and_then(|()| check_fill(&c)) {
@@ -945,6 +947,7 @@ const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
     prefer_tiled: false,
     prefer_gather: false,
     tiled_volume: 0,
+    short_rows: false,
 };
 
 fn contiguous_plan(
@@ -2326,6 +2329,7 @@ fn planning_layouts_with_huge_strides_never_panics() {
             prefer_tiled: bits & 1024 != 0,
             prefer_gather: bits & 2048 != 0,
             tiled_volume: 0,
+            short_rows: bits & 4096 != 0,
         };
         let base = (rnd() % 64) * 16;
         let case = format!("shape {shape:?} dst {dst:?} src {src:?} {from:?} -> {to:?} {opt:?}");
