@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch, CuPy and devspan side by side on the `narrow`, `narrow-cast`, `rank`, `flip`,
-`flip-cast` and `flip-odd` cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the
+`flip-cast`, `flip-odd` and `short-rows` cases of benches/bandwidth.rs, and on moved pixels and complex numbers (`pixels`: the
 `copy` group's transposes and more), in one process.
 
 Usage, on a machine with a CUDA GPU and PyTorch (CuPy and devspan are optional; a missing one is
@@ -42,7 +42,11 @@ u8 -> f32 and f16 -> f32) does the same with a cast: PyTorch `torch.flip(t, axes
 passes: PyTorch has no flip with a cast), CuPy `cupy.copyto` of the flipped view into a new
 array of T, and devspan `devspan.cast` of CuPy's flipped view. The `flip-odd` cases (images
 of 5 and 7 channels flipped left-right or with their channels reversed, u8, f16 and f32) run
-as the `flip` cases do.
+as the `flip` cases do. The `short-rows` cases (a `[rows, c]` array of u8, f16 and f32 with
+rows of c = 3 to 100 elements, about 1 GiB) run its runs in reversed order and each run
+reversed as the `flip` cases do, and the column slice `x[:, :c]` of a `[rows, c + 1]` array
+(the bench's `from [.., ..c]` rows) as the `narrow` cases do: `.contiguous()`,
+`cupy.ascontiguousarray`, `devspan.to_contiguous` of the torch view.
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -180,6 +184,22 @@ def flip_odd_layouts():
     return out
 
 
+SHORT_ROW_CS = (3, 5, 7, 9, 17, 24, 33, 48, 100)
+
+
+def short_row_layouts(size):
+    """(name, shape, axes read backwards or None, columns kept or None), as
+    benches/bandwidth.rs: short_rows (its first three layouts)."""
+    n = GIB // size
+    out = []
+    for c in SHORT_ROW_CS:
+        rows = n // (c + 1)
+        out.append((f"[{rows}, {c}] runs reversed", [rows, c], [0], None))
+        out.append((f"[{rows}, {c}] each run reversed", [rows, c], [1], None))
+        out.append((f"[{rows}, {c}] from [.., ..{c}]", [rows, c + 1], None, c))
+    return out
+
+
 def pixel_layouts():
     """(dtype, name, shape, permutation) of the `copy` group's moved pixels and complex numbers,
     as benches/bandwidth.rs: copy_workloads, and more channels and types."""
@@ -203,7 +223,9 @@ class CudaArrayInterface:
 
 
 SIZES = {"u8": 1, "f16": 2, "f32": 4}
-GROUPS = ("narrow", "narrow-cast", "rank", "flip", "flip-cast", "flip-odd", "pixels")
+GROUPS = ("narrow", "narrow-cast", "rank", "flip", "flip-cast", "flip-odd", "short-rows", "pixels")
+# The groups whose cases read a view backwards (their last field: the axes).
+FLIP_GROUPS = ("flip", "flip-cast", "flip-odd")
 # The `narrow-cast` group's (source, target) types.
 CAST_PAIRS = [("u8", "f32"), ("f32", "f16"), ("f16", "f32")]
 # The `flip-cast` group's.
@@ -215,7 +237,7 @@ NUMPY_NAMES = {"u8": "uint8", "f16": "float16", "f32": "float32"}
 def cases(groups):
     """(group, name, source dtype name, result dtype name, source shape, permutation), in the
     bench's order; for the `flip`, `flip-cast` and `flip-odd` groups the last is the axes read
-    backwards.
+    backwards; for `short-rows`, ("flip", axes) or ("columns", c): the first c columns.
     The two dtypes differ in the `narrow-cast` and `flip-cast` groups alone."""
     out = []
     if "narrow" in groups:
@@ -257,6 +279,11 @@ def cases(groups):
         for ty in SIZES:
             for name, shape, axes in flip_odd_layouts():
                 out.append(("flip-odd", f"{ty} {name}", ty, ty, shape, axes))
+    if "short-rows" in groups:
+        for ty, size in SIZES.items():
+            for name, shape, axes, c in short_row_layouts(size):
+                how = ("flip", axes) if axes is not None else ("columns", c)
+                out.append(("short-rows", f"{ty} {name}", ty, ty, shape, how))
     if "pixels" in groups:
         for ty, name, shape, perm in pixel_layouts():
             out.append(("pixels", name, ty, ty, shape, perm))
@@ -306,7 +333,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "groups", nargs="*",
-        help="narrow, narrow-cast, rank, flip, flip-cast, flip-odd, pixels (default: all)",
+        help="narrow, narrow-cast, rank, flip, flip-cast, flip-odd, short-rows, pixels "
+        "(default: all)",
     )
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     ap.add_argument("--reps", type=int, default=21, help="timed calls per cell (median; >= 11)")
@@ -398,11 +426,17 @@ def main():
             )
             flat = words.view(torch.uint8)[: elems * size].view(dtype)
             for group, name, _, to, shape, perm in mine:
-                n = _numel(shape)
-                base = flat[:n].view(shape)
-                flip = perm if group in ("flip", "flip-cast", "flip-odd") else None
+                base = flat[:_numel(shape)].view(shape)
+                flip = perm if group in FLIP_GROUPS else None
+                columns = None
+                if group == "short-rows":
+                    kind, what = perm
+                    flip, columns = (what, None) if kind == "flip" else (None, what)
                 # The view's shape and strides, and its element zero in `base`.
-                if flip is None:
+                if columns is not None:
+                    src = base[:, :columns]
+                    view_shape, view_strides, start = list(src.shape), list(src.stride()), 0
+                elif flip is None:
                     src = base.permute(perm)
                     view_shape, view_strides, start = list(src.shape), list(src.stride()), 0
                 else:
@@ -411,6 +445,8 @@ def main():
                     for a in flip:
                         start += (shape[a] - 1) * view_strides[a]
                         view_strides[a] = -view_strides[a]
+                # Elements of the view (the copy's), fewer than the array's for a column slice.
+                n = _numel(view_shape)
                 to_dtype = dtypes[to]
                 cast = to != ty
                 counted = counted_bytes(n, ty, to)
@@ -475,7 +511,9 @@ def main():
                     with cp_stream:
                         try:
                             cp_base = cupy.from_dlpack(base)
-                            if flip is None:
+                            if columns is not None:
+                                cp_src = cp_base[:, :columns]
+                            elif flip is None:
                                 cp_src = cupy.transpose(cp_base, perm)
                             else:
                                 cp_src = cupy.flip(cp_base, tuple(flip))
