@@ -15,9 +15,9 @@ that file is replaced. `--chart` writes an SVG (no plotting library needed): the
 sweep's ratios per element type, sorted, and the `narrow` and `rank` rows beside PyTorch and
 CuPy when `--any-layout` is given.
 
-Groups with many rows (casts, the sweep, the narrow and rank groups) are summarised as min /
-median / max of their ratios, per element type where the rows name one; the others are listed
-row by row.
+Groups with many rows (casts, the sweep, the narrow, rank and short-rows groups) are
+summarised as min / median / max of their ratios, per element type where the rows name one; the
+others are listed row by row.
 """
 
 import argparse
@@ -32,9 +32,11 @@ END = "<!-- results: end -->"
 
 # Groups summarised by element type (the first word of a row's name; for `narrow-cast` and
 # `flip-cast`, the pair "u8 -> f32"), and those summarised whole.
-BY_TYPE = ("narrow", "narrow-cast", "flip-cast", "rank", "sweep")
+BY_TYPE = (
+    "narrow", "narrow-cast", "flip-cast", "rank", "short-rows", "short-rows-cast", "sweep",
+)
 # Groups whose rows are named by a type pair ("u8 -> f32 ...").
-BY_PAIR = ("narrow-cast", "flip-cast")
+BY_PAIR = ("narrow-cast", "flip-cast", "short-rows-cast")
 WHOLE = ("cast",)
 # Groups the sweep records for its alternative kernels: summarised whole, after the sweep.
 ALTERNATIVES = ("sweep-transpose", "sweep-unpacked", "sweep-rows", "sweep-novec", "sweep-packed64")
