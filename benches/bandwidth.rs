@@ -942,9 +942,32 @@ fn short_rows<S: DeviceElement, D: DeviceElement>(
     let n = GIB / ss.max(ds);
     let src = random_device::<S>(&stream, n);
     let mut out = stream.alloc_zeros::<D>(n).unwrap();
+    let steer = group_steer();
+    // The first `rows * c` elements of `out` as `[rows, c]`, and `[rows, c]` of `[rows, c + 1]`.
+    fn dense_out<D: DeviceElement>(
+        out: &mut CudaSlice<D>,
+        rows: usize,
+        c: usize,
+    ) -> devspan::DeviceViewMut<'_, D, IxDyn> {
+        devspan::DeviceViewMut::<D, Ix1>::from(out)
+            .slice_move(s![..rows * c])
+            .into_shape_with_order(IxDyn(&[rows, c]))
+            .unwrap()
+    }
+    fn padded_out<D: DeviceElement>(
+        out: &mut CudaSlice<D>,
+        rows: usize,
+        c: usize,
+    ) -> devspan::DeviceViewMut<'_, D, IxDyn> {
+        devspan::DeviceViewMut::<D, Ix1>::from(out)
+            .slice_move(s![..rows * (c + 1)])
+            .into_shape_with_order((rows, c + 1))
+            .unwrap()
+            .slice_move(s![.., ..c])
+            .into_dyn()
+    }
     for &c in cs {
         let rows = n / (c + 1);
-        let steer = group_steer();
         let run = |b: &mut Bench,
                    name: String,
                    o: &mut devspan::DeviceViewMut<'_, D, IxDyn>,
@@ -977,16 +1000,6 @@ fn short_rows<S: DeviceElement, D: DeviceElement>(
                 .slice_move(s![.., ..c])
                 .into_dyn()
         };
-        fn dense_out<D: DeviceElement>(
-            out: &mut CudaSlice<D>,
-            rows: usize,
-            c: usize,
-        ) -> devspan::DeviceViewMut<'_, D, IxDyn> {
-            devspan::DeviceViewMut::<D, Ix1>::from(out)
-                .slice_move(s![..rows * c])
-                .into_shape_with_order(IxDyn(&[rows, c]))
-                .unwrap()
-        }
         for (what, axis) in [("runs reversed", 0), ("each run reversed", 1)] {
             let mut a = dense();
             a.invert_axis(ndarray::Axis(axis));
@@ -1000,12 +1013,7 @@ fn short_rows<S: DeviceElement, D: DeviceElement>(
             &mut o,
             &padded(),
         );
-        let mut o = devspan::DeviceViewMut::<D, Ix1>::from(&mut out)
-            .slice_move(s![..rows * (c + 1)])
-            .into_shape_with_order((rows, c + 1))
-            .unwrap()
-            .slice_move(s![.., ..c])
-            .into_dyn();
+        let mut o = padded_out(&mut out, rows, c);
         run(
             b,
             format!("{t} [{rows}, {c}] into [.., ..{c}]"),

@@ -540,7 +540,7 @@ fn short_rows_lose(args: &RowArgs, size: usize, backwards: bool) -> bool {
     let align = CONTIG_ALIGN;
     let low = if backwards {
         args.src
-            .wrapping_sub((args.row_len.saturating_sub(1)).wrapping_mul(size as u64))
+            .wrapping_sub(args.row_len.saturating_sub(1).wrapping_mul(size as u64))
     } else {
         args.src
     };
@@ -548,7 +548,7 @@ fn short_rows_lose(args: &RowArgs, size: usize, backwards: bool) -> bool {
     let strides_whole = args.dst_strides[..outer]
         .iter()
         .chain(&args.src_strides[..outer])
-        .all(|&x| (x.unsigned_abs()).wrapping_mul(size as u64) % align == 0);
+        .all(|&x| x.unsigned_abs().wrapping_mul(size as u64) % align == 0);
     !(bytes % align == 0 && args.dst % align == 0 && low % align == 0 && strides_whole)
 }
 
