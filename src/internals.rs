@@ -297,7 +297,9 @@ pub struct RowsRevLaunch {
 /// of `shape` of `dtype` between raw operands (element zero at byte address `dst` / `src`,
 /// strides in elements); `None` when the copy plans to another kernel. Rows shorter than 256
 /// bytes that are not whole vectors stay on the reversed row kernel here (`assign` gives them
-/// to the gathered rows), so that small layouts check it.
+/// to the gathered rows), and rows read forwards off each other's alignment take the shifted
+/// row kernel (`copy_rows_shifted_bN`) at any length of a vector or more (`assign` only where
+/// they are 256 bytes or more), so that small layouts check them.
 pub fn rows_rev_launch(
     dst: u64,
     dst_strides: &[isize],
@@ -308,6 +310,7 @@ pub fn rows_rev_launch(
 ) -> Result<Option<RowsRevLaunch>> {
     let opt = PlanOptions {
         short_rows: true,
+        shifted_rows: true,
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;

@@ -332,7 +332,8 @@ impl Plan {
             Plan::Transpose { .. } => "transpose",
             Plan::Rows { .. } => "rows",
             Plan::RowsRev { runs, .. } => match (runs.run, runs.backwards) {
-                (1, _) => "rows_rev",
+                (1, true) => "rows_rev",
+                (1, false) => "rows_shifted",
                 (_, true) => "rows_rev3",
                 _ => "runs_rev",
             },
@@ -382,8 +383,16 @@ pub(crate) struct PlanOptions {
     pub tiled_volume: u32,
     /// Keep copied rows shorter than `SHORT_ROW_BYTES` on the row kernels even where they are
     /// not whole vectors (by default they go to the gathered rows, the tiled kernels or the
-    /// strided kernel: [`short_rows_lose`]); for checks of the row kernels on small layouts.
+    /// strided kernel: [`short_rows_lose`]), rows of casts that the row kernel would move
+    /// element by element on it ([`cast_rows_lose`]), and copied rows whose two sides are off
+    /// each other's alignment on the row kernel (by default the shifted row kernel takes the
+    /// long ones); for checks of the row kernels on small layouts.
     pub short_rows: bool,
+    /// Copied rows whose two sides are off each other's 16-byte alignment take the shifted
+    /// row kernel ([`RowRuns::SHIFTED`]) at any length of at least one vector (by default only
+    /// those that [`short_rows_lose`] leaves on the row kernels); for checks of the shifted row
+    /// kernel on small layouts.
+    pub shifted_rows: bool,
 }
 
 /// The address `off_elems` elements of `size` bytes from `base`, computed modulo 2^64 (the
@@ -550,6 +559,62 @@ fn short_rows_lose(args: &RowArgs, size: usize, backwards: bool) -> bool {
         .chain(&args.src_strides[..outer])
         .all(|&x| x.unsigned_abs().wrapping_mul(size as u64) % align == 0);
     !(bytes % align == 0 && args.dst % align == 0 && low % align == 0 && strides_whole)
+}
+
+/// Whether every row of `args` (a copy or cast from `ss`- to `ds`-byte elements, rows read
+/// forwards) reaches a 16-byte boundary of the wider side at the element where the narrower
+/// side reaches one, so that the row kernel moves the elements between its head and tail as
+/// vectors: element offsets equal modulo the wider side's elements per 16 bytes, at element
+/// zero and along every outer axis. Where they differ the row kernel moves the whole row an
+/// element at a time.
+fn rows_in_phase(args: &RowArgs, ss: usize, ds: usize) -> bool {
+    let per = CONTIG_ALIGN / ss.max(ds) as u64;
+    let outer = args.outer_rank as usize;
+    (args.dst / ds as u64).wrapping_sub(args.src / ss as u64) % per == 0
+        && args.dst_strides[..outer]
+            .iter()
+            .zip(&args.src_strides[..outer])
+            .all(|(&d, &s)| d.wrapping_sub(s).rem_euclid(per as i64) == 0)
+}
+
+/// Rows of a cast at least this many bytes long on the wider side stay on the row kernel
+/// where they are in phase ([`cast_rows_lose`]).
+const CAST_ROW_BYTES: u64 = 4 * SHORT_ROW_BYTES;
+
+/// Whether the row kernel would move the rows of a cast `args` from `ss`- to `ds`-byte
+/// elements slower than the gathered rows or the strided kernel: rows out of phase
+/// ([`rows_in_phase`], moved an element at a time), and rows shorter than [`CAST_ROW_BYTES`]
+/// on the wider side that are not whole vector groups on both sides (a length of whole
+/// groups, every row's first byte aligned to 16 on the narrower side), whose unaligned head
+/// and tail, up to two groups of elements, move an element at a time. On the H100 casts u8 ->
+/// f32 and f16 -> f32 of rows of 9 to 1000 elements out of phase (column slices read or
+/// written, rows of an odd length in reverse order) ran at 0.09-0.85 of a device copy on the
+/// row kernel against 0.88-0.97 on the gathered rows (a contiguous destination) and 0.43-0.94
+/// on the strided kernel; rows of 100 elements in phase at 0.64-0.84 against 0.92-0.97; rows of
+/// whole groups (48 elements) and rows of 1000 elements in phase at 0.96-0.99 on the row
+/// kernel.
+fn cast_rows_lose(args: &RowArgs, ss: usize, ds: usize) -> bool {
+    if !rows_in_phase(args, ss, ds) {
+        return true;
+    }
+    let (narrow, nsize) = if ds <= ss {
+        (args.dst, ds)
+    } else {
+        (args.src, ss)
+    };
+    let group = contig_group_elems(ss, ds) as u64;
+    let outer = args.outer_rank as usize;
+    let strides = if ds <= ss {
+        &args.dst_strides[..outer]
+    } else {
+        &args.src_strides[..outer]
+    };
+    let whole = args.row_len % group == 0
+        && narrow % CONTIG_ALIGN == 0
+        && strides
+            .iter()
+            .all(|&x| x.unsigned_abs().wrapping_mul(nsize as u64) % CONTIG_ALIGN == 0);
+    args.row_len.saturating_mul(ss.max(ds) as u64) < CAST_ROW_BYTES && !whole
 }
 
 /// The reversed row kernels' arguments, element type and form for a copy of `elem` whose
@@ -912,20 +977,45 @@ pub(crate) fn plan_copy(
         && norm.axes[0].len >= contig_group_elems(ss, ds))
     .then(|| row_args(&norm, d, s, ss, ds))
     .flatten();
+    let rows_lose = rows.as_ref().is_some_and(|args| {
+        !opt.short_rows
+            && if same {
+                short_rows_lose(args, ss, false)
+            } else {
+                cast_rows_lose(args, ss, ds)
+            }
+    });
     if let Some(args) = rows
-        && !(same && !opt.short_rows && short_rows_lose(&args, ss, false))
+        && !rows_lose
     {
+        // Copied rows off each other's alignment: the shifted row kernel, whose vectors come
+        // out of the source's aligned blocks (the row kernel moves them element by element).
+        if same
+            && (opt.shifted_rows || !opt.short_rows)
+            && !rows_in_phase(&args, ss, ss)
+            && RowRuns::SHIFTED.exists(ss)
+            && args.row_len.saturating_mul(ss as u64) >= RowRuns::SHIFTED.group_bytes(ss)
+        {
+            return Ok(Plan::RowsRev {
+                args,
+                elem: from,
+                runs: RowRuns::SHIFTED,
+            });
+        }
         return Ok(Plan::Rows { args, from, to });
     }
-    // Short rows of a copy (axis 0 of source stride 1 or -1), that the row kernels would move
-    // an element at a time: gathered into long rows of a contiguous destination (a column slice
-    // `x[.., ..c]`, images flipped left-right), else as below.
-    if same
+    // Short rows of a copy (axis 0 of source stride 1 or -1), and rows of a cast, that the row
+    // kernels would move an element at a time: gathered into long rows of a contiguous
+    // destination (a column slice `x[.., ..c]`, images flipped left-right), else as below. A
+    // cast's rows gather only where the destination joins them (into a padded destination the
+    // strided kernel is faster: 0.43-0.92 of a device copy on the H100 against 0.17-0.79).
+    if (same || rows_lose)
         && !opt.no_rows
         && !opt.short_rows
         && norm.axes.first().is_some_and(|a| a.src.unsigned_abs() == 1)
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
         && args.row.row_len.saturating_mul(ds as u64) >= SHORT_ROW_BYTES
+        && (same || args.row.row_len > norm.axes[0].len as u64)
     {
         return Ok(Plan::RowsGather { args, from, to });
     }

@@ -216,7 +216,8 @@ fn random_case(rng: &mut StdRng) -> Case {
             prefer_tiled: seed % 8 == 5,
             prefer_gather: seed % 8 == 6,
             tiled_volume: if seed % 3 == 0 { 64 } else { 0 },
-            short_rows: seed % 5 == 0,
+            short_rows: seed % 3 == 0,
+            shifted_rows: seed % 2 == 0,
         },
     }
 }
@@ -399,6 +400,7 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
                 prefer_gather: false,
                 tiled_volume: 0,
                 short_rows: false,
+                shifted_rows: false,
             },
         };
         if let Err(e) = check_copy(&c).and_then(|()| check_fill(&c)) {
@@ -762,9 +764,15 @@ fn flipped_casts_take_the_gathered_rows() {
         None,
     );
     assert_eq!(gather(&p), (3, 1, -3, 120, 8));
-    // Flipped upside down only: whole rows forwards, the row kernel.
+    // Flipped upside down only: whole rows forwards of 120 elements, not whole vector groups
+    // (16) and shorter than `CAST_ROW_BYTES` on the wider side: the gathered rows; rows of
+    // 1024 elements: the row kernel.
     assert_eq!(
         contiguous_plan(U8, F32, &[8, 40, 3], &[120, 3, 1], &[-120, 3, 1]).path(),
+        "rows_gather"
+    );
+    assert_eq!(
+        contiguous_plan(U8, F32, &[8, 1024], &[1024, 1], &[-1024, 1]).path(),
         "rows"
     );
     // Runs of a vector group or more, read in reverse order: the row kernel, a run a row.
@@ -948,6 +956,15 @@ const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
     prefer_gather: false,
     tiled_volume: 0,
     short_rows: false,
+    shifted_rows: false,
+};
+
+/// [`KERNEL_FAMILY_OPTIONS`] that keep rows on the row kernel wherever it applies, for the
+/// tests of the row kernel itself (by default short rows that are not whole vectors, rows of
+/// casts out of phase and copied rows off each other's alignment leave it).
+const ROW_KERNEL_OPTIONS: PlanOptions = PlanOptions {
+    short_rows: true,
+    ..KERNEL_FAMILY_OPTIONS
 };
 
 fn contiguous_plan(
@@ -1387,29 +1404,55 @@ fn central_block_and_sliced_batches_take_the_row_path() {
 )]
 fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
     use DType::*;
+    let row_case = |shape: &[usize], ds: &[isize], doff, to, ss: &[isize], soff, from| {
+        run_case_with(
+            shape,
+            ds,
+            doff,
+            to,
+            ss,
+            soff,
+            from,
+            None,
+            ROW_KERNEL_OPTIONS,
+        )
+    };
     // Source pitch 1001 f32 (4 mod 16 bytes), contiguous destination: only every fourth row
     // has both sides aligned; the others move element by element.
-    let p = run_case(&[12, 100], &[100, 1], 0, F32, &[1001, 1], 0, F32, None);
+    let p = row_case(&[12, 100], &[100, 1], 0, F32, &[1001, 1], 0, F32);
     let a = rows_of(&p);
     let heads = row_heads(&a, F32, F32);
     for (q, &h) in heads.iter().enumerate() {
         assert_eq!(h, if q % 4 == 0 { 0 } else { 100 }, "row {q}");
     }
     // The same odd pitch on both sides: every row vectorised, with its own head.
-    let p = run_case(&[12, 100], &[1001, 1], 20, F32, &[1001, 1], 4, F32, None);
+    let p = row_case(&[12, 100], &[1001, 1], 20, F32, &[1001, 1], 4, F32);
     let heads = row_heads(&rows_of(&p), F32, F32);
     assert!(heads.iter().all(|&h| h < 4), "{heads:?}");
     assert!(heads.iter().any(|&h| h != heads[0]), "{heads:?}");
     // Misaligned against each other on every row: all scalar.
-    let p = run_case(&[12, 100], &[128, 1], 4, F32, &[256, 1], 0, F32, None);
+    let p = row_case(&[12, 100], &[128, 1], 4, F32, &[256, 1], 0, F32);
     assert!(row_heads(&rows_of(&p), F32, F32).iter().all(|&h| h == 100));
     // Odd pitch of a 1-byte type widened to f64 (groups of 16 elements).
-    let p = run_case(&[9, 70], &[70, 1], 0, F64, &[73, 1], 3, U8, None);
+    let p = row_case(&[9, 70], &[70, 1], 0, F64, &[73, 1], 3, U8);
     let heads = row_heads(&rows_of(&p), U8, F64);
     assert!(
         heads.iter().any(|&h| h < 16) && heads.contains(&70),
         "{heads:?}"
     );
+    // By default the copies whose rows are off each other's alignment take the shifted row
+    // kernel, and the cast the gathered rows.
+    for (shape, ds, doff, ss, soff) in [
+        ([12, 100], [100, 1], 0, [1001, 1], 0),
+        ([12, 100], [128, 1], 4, [256, 1], 0),
+    ] {
+        let p = run_case(&shape, &ds, doff, F32, &ss, soff, F32, None);
+        assert_eq!(p.path(), "rows_shifted", "{shape:?} {ds:?} {ss:?}");
+    }
+    let p = run_case(&[12, 100], &[1001, 1], 20, F32, &[1001, 1], 4, F32, None);
+    assert_eq!(p.path(), "rows");
+    let p = run_case(&[9, 70], &[70, 1], 0, F64, &[73, 1], 3, U8, None);
+    assert_eq!(p.path(), "rows_gather");
     // Short rows of a copy that the row kernel would move element by element (shorter than
     // a vector group, or not whole vectors on both sides) into a contiguous destination: the
     // gathered rows, the destination one row in periods of a source row.
@@ -1493,13 +1536,14 @@ fn row_kernel_covers_every_element_once_with_any_grid() {
             src,
             from,
             shape,
-            PlanOptions::default(),
+            ROW_KERNEL_OPTIONS,
         )
         .unwrap();
         let a = rows_of(&p);
         let full = row_grid(&a, from.size(), to.size());
         for grid in [(1, 1), (2, 3), (3, 1), full, (full.0 + 3, full.1 + 2)] {
-            run_case(shape, dst, doff, to, src, soff, from, Some(grid));
+            let g = Some(grid);
+            run_case_with(shape, dst, doff, to, src, soff, from, g, ROW_KERNEL_OPTIONS);
         }
     }
 }
@@ -1539,9 +1583,17 @@ fn random_cases_reach_every_copy_path() {
             "{path}: {paths:?}"
         );
     }
+    // Copied rows off each other's alignment (the shifted row kernel) are long or planned
+    // with `shifted_rows` and `short_rows` (a sixth of the cases).
     assert!(
-        vector_rows >= 200 && scalar_rows >= 200 && head_rows >= 200,
-        "aligned rows {vector_rows}, rows with a head {head_rows}, scalar rows {scalar_rows}"
+        paths.get("rows_shifted").copied().unwrap_or(0) >= 5,
+        "rows_shifted: {paths:?}"
+    );
+    // Rows of casts that are short and not whole groups leave the row kernel by default;
+    // `short_rows` (a third of the cases) keeps them there.
+    assert!(
+        vector_rows >= 120 && scalar_rows >= 200 && head_rows >= 200,
+        "aligned rows {vector_rows}, rows with a head {head_rows}, scalar rows {scalar_rows}; {paths:?}"
     );
 }
 
@@ -2330,6 +2382,7 @@ fn planning_layouts_with_huge_strides_never_panics() {
             prefer_gather: bits & 2048 != 0,
             tiled_volume: 0,
             short_rows: bits & 4096 != 0,
+            shifted_rows: bits & 8192 != 0,
         };
         let base = (rnd() % 64) * 16;
         let case = format!("shape {shape:?} dst {dst:?} src {src:?} {from:?} -> {to:?} {opt:?}");
@@ -3400,8 +3453,9 @@ fn axes_2_pow_31_elements_apart_are_copied_one_index_at_a_time() {
 /// are whole 16-byte vectors on both sides; the others take the gathered rows into a contiguous
 /// destination (runs of c elements in reversed order or each reversed, a column slice
 /// `x[.., ..c]` read) and the strided kernel into a sliced one (`x[.., ..c]` written); rows of
-/// `SHORT_ROW_BYTES` or more keep the row kernels. Every plan is checked against the
-/// reference, on the launcher's grid and a forced small one.
+/// `SHORT_ROW_BYTES` or more keep the row kernels, the shifted one where the two sides are off
+/// each other's alignment. Every plan is checked against the reference, on the launcher's grid
+/// and a forced small one.
 #[test]
 #[cfg_attr(
     miri,
@@ -3429,8 +3483,10 @@ fn short_copied_rows_leave_the_row_kernels() {
         (F64, 6, true),
         (F64, 15, false),
         // Rows of 256 bytes or more keep the row kernels.
-        (U8, 300, true),
-        (F32, 65, true),
+        (U8, 300, false),
+        (F32, 65, false),
+        (U8, 512, true),
+        (F32, 64, true),
     ];
     for (t, c, whole) in cases {
         let size = t.size();
@@ -3439,14 +3495,13 @@ fn short_copied_rows_leave_the_row_kernels() {
         let dense = [ci, 1];
         let last = (rows as u64 - 1) * (c * size) as u64;
         let end = ((c - 1) * size) as u64;
-        let (rr, er, read) = if whole {
-            (
-                "rows",
-                "rows_rev",
-                if long { "rows" } else { "rows_gather" },
-            )
-        } else {
-            ("rows_gather", "rows_gather", "rows_gather")
+        // Long rows off each other's alignment (a pitch of c + 1, or rows of c elements that
+        // are not whole vectors in reverse order) take the shifted row kernel.
+        let (rr, er, read, into) = match (long, whole) {
+            (true, true) => ("rows", "rows_rev", "rows_shifted", "rows_shifted"),
+            (true, false) => ("rows_shifted", "rows_rev", "rows_shifted", "rows_shifted"),
+            (false, true) => ("rows", "rows_rev", "rows_gather", "strided32"),
+            (false, false) => ("rows_gather", "rows_gather", "rows_gather", "strided32"),
         };
         // What, destination strides, source strides, source element zero's offset, path.
         type Layout<'a> = (&'a str, [isize; 2], [isize; 2], u64, &'a str);
@@ -3454,13 +3509,7 @@ fn short_copied_rows_leave_the_row_kernels() {
             ("runs reversed", dense, [-ci, 1], last, rr),
             ("each run reversed", dense, [ci, -1], end, er),
             ("read from [.., ..c]", dense, [ci + 1, 1], 0, read),
-            (
-                "written into [.., ..c]",
-                [ci + 1, 1],
-                dense,
-                0,
-                if long { "rows" } else { "strided32" },
-            ),
+            ("written into [.., ..c]", [ci + 1, 1], dense, 0, into),
         ];
         for (what, ds, ss, soff, want) in layouts {
             for grid in [None, Some((2, 3))] {
@@ -3468,5 +3517,66 @@ fn short_copied_rows_leave_the_row_kernels() {
                 assert_eq!(p.path(), want, "{t} [{rows}, {c}] {what}");
             }
         }
+    }
+}
+
+/// Casts whose rows the row kernel would move element by element leave it: rows out of phase
+/// (a column slice `x[.., ..c]` read or written, rows of a length that is not a multiple of
+/// the wider side's elements per vector in reverse order), and rows shorter than
+/// `CAST_ROW_BYTES` on the wider side that are not whole vector groups. They take the gathered
+/// rows into a contiguous destination and the strided kernel into a padded one; rows in phase
+/// and long, or whole groups, keep the row kernel. Every plan is checked against the
+/// reference.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn casts_of_rows_out_of_phase_leave_the_row_kernel() {
+    use DType::*;
+    let rows = 24usize;
+    for (from, to) in [(U8, F32), (F16, F32), (F32, F16), (U8, F64)] {
+        let (fs, ts) = (from.size(), to.size());
+        let wide = fs.max(ts);
+        let group = contig_group_elems(fs, ts);
+        for c in [17usize, 48, 100, 255, 1000, 1024] {
+            let ci = c as isize;
+            let dense = [ci, 1];
+            // Rows in reverse order (source row q at element (rows - 1 - q) * c, destination
+            // row q at q * c): in phase where 2c and the last row's offset are multiples of the
+            // wider side's elements per vector; kept where whole groups or long enough.
+            let per = 16 / wide;
+            let in_phase = (2 * c) % per == 0 && ((rows - 1) * c) % per == 0;
+            let whole = c % group == 0;
+            let long = c * wide >= 1024;
+            let rev = if in_phase && (whole || long) {
+                "rows"
+            } else {
+                "rows_gather"
+            };
+            let last = ((rows - 1) * c * fs) as u64;
+            type Layout<'a> = (&'a str, [isize; 2], [isize; 2], u64, &'a str);
+            let layouts: [Layout; 3] = [
+                ("runs reversed", dense, [-ci, 1], last, rev),
+                ("read from [.., ..c]", dense, [ci + 1, 1], 0, "rows_gather"),
+                ("written into [.., ..c]", [ci + 1, 1], dense, 0, "strided32"),
+            ];
+            for (what, ds, ss, soff, want) in layouts {
+                let p = run_case(&[rows, c], &ds, 0, to, &ss, soff, from, None);
+                assert_eq!(p.path(), want, "{from} -> {to} [{rows}, {c}] {what}");
+            }
+        }
+    }
+}
+
+/// The capture test's (`tests/gpu/capture.rs`) column slices of u8: rows of 300 bytes out of
+/// 316 line up with a contiguous destination (the row kernel); out of 301 they do not (the
+/// shifted row kernel).
+#[test]
+fn column_slices_in_and_off_phase() {
+    use DType::*;
+    for (pitch, want) in [(316isize, "rows"), (301, "rows_shifted")] {
+        let p = contiguous_plan(U8, U8, &[64, 300], &[300, 1], &[pitch, 1]);
+        assert_eq!(p.path(), want, "pitch {pitch}");
     }
 }

@@ -2211,6 +2211,123 @@ fn short_copied_rows_leave_the_row_kernels() {
     println!("short rows: paths {paths:?}");
 }
 
+/// Copies of rows of 256 bytes or more of every element size whose two sides are off each
+/// other's 16-byte alignment take the shifted row kernel, against ndarray: a column slice
+/// `x[.., a..a + c]` read (a source padded by one element per row, from element 0 or 1) and
+/// written (a padded destination, its spare elements keeping their poison), and rows of `c`
+/// elements in reversed order where they do not line up (those that do keep the row
+/// kernel). Casts of rows out of phase (a column slice read or written, rows of an odd
+/// length in reverse order) leave the row kernel: the gathered rows into a contiguous
+/// destination, the strided kernel into a padded one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn long_rows_off_alignment_take_the_shifted_row_kernel() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    for (size, c) in [
+        (1usize, 300usize),
+        (1, 512),
+        (1, 1000),
+        (1, 4095),
+        (2, 200),
+        (2, 513),
+        (4, 65),
+        (4, 250),
+        (4, 1023),
+        (8, 33),
+        (8, 100),
+    ] {
+        let rows = 200 + c % 7;
+        // (source, destination, path)
+        let mut layouts = Vec::new();
+        let mut rev = Src::permuted(&[rows, c], vec![0, 1]);
+        rev.slice[0] = step(0, None, -1);
+        // Rows in reverse order (source row q at element (rows - 1 - q) * c) line up with the
+        // destination's where 2c elements and the last row's offset are whole vectors.
+        let bytes = c * size;
+        let in_phase = (2 * bytes) % 16 == 0 && ((rows - 1) * bytes) % 16 == 0;
+        let rev_path = if in_phase { "rows" } else { "rows_shifted" };
+        layouts.push((rev, Dst::contiguous(&[rows, c]), rev_path));
+        for start in [0, 1] {
+            let mut read = Src::permuted(&[rows, c + 1], vec![0, 1]);
+            read.slice[1] = step(start, Some(start + c as isize), 1);
+            layouts.push((read, Dst::contiguous(&[rows, c]), "rows_shifted"));
+        }
+        let written = Src::permuted(&[rows, c], vec![0, 1]);
+        layouts.push((written, Dst::padded(&[rows, c]), "rows_shifted"));
+        for (src, dst, want) in layouts {
+            for which in 0..4 {
+                index += 1;
+                let seed = case_seed(0x5417, index);
+                let p = &mut paths;
+                let path = match size {
+                    1 => same_type_case::<u8>(&stream, seed, which, &src, &dst, p),
+                    2 => same_type_case::<f16>(&stream, seed, which, &src, &dst, p),
+                    4 => same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
+                    _ => same_type_case::<f64>(&stream, seed, which, &src, &dst, p),
+                };
+                // `to_contiguous` and `cast` make their own destination: contiguous (a
+                // contiguous source then copies whole).
+                if which < 2 || dst.show() == Dst::contiguous(&[rows, c]).show() {
+                    assert_eq!(
+                        path,
+                        want,
+                        "{} into {}, {size} bytes",
+                        src.show(),
+                        dst.show()
+                    );
+                }
+            }
+        }
+    }
+    // Casts: u8 -> f32 and f16 -> f32 of rows out of phase.
+    for c in [17usize, 100, 255, 1000] {
+        let rows = 150;
+        let mut rev = Src::permuted(&[rows, c], vec![0, 1]);
+        rev.slice[0] = step(0, None, -1);
+        let mut read = Src::permuted(&[rows, c + 1], vec![0, 1]);
+        read.slice[1] = step(0, Some(c as isize), 1);
+        let written = Src::permuted(&[rows, c], vec![0, 1]);
+        let contiguous = Dst::contiguous(&[rows, c]);
+        // Rows in reverse order are in phase where `c` is a multiple of 4 (a pitch of -c
+        // elements in the source, c in the destination); those of 1000 are long enough to
+        // stay on the row kernel.
+        let rev_path = if c % 4 == 0 && c >= 256 {
+            "rows"
+        } else {
+            "rows_gather"
+        };
+        let layouts = [
+            (rev, contiguous.clone(), rev_path),
+            (read, contiguous.clone(), "rows_gather"),
+            (written, Dst::padded(&[rows, c]), "strided32"),
+        ];
+        for (src, dst, want) in layouts {
+            for from in [1usize, 2] {
+                index += 1;
+                let seed = case_seed(0x5417, index);
+                let p = &mut paths;
+                let s = &stream;
+                let path = if from == 1 {
+                    cast_case::<u8, f32>(s, seed, 0, &src, &dst, p)
+                } else {
+                    cast_case::<f16, f32>(s, seed, 0, &src, &dst, p)
+                };
+                assert_eq!(
+                    path,
+                    want,
+                    "{} into {}, {from} -> 4 bytes",
+                    src.show(),
+                    dst.show()
+                );
+            }
+        }
+    }
+    println!("long rows: paths {paths:?}");
+}
+
 /// Casts of views read backwards along their fastest axis, of images flipped left-right with
 /// their channels last (pixels right to left) and of channels reversed or pairs swapped, each
 /// converted in one pass, take the gathered rows (`rows_gather`), for casts from and to every

@@ -442,17 +442,22 @@ fn assign_every_path_in_every_mode() {
     let new_axis = [full(), SliceInfoElem::NewAxis, full(), step(2, 1)];
     let s = Steer::Default;
     // The planner's documented choices (src/plan/tests.rs): one element in, same type: memcpy;
-    // every other column: strided32; rows of 16 bytes out of 17: rows.
+    // every other column: strided32; rows of 300 bytes out of 316: rows; out of 301 (off each
+    // other's alignment): rows_shifted; rows of 16 bytes out of 17 (short and off the 16-byte
+    // grid): rows_gather.
     let shifted = [step(1, 1)];
     let every_other = [full(), step(0, 2)];
-    let short_rows = [
-        full(),
-        SliceInfoElem::Slice {
-            start: 0,
-            end: Some(16),
-            step: 1,
-        },
-    ];
+    let columns = |end| {
+        [
+            full(),
+            SliceInfoElem::Slice {
+                start: 0,
+                end: Some(end),
+                step: 1,
+            },
+        ]
+    };
+    let (long_rows, short_rows) = (columns(300), columns(16));
     for mode in MODES {
         let (id1, id2) = (&[0][..], &[0, 1][..]);
         paths.insert(copy_case::<f32, f32>(
@@ -473,6 +478,17 @@ fn assign_every_path_in_every_mode() {
             id2,
             s,
         ));
+        for pitch in [316, 301] {
+            paths.insert(copy_case::<u8, u8>(
+                &stream,
+                &mut rng,
+                mode,
+                &[64, pitch],
+                &long_rows,
+                id2,
+                s,
+            ));
+        }
         paths.insert(copy_case::<u8, u8>(
             &stream,
             &mut rng,
@@ -593,6 +609,7 @@ fn assign_every_path_in_every_mode() {
         "memcpy",
         "contig",
         "rows",
+        "rows_shifted",
         "transpose",
         "strided32",
         "tiled",

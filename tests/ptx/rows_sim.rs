@@ -3,7 +3,8 @@
 //! planner gives them: reversed vectors, images flipped left-right (every row reversed; with 4
 //! channels last, runs of channels reversed as one element; with 3 or 6 channels last, runs of
 //! 3 elements reversed, each in order), flipped both ways, pairs swapped and channels last
-//! reversed (`copy_runs_revR_bN`: runs in order, each reversed), for every element size, with
+//! reversed (`copy_runs_revR_bN`: runs in order, each reversed), and rows read forwards from
+//! a column slice, off the destination's alignment (`copy_rows_shifted_bN`), for every element size, with
 //! operands whose rows line up as 16-byte vectors (from the first element, or after a head)
 //! and operands a unit off (vectors shifted out of two aligned blocks), every block of the
 //! launcher's grid (some of more than one block along rows, some over rows); some cases of
@@ -65,7 +66,7 @@ struct Layout {
 fn layouts() -> Vec<Layout> {
     let mut all = Vec::new();
     type Pad = Option<(usize, usize)>;
-    let shapes: [(&str, &[usize], &[usize], Pad); 25] = [
+    let shapes: [(&str, &[usize], &[usize], Pad); 28] = [
         ("vec", &[300], &[0], None),
         ("vec", &[320], &[0], None),
         // Grids of more than one block: along a row (x), over rows (y).
@@ -97,6 +98,11 @@ fn layouts() -> Vec<Layout> {
         ("hwc6_w_pad", &[2, 70, 6], &[1], Some((1, 2))),
         ("hwc3_c_pad", &[3, 40, 3], &[2], Some((1, 1))),
         ("swap_pad", &[4, 100, 2], &[2], Some((1, 3))),
+        // Rows read forwards from a column slice (rows 1 or 3 elements apart, off the
+        // destination's alignment on every row): the shifted row kernel.
+        ("cols_pad", &[12, 100], &[], Some((1, 3))),
+        ("cols_pad", &[3, 5, 40], &[], Some((2, 1))),
+        ("cols_pad", &[2, 9000], &[], Some((1, 1))),
     ];
     for (name, shape, flip, pad) in shapes {
         for size in [1usize, 2, 4, 8] {

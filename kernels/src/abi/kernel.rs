@@ -46,6 +46,13 @@ pub enum Kind {
     RunsRev3,
     /// [`Kind::RunsRev2`] of runs of 4 elements (RGBA <-> ABGR).
     RunsRev4,
+    /// Rows read forwards whose two sides are off each other's 16-byte alignment (a column
+    /// slice `x[.., a..b]` read or written, rows of an odd length in reverse order): each
+    /// aligned destination vector from the two aligned source blocks that cover its bytes,
+    /// shifted in registers: [`RowArgs`](super::RowArgs) (`src` each row's element zero), the
+    /// reversed row kernels' code with runs of one element each read backwards, which is each
+    /// element as it is ([`RowRuns::SHIFTED`](super::RowRuns::SHIFTED)). Copies only.
+    RowsShifted,
     /// Rows contiguous in the destination whose source holds each row in periods of
     /// elements: [`RowGatherArgs`](super::RowGatherArgs) (images flipped left-right or with
     /// their channels reversed, rows read backwards; casts of them in one pass, and copies of
@@ -88,7 +95,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 24] = [
+    pub const ALL: [Kind; 25] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -99,6 +106,7 @@ impl Kind {
         Kind::RunsRev2,
         Kind::RunsRev3,
         Kind::RunsRev4,
+        Kind::RowsShifted,
         Kind::RowsGather,
         Kind::Permute,
         Kind::Permute32,
@@ -145,6 +153,7 @@ impl Kind {
             Kind::RunsRev2 => Some(RowRuns::new(2, false)),
             Kind::RunsRev3 => Some(RowRuns::new(3, false)),
             Kind::RunsRev4 => Some(RowRuns::new(4, false)),
+            Kind::RowsShifted => Some(RowRuns::SHIFTED),
             _ => None,
         }
     }
@@ -170,6 +179,7 @@ impl Kind {
             Kind::RunsRev2 => "runs_rev2",
             Kind::RunsRev3 => "runs_rev3",
             Kind::RunsRev4 => "runs_rev4",
+            Kind::RowsShifted => "rows_shifted",
             Kind::RowsGather => "rows_gather",
             Kind::Permute => "permute",
             Kind::Permute32 => "permute32",
@@ -426,6 +436,7 @@ impl Kernel {
             | Kind::RunsRev2
             | Kind::RunsRev3
             | Kind::RunsRev4
+            | Kind::RowsShifted
             | Kind::RowsGather => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
@@ -485,17 +496,17 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds, reversed rows and gathered rows per size, reversed rows of runs of 3 (1 and
-        // 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2 and 4
-        // bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
-        assert_eq!(copies, 4 * 12 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
+        // Ten kinds, reversed, shifted and gathered rows per size, reversed rows of runs of 3
+        // (1 and 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2
+        // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
+        assert_eq!(copies, 4 * 13 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1320 + 4 + 124 + 210);
+        assert_eq!(all.len(), 1320 + 4 + 128 + 210);
     }
 
     #[test]
@@ -527,6 +538,10 @@ mod tests {
             "copy_runs_rev4_b4"
         );
         assert!(!Kernel::copy(rev(4, false), DType::F64, DType::F64).exists());
+        for t in [DType::U8, DType::F16, DType::F32, DType::F64] {
+            let name = format!("copy_rows_shifted_b{}", t.size());
+            assert_eq!(k(Kind::RowsShifted, t, t), name);
+        }
         assert_eq!(
             k(Kind::RowsGather, DType::U8, DType::F32),
             "cast_rows_gather_u8_f32"

@@ -139,7 +139,12 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::Transpose => transpose_kernel(t, name, s, d),
         Kind::Rows => row_kernel(t, name, s, d),
         Kind::RowsGather => rows::row_gather_kernel(t, name, s, d),
-        Kind::RowsRev | Kind::RowsRev3 | Kind::RunsRev2 | Kind::RunsRev3 | Kind::RunsRev4 => {
+        Kind::RowsRev
+        | Kind::RowsRev3
+        | Kind::RunsRev2
+        | Kind::RunsRev3
+        | Kind::RunsRev4
+        | Kind::RowsShifted => {
             let runs = k.kind().row_runs().expect("a reversed row kind");
             rows::row_rev_kernel(t, name, s, runs)
         }

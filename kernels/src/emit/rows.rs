@@ -563,7 +563,13 @@ pub(super) fn row_rev_kernel(t: &mut Templates, name: &str, s: Ty, runs: RowRuns
         group0.line("add.s64 %gs0, %sr, %t;");
     }
 
-    let order = if runs.backwards {
+    let order = if runs == RowRuns::SHIFTED {
+        format!(
+            "the element at src + (os + i) * {}: rows read forwards, as runs of one element \
+             each reversed, for rows whose two sides are off each other's 16-byte alignment",
+            s.size
+        )
+    } else if runs.backwards {
         format!(
             "the run at src + (os - {run} * i) * {}, its elements in order: the runs go \
              forwards in the destination and backwards in the source, from the source's run \

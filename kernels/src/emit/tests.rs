@@ -23,7 +23,8 @@ fn block_size(k: Kernel) -> Option<usize> {
         | Kind::RowsRev3
         | Kind::RunsRev2
         | Kind::RunsRev3
-        | Kind::RunsRev4 => Some(size_of::<RowArgs>()),
+        | Kind::RunsRev4
+        | Kind::RowsShifted => Some(size_of::<RowArgs>()),
         Kind::RowsGather => Some(size_of::<crate::abi::RowGatherArgs>()),
         Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow => {
             Some(size_of::<crate::abi::TiledArgs>())

@@ -86,9 +86,12 @@ pub const ROW_STAGED_MAX_REGISTERS: u32 = 80;
 /// backwards, or images with their channels last flipped left-right), or the runs in order
 /// with each run's elements reversed (images with their channels reversed, `x[..., ::-1]`).
 /// Each kernel moves groups of runs whose bytes fill whole 16-byte vectors on both sides.
+/// Runs of one element each reversed ([`RowRuns::SHIFTED`]) are rows read forwards, element
+/// for element: their kernel moves rows whose two sides are off each other's 16-byte
+/// alignment, each vector shifted out of the aligned blocks that cover it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowRuns {
-    /// Elements per run: 1 or 3 `backwards`, 2, 3 or 4 otherwise.
+    /// Elements per run: 1 or 3 `backwards`, 1 to 4 otherwise.
     pub run: usize,
     /// The runs in reverse order (each in order), else each run reversed (the runs in order).
     pub backwards: bool,
@@ -96,13 +99,18 @@ pub struct RowRuns {
 
 impl RowRuns {
     /// Every reversed row form that has kernels.
-    pub const ALL: [RowRuns; 5] = [
+    pub const ALL: [RowRuns; 6] = [
         RowRuns::new(1, true),
         RowRuns::new(3, true),
         RowRuns::new(2, false),
         RowRuns::new(3, false),
         RowRuns::new(4, false),
+        RowRuns::SHIFTED,
     ];
+
+    /// Rows read forwards (runs of one element, each reversed: as it is), for rows whose
+    /// source and destination are off each other's 16-byte alignment.
+    pub const SHIFTED: RowRuns = RowRuns::new(1, false);
 
     /// Runs of `run` elements, in reverse order (`backwards`) or each reversed.
     pub const fn new(run: usize, backwards: bool) -> RowRuns {
@@ -118,7 +126,7 @@ impl RowRuns {
     /// staged loops, [`ROW_STAGED_MAX_REGISTERS`]), run at 0.89-0.94 against the gather's
     /// 0.29-0.64. Staged groups of 4- and 8-byte elements are not measured.
     pub const fn exists(self, size: usize) -> bool {
-        let known = matches!((self.run, self.backwards), (1 | 3, true) | (2..=4, false));
+        let known = matches!((self.run, self.backwards), (1 | 3, true) | (1..=4, false));
         known
             && matches!(size, 1 | 2 | 4 | 8)
             && if self.run == 3 {
