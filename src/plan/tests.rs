@@ -15,7 +15,9 @@ use rand::{Rng, SeedableRng};
 use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
-use super::{Plan, PlanOptions, plan_copy, plan_fill};
+use super::{
+    GATHER_SHIFTED_MIN_SIZE, Plan, PlanOptions, plan_copy, plan_fill, reversed_rows_shift,
+};
 use crate::element::DType;
 use crate::layout::Layout;
 use devspan_kernels::abi::{RowArgs, contig_group_elems, row_grid, row_head};
@@ -651,9 +653,10 @@ fn flips_of_any_strides_match_reference() {
         reversed += usize::from(p.path().starts_with("rows_rev") || p.path() == "runs_rev");
         gathered += usize::from(p.path() == "rows_gather");
     }
-    // Most drawn rows are short; those that are not whole vectors take the gathered rows.
+    // Most drawn rows are short; those that are not whole vectors take the gathered rows, as do
+    // long rows of 4- and 8-byte elements that the reversed row kernel would shift.
     assert!(
-        reversed * 10 >= cases && gathered * 10 >= cases,
+        reversed * 20 >= cases && gathered * 10 >= cases,
         "of {cases} cases {reversed} took the reversed row kernels, {gathered} the gathered rows"
     );
 }
@@ -1441,13 +1444,15 @@ fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
         "{heads:?}"
     );
     // By default the copies whose rows are off each other's alignment take the shifted row
-    // kernel, and the cast the gathered rows.
-    for (shape, ds, doff, ss, soff) in [
-        ([12, 100], [100, 1], 0, [1001, 1], 0),
-        ([12, 100], [128, 1], 4, [256, 1], 0),
+    // kernel (4-byte elements into a contiguous destination the gathered rows), and the cast
+    // the gathered rows.
+    for (shape, ds, doff, ss, soff, t, want) in [
+        ([12, 100], [100, 1], 0, [1001, 1], 0, F32, "rows_gather"),
+        ([12, 400], [400, 1], 0, [4001, 1], 0, U8, "rows_shifted"),
+        ([12, 100], [128, 1], 4, [256, 1], 0, F32, "rows_shifted"),
     ] {
-        let p = run_case(&shape, &ds, doff, F32, &ss, soff, F32, None);
-        assert_eq!(p.path(), "rows_shifted", "{shape:?} {ds:?} {ss:?}");
+        let p = run_case(&shape, &ds, doff, t, &ss, soff, t, None);
+        assert_eq!(p.path(), want, "{shape:?} {ds:?} {ss:?} {t}");
     }
     let p = run_case(&[12, 100], &[1001, 1], 20, F32, &[1001, 1], 4, F32, None);
     assert_eq!(p.path(), "rows");
@@ -1470,11 +1475,15 @@ fn misaligned_rows_fall_back_per_row_or_to_the_strided_kernel() {
         contiguous_plan(U8, U8, &[64, 16], &[17, 1], &[16, 1]).path(),
         "strided32"
     );
-    // Reversed rows (source inner stride -1): the reversed row kernel for copies, the
-    // gathered rows for casts.
+    // Reversed rows (source inner stride -1): the reversed row kernel for copies (for 4-byte
+    // elements whose rows it would shift, the gathered rows), the gathered rows for casts.
+    assert_eq!(
+        contiguous_plan(U8, U8, &[64, 256], &[256, 1], &[256, -1]).path(),
+        "rows_rev"
+    );
     assert_eq!(
         contiguous_plan(F32, F32, &[64, 64], &[64, 1], &[64, -1]).path(),
-        "rows_rev"
+        "rows_gather"
     );
     assert_eq!(
         contiguous_plan(F32, F16, &[64, 64], &[64, 1], &[64, -1]).path(),
@@ -3233,6 +3242,22 @@ fn reversed_rows_take_the_reversed_row_kernel() {
                             assert_eq!((elem.size(), runs.run), (w, run), "{what}");
                             assert!(runs.backwards, "{what}");
                         }
+                        // Wide elements whose rows the reversed row kernel would shift take
+                        // the gathered rows (the destination is contiguous).
+                        Plan::RowsGather { .. } if run == 1 && w >= GATHER_SHIFTED_MIN_SIZE => {
+                            let dst = c_strides(shape);
+                            let keep = PlanOptions {
+                                short_rows: true,
+                                ..PlanOptions::default()
+                            };
+                            let d0 = DST_BASE + (off * size) as u64;
+                            let s0 = SRC_BASE + soff;
+                            let q = plan_copy(d0, &dst, t, s0, &src, t, shape, keep).unwrap();
+                            let Plan::RowsRev { args, .. } = q else {
+                                panic!("{what}: {q:?} kept")
+                            };
+                            assert!(reversed_rows_shift(&args, w), "{what}");
+                        }
                         _ => panic!("{what}"),
                     }
                 }
@@ -3497,9 +3522,18 @@ fn short_copied_rows_leave_the_row_kernels() {
         let end = ((c - 1) * size) as u64;
         // Long rows off each other's alignment (a pitch of c + 1, or rows of c elements that
         // are not whole vectors in reverse order) take the shifted row kernel.
+        // Those of 4- and 8-byte elements into a contiguous destination take the gathered rows.
+        let shifted = if size >= GATHER_SHIFTED_MIN_SIZE {
+            "rows_gather"
+        } else {
+            "rows_shifted"
+        };
         let (rr, er, read, into) = match (long, whole) {
-            (true, true) => ("rows", "rows_rev", "rows_shifted", "rows_shifted"),
-            (true, false) => ("rows_shifted", "rows_rev", "rows_shifted", "rows_shifted"),
+            (true, true) => ("rows", "rows_rev", shifted, "rows_shifted"),
+            (true, false) if size >= GATHER_SHIFTED_MIN_SIZE => {
+                (shifted, shifted, shifted, "rows_shifted")
+            }
+            (true, false) => (shifted, "rows_rev", shifted, "rows_shifted"),
             (false, true) => ("rows", "rows_rev", "rows_gather", "strided32"),
             (false, false) => ("rows_gather", "rows_gather", "rows_gather", "strided32"),
         };

@@ -2126,6 +2126,14 @@ fn reversed_rows_take_the_reversed_row_kernel() {
                 _ if flip == [1] => (c * size <= 8, "rows_rev"),
                 _ => (true, "rows_rev"),
             };
+            // Rows sliced from element 1 lie off each other's alignment (a pitch of 257
+            // elements): 4- and 8-byte elements take the gathered rows where the destination
+            // joins the rows.
+            let want = if sliced && rank >= 2 && size >= 4 && want == "rows_rev" {
+                "rows_gather"
+            } else {
+                want
+            };
             if fits {
                 assert_eq!(path, want, "{base:?} flip {flip:?}, {size} bytes");
             }
@@ -2212,7 +2220,8 @@ fn short_copied_rows_leave_the_row_kernels() {
 }
 
 /// Copies of rows of 256 bytes or more of every element size whose two sides are off each
-/// other's 16-byte alignment take the shifted row kernel, against ndarray: a column slice
+/// other's 16-byte alignment take the shifted row kernel (4- and 8-byte elements into a
+/// contiguous destination the gathered rows), against ndarray: a column slice
 /// `x[.., a..a + c]` read (a source padded by one element per row, from element 0 or 1) and
 /// written (a padded destination, its spare elements keeping their poison), and rows of `c`
 /// elements in reversed order where they do not line up (those that do keep the row
@@ -2248,12 +2257,19 @@ fn long_rows_off_alignment_take_the_shifted_row_kernel() {
         // destination's where 2c elements and the last row's offset are whole vectors.
         let bytes = c * size;
         let in_phase = (2 * bytes) % 16 == 0 && ((rows - 1) * bytes) % 16 == 0;
-        let rev_path = if in_phase { "rows" } else { "rows_shifted" };
+        // Into a contiguous destination, rows of 4- and 8-byte elements that the row kernels
+        // would shift take the gathered rows.
+        let shifted = if size >= 4 {
+            "rows_gather"
+        } else {
+            "rows_shifted"
+        };
+        let rev_path = if in_phase { "rows" } else { shifted };
         layouts.push((rev, Dst::contiguous(&[rows, c]), rev_path));
         for start in [0, 1] {
             let mut read = Src::permuted(&[rows, c + 1], vec![0, 1]);
             read.slice[1] = step(start, Some(start + c as isize), 1);
-            layouts.push((read, Dst::contiguous(&[rows, c]), "rows_shifted"));
+            layouts.push((read, Dst::contiguous(&[rows, c]), shifted));
         }
         let written = Src::permuted(&[rows, c], vec![0, 1]);
         layouts.push((written, Dst::padded(&[rows, c]), "rows_shifted"));
