@@ -500,6 +500,24 @@ fn cast_case<F: DeviceElement, T: DeviceElement>(
     }
 }
 
+/// [`same_type_case`] of u8, f16, f32 or f64 by `size` (1, 2, 4, else 8 bytes).
+fn sized_case(
+    size: usize,
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    which: usize,
+    src: &Src,
+    dst: &Dst,
+    paths: &mut Paths,
+) -> String {
+    match size {
+        1 => same_type_case::<u8>(stream, seed, which, src, dst, paths),
+        2 => same_type_case::<f16>(stream, seed, which, src, dst, paths),
+        4 => same_type_case::<f32>(stream, seed, which, src, dst, paths),
+        _ => same_type_case::<f64>(stream, seed, which, src, dst, paths),
+    }
+}
+
 /// Whether a path is one of the kernels for any rank: the tiled kernels (`tiled`, `tiled_e`,
 /// with or without a remainder launch) or the rank-generic strided kernel.
 fn any_rank_path(path: &str) -> bool {
@@ -2193,13 +2211,7 @@ fn short_copied_rows_leave_the_row_kernels() {
             for which in 0..4 {
                 index += 1;
                 let seed = case_seed(0x5407, index);
-                let p = &mut paths;
-                let path = match size {
-                    1 => same_type_case::<u8>(&stream, seed, which, &src, &dst, p),
-                    2 => same_type_case::<f16>(&stream, seed, which, &src, &dst, p),
-                    4 => same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
-                    _ => same_type_case::<f64>(&stream, seed, which, &src, &dst, p),
-                };
+                let path = sized_case(size, &stream, seed, which, &src, &dst, &mut paths);
                 // `to_contiguous` and `cast` make their own destination: contiguous.
                 let want = if which >= 2 && want == "strided32" {
                     path.as_str()
@@ -2277,13 +2289,7 @@ fn long_rows_off_alignment_take_the_shifted_row_kernel() {
             for which in 0..4 {
                 index += 1;
                 let seed = case_seed(0x5417, index);
-                let p = &mut paths;
-                let path = match size {
-                    1 => same_type_case::<u8>(&stream, seed, which, &src, &dst, p),
-                    2 => same_type_case::<f16>(&stream, seed, which, &src, &dst, p),
-                    4 => same_type_case::<f32>(&stream, seed, which, &src, &dst, p),
-                    _ => same_type_case::<f64>(&stream, seed, which, &src, &dst, p),
-                };
+                let path = sized_case(size, &stream, seed, which, &src, &dst, &mut paths);
                 // `to_contiguous` and `cast` make their own destination: contiguous (a
                 // contiguous source then copies whole).
                 if which < 2 || dst.show() == Dst::contiguous(&[rows, c]).show() {
