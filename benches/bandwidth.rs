@@ -927,7 +927,7 @@ fn flip_odd_workloads(b: &mut Bench) {
     flip_rows::<f32, f32>(b, "flip-odd", flip_odd_layouts());
 }
 
-/// Short runs of `c` elements of `T` (9 to 20 sizes from 3 to 4095 bytes per element size),
+/// Short runs of `c` elements of `T` (11 to 20 sizes from 3 to 4095 bytes per element size),
 /// made contiguous or written into a sliced destination (`short-rows`): images of `c` channels
 /// last flipped left-right (runs in reversed order) or with their channels reversed (each run
 /// reversed); columns `..c` of a `[rows, c + 1]` matrix read (sliced source) and written
@@ -1035,14 +1035,18 @@ fn short_rows_workloads(b: &mut Bench) {
     short_rows::<f16, f16>(
         b,
         "short-rows",
-        &[3, 5, 7, 9, 12, 15, 17, 20, 24, 31, 33, 40, 48, 66],
+        &[3, 5, 7, 9, 12, 15, 17, 20, 24, 31, 33, 40, 48, 66, 200, 513],
     );
     short_rows::<f32, f32>(
         b,
         "short-rows",
         &[3, 5, 6, 7, 9, 10, 12, 15, 17, 20, 24, 31, 33, 63, 250, 1023],
     );
-    short_rows::<f64, f64>(b, "short-rows", &[3, 5, 6, 7, 9, 10, 12, 15, 17]);
+    short_rows::<f64, f64>(
+        b,
+        "short-rows",
+        &[3, 5, 6, 7, 9, 10, 12, 15, 17, 33, 100, 511],
+    );
 }
 
 /// [`short_rows`] cast in one pass, u8 -> f32 and f16 -> f32 (`short-rows-cast`).
