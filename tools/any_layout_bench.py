@@ -43,7 +43,7 @@ passes: PyTorch has no flip with a cast), CuPy `cupy.copyto` of the flipped view
 array of T, and devspan `devspan.cast` of CuPy's flipped view. The `flip-odd` cases (images
 of 5 and 7 channels flipped left-right or with their channels reversed, u8, f16 and f32) run
 as the `flip` cases do. The `short-rows` cases (a `[rows, c]` array of u8, f16 and f32 with
-rows of c = 3 to 100 elements, about 1 GiB) run its runs in reversed order and each run
+rows of c = 3 to 1000 elements, about 1 GiB) run its runs in reversed order and each run
 reversed as the `flip` cases do, and the column slice `x[:, :c]` of a `[rows, c + 1]` array
 (the bench's `from [.., ..c]` rows) as the `narrow` cases do: `.contiguous()`,
 `cupy.ascontiguousarray`, `devspan.to_contiguous` of the torch view.
@@ -184,7 +184,7 @@ def flip_odd_layouts():
     return out
 
 
-SHORT_ROW_CS = (3, 5, 7, 9, 17, 24, 33, 48, 100)
+SHORT_ROW_CS = (3, 5, 7, 9, 17, 24, 33, 48, 100, 250, 1000)
 
 
 def short_row_layouts(size):
