@@ -642,16 +642,18 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
-/// The steering of the `narrow`, `narrow-cast`, `rank`, `flip` and `flip-cast` groups:
-/// `DEVSPAN_BENCH_STEER` = `no-tiled`, `prefer-tiled`, `no-rows` or `prefer-gather`
-/// ([`Steer::NoTiled`], [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`]),
-/// else the planner's own choice.
+/// The steering of the `narrow`, `narrow-cast`, `rank`, `flip`, `flip-cast`, `flip-odd`,
+/// `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` = `no-tiled`,
+/// `prefer-tiled`, `no-rows`, `prefer-gather` or `prefer-scatter` ([`Steer::NoTiled`],
+/// [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`],
+/// [`Steer::PreferScatter`]), else the planner's own choice.
 fn group_steer() -> Steer {
     match std::env::var("DEVSPAN_BENCH_STEER").as_deref() {
         Ok("no-tiled") => Steer::NoTiled,
         Ok("prefer-tiled") => Steer::PreferTiled,
         Ok("no-rows") => Steer::NoRows,
         Ok("prefer-gather") => Steer::PreferGather,
+        Ok("prefer-scatter") => Steer::PreferScatter,
         _ => Steer::Default,
     }
 }

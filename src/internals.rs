@@ -126,6 +126,9 @@ pub enum Steer {
     /// in reverse order, and copies of 1- and 2-byte elements of those that the reversed row
     /// kernels do not take).
     PreferGather,
+    /// The scattered rows for every copy whose source's fastest axis has stride 1, but
+    /// contiguous ones (by default no copy takes them: they are not measured yet).
+    PreferScatter,
 }
 
 /// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
@@ -175,6 +178,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
         prefer_tiled: steer == Steer::PreferTiled,
         no_rows: steer == Steer::NoRows,
         prefer_gather: steer == Steer::PreferGather,
+        prefer_scatter: steer == Steer::PreferScatter,
         ..PlanOptions::default()
     };
     let path = planned_path(dst, src, opt)?;
@@ -354,6 +358,36 @@ pub struct RowLaunch {
     pub threads: u32,
     /// The grid the launcher gives it (x, y).
     pub grid: (u32, u32),
+}
+
+/// The launch of the scattered row kernel (`copy_rows_scatter_bN`) for a copy of `shape` of
+/// `dtype` between raw operands (element zero at byte address `dst` / `src`, strides in
+/// elements), planned as [`Steer::PreferScatter`] steers it; `None` when it plans to another
+/// kernel.
+pub fn row_scatter_launch(
+    dst: u64,
+    dst_strides: &[isize],
+    src: u64,
+    src_strides: &[isize],
+    dtype: crate::DType,
+    shape: &[usize],
+) -> Result<Option<RowLaunch>> {
+    use devspan_kernels::abi::{Kernel, Kind, row_grid};
+    let opt = PlanOptions {
+        prefer_scatter: true,
+        ..PlanOptions::default()
+    };
+    let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
+    let plan::Plan::RowsScatter { args, from, to } = &p else {
+        return Ok(None);
+    };
+    let kernel = Kernel::copy(Kind::RowsScatter, *from, *to);
+    Ok(Some(RowLaunch {
+        kernel: kernel.module_name(),
+        params: param_bytes(args),
+        threads: kernel.block().0,
+        grid: row_grid(&args.row, from.size(), to.size()),
+    }))
 }
 
 /// The launch of the row kernel (`copy_rows_bN`, `cast_rows_S_D`) or the gathered row kernel

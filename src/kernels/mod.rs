@@ -425,18 +425,24 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }
-        Plan::RowsGather { args, from, to } => {
-            let k = Kernel::copy(Kind::RowsGather, *from, *to);
+        Plan::RowsGather { args, from, to } | Plan::RowsScatter { args, from, to } => {
+            let kind = if matches!(plan, Plan::RowsScatter { .. }) {
+                Kind::RowsScatter
+            } else {
+                Kind::RowsGather
+            };
+            let k = Kernel::copy(kind, *from, *to);
             let f = kernel(stream.context(), k)?;
             let (gx, gy) = row_grid(&args.row, from.size(), to.size());
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
             b.arg(&args);
             // SAFETY: every element of every row the arguments describe (element `i` of a row
-            // at the source offset `RowGatherArgs::element_offset(i)` from the row's) is in
-            // bounds and the two operands are disjoint (contract); the kernel loads exactly
-            // those elements and stores the destination's row; `RowGatherArgs` is its
-            // parameter block.
+            // at the offset `RowGatherArgs::element_offset(i)` from the row's, in the source
+            // for the gathered rows, in the destination for the scattered ones) is in bounds
+            // and the two operands are disjoint (contract); the kernel accesses exactly those
+            // elements and the other side's contiguous row; `RowGatherArgs` is its parameter
+            // block.
             unsafe { b.launch(config(k, (gx, gy, 1)))? };
             Ok(())
         }

@@ -254,6 +254,13 @@ pub(crate) enum Plan {
         from: DType,
         to: DType,
     },
+    /// `copy_rows_scatter_bN`: rows contiguous in the source, each written to the destination
+    /// in periods of elements (`args.period` and its strides describe the destination).
+    RowsScatter {
+        args: RowGatherArgs,
+        from: DType,
+        to: DType,
+    },
     /// `copy_permute_bN` / `cast_permute_S_D`.
     Permute {
         args: PermuteArgs,
@@ -338,6 +345,7 @@ impl Plan {
                 _ => "runs_rev",
             },
             Plan::RowsGather { .. } => "rows_gather",
+            Plan::RowsScatter { .. } => "rows_scatter",
             Plan::Permute { .. } => "permute",
             Plan::Tiled { .. } => "tiled",
             Plan::StridedN { .. } => "stridedn",
@@ -393,6 +401,9 @@ pub(crate) struct PlanOptions {
     /// those that [`short_rows_lose`] leaves on the row kernels); for checks of the shifted row
     /// kernel on small layouts.
     pub shifted_rows: bool,
+    /// Use the scattered rows ([`rows_scatter_args`]) for every copy whose source's fastest
+    /// axis has stride 1, but contiguous ones (by default they never do: not measured yet).
+    pub prefer_scatter: bool,
 }
 
 /// The address `off_elems` elements of `size` bytes from `base`, computed modulo 2^64 (the
@@ -848,6 +859,33 @@ fn rows_gather_args(
     RowGatherArgs::new(row, period, stride, step)
 }
 
+/// The scattered row kernels' arguments for a copy of `size`-byte elements whose normalised
+/// axis 0 is the source's fastest (stride 1): where the source is contiguous across axes 0
+/// and 1 the row is both, axis 0 its period in the destination (a contiguous array written
+/// into a column slice `x[.., ..c]`, into images flipped left-right); else the row is axis 0
+/// (periods of one element). `None` for other layouts, rows shorter than a vector and more
+/// than [`MAX_ROW_OUTER`] outer axes.
+fn rows_scatter_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<RowGatherArgs> {
+    let a = &norm.axes;
+    let x = a.first()?;
+    if x.src != 1 {
+        return None;
+    }
+    let merged = a.len() >= 2 && a[1].src == x.len as isize;
+    let (period, stride, step, row_len, outer) = if merged && x.len as u64 <= ROW_GATHER_MAX_PERIOD
+    {
+        let len = x.len.checked_mul(a[1].len)?;
+        (x.len as u64, x.dst as i64, a[1].dst as i64, len, &a[2..])
+    } else {
+        (1, 0, x.dst as i64, x.len, &a[1..])
+    };
+    if row_len < contig_group_elems(size, size) || outer.len() > MAX_ROW_OUTER {
+        return None;
+    }
+    let row = outer_row_args(dst, src, row_len as u64, outer, 1, (size, size))?;
+    RowGatherArgs::new(row, period, stride, step)
+}
+
 /// The unsigned type of `bytes` bytes (1, 2, 4 or 8), whose copies move any element type of
 /// that size, or a run of smaller elements that fills it.
 fn bits_type(bytes: usize) -> Option<DType> {
@@ -966,6 +1004,12 @@ pub(crate) fn plan_copy(
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
     {
         return Ok(Plan::RowsGather { args, from, to });
+    }
+    if opt.prefer_scatter
+        && same
+        && let Some(args) = rows_scatter_args(&norm, d, s, ss)
+    {
+        return Ok(Plan::RowsScatter { args, from, to });
     }
     if (high_rank || (!opt.no_tiled && (opt.prefer_tiled || narrow(&norm.axes))))
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?

@@ -220,6 +220,7 @@ fn random_case(rng: &mut StdRng) -> Case {
             tiled_volume: if seed % 3 == 0 { 64 } else { 0 },
             short_rows: seed % 3 == 0,
             shifted_rows: seed % 2 == 0,
+            prefer_scatter: seed % 11 == 3,
         },
     }
 }
@@ -403,6 +404,7 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
                 tiled_volume: 0,
                 short_rows: false,
                 shifted_rows: false,
+                prefer_scatter: false,
             },
         };
         if let Err(e) = check_copy(&c).and_then(|()| check_fill(&c)) {
@@ -960,6 +962,7 @@ const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
     tiled_volume: 0,
     short_rows: false,
     shifted_rows: false,
+    prefer_scatter: false,
 };
 
 /// [`KERNEL_FAMILY_OPTIONS`] that keep rows on the row kernel wherever it applies, for the
@@ -1597,6 +1600,11 @@ fn random_cases_reach_every_copy_path() {
     assert!(
         paths.get("rows_shifted").copied().unwrap_or(0) >= 5,
         "rows_shifted: {paths:?}"
+    );
+    // The scattered rows, steered to (`prefer_scatter`, a case in 11).
+    assert!(
+        paths.get("rows_scatter").copied().unwrap_or(0) >= 5,
+        "rows_scatter: {paths:?}"
     );
     // Rows of casts that are short and not whole groups leave the row kernel by default;
     // `short_rows` (a third of the cases) keeps them there.
@@ -2392,6 +2400,7 @@ fn planning_layouts_with_huge_strides_never_panics() {
             tiled_volume: 0,
             short_rows: bits & 4096 != 0,
             shifted_rows: bits & 8192 != 0,
+            prefer_scatter: bits & 16384 != 0,
         };
         let base = (rnd() % 64) * 16;
         let case = format!("shape {shape:?} dst {dst:?} src {src:?} {from:?} -> {to:?} {opt:?}");
@@ -2973,6 +2982,7 @@ fn moved_type(p: &Plan) -> Option<DType> {
         | Plan::Permute { from, .. }
         | Plan::Tiled { from, .. }
         | Plan::RowsGather { from, .. }
+        | Plan::RowsScatter { from, .. }
         | Plan::StridedN { from, .. } => Some(from),
         Plan::RowsRev { elem, .. } => Some(elem),
         _ => None,
@@ -3612,5 +3622,46 @@ fn column_slices_in_and_off_phase() {
     for (pitch, want) in [(316isize, "rows"), (301, "rows_shifted")] {
         let p = contiguous_plan(U8, U8, &[64, 300], &[300, 1], &[pitch, 1]);
         assert_eq!(p.path(), want, "pitch {pitch}");
+    }
+}
+
+/// Steered to them (`prefer_scatter`), copies from a contiguous source into a column slice
+/// `x[.., a..a + c]` (rows apart in the destination, one row of periods where the source joins
+/// them), also with the destination upside down, take the scattered rows for every element
+/// size; every plan is checked against the reference on the launcher's grid and forced small
+/// ones. By default none does.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn scattered_rows_write_column_slices_when_steered() {
+    use DType::*;
+    let scatter = PlanOptions {
+        prefer_scatter: true,
+        ..PlanOptions::default()
+    };
+    for t in [U8, F16, F32, F64] {
+        for (rows, c, pad, start, flip) in [
+            (40usize, 17usize, 1isize, 0isize, false),
+            (64, 3, 1, 1, false),
+            (12, 100, 3, 2, false),
+            (300, 20, 1, 0, true),
+        ] {
+            let pitch = c as isize + pad;
+            let ds: [isize; 2] = if flip { [-pitch, 1] } else { [pitch, 1] };
+            let doff = if flip {
+                ((rows as isize - 1) * pitch + start) as u64 * t.size() as u64
+            } else {
+                start as u64 * t.size() as u64
+            };
+            let ss = [c as isize, 1];
+            for grid in [None, Some((1, 1)), Some((2, 3))] {
+                let p = run_case_with(&[rows, c], &ds, doff, t, &ss, 0, t, grid, scatter);
+                assert_eq!(p.path(), "rows_scatter", "{t} [{rows}, {c}] pitch {ds:?}");
+            }
+            let p = run_case(&[rows, c], &ds, doff, t, &ss, 0, t, None);
+            assert_ne!(p.path(), "rows_scatter", "{t} [{rows}, {c}] pitch {ds:?}");
+        }
     }
 }

@@ -2350,6 +2350,79 @@ fn long_rows_off_alignment_take_the_shifted_row_kernel() {
     println!("long rows: paths {paths:?}");
 }
 
+/// A copy of `T` steered to the scattered rows ([`Steer::PreferScatter`]), against the
+/// reference; returns the path.
+fn scatter_case<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    seed: u64,
+    src: &Src,
+    dst: &Dst,
+    paths: &mut Paths,
+) -> String {
+    let case = Case {
+        seed,
+        op: "assign_cast_steered(PreferScatter)",
+        src,
+        dst,
+    };
+    let op = |o: &mut DeviceViewMut<'_, T, IxDyn>, s: &DeviceView<'_, T, IxDyn>| {
+        assign_cast_steered(o, stream, s, Steer::PreferScatter)
+    };
+    run_case::<T, T>(stream, &case, Op::Into(&op), paths)
+}
+
+/// Steered to them, copies of every element size from a contiguous source into a column
+/// slice `x[.., ..c]` of a wider array (rows of 3 to 4095 bytes, the destination's spare
+/// elements keeping their poison) and into one upside down take the scattered rows
+/// (`copy_rows_scatter_bN`), against ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn scattered_rows_write_column_slices_when_steered() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    for (size, c) in [
+        (1usize, 3usize),
+        (1, 17),
+        (1, 100),
+        (1, 4095),
+        (2, 9),
+        (2, 66),
+        (4, 5),
+        (4, 33),
+        (4, 1023),
+        (8, 3),
+        (8, 15),
+        (8, 100),
+    ] {
+        let rows = 300 + c % 5;
+        let src = Src::permuted(&[rows, c], vec![0, 1]);
+        let padded = Dst::padded(&[rows, c]);
+        let mut upside_down = Dst::padded(&[rows, c]);
+        upside_down.slice[0] = step(0, None, -1);
+        for dst in [padded, upside_down] {
+            index += 1;
+            let seed = case_seed(0x5ca7, index);
+            let p = &mut paths;
+            let path = match size {
+                1 => scatter_case::<u8>(&stream, seed, &src, &dst, p),
+                2 => scatter_case::<f16>(&stream, seed, &src, &dst, p),
+                4 => scatter_case::<f32>(&stream, seed, &src, &dst, p),
+                _ => scatter_case::<f64>(&stream, seed, &src, &dst, p),
+            };
+            assert_eq!(
+                path,
+                "rows_scatter",
+                "{} into {}, {size} bytes",
+                src.show(),
+                dst.show()
+            );
+        }
+    }
+    println!("scattered rows: paths {paths:?}");
+}
+
 /// Casts of views read backwards along their fastest axis, of images flipped left-right with
 /// their channels last (pixels right to left) and of channels reversed or pairs swapped, each
 /// converted in one pass, take the gathered rows (`rows_gather`), for casts from and to every

@@ -22,6 +22,7 @@ mod gather_sim;
 mod ptx_sim;
 mod ptxas;
 mod rows_sim;
+mod scatter_sim;
 mod tiled_sim;
 
 use std::env;
@@ -67,6 +68,7 @@ fn checks() -> Vec<Check> {
     all.extend(tiled_sim::checks());
     all.extend(rows_sim::checks());
     all.extend(gather_sim::checks());
+    all.extend(scatter_sim::checks());
     all.extend(ptxas::checks());
     all
 }

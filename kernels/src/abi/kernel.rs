@@ -59,6 +59,12 @@ pub enum Kind {
     /// runs that the reversed row kinds do not take). Each lane stores 16-byte units of the
     /// wider side (aligned stores of the destination) and loads their elements one by one.
     RowsGather,
+    /// The mirror of [`Kind::RowsGather`]: rows contiguous in the source whose destination
+    /// holds each row in periods of elements ([`RowGatherArgs`](super::RowGatherArgs), the
+    /// period describing the destination): a contiguous array written into a column slice
+    /// `x[.., ..c]`, or into a view read backwards. Each lane loads 16-byte units of the
+    /// source (aligned loads) and stores their elements one by one. Copies only.
+    RowsScatter,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
     Permute,
@@ -95,7 +101,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 25] = [
+    pub const ALL: [Kind; 26] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -108,6 +114,7 @@ impl Kind {
         Kind::RunsRev4,
         Kind::RowsShifted,
         Kind::RowsGather,
+        Kind::RowsScatter,
         Kind::Permute,
         Kind::Permute32,
         Kind::PermutePacked,
@@ -181,6 +188,7 @@ impl Kind {
             Kind::RunsRev4 => "runs_rev4",
             Kind::RowsShifted => "rows_shifted",
             Kind::RowsGather => "rows_gather",
+            Kind::RowsScatter => "rows_scatter",
             Kind::Permute => "permute",
             Kind::Permute32 => "permute32",
             Kind::PermutePacked => "permute_packed",
@@ -298,10 +306,9 @@ impl Kernel {
             for kind in Kind::ELEMENTWISE {
                 all.push(Kernel::Copy { kind, size });
             }
-            all.push(Kernel::Copy {
-                kind: Kind::RowsGather,
-                size,
-            });
+            for kind in [Kind::RowsGather, Kind::RowsScatter] {
+                all.push(Kernel::Copy { kind, size });
+            }
             for runs in RowRuns::ALL {
                 if runs.exists(size) {
                     all.push(Kernel::Copy {
@@ -437,7 +444,8 @@ impl Kernel {
             | Kind::RunsRev3
             | Kind::RunsRev4
             | Kind::RowsShifted
-            | Kind::RowsGather => (ROW_BLOCK, 1, 1),
+            | Kind::RowsGather
+            | Kind::RowsScatter => (ROW_BLOCK, 1, 1),
             Kind::Transpose => TRANSPOSE_BLOCK,
             Kind::Permute => PERMUTE_BLOCK,
             Kind::Permute32 => PERMUTE_SMALL_BLOCK,
@@ -496,17 +504,17 @@ mod tests {
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
         assert_eq!(fills, 4 * 4);
-        // Ten kinds, reversed, shifted and gathered rows per size, reversed rows of runs of 3
+        // Ten kinds, reversed, shifted, gathered and scattered rows per size, reversed rows of runs of 3
         // (1 and 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2
         // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
-        assert_eq!(copies, 4 * 13 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
+        assert_eq!(copies, 4 * 14 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1320 + 4 + 128 + 210);
+        assert_eq!(all.len(), 1320 + 4 + 132 + 210);
     }
 
     #[test]

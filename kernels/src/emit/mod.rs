@@ -138,7 +138,8 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::Strided64 => strided_kernel(t, name, Op::Cast(s, d), &STRIDED64),
         Kind::Transpose => transpose_kernel(t, name, s, d),
         Kind::Rows => row_kernel(t, name, s, d),
-        Kind::RowsGather => rows::row_gather_kernel(t, name, s, d),
+        Kind::RowsGather => rows::row_gather_kernel(t, name, s, d, false),
+        Kind::RowsScatter => rows::row_gather_kernel(t, name, s, d, true),
         Kind::RowsRev
         | Kind::RowsRev3
         | Kind::RunsRev2

@@ -244,32 +244,32 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
     )
 }
 
-/// The source address `%sr + offset(e) * size(S)` of row element `e` (a `.b64` register) of
-/// a gathered row ([`row_gather_kernel`]), and its position inside its period (`.b32`):
-/// `p = e / period` by the period's fast division, `k = e - p * period`, offset `p * step + k
-/// * stride`.
-fn gather_position(g: &mut Gen, c: &mut Code, s: Ty, e: &str) -> (String, String) {
-    let t = g.reg(Class::B64);
+/// The address `base + offset(e) * size(t)` of row element `e` (a `.b64` register) of a
+/// gathered or scattered row ([`row_gather_kernel`]) on its side in periods (`base` the row's
+/// `%sr` or `%dr`), and its position inside its period (`.b32`): `p = e / period` by the
+/// period's fast division, `k = e - p * period`, offset `p * step + k * stride`.
+fn gather_position(g: &mut Gen, c: &mut Code, base: &str, t: Ty, e: &str) -> (String, String) {
+    let tmp = g.reg(Class::B64);
     let p = g.reg(Class::B64);
     let k = g.reg(Class::B64);
     let off = g.reg(Class::B64);
     let a = g.reg(Class::B64);
     let k32 = g.reg(Class::B32);
-    c.line(format!("mul.hi.u64 {t}, {e}, %pmagic;"));
-    c.line(format!("add.u64 {t}, {t}, {e};"));
-    c.line(format!("shr.u64 {p}, {t}, %pshift;"));
-    c.line(format!("mul.lo.u64 {t}, {p}, %per;"));
-    c.line(format!("sub.u64 {k}, {e}, {t};"));
+    c.line(format!("mul.hi.u64 {tmp}, {e}, %pmagic;"));
+    c.line(format!("add.u64 {tmp}, {tmp}, {e};"));
+    c.line(format!("shr.u64 {p}, {tmp}, %pshift;"));
+    c.line(format!("mul.lo.u64 {tmp}, {p}, %per;"));
+    c.line(format!("sub.u64 {k}, {e}, {tmp};"));
     c.line(format!("cvt.u32.u64 {k32}, {k};"));
     c.line(format!("mul.lo.s64 {off}, {p}, %pstep;"));
     c.line(format!("mad.lo.s64 {off}, {k}, %pstride, {off};"));
-    c.line(format!("shl.b64 {off}, {off}, {};", log2(s.size)));
-    c.line(format!("add.s64 {a}, %sr, {off};"));
+    c.line(format!("shl.b64 {off}, {off}, {};", log2(t.size)));
+    c.line(format!("add.s64 {a}, {base}, {off};"));
     (a, k32)
 }
 
-/// Moves the source address `a` of a gathered row's element at position `k32` of its period
-/// to the next element's: `%instep` bytes on inside the period, `%wrapstep` to the next
+/// Moves the address `a` of a gathered or scattered row's element at position `k32` of its
+/// period to the next element's: `%instep` bytes on inside the period, `%wrapstep` to the next
 /// period's element 0 where `k32 + 1` reaches the period.
 fn gather_step(g: &mut Gen, c: &mut Code, a: &str, k32: &str) {
     let p = g.reg(Class::Pred);
@@ -281,19 +281,53 @@ fn gather_step(g: &mut Gen, c: &mut Code, a: &str, k32: &str) {
     c.line(format!("selp.b32 {k32}, 0, {k32}, {p};"));
 }
 
+/// The address `base + e * size(t)` of element `e` of a row contiguous on its side.
+fn contiguous_at(g: &mut Gen, c: &mut Code, base: &str, t: Ty, e: &str) -> String {
+    let a = g.reg(Class::B64);
+    c.line(format!("shl.b64 {a}, {e}, {};", log2(t.size)));
+    c.line(format!("add.s64 {a}, {base}, {a};"));
+    a
+}
+
 /// The gathered row copy or cast (`copy_rows_gather_bN`, `cast_rows_gather_S_D`, template
 /// `rows_gather.ptx`, [`RowGatherArgs`](crate::abi::RowGatherArgs)): rows contiguous in the
 /// destination, each element loaded alone from where the row's periods put it, a team of
 /// lanes per row, units of `16 / max(size)` elements stored as one aligned vector of the
-/// destination.
-pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
+/// destination. With `scatter`, its mirror (`copy_rows_scatter_bN`, copies only): rows
+/// contiguous in the source, units of `16 / size` elements loaded as one aligned vector of the
+/// source, each element stored alone where the destination's periods put it.
+pub(super) fn row_gather_kernel(
+    t: &mut Templates,
+    name: &str,
+    s: Ty,
+    d: Ty,
+    scatter: bool,
+) -> String {
     use crate::abi::{FastDiv64, RowGatherArgs};
     use std::mem::offset_of;
+    assert!(!scatter || s == d, "scattered rows are copies");
     const BLOCK: u64 = ROW_BLOCK as u64;
     let u = 16 / s.size.max(d.size);
-    let unit_bytes = u * d.size;
+    // The contiguous side (its row stored or loaded in aligned units) and the side in periods.
+    let (contig, contig_ty, per_base, per_ty) = if scatter {
+        ("%sr", s, "%dr", d)
+    } else {
+        ("%dr", d, "%sr", s)
+    };
+    let unit_bytes = u * contig_ty.size;
     let mut g = Gen::default();
     let (prologue, offsets) = row_frame(&mut g);
+    // The source and destination addresses of element `e`: one on the contiguous side, the
+    // other (with its position in the period) on the side in periods.
+    let addrs = |g: &mut Gen, c: &mut Code, e: &str| {
+        let (pa, k32) = gather_position(g, c, per_base, per_ty, e);
+        let ca = contiguous_at(g, c, contig, contig_ty, e);
+        if scatter {
+            (ca, pa, k32)
+        } else {
+            (pa, ca, k32)
+        }
+    };
 
     // Scalar elements `%j + k * %sstride` for k < ROW_UNROLL (element k < %head is element
     // k, the others k + %tailoff): loads first, then conversions and stores.
@@ -302,10 +336,7 @@ pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> 
     let mut jk = "%j".to_string();
     for k in 0..ROW_UNROLL {
         let (e, pred) = scalar_index(&mut g, &mut scalar, k, &mut jk);
-        let (sa, _) = gather_position(&mut g, &mut scalar, s, &e);
-        let da = g.reg(Class::B64);
-        scalar.line(format!("shl.b64 {da}, {e}, {};", log2(d.size)));
-        scalar.line(format!("add.s64 {da}, %dr, {da};"));
+        let (sa, da, _) = addrs(&mut g, &mut scalar, &e);
         let x = load_scalar(
             &mut g,
             &mut scalar,
@@ -336,50 +367,124 @@ pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> 
         let e = g.reg(Class::B64);
         body.line(format!("shl.b64 {e}, {unit}, {};", log2(u)));
         body.line(format!("add.u64 {e}, {e}, %head;"));
-        let (a, k32) = gather_position(&mut g, &mut body, s, &e);
-        let mut vals = Vec::new();
-        for i in 0..u {
-            if i > 0 {
-                gather_step(&mut g, &mut body, &a, &k32);
+        let (vals, da, k32) = if scatter {
+            let sa = contiguous_at(&mut g, &mut body, "%sr", s, &e);
+            let vals = load_vec(&mut g, &mut body, s, u, &addr(&sa, 0), pred.as_deref());
+            let (da, k32) = gather_position(&mut g, &mut body, "%dr", d, &e);
+            (vals, da, k32)
+        } else {
+            let (sa, k32) = gather_position(&mut g, &mut body, "%sr", s, &e);
+            let mut vals = Vec::new();
+            for i in 0..u {
+                if i > 0 {
+                    gather_step(&mut g, &mut body, &sa, &k32);
+                }
+                vals.push(load_scalar(
+                    &mut g,
+                    &mut body,
+                    s,
+                    Space::GlobalNc,
+                    &addr(&sa, 0),
+                    pred.as_deref(),
+                ));
             }
-            vals.push(load_scalar(
-                &mut g,
-                &mut body,
-                s,
-                Space::GlobalNc,
-                &addr(&a, 0),
-                pred.as_deref(),
-            ));
-        }
-        let da = g.reg(Class::B64);
-        body.line(format!("shl.b64 {da}, {e}, {};", log2(d.size)));
-        body.line(format!("add.s64 {da}, %dr, {da};"));
-        loaded.push((vals, da, pred.clone()));
+            (vals, contiguous_at(&mut g, &mut body, "%dr", d, &e), k32)
+        };
+        loaded.push((vals, da, k32, pred.clone()));
     }
-    for (vals, da, pred) in loaded {
+    for (vals, da, k32, pred) in loaded {
         let conv: Vec<String> = vals
             .iter()
             .map(|x| convert(&mut g, &mut body, s, d, x))
             .collect();
-        store_vec(
-            &mut g,
-            &mut body,
-            d,
-            &conv,
-            Space::Global,
-            &addr(&da, 0),
-            pred.as_deref(),
-        );
+        if scatter {
+            for (i, y) in conv.iter().enumerate() {
+                if i > 0 {
+                    gather_step(&mut g, &mut body, &da, &k32);
+                }
+                store_scalar(
+                    &mut body,
+                    d,
+                    Space::Global,
+                    &addr(&da, 0),
+                    y,
+                    pred.as_deref(),
+                );
+            }
+        } else {
+            store_vec(
+                &mut g,
+                &mut body,
+                d,
+                &conv,
+                Space::Global,
+                &addr(&da, 0),
+                pred.as_deref(),
+            );
+        }
     }
 
+    let (contig_name, periodic) = if scatter {
+        ("source", "destination")
+    } else {
+        ("destination", "source")
+    };
+    let doc = if scatter {
+        format!(
+            "// Scattered row copy (RowGatherArgs, {size} bytes): for every row q < rows, split\n\
+             // over the outer axes (axis 0 fastest) into element offsets od and os, and\n\
+             // every i < row_len, element k = i % period of period p = i / period:\n\
+             // dst + (od + k * period_stride + p * period_step) * {sz} receives\n\
+             // src + (os + i) * {sz} (the period fields describe the destination).\n\
+             //\n\
+             // Teams, rows and grids as in the gathered rows (rows_gather.ptx), with the\n\
+             // sides' roles swapped: head is the number of elements before the source\n\
+             // reaches a {unit_bytes}-byte boundary; each unit of {u} elements from element\n\
+             // head is loaded as one aligned vector of the source, and its elements stored\n\
+             // one by one, each unit's first destination offset found by a division by the\n\
+             // period, the next by a step (period_stride inside a period, the step to the\n\
+             // next period's element 0 where it ends). The elements before head and the tail\n\
+             // after the last whole unit are the row's scalar elements.",
+            size = std::mem::size_of::<RowGatherArgs>(),
+            sz = s.size,
+        )
+    } else {
+        format!(
+            "// Gathered row copy/cast (RowGatherArgs, {size} bytes): for every row q < rows, split\n\
+             // over the outer axes (axis 0 fastest) into element offsets od and os, and\n\
+             // every i < row_len, element k = i % period of period p = i / period:\n\
+             // dst + (od + i) * size(D) receives\n\
+             // convert(src + (os + k * period_stride + p * period_step) * size(S)).\n\
+             //\n\
+             // A team of 2^team_shift consecutive threads (lanes) works on one row at a\n\
+             // time; a block holds {BLOCK} >> team_shift teams. The rows are spread over\n\
+             // grid y and the teams of a block (grid-strided), the work inside a row over\n\
+             // grid x (grid-strided), so any grid is correct. All index math is 64-bit but\n\
+             // for the position inside a period (32-bit, period < 2^31).\n\
+             //\n\
+             // Per row: head is the number of elements before the destination reaches a\n\
+             // {unit_bytes}-byte boundary. The units of {u} elements from element head\n\
+             // ({unit_bytes} bytes of the destination, one aligned store) move whole: lane\n\
+             // l of block x takes the {units} units x * team * {units} + l + team * j\n\
+             // (j < {units}), finds the source offset of each unit's first element by a\n\
+             // division by the period and of the next by a step (period_stride inside a\n\
+             // period, the step to the next period's element 0 where it ends), loads all\n\
+             // their elements one by one, then converts and stores them, and strides by\n\
+             // nctaid.x * team * {units}, so that consecutive lanes store consecutive\n\
+             // units. The elements before head and the tail after the last whole unit are\n\
+             // the row's scalar elements: lane l of block x takes scalar elements\n\
+             // x * team + l + k * nctaid.x * team, {ROW_UNROLL} per iteration.",
+            size = std::mem::size_of::<RowGatherArgs>(),
+        )
+    };
     let div = offset_of!(RowGatherArgs, period_div);
     t.render(
         "rows_gather.ptx",
         &[
+            ("DOC", doc),
             ("NAME", name.to_string()),
             ("BLOCK", BLOCK.to_string()),
             ("LOG2_BLOCK", log2(BLOCK).to_string()),
-            ("UNROLL", ROW_UNROLL.to_string()),
             ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
             ("DECLS", g.decls()),
             ("PROLOGUE", prologue.text()),
@@ -394,7 +499,11 @@ pub(super) fn row_gather_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> 
             ),
             ("SRC_SHIFT", log2(s.size).to_string()),
             ("DST_SHIFT", log2(d.size).to_string()),
-            ("U", u.to_string()),
+            ("PER_SHIFT", log2(per_ty.size).to_string()),
+            ("PERIODIC", periodic.to_string()),
+            ("CONTIG", contig_name.to_string()),
+            ("CONTIG_REG", contig.to_string()),
+            ("CONTIG_SHIFT", log2(contig_ty.size).to_string()),
             ("LOG2_U", log2(u).to_string()),
             ("U_MASK", (u - 1).to_string()),
             ("UNIT_BYTES", unit_bytes.to_string()),

@@ -25,7 +25,7 @@ fn block_size(k: Kernel) -> Option<usize> {
         | Kind::RunsRev3
         | Kind::RunsRev4
         | Kind::RowsShifted => Some(size_of::<RowArgs>()),
-        Kind::RowsGather => Some(size_of::<crate::abi::RowGatherArgs>()),
+        Kind::RowsGather | Kind::RowsScatter => Some(size_of::<crate::abi::RowGatherArgs>()),
         Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow => {
             Some(size_of::<crate::abi::TiledArgs>())
         }

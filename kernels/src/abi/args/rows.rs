@@ -352,6 +352,12 @@ pub const ROW_GATHER_MAX_PERIOD: u64 = (1 << 31) - 1;
 /// finds the first element's source offset by one division, the others by a step inside the
 /// period or to the next, and loads every element with a scalar load, all of its units' loads
 /// before their conversions and stores.
+///
+/// `copy_rows_scatter_bN` reads the same block the other way round: the source's row is
+/// contiguous and the period fields give destination offsets (element `i` of a row goes to
+/// destination element offset `od + k * period_stride + p * period_step`); each lane loads
+/// aligned 16-byte units of the source (whose row starts at a scalar head) and stores their
+/// elements one by one.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RowGatherArgs {
