@@ -126,8 +126,9 @@ pub enum Steer {
     /// in reverse order, and copies of 1- and 2-byte elements of those that the reversed row
     /// kernels do not take).
     PreferGather,
-    /// The scattered rows for every copy whose source's fastest axis has stride 1, but
-    /// contiguous ones (by default no copy takes them: they are not measured yet).
+    /// The scattered rows for every copy whose source has stride 1 along the destination's
+    /// fastest axis, but contiguous ones (by default no copy takes them: they are not measured
+    /// yet).
     PreferScatter,
 }
 
@@ -394,9 +395,12 @@ pub fn row_scatter_launch(
 /// (`copy_rows_gather_bN`, `cast_rows_gather_S_D`) for a copy or cast of `shape` from `from`
 /// to `to` between raw operands (element zero at byte address `dst` / `src`, strides in
 /// elements), planned as `assign_cast` plans it or, with `prefer`, as
-/// [`Steer::PreferGather`] steers it; `None` when it plans to another kernel. Copied rows
-/// shorter than 256 bytes that are not whole vectors stay on the row kernel here (`assign`
-/// gives them to the gathered rows or the strided kernel), so that small layouts check it.
+/// [`Steer::PreferGather`] steers it; `None` when it plans to another kernel. Rows that
+/// `assign` takes elsewhere stay on the row kernel here (copied rows shorter than 256 bytes that
+/// are not whole vectors, and copied rows off each other's alignment, which `assign` gives to
+/// the gathered rows, the shifted row kernel or the strided kernel; rows of casts out of phase
+/// or short, which it gives to the gathered rows or the strided kernel), so that small layouts
+/// check it.
 #[allow(clippy::too_many_arguments)]
 pub fn row_launch(
     dst: u64,

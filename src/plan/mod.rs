@@ -396,13 +396,15 @@ pub(crate) struct PlanOptions {
     /// each other's alignment on the row kernel (by default the shifted row kernel takes the
     /// long ones); for checks of the row kernels on small layouts.
     pub short_rows: bool,
-    /// Copied rows whose two sides are off each other's 16-byte alignment take the shifted
-    /// row kernel ([`RowRuns::SHIFTED`]) at any length of at least one vector (by default only
-    /// those that [`short_rows_lose`] leaves on the row kernels); for checks of the shifted row
-    /// kernel on small layouts.
+    /// With `short_rows`, copied rows whose two sides are off each other's 16-byte alignment
+    /// take the shifted row kernel ([`RowRuns::SHIFTED`]) at any length of at least one vector
+    /// (without `short_rows` they do by default where [`short_rows_lose`] leaves them on the
+    /// row kernels, and this option changes nothing); for checks of the shifted row kernel on
+    /// small layouts.
     pub shifted_rows: bool,
-    /// Use the scattered rows ([`rows_scatter_args`]) for every copy whose source's fastest
-    /// axis has stride 1, but contiguous ones (by default they never do: not measured yet).
+    /// Use the scattered rows ([`rows_scatter_args`]) for every copy whose source has stride 1
+    /// along the destination's fastest axis, but contiguous ones (by default no copy takes
+    /// them: not measured yet).
     pub prefer_scatter: bool,
 }
 
@@ -639,19 +641,24 @@ const CAST_ROW_BYTES: u64 = 4 * SHORT_ROW_BYTES;
 
 /// Whether the row kernel would move the rows of a cast `args` from `ss`- to `ds`-byte
 /// elements slower than the gathered rows or the strided kernel: rows out of phase
-/// ([`rows_in_phase`], moved an element at a time), and rows shorter than [`CAST_ROW_BYTES`]
-/// on the wider side that are not whole vector groups on both sides (a length of whole
-/// groups, every row's first byte aligned to 16 on the narrower side), whose unaligned head
-/// and tail, up to two groups of elements, move an element at a time. On the H100 casts u8 ->
+/// ([`rows_in_phase`], moved an element at a time), and, where the destination joins the rows
+/// (`joined`: the gathered rows take them), rows shorter than [`CAST_ROW_BYTES`] on the wider
+/// side that are not whole vector groups on both sides (a length of whole groups, every row's
+/// first byte aligned to 16 on the narrower side), whose unaligned head and tail, up to two
+/// groups of elements, move an element at a time (into a padded destination such rows stay on
+/// the row kernel: the strided kernel is not measured against it there). On the H100 casts u8 ->
 /// f32 and f16 -> f32 of rows of 9 to 1000 elements out of phase (column slices read or
 /// written, rows of an odd length in reverse order) ran at 0.09-0.85 of a device copy on the
 /// row kernel against 0.88-0.97 on the gathered rows (a contiguous destination) and 0.43-0.94
 /// on the strided kernel; rows of 100 elements in phase at 0.64-0.84 against 0.92-0.97; rows of
 /// whole groups (48 elements) and rows of 1000 elements in phase at 0.96-0.99 on the row
 /// kernel.
-fn cast_rows_lose(args: &RowArgs, ss: usize, ds: usize) -> bool {
+fn cast_rows_lose(args: &RowArgs, ss: usize, ds: usize, joined: bool) -> bool {
     if !rows_in_phase(args, ss, ds) {
         return true;
+    }
+    if !joined {
+        return false;
     }
     let (narrow, nsize) = if ds <= ss {
         (args.dst, ds)
@@ -1082,7 +1089,8 @@ pub(crate) fn plan_copy(
             && if same {
                 short_rows_lose(args, ss, false)
             } else {
-                cast_rows_lose(args, ss, ds)
+                let joined = joined_rows_gather(&norm, d, s, ss, ds).is_some();
+                cast_rows_lose(args, ss, ds, joined)
             }
     });
     if let Some(args) = rows

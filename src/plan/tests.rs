@@ -14,7 +14,9 @@ use rand::{Rng, SeedableRng};
 
 use cases::{for_each_case, pick, vec_of, weighted};
 
-use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
+use super::interp::{
+    HostMem, element, run, run_rows, run_rows_gather, run_rows_rev, run_rows_scatter,
+};
 use super::{
     GATHER_SHIFTED_MIN_SIZE, Plan, PlanOptions, plan_copy, plan_fill, reversed_rows_shift,
 };
@@ -1289,6 +1291,9 @@ fn run_case_with(
         }
         (Plan::RowsGather { args, from, to }, Some(g)) => {
             run_rows_gather(args, *from, *to, g, &mut mem)
+        }
+        (Plan::RowsScatter { args, from, to }, Some(g)) => {
+            run_rows_scatter(args, *from, *to, g, &mut mem)
         }
         _ => run(&plan, &mut mem),
     }
@@ -3663,5 +3668,114 @@ fn scattered_rows_write_column_slices_when_steered() {
             let p = run_case(&[rows, c], &ds, doff, t, &ss, 0, t, None);
             assert_ne!(p.path(), "rows_scatter", "{t} [{rows}, {c}] pitch {ds:?}");
         }
+    }
+}
+
+/// `rows_in_phase` and `reversed_rows_shift` agree with the kernels' own per-row heads
+/// (`row_head`, `row_rev_head`) on every row of random row arguments (outer ranks 1 to 3 of
+/// extents 2 to 5, strides and addresses of every element size, casts among them): rows in
+/// phase are exactly those whose every row moves vectors after its head, and reversed rows
+/// shift exactly where some row's groups start off a 16-byte boundary.
+#[test]
+fn phase_predicates_agree_with_the_kernels_heads() {
+    use devspan_kernels::abi::{RowRuns, row_rev_head};
+    let mut rng = StdRng::seed_from_u64(0x9a5e);
+    let sizes = [1usize, 2, 4, 8];
+    // Fewer under Miri (the planner has no unsafe code).
+    let cases = if cfg!(miri) { 300 } else { 20_000 };
+    let (mut in_phase, mut shifted, mut copies) = (0, 0, 0);
+    for case in 0..cases {
+        let ss = sizes[rng.random_range(0..4)];
+        let ds = if case % 2 == 0 {
+            ss
+        } else {
+            sizes[rng.random_range(0..4)]
+        };
+        let rank = rng.random_range(1..=3usize);
+        let shape: Vec<u64> = (0..rank).map(|_| rng.random_range(2..=5)).collect();
+        let stride = |rng: &mut StdRng| rng.random_range(-70i64..=70);
+        let dst_strides: Vec<i64> = (0..rank).map(|_| stride(&mut rng)).collect();
+        let src_strides: Vec<i64> = (0..rank).map(|_| stride(&mut rng)).collect();
+        let dst = (1u64 << 20) + ds as u64 * rng.random_range(0..64u64);
+        let src = (1u64 << 30) + ss as u64 * rng.random_range(0..64u64);
+        // Rows long enough that a row in phase has whole groups after its head.
+        let row_len = 200;
+        let args = RowArgs::new(
+            dst,
+            src,
+            row_len,
+            &shape,
+            &dst_strides,
+            &src_strides,
+            ss,
+            ds,
+        )
+        .unwrap();
+        let rows = |f: &mut dyn FnMut(u64, u64)| {
+            for q in 0..args.rows {
+                let (od, os) = args.row_offsets(q);
+                let d = dst.wrapping_add_signed(od * ds as i64);
+                let s = src.wrapping_add_signed(os * ss as i64);
+                f(d, s);
+            }
+        };
+        let mut every = true;
+        rows(&mut |d, s| every &= row_head(d, ds, s, ss, row_len) < row_len);
+        assert_eq!(
+            super::rows_in_phase(&args, ss, ds),
+            every,
+            "{args:?} {ss} -> {ds}"
+        );
+        in_phase += usize::from(every);
+        if ss == ds {
+            let mut any = false;
+            rows(&mut |d, s| any |= row_rev_head(d, s, ss, RowRuns::new(1, true), row_len).1 != 0);
+            assert_eq!(reversed_rows_shift(&args, ss), any, "{args:?} {ss}");
+            shifted += usize::from(any);
+            copies += 1;
+        }
+    }
+    // Both answers of each predicate are drawn often.
+    let some = cases / 100;
+    assert!(
+        in_phase > some && in_phase + some < cases,
+        "{in_phase} of {cases} in phase"
+    );
+    assert!(
+        shifted > some && shifted + some < copies,
+        "{shifted} of {copies} shifted"
+    );
+}
+
+/// Casts whose rows are in phase but short and not whole vector groups stay on the row kernel
+/// where the destination does not join the rows (a padded destination), and go to the gathered
+/// rows where it does.
+#[test]
+fn short_cast_rows_in_phase_stay_on_the_row_kernel_into_a_padded_destination() {
+    use DType::*;
+    for (from, to, c, pitch) in [
+        (U8, F32, 100usize, 104isize),
+        (F16, F32, 100, 104),
+        (F32, F16, 250, 256),
+    ] {
+        let shape = [64, c];
+        let padded = contiguous_plan(from, to, &shape, &[pitch, 1], &[pitch, 1]);
+        assert_eq!(
+            padded.path(),
+            "rows",
+            "{from} -> {to} [64, {c}] pitch {pitch}"
+        );
+        let ds = standard_strides_of(&shape);
+        let p = run_case(
+            &shape,
+            &ds,
+            0,
+            to,
+            &[-(c as isize), 1],
+            ((63 * c) * from.size()) as u64,
+            from,
+            None,
+        );
+        assert_eq!(p.path(), "rows_gather", "{from} -> {to} [64, {c}] reversed");
     }
 }

@@ -62,8 +62,9 @@ pub enum Kind {
     /// The mirror of [`Kind::RowsGather`]: rows contiguous in the source whose destination
     /// holds each row in periods of elements ([`RowGatherArgs`](super::RowGatherArgs), the
     /// period describing the destination): a contiguous array written into a column slice
-    /// `x[.., ..c]`, or into a view read backwards. Each lane loads 16-byte units of the
-    /// source (aligned loads) and stores their elements one by one. Copies only.
+    /// `x[.., ..c]`, also with the slice's rows in reverse order. Each lane loads 16-byte
+    /// units of the source (aligned loads) and stores their elements one by one. Copies
+    /// only.
     RowsScatter,
     /// Element-wise permute in tiles of [`PERMUTE_TILE`] slots:
     /// [`PermuteArgs`](super::PermuteArgs), as are all the permute kinds.
