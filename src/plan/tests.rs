@@ -3751,6 +3751,10 @@ fn phase_predicates_agree_with_the_kernels_heads() {
 /// where the destination does not join the rows (a padded destination), and go to the gathered
 /// rows where it does.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans through the interpreter, minutes under Miri; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
 fn short_cast_rows_in_phase_stay_on_the_row_kernel_into_a_padded_destination() {
     use DType::*;
     for (from, to, c, pitch) in [
