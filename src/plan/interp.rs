@@ -216,11 +216,11 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
         }
         Plan::RowsGather { ref args, from, to } => {
             let (gx, gy) = row_grid(&args.row, from.size(), to.size());
-            run_rows_gather(args, from, to, (gx.max(1), gy.max(1)), mem);
+            run_rows_gather(args, from, to, false, (gx.max(1), gy.max(1)), mem);
         }
         Plan::RowsScatter { ref args, from, to } => {
             let (gx, gy) = row_grid(&args.row, from.size(), to.size());
-            run_rows_scatter(args, from, to, (gx.max(1), gy.max(1)), mem);
+            run_rows_gather(args, from, to, true, (gx.max(1), gy.max(1)), mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
         Plan::Tiled {
@@ -803,74 +803,56 @@ pub(crate) fn run_rows(
 /// by thread as the kernel maps its work: element `i` of a row from
 /// [`RowGatherArgs::element_offset`], the units of `16 / max(size)` elements from the
 /// destination's alignment on stored whole (aligned), the head and tail element by element.
+/// With `scatter`, their mirror (`copy_rows_scatter_bN`): the source's row contiguous, its
+/// units loaded whole (aligned) from the source's alignment on, element `i` stored at
+/// [`RowGatherArgs::element_offset`] in the destination.
 pub(crate) fn run_rows_gather(
     args: &RowGatherArgs,
     from: DType,
     to: DType,
+    scatter: bool,
     grid: (u32, u32),
     mem: &mut HostMem,
 ) {
     let row_args = &args.row;
     let (ss, ds) = (from.size() as u64, to.size() as u64);
     let unit = 16 / ss.max(ds);
-    let unit_bytes = unit * ds;
+    // The size of the contiguous side, whose units are aligned.
+    let cs = if scatter { ss } else { ds };
+    let unit_bytes = unit * cs;
     let units = row_units_per_lane(from.size(), to.size());
-    let source = |sr: u64, e: u64| sr.wrapping_add((args.element_offset(e) * ss as i64) as u64);
     for_each_row_lane(row_args, units, grid, |l, row| {
         let (od, os) = row_args.row_offsets(row);
         let dr = at(row_args.dst, od, ds as usize);
         let sr = at(row_args.src, os, ss as usize);
-        let len = row_args.row_len;
-        let head = ((dr.wrapping_neg() % unit_bytes) / ds).min(len);
-        let rem = len - head;
-        let nunits = rem / unit;
-        l.scalars(head, nunits * unit, head + rem % unit, |e| {
-            copy_elem(mem, dr + e * ds, to, source(sr, e), from);
-        });
-        l.units(nunits, units, |u| {
-            let e0 = head + u * unit;
-            let da = dr + e0 * ds;
-            assert_eq!(da % unit_bytes, 0, "gathered unit: dst misaligned");
-            for e in 0..unit {
-                copy_elem(mem, da + e * ds, to, source(sr, e0 + e), from);
+        // Element `e`'s destination and source addresses.
+        let addrs = |e: u64| {
+            let off = args.element_offset(e);
+            if scatter {
+                (dr.wrapping_add((off * ds as i64) as u64), sr + e * ss)
+            } else {
+                (dr + e * ds, sr.wrapping_add((off * ss as i64) as u64))
             }
-        });
-    });
-}
-
-/// [`run_rows_gather`]'s mirror, as `copy_rows_scatter_bN` runs: the source's row contiguous,
-/// its units of `16 / size` elements loaded as aligned vectors from a head on, each element
-/// stored where the destination's periods put it.
-pub(crate) fn run_rows_scatter(
-    args: &RowGatherArgs,
-    from: DType,
-    to: DType,
-    grid: (u32, u32),
-    mem: &mut HostMem,
-) {
-    let row_args = &args.row;
-    let (ss, ds) = (from.size() as u64, to.size() as u64);
-    let unit = 16 / ss.max(ds);
-    let unit_bytes = unit * ss;
-    let units = row_units_per_lane(from.size(), to.size());
-    let target = |dr: u64, e: u64| dr.wrapping_add((args.element_offset(e) * ds as i64) as u64);
-    for_each_row_lane(row_args, units, grid, |l, row| {
-        let (od, os) = row_args.row_offsets(row);
-        let dr = at(row_args.dst, od, ds as usize);
-        let sr = at(row_args.src, os, ss as usize);
+        };
         let len = row_args.row_len;
-        let head = ((sr.wrapping_neg() % unit_bytes) / ss).min(len);
+        let contig = if scatter { sr } else { dr };
+        let head = ((contig.wrapping_neg() % unit_bytes) / cs).min(len);
         let rem = len - head;
         let nunits = rem / unit;
         l.scalars(head, nunits * unit, head + rem % unit, |e| {
-            copy_elem(mem, target(dr, e), to, sr + e * ss, from);
+            let (d, s) = addrs(e);
+            copy_elem(mem, d, to, s, from);
         });
         l.units(nunits, units, |u| {
             let e0 = head + u * unit;
-            let sa = sr + e0 * ss;
-            assert_eq!(sa % unit_bytes, 0, "scattered unit: src misaligned");
-            for e in 0..unit {
-                copy_elem(mem, target(dr, e0 + e), to, sa + e * ss, from);
+            assert_eq!(
+                (contig + e0 * cs) % unit_bytes,
+                0,
+                "unit misaligned on the contiguous side"
+            );
+            for e in e0..e0 + unit {
+                let (d, s) = addrs(e);
+                copy_elem(mem, d, to, s, from);
             }
         });
     });

@@ -642,7 +642,7 @@ const CAST_ROW_BYTES: u64 = 4 * SHORT_ROW_BYTES;
 /// Whether the row kernel would move the rows of a cast `args` from `ss`- to `ds`-byte
 /// elements slower than the gathered rows or the strided kernel: rows out of phase
 /// ([`rows_in_phase`], moved an element at a time), and, where the destination joins the rows
-/// (`joined`: the gathered rows take them), rows shorter than [`CAST_ROW_BYTES`] on the wider
+/// (`joined`, asked last: the gathered rows take them), rows shorter than [`CAST_ROW_BYTES`] on the wider
 /// side that are not whole vector groups on both sides (a length of whole groups, every row's
 /// first byte aligned to 16 on the narrower side), whose unaligned head and tail, up to two
 /// groups of elements, move an element at a time (into a padded destination such rows stay on
@@ -653,12 +653,9 @@ const CAST_ROW_BYTES: u64 = 4 * SHORT_ROW_BYTES;
 /// on the strided kernel; rows of 100 elements in phase at 0.64-0.84 against 0.92-0.97; rows of
 /// whole groups (48 elements) and rows of 1000 elements in phase at 0.96-0.99 on the row
 /// kernel.
-fn cast_rows_lose(args: &RowArgs, ss: usize, ds: usize, joined: bool) -> bool {
+fn cast_rows_lose(args: &RowArgs, ss: usize, ds: usize, joined: impl FnOnce() -> bool) -> bool {
     if !rows_in_phase(args, ss, ds) {
         return true;
-    }
-    if !joined {
-        return false;
     }
     let (narrow, nsize) = if ds <= ss {
         (args.dst, ds)
@@ -677,7 +674,7 @@ fn cast_rows_lose(args: &RowArgs, ss: usize, ds: usize, joined: bool) -> bool {
         && strides
             .iter()
             .all(|&x| x.unsigned_abs().wrapping_mul(nsize as u64) % CONTIG_ALIGN == 0);
-    args.row_len.saturating_mul(ss.max(ds) as u64) < CAST_ROW_BYTES && !whole
+    args.row_len.saturating_mul(ss.max(ds) as u64) < CAST_ROW_BYTES && !whole && joined()
 }
 
 /// The reversed row kernels' arguments, element type and form for a copy of `elem` whose
@@ -1089,8 +1086,9 @@ pub(crate) fn plan_copy(
             && if same {
                 short_rows_lose(args, ss, false)
             } else {
-                let joined = joined_rows_gather(&norm, d, s, ss, ds).is_some();
-                cast_rows_lose(args, ss, ds, joined)
+                cast_rows_lose(args, ss, ds, || {
+                    joined_rows_gather(&norm, d, s, ss, ds).is_some()
+                })
             }
     });
     if let Some(args) = rows
@@ -1129,9 +1127,12 @@ pub(crate) fn plan_copy(
         && !opt.no_rows
         && !opt.short_rows
         && norm.axes.first().is_some_and(|a| a.src.unsigned_abs() == 1)
-        && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
-        && args.row.row_len.saturating_mul(ds as u64) >= SHORT_ROW_BYTES
-        && (same || args.row.row_len > norm.axes[0].len as u64)
+        && let Some(args) = if same {
+            rows_gather_args(&norm, d, s, ss, ds, true)
+                .filter(|g| g.row.row_len.saturating_mul(ds as u64) >= SHORT_ROW_BYTES)
+        } else {
+            joined_rows_gather(&norm, d, s, ss, ds)
+        }
     {
         return Ok(Plan::RowsGather { args, from, to });
     }

@@ -14,9 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use cases::{for_each_case, pick, vec_of, weighted};
 
-use super::interp::{
-    HostMem, element, run, run_rows, run_rows_gather, run_rows_rev, run_rows_scatter,
-};
+use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{
     GATHER_SHIFTED_MIN_SIZE, Plan, PlanOptions, plan_copy, plan_fill, reversed_rows_shift,
 };
@@ -1290,10 +1288,10 @@ fn run_case_with(
             run_rows_rev(args, *elem, *runs, g, &mut mem)
         }
         (Plan::RowsGather { args, from, to }, Some(g)) => {
-            run_rows_gather(args, *from, *to, g, &mut mem)
+            run_rows_gather(args, *from, *to, false, g, &mut mem)
         }
         (Plan::RowsScatter { args, from, to }, Some(g)) => {
-            run_rows_scatter(args, *from, *to, g, &mut mem)
+            run_rows_gather(args, *from, *to, true, g, &mut mem)
         }
         _ => run(&plan, &mut mem),
     }
