@@ -403,8 +403,8 @@ pub(crate) struct PlanOptions {
     /// small layouts.
     pub shifted_rows: bool,
     /// Use the scattered rows ([`rows_scatter_args`]) for every copy whose source has stride 1
-    /// along the destination's fastest axis, but contiguous ones (by default no copy takes
-    /// them: not measured yet).
+    /// along the destination's fastest axis, but contiguous ones (by default only copies of
+    /// wide elements from a source that joins the rows: [`SCATTER_MIN_SIZE`]).
     pub prefer_scatter: bool,
 }
 
@@ -634,6 +634,35 @@ fn reversed_rows_shift(args: &RowArgs, size: usize) -> bool {
 /// of a device copy there, against 0.86-0.94 on the shifted and reversed row kernels; u8 rows of
 /// 1000 and 4095 bytes ran faster shifted (0.86-0.91 against 0.82-0.84).
 const GATHER_SHIFTED_MIN_SIZE: usize = 4;
+
+/// Elements at least this wide whose copied rows the row kernels would move element by
+/// element or shift, and whose source joins the rows (a contiguous array written into a column
+/// slice `x[.., ..c]`), go to the scattered rows where the rows are at least
+/// [`SCATTER_MIN_ROW_BYTES`] long. On the H100, f64 rows of 3 to 511 elements and f32 rows of
+/// 12 to 1023 ran at 0.50-0.96 of a device copy there, against 0.47-0.91 on the strided and
+/// shifted row kernels (f32 rows of 6 to 10 elements alike, of 3 and 5 slower); u8 and f16
+/// rows ran at 0.09-0.25 there (each lane stores its vector an element at a time, lanes a
+/// vector apart, so that every store of a warp touches as many sectors as lanes: the narrower
+/// the element, the more stores per byte).
+const SCATTER_MIN_SIZE: usize = 4;
+
+/// Shortest rows, in bytes, that the scattered rows take by default ([`SCATTER_MIN_SIZE`]).
+const SCATTER_MIN_ROW_BYTES: u64 = 24;
+
+/// The scattered rows' arguments for a copy of `size`-byte elements (normalised operands)
+/// whose source joins axis 0's rows into longer rows of at least [`SHORT_ROW_BYTES`] (a
+/// contiguous source across axes 0 and 1), for elements of at least [`SCATTER_MIN_SIZE`]
+/// bytes and rows of at least [`SCATTER_MIN_ROW_BYTES`]; `None` otherwise.
+fn joined_rows_scatter(norm: &Normalized, d: u64, s: u64, size: usize) -> Option<RowGatherArgs> {
+    let x = norm.axes.first()?;
+    if size < SCATTER_MIN_SIZE || (x.len as u64).saturating_mul(size as u64) < SCATTER_MIN_ROW_BYTES
+    {
+        return None;
+    }
+    rows_scatter_args(norm, d, s, size).filter(|g| {
+        g.row.row_len > x.len as u64 && g.row.row_len.saturating_mul(size as u64) >= SHORT_ROW_BYTES
+    })
+}
 
 /// Rows of a cast at least this many bytes long on the wider side stay on the row kernel
 /// where they are in phase ([`cast_rows_lose`]).
@@ -1110,6 +1139,12 @@ pub(crate) fn plan_copy(
             {
                 return Ok(Plan::RowsGather { args: g, from, to });
             }
+            // Or the scattered rows, where the source joins them ([`SCATTER_MIN_SIZE`]).
+            if !opt.short_rows
+                && let Some(g) = joined_rows_scatter(&norm, d, s, ss)
+            {
+                return Ok(Plan::RowsScatter { args: g, from, to });
+            }
             return Ok(Plan::RowsRev {
                 args,
                 elem: from,
@@ -1135,6 +1170,14 @@ pub(crate) fn plan_copy(
         }
     {
         return Ok(Plan::RowsGather { args, from, to });
+    }
+    // Short copied rows of wide elements whose source joins the rows (a contiguous array
+    // written into a column slice): the scattered rows ([`SCATTER_MIN_SIZE`]).
+    if same
+        && rows_lose
+        && let Some(args) = joined_rows_scatter(&norm, d, s, ss)
+    {
+        return Ok(Plan::RowsScatter { args, from, to });
     }
     // Such rows whose outer axes are permuted: the tiled kernels, the row a tile axis on both
     // sides.

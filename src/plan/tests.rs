@@ -16,7 +16,8 @@ use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{
-    GATHER_SHIFTED_MIN_SIZE, Plan, PlanOptions, plan_copy, plan_fill, reversed_rows_shift,
+    GATHER_SHIFTED_MIN_SIZE, Plan, PlanOptions, SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy,
+    plan_fill, reversed_rows_shift,
 };
 use crate::element::DType;
 use crate::layout::Layout;
@@ -3541,14 +3542,24 @@ fn short_copied_rows_leave_the_row_kernels() {
         } else {
             "rows_shifted"
         };
+        // Rows written into a column slice that the row kernels would shift or move element
+        // by element: the scattered rows for 4- and 8-byte elements in rows of 24 bytes or
+        // more, else the shifted row kernel (long rows) or the strided kernel.
+        let scatter = size >= SCATTER_MIN_SIZE && (c * size) as u64 >= SCATTER_MIN_ROW_BYTES;
+        let into_long = if scatter {
+            "rows_scatter"
+        } else {
+            "rows_shifted"
+        };
+        let into_short = if scatter { "rows_scatter" } else { "strided32" };
         let (rr, er, read, into) = match (long, whole) {
-            (true, true) => ("rows", "rows_rev", shifted, "rows_shifted"),
+            (true, true) => ("rows", "rows_rev", shifted, into_long),
             (true, false) if size >= GATHER_SHIFTED_MIN_SIZE => {
-                (shifted, shifted, shifted, "rows_shifted")
+                (shifted, shifted, shifted, into_long)
             }
-            (true, false) => (shifted, "rows_rev", shifted, "rows_shifted"),
-            (false, true) => ("rows", "rows_rev", "rows_gather", "strided32"),
-            (false, false) => ("rows_gather", "rows_gather", "rows_gather", "strided32"),
+            (true, false) => (shifted, "rows_rev", shifted, into_long),
+            (false, true) => ("rows", "rows_rev", "rows_gather", into_short),
+            (false, false) => ("rows_gather", "rows_gather", "rows_gather", into_short),
         };
         // What, destination strides, source strides, source element zero's offset, path.
         type Layout<'a> = (&'a str, [isize; 2], [isize; 2], u64, &'a str);
@@ -3632,7 +3643,8 @@ fn column_slices_in_and_off_phase() {
 /// `x[.., a..a + c]` (rows apart in the destination, one row of periods where the source joins
 /// them), also with the destination upside down, take the scattered rows for every element
 /// size; every plan is checked against the reference on the launcher's grid and forced small
-/// ones. By default none does.
+/// ones. By default only 4- and 8-byte elements in rows of 24 bytes or more do, where the
+/// source joins the rows.
 #[test]
 #[cfg_attr(
     miri,
@@ -3663,8 +3675,19 @@ fn scattered_rows_write_column_slices_when_steered() {
                 let p = run_case_with(&[rows, c], &ds, doff, t, &ss, 0, t, grid, scatter);
                 assert_eq!(p.path(), "rows_scatter", "{t} [{rows}, {c}] pitch {ds:?}");
             }
+            // By default, only 4- and 8-byte elements in rows of 24 bytes or more, where the
+            // source joins the rows (not into an upside-down destination, whose rows run
+            // backwards against the source's).
             let p = run_case(&[rows, c], &ds, doff, t, &ss, 0, t, None);
-            assert_ne!(p.path(), "rows_scatter", "{t} [{rows}, {c}] pitch {ds:?}");
+            let by_default = !flip
+                && t.size() >= SCATTER_MIN_SIZE
+                && (c * t.size()) as u64 >= SCATTER_MIN_ROW_BYTES;
+            assert_eq!(
+                p.path() == "rows_scatter",
+                by_default,
+                "{t} [{rows}, {c}] pitch {ds:?}: {}",
+                p.path()
+            );
         }
     }
 }

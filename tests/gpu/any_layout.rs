@@ -2164,8 +2164,9 @@ fn reversed_rows_take_the_reversed_row_kernel() {
 /// against ndarray: runs in reversed order, each run reversed, a column slice `x[.., ..c]`
 /// read (a source padded by one element per row) and written (a padded destination, its
 /// spare elements keeping their poison). Rows that are whole 16-byte vectors take the row
-/// kernels, the others the gathered rows (contiguous destination) or the strided kernel
-/// (padded destination).
+/// kernels, the others the gathered rows (contiguous destination), the scattered rows (a
+/// padded destination, 4- and 8-byte elements in rows of 24 bytes or more) or the strided
+/// kernel (the other padded destinations).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn short_copied_rows_leave_the_row_kernels() {
@@ -2205,15 +2206,22 @@ fn short_copied_rows_leave_the_row_kernels() {
         let mut read = Src::permuted(&[rows, c + 1], vec![0, 1]);
         read.slice[1] = step(0, Some(c as isize), 1);
         layouts.push((read, Dst::contiguous(&[rows, c]), "rows_gather"));
+        // Written into a column slice: the scattered rows for 4- and 8-byte elements in rows
+        // of 24 bytes or more, else the strided kernel.
         let written = Src::permuted(&[rows, c], vec![0, 1]);
-        layouts.push((written, Dst::padded(&[rows, c]), "strided32"));
+        let into = if size >= 4 && c * size >= 24 {
+            "rows_scatter"
+        } else {
+            "strided32"
+        };
+        layouts.push((written, Dst::padded(&[rows, c]), into));
         for (src, dst, want) in layouts {
             for which in 0..4 {
                 index += 1;
                 let seed = case_seed(0x5407, index);
                 let path = sized_case(size, &stream, seed, which, &src, &dst, &mut paths);
                 // `to_contiguous` and `cast` make their own destination: contiguous.
-                let want = if which >= 2 && want == "strided32" {
+                let want = if which >= 2 && want == into {
                     path.as_str()
                 } else {
                     want
@@ -2233,7 +2241,8 @@ fn short_copied_rows_leave_the_row_kernels() {
 
 /// Copies of rows of 256 bytes or more of every element size whose two sides are off each
 /// other's 16-byte alignment take the shifted row kernel (4- and 8-byte elements into a
-/// contiguous destination the gathered rows), against ndarray: a column slice
+/// contiguous destination the gathered rows, from a contiguous source the scattered rows),
+/// against ndarray: a column slice
 /// `x[.., a..a + c]` read (a source padded by one element per row, from element 0 or 1) and
 /// written (a padded destination, its spare elements keeping their poison), and rows of `c`
 /// elements in reversed order where they do not line up (those that do keep the row
@@ -2283,8 +2292,14 @@ fn long_rows_off_alignment_take_the_shifted_row_kernel() {
             read.slice[1] = step(start, Some(start + c as isize), 1);
             layouts.push((read, Dst::contiguous(&[rows, c]), shifted));
         }
+        // Written into a column slice: the scattered rows for 4- and 8-byte elements.
         let written = Src::permuted(&[rows, c], vec![0, 1]);
-        layouts.push((written, Dst::padded(&[rows, c]), "rows_shifted"));
+        let into = if size >= 4 {
+            "rows_scatter"
+        } else {
+            "rows_shifted"
+        };
+        layouts.push((written, Dst::padded(&[rows, c]), into));
         for (src, dst, want) in layouts {
             for which in 0..4 {
                 index += 1;

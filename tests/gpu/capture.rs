@@ -197,6 +197,56 @@ fn fill_case<T: DeviceElement>(
     path
 }
 
+/// Captures `dst[sl].assign(src)` from a contiguous `src` of the slice's shape, checks that
+/// nothing ran during the capture, then launches the graph twice, over fresh random contents
+/// of both each time, against ndarray (the elements outside the slice keep theirs). Returns
+/// the path the copy takes.
+fn write_case<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    mode: (CUstreamCaptureMode, &str),
+    shape: &[usize],
+    sl: &[SliceInfoElem],
+) -> String {
+    let poison = random::<T>(rng, shape);
+    let mut dst = DeviceArray::from_host(stream, &poison.view()).unwrap();
+    let in_shape = sliced(poison.view(), sl).shape().to_vec();
+    let mut src = DeviceArray::from_host(stream, &random::<T>(rng, &in_shape).view()).unwrap();
+    let planned = copy_path(&mut dst.slice_mut(info(sl)), &src.view());
+    let what = format!(
+        "{} into {shape:?} {sl:?} ({planned}, {} mode)",
+        T::DTYPE,
+        mode.1
+    );
+    stream.synchronize().unwrap();
+    let mut path = String::new();
+    let graph = capture(stream, mode.0, &what, || {
+        let mut d = dst.slice_mut(info(sl));
+        path = assign_cast_steered(&mut d, stream, &src.view(), Steer::Default)?;
+        Ok(())
+    });
+    assert_same(
+        &dst.to_host().unwrap().view(),
+        &poison.view(),
+        &format!("{what}: nothing runs while capturing"),
+    );
+    for launch in 0..2 {
+        let data = random::<T>(rng, &in_shape);
+        src.copy_from_host(&data).unwrap();
+        let before = random::<T>(rng, shape);
+        dst.copy_from_host(&before).unwrap();
+        graph.launch().unwrap();
+        let mut expect = before.clone();
+        sliced_mut(expect.view_mut(), sl).assign(&data);
+        assert_same(
+            &dst.to_host().unwrap().view(),
+            &expect.view(),
+            &format!("{what}: launch {launch}"),
+        );
+    }
+    path
+}
+
 /// Captures `dst.assign_cast(src[sl].permuted_axes(perm))` (planned as `steer` says), checks
 /// that nothing ran during the capture, then launches the graph twice, with new random source
 /// data and a new poisoned destination each time, against ndarray and `cast_reference`.
@@ -425,8 +475,8 @@ fn fill_every_path_in_every_mode() {
     }
 }
 
-/// Copies and casts by every path (driver memcpy, the contiguous kernel, the row kernels and
-/// the gathered rows, the transpose and permute kernels, the strided kernel, broadcasting), in
+/// Copies and casts by every path (driver memcpy, the contiguous kernel, the row kernels, the
+/// gathered and scattered rows, the transpose and permute kernels, the strided kernel, broadcasting), in
 /// every capture mode.
 /// The global mode comes first: a kernel's first use in the process may be inside its capture.
 #[test]
@@ -444,7 +494,7 @@ fn assign_every_path_in_every_mode() {
     // The planner's documented choices (src/plan/tests.rs): one element in, same type: memcpy;
     // every other column: strided32; rows of 300 bytes out of 316: rows; out of 301 (off each
     // other's alignment): rows_shifted; rows of 16 bytes out of 17 (short and off the 16-byte
-    // grid): rows_gather.
+    // grid): rows_gather; f32 rows of 33 written into a column slice of 34: rows_scatter.
     let shifted = [step(1, 1)];
     let every_other = [full(), step(0, 2)];
     let columns = |end| {
@@ -497,6 +547,13 @@ fn assign_every_path_in_every_mode() {
             &short_rows,
             id2,
             s,
+        ));
+        paths.insert(write_case::<f32>(
+            &stream,
+            &mut rng,
+            mode,
+            &[64, 34],
+            &columns(33),
         ));
         let sh = &[6, 40, 66];
         paths.insert(copy_case::<f32, f32>(
@@ -614,6 +671,7 @@ fn assign_every_path_in_every_mode() {
         "strided32",
         "tiled",
         "rows_gather",
+        "rows_scatter",
     ] {
         assert!(
             paths.contains(p),
