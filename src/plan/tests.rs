@@ -3804,3 +3804,67 @@ fn short_cast_rows_in_phase_stay_on_the_row_kernel_into_a_padded_destination() {
         assert_eq!(p.path(), "rows_gather", "{from} -> {to} [64, {c}] reversed");
     }
 }
+
+/// Element-wise copy tiles of 2- and 4-byte elements take up to 8192 elements (blocks of up to
+/// 1024 threads), so that `[2, 3^11]` permuted (axes of 3, whose runs never make whole
+/// vectors) reads and writes runs of 81 elements or more on one side where tiles of 4096 had
+/// 27 and 54; 1-byte elements keep tiles of at most 4096. Every plan covers the copy.
+#[test]
+fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
+    use devspan_kernels::abi::{tiled_max_threads, tiled_max_volume};
+    let mut shape = vec![2usize];
+    shape.extend([3usize; 11]);
+    let n = shape.len();
+    let total: u64 = shape.iter().map(|&x| x as u64).product();
+    for ty in [DType::U8, DType::F16, DType::F32] {
+        let reversed: Vec<usize> = (0..n).rev().collect();
+        let (out, dst, src) = permuted_layout(&shape, &reversed);
+        let p = plan_copy(
+            DST_BASE,
+            &dst,
+            ty,
+            SRC_BASE,
+            &src,
+            ty,
+            &out,
+            PlanOptions::default(),
+        )
+        .unwrap();
+        let what = format!("{ty:?} [2, 3^11] reversed");
+        assert_eq!(p.kernel_path(), "tiled_e", "{what}");
+        let Plan::Tiled { args, rest, .. } = &p else {
+            panic!("{what}: not a tiled plan");
+        };
+        assert!(rest.is_empty(), "{what}: {rest:?}");
+        assert_eq!(
+            u64::from(args.tiles) * u64::from(args.volume),
+            total,
+            "{what}"
+        );
+        let size = ty.size();
+        let limit = tiled_max_volume(false, size, size);
+        assert!(u64::from(args.volume) <= limit, "{what}: {}", args.volume);
+        // The runs: the read side's contiguous source elements, the write side's destination's.
+        let r = args.tile_rank as usize;
+        let run = |axes: &mut dyn Iterator<Item = (u32, i32)>| {
+            let mut run = 1i64;
+            for (len, stride) in axes {
+                if i64::from(stride) != run {
+                    break;
+                }
+                run *= i64::from(len);
+            }
+            run
+        };
+        let read = run(&mut args.read[..r].iter().map(|a| (a.len, a.src)));
+        let write = run(&mut args.write[..r].iter().map(|a| (a.len, a.dst)));
+        if size == 1 {
+            assert_eq!(tiled_max_threads(false, 1, 1), 512);
+            assert!(args.volume <= 4096, "{what}: {}", args.volume);
+        } else {
+            assert_eq!(limit, 8192, "{what}");
+            assert!(args.volume > 4096, "{what}: {}", args.volume);
+            assert!(read.max(write) >= 81, "{what}: runs {read} and {write}");
+        }
+    }
+}

@@ -35,7 +35,7 @@ use super::permute::fastest;
 use super::{Normalized, PAxis};
 use devspan_kernels::abi::{
     NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES, TiledArgs, TiledAxis,
-    tiled_max_volume, tiled_narrow, tiled_vectors,
+    tiled_max_volume, tiled_narrow, tiled_shifted_max_volume, tiled_vectors,
 };
 
 /// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
@@ -241,7 +241,7 @@ fn shifted_narrow(
     let end = (len - (least - v)) / v * v;
     let mut short = norm.clone();
     short.axes[k].len = end;
-    let limit = tiled_max_volume(false, src_size, dst_size) as u32;
+    let limit = tiled_shifted_max_volume(src_size, dst_size) as u32;
     let cap = if cap == 0 { limit } else { cap.min(limit) };
     // Runs no longer than the pixels and the channels give, so that the tile keeps the
     // narrow kernels' two axes.
