@@ -14,8 +14,8 @@ use cudarc::driver::{
 use devspan_kernels::abi::{
     DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, TiledArgs, contig_grid, fill_grid,
     narrow_grid, narrow_items, permute_grid, permute_kind, row_grid, strided_grid,
-    tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_grid, tiled_kind, tiled_launch_kind,
-    tiled_narrow, tiled_threads, transpose_grid_sized,
+    tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_e_wide, tiled_grid, tiled_kind,
+    tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -202,10 +202,10 @@ pub(crate) fn tiled_kernel(
         };
         return (k, 0);
     }
+    let threads = tiled_block(args, from, to, grid);
     let kind = if grid.no_async {
-        tiled_kind(args)
+        tiled_e_wide(tiled_kind(args), threads, from, to)
     } else {
-        let threads = tiled_block(args, from, to, grid);
         tiled_launch_kind(args, from, to, threads, major)
     };
     let smem = if kind == Kind::TiledA {
@@ -484,7 +484,7 @@ mod tests {
             let (bx, by, bz) = k.block();
             let directive = if matches!(
                 k.kind(),
-                Kind::Tiled | Kind::TiledE | Kind::TiledA | Kind::Narrow
+                Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::Narrow
             ) {
                 "maxntid"
             } else {

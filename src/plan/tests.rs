@@ -3806,31 +3806,32 @@ fn short_cast_rows_in_phase_stay_on_the_row_kernel_into_a_padded_destination() {
 }
 
 /// Element-wise copy tiles of 2- and 4-byte elements take up to 8192 elements (blocks of up to
-/// 1024 threads), so that `[2, 3^11]` permuted (axes of 3, whose runs never make whole
-/// vectors) reads and writes runs of 81 elements or more on one side where tiles of 4096 had
-/// 27 and 54; 1-byte elements keep tiles of at most 4096. Every plan covers the copy.
+/// 1024 threads, `copy_tiled_ew_bN`) where that lengthens short runs: `[2, 3^11]` permuted
+/// (axes of 3, whose runs never make whole vectors) reads or writes runs of 81 elements or
+/// more on one side where tiles of 4096 had 27 and 54. 1-byte elements and casts keep tiles of
+/// at most 4096. Every plan covers the copy. The rule ([`super::tiled::wide_tile_wins`]) on
+/// tiles of given runs.
 #[test]
 fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
-    use devspan_kernels::abi::{tiled_max_threads, tiled_max_volume};
+    use devspan_kernels::abi::{
+        Kind, TiledArgs, TiledAxis, tiled_ew_max_volume, tiled_launch_kind, tiled_threads,
+    };
     let mut shape = vec![2usize];
     shape.extend([3usize; 11]);
     let n = shape.len();
     let total: u64 = shape.iter().map(|&x| x as u64).product();
-    for ty in [DType::U8, DType::F16, DType::F32] {
-        let reversed: Vec<usize> = (0..n).rev().collect();
-        let (out, dst, src) = permuted_layout(&shape, &reversed);
-        let p = plan_copy(
-            DST_BASE,
-            &dst,
-            ty,
-            SRC_BASE,
-            &src,
-            ty,
-            &out,
-            PlanOptions::default(),
-        )
-        .unwrap();
-        let what = format!("{ty:?} [2, 3^11] reversed");
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let (out, dst, src) = permuted_layout(&shape, &reversed);
+    for (from, to) in [
+        (DType::U8, DType::U8),
+        (DType::F16, DType::F16),
+        (DType::F32, DType::F32),
+        (DType::F32, DType::I32),
+        (DType::U16, DType::F16),
+    ] {
+        let opt = PlanOptions::default();
+        let p = plan_copy(DST_BASE, &dst, to, SRC_BASE, &src, from, &out, opt).unwrap();
+        let what = format!("{from:?} -> {to:?} [2, 3^11] reversed");
         assert_eq!(p.kernel_path(), "tiled_e", "{what}");
         let Plan::Tiled { args, rest, .. } = &p else {
             panic!("{what}: not a tiled plan");
@@ -3841,30 +3842,68 @@ fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
             total,
             "{what}"
         );
-        let size = ty.size();
-        let limit = tiled_max_volume(false, size, size);
-        assert!(u64::from(args.volume) <= limit, "{what}: {}", args.volume);
-        // The runs: the read side's contiguous source elements, the write side's destination's.
-        let r = args.tile_rank as usize;
-        let run = |axes: &mut dyn Iterator<Item = (u32, i32)>| {
-            let mut run = 1i64;
-            for (len, stride) in axes {
-                if i64::from(stride) != run {
-                    break;
-                }
-                run *= i64::from(len);
-            }
-            run
-        };
-        let read = run(&mut args.read[..r].iter().map(|a| (a.len, a.src)));
-        let write = run(&mut args.write[..r].iter().map(|a| (a.len, a.dst)));
-        if size == 1 {
-            assert_eq!(tiled_max_threads(false, 1, 1), 512);
-            assert!(args.volume <= 4096, "{what}: {}", args.volume);
-        } else {
-            assert_eq!(limit, 8192, "{what}");
+        let (ss, ds) = (from.size(), to.size());
+        let [read, write] = super::tiled::side_runs(args, ss, ds);
+        let threads = tiled_threads(u64::from(args.volume), false, ss, ds);
+        let kind = tiled_launch_kind(args, from, to, threads, 9);
+        if from.same_bits(to) && ss >= 2 {
             assert!(args.volume > 4096, "{what}: {}", args.volume);
-            assert!(read.max(write) >= 81, "{what}: runs {read} and {write}");
+            assert!(u64::from(args.volume) <= tiled_ew_max_volume(ss), "{what}");
+            assert!(
+                read.max(write) >= 81 * ss as u64,
+                "{what}: runs {read} and {write}"
+            );
+            assert_eq!(kind, Kind::TiledEW, "{what}");
+        } else {
+            assert!(args.volume <= 4096, "{what}: {}", args.volume);
+            assert_eq!(kind, Kind::TiledE, "{what}");
         }
     }
+    // The rule, on tiles of two axes with the given runs (bytes of f16, read and write; the
+    // other axis of each side two runs apart): a
+    // larger tile is taken where it at least doubles a run under 256 bytes, the smaller
+    // tile's runs both under 1 KiB and one under 256 bytes.
+    let tile = |read: u64, write: u64| {
+        let (r, w) = (read / 2, write / 2);
+        let axes = [
+            TiledAxis {
+                len: r,
+                dst: 2 * w as i64,
+                src: 1,
+            },
+            TiledAxis {
+                len: w,
+                dst: 1,
+                src: 2 * r as i64,
+            },
+        ];
+        let batch = [TiledAxis {
+            len: 4,
+            dst: (4 * r * w) as i64,
+            src: (4 * r * w) as i64,
+        }];
+        TiledArgs::new(DST_BASE, SRC_BASE, &axes, &[1, 0], &batch, false, 2, 2).unwrap()
+    };
+    let wins = |n: (u64, u64), w: (u64, u64)| {
+        super::tiled::wide_tile_wins(&tile(n.0, n.1), &tile(w.0, w.1), (2, 2))
+    };
+    assert_eq!(super::tiled::side_runs(&tile(54, 108), 2, 2), [54, 108]);
+    assert!(wins((54, 108), (54, 324)));
+    assert!(wins((162, 100), (162, 200)));
+    assert!(wins((24, 238), (120, 238)));
+    assert!(!wins((96, 170), (168, 170)), "less than doubled");
+    assert!(!wins((112, 138), (152, 138)), "less than doubled");
+    assert!(!wins((12, 1030), (24, 1030)), "a run of 1 KiB or more");
+    assert!(!wins((54, 108), (54, 108)), "nothing grows");
+    // One axis, a run of 600 bytes on both sides, doubled: both runs 256 bytes or more.
+    let one = |run: u64| {
+        let axes = [TiledAxis {
+            len: run / 2,
+            dst: 1,
+            src: 1,
+        }];
+        TiledArgs::new(DST_BASE, SRC_BASE, &axes, &[0], &[], false, 2, 2).unwrap()
+    };
+    assert!(!super::tiled::wide_tile_wins(&one(600), &one(1200), (2, 2)));
+    assert!(super::tiled::wide_tile_wins(&one(200), &one(400), (2, 2)));
 }

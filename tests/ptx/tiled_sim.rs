@@ -293,6 +293,19 @@ fn layouts() -> Vec<Layout> {
         l.src[2] = -l.src[2];
         all.push(l);
     }
+    // Axes of 3 reversed, 2- and 4-byte elements: element-wise tiles of more than 4096
+    // elements, in blocks of more than 512 threads (`copy_tiled_ew_bN`).
+    for size in [2usize, 4] {
+        let shape = [2, 3, 3, 3, 3, 3, 3, 3, 3];
+        let perm: Vec<usize> = (0..shape.len()).rev().collect();
+        all.push(permuted(
+            &format!("threes_rev/9/b{size}"),
+            &shape,
+            &perm,
+            size,
+            0,
+        ));
+    }
     // Byte tiles of 16 lines in shared memory: the line rotation L ^ L>>1 ^ L>>4 of their
     // gathers.
     let perm = [7, 2, 10, 0, 5, 11, 3, 8, 1, 6, 9, 4];
@@ -778,14 +791,21 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
              among {kernels:?}"
         ));
     }
+    // So are the wide element-wise copies.
+    let wide = shifted("copy_tiled_ew_");
+    if !sample && wide < 2 {
+        return Err(format!(
+            "{wide} wide element-wise copies on the tiled kernels among {kernels:?}"
+        ));
+    }
     let lines = run_cases(dir, &files)?;
     for l in &lines {
         out.detail(l);
     }
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
-         {vector_casts} vector and {element_casts} element-wise casts, {far} tiles across more \
-         than 2^30 bytes){}",
+         {vector_casts} vector and {element_casts} element-wise casts, {wide} wide element-wise \
+         copies, {far} tiles across more than 2^30 bytes){}",
         lines.len(),
         joins + splits,
         if sample { " (sample)" } else { "" }

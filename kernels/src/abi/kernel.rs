@@ -5,7 +5,7 @@ use super::{
     NARROW_SIZES, NARROW_THREADS, Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
     PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
     PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, RowRuns, STRIDED_BLOCK,
-    TRANSPOSE_BLOCK, WideKernel, tiled_max_threads,
+    TILED_EW_SIZES, TILED_WIDE_THREADS, TRANSPOSE_BLOCK, WideKernel, tiled_max_threads,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -88,6 +88,11 @@ pub enum Kind {
     Tiled,
     /// Tiles spanning several axes, one element per access: [`TiledArgs`](super::TiledArgs).
     TiledE,
+    /// [`Kind::TiledE`] for copies of 2- and 4-byte elements in blocks of up to
+    /// [`TILED_WIDE_THREADS`](super::TILED_WIDE_THREADS) threads, tiles of up to
+    /// [`tiled_ew_max_volume`](super::tiled_ew_max_volume) elements:
+    /// [`TiledArgs`](super::TiledArgs).
+    TiledEW,
     /// [`Kind::Tiled`] for copies of 1- and 2-byte elements with the source copied into
     /// shared memory by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles
     /// per block (sm_80 and later): [`TiledArgs`](super::TiledArgs).
@@ -102,7 +107,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 26] = [
+    pub const ALL: [Kind; 27] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -126,6 +131,7 @@ impl Kind {
         Kind::PermuteW64,
         Kind::Tiled,
         Kind::TiledE,
+        Kind::TiledEW,
         Kind::TiledA,
         Kind::Narrow,
         Kind::StridedN,
@@ -200,6 +206,7 @@ impl Kind {
             Kind::PermuteW64 => "permute_w64",
             Kind::Tiled => "tiled",
             Kind::TiledE => "tiled_e",
+            Kind::TiledEW => "tiled_ew",
             Kind::TiledA => "tiled_a",
             Kind::Narrow => "narrow",
             Kind::StridedN => "stridedn",
@@ -330,6 +337,12 @@ impl Kernel {
                     size,
                 });
             }
+            if TILED_EW_SIZES.contains(&size) {
+                all.push(Kernel::Copy {
+                    kind: Kind::TiledEW,
+                    size,
+                });
+            }
             if size == 1 {
                 for kind in [Kind::PermutePacked128, Kind::PermuteVec, Kind::TiledA] {
                     all.push(Kernel::Copy { kind, size });
@@ -437,6 +450,7 @@ impl Kernel {
                 let (from, to) = self.sizes();
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
             }
+            Kind::TiledEW => (TILED_WIDE_THREADS, 1, 1),
             Kind::Narrow => (NARROW_THREADS, 1, 1),
             Kind::Rows
             | Kind::RowsRev
@@ -507,15 +521,16 @@ mod tests {
         assert_eq!(fills, 4 * 4);
         // Ten kinds, reversed, shifted, gathered and scattered rows per size, reversed rows of runs of 3
         // (1 and 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2
-        // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2; three wide.
-        assert_eq!(copies, 4 * 14 + 2 + 4 + 2 + 3 + 5 + 1 + 3);
+        // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2, tiled_ew b2,
+        // b4; three wide.
+        assert_eq!(copies, 4 * 14 + 2 + 4 + 2 + 3 + 5 + 1 + 2 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only.
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1320 + 4 + 132 + 210);
+        assert_eq!(all.len(), 1320 + 4 + 132 + 210 + 2);
     }
 
     #[test]

@@ -58,27 +58,41 @@ pub const TILED_SHIFTED_SOURCE: u32 = 2;
 /// ([`TiledArgs::new_shifted`]).
 pub const TILED_SHIFTED_DEST: u32 = 3;
 
-/// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for the kernels of
-/// [`TILED_WIDE_THREADS`]; [`tiled_max_threads`] gives each kernel's.
+/// Most threads of a tiled kernel's block (its PTX's `.maxntid`), but for vector tiles between
+/// elements of one size of 1 or 2 bytes and for [`Kind::TiledEW`] ([`TILED_WIDE_THREADS`]);
+/// [`tiled_max_threads`] gives each kernel's.
 pub const TILED_MAX_THREADS: u32 = 512;
 /// Most threads of the block of a vector tile between elements of one size of 1 or 2 bytes
-/// (copies, and casts such as f16 -> bf16), and of an element-wise tile between elements of
-/// one size of 2 or 4 bytes: tiles of up to 16 KiB or 32 KiB, whose longer runs keep layouts
-/// of many short axes near memcpy speed. On the H100, f16 and f32 copies of `[2, 3^17]`
-/// permuted (reversed, random) ran at 0.49-0.69 and 0.53-0.85 of a device copy on
-/// element-wise tiles of up to 8192 elements, against 0.34-0.53 and 0.48-0.85 on tiles of up
-/// to 4096 (their runs of 27 elements grow to 81); 1-byte copies and casts ran no faster
-/// there, and keep [`TILED_MAX_THREADS`].
+/// (copies, and casts such as f16 -> bf16): tiles of up to 16 KiB, whose longer runs keep
+/// layouts of many short axes near memcpy speed. Also the block of [`Kind::TiledEW`], the
+/// element-wise copies of [`TILED_EW_SIZES`] in tiles of more elements than
+/// [`TILED_MAX_THREADS`] threads take.
 pub const TILED_WIDE_THREADS: u32 = 1024;
+
+/// Element sizes of the wide element-wise copies ([`Kind::TiledEW`]).
+pub const TILED_EW_SIZES: [usize; 2] = [2, 4];
+
+/// Whether element-wise tiles (not `vector`) from `src_size`- to `dst_size`-byte elements may
+/// hold up to [`tiled_ew_max_volume`] elements, in blocks of up to [`TILED_WIDE_THREADS`]
+/// ([`Kind::TiledEW`]): for copies of [`TILED_EW_SIZES`] (the planner takes such tiles for
+/// copies only, where they lengthen short runs).
+pub const fn tiled_wide_elements(vector: bool, src_size: usize, dst_size: usize) -> bool {
+    !vector && src_size == dst_size && (src_size == 2 || src_size == 4)
+}
+
+/// Most elements of a tile of [`Kind::TiledEW`] for elements of `size` bytes:
+/// [`TILED_WIDE_THREADS`] x [`tiled_per_thread`], at most [`TILED_MAX_TILE_BYTES`] of them.
+pub const fn tiled_ew_max_volume(size: usize) -> u64 {
+    let slots = TILED_WIDE_THREADS as u64 * tiled_per_thread(false, size, size) as u64;
+    let fit = TILED_MAX_TILE_BYTES / size as u64;
+    if slots < fit { slots } else { fit }
+}
 
 /// Most threads of the block of a tiled kernel from elements of `src_size` to `dst_size` bytes,
 /// vector or element-wise (its PTX's `.maxntid`): [`TILED_WIDE_THREADS`] for vector tiles
-/// between elements of one size of 1 or 2 bytes and element-wise tiles between elements of
-/// one size of 2 or 4 bytes, else [`TILED_MAX_THREADS`].
+/// between elements of one size of 1 or 2 bytes, else [`TILED_MAX_THREADS`].
 pub const fn tiled_max_threads(vector: bool, src_size: usize, dst_size: usize) -> u32 {
-    let wide_vector = vector && src_size == dst_size && src_size <= 2;
-    let wide_elements = !vector && src_size == dst_size && (src_size == 2 || src_size == 4);
-    if wide_vector || wide_elements {
+    if vector && src_size == dst_size && src_size <= 2 {
         TILED_WIDE_THREADS
     } else {
         TILED_MAX_THREADS
@@ -157,14 +171,6 @@ pub const TILED_MAX_TILE_BYTES: u64 = 32768;
 pub const fn tiled_max_volume(vector: bool, src_size: usize, dst_size: usize) -> u64 {
     let slots = tiled_max_threads(vector, src_size, dst_size) as u64
         * tiled_per_thread(vector, src_size, dst_size) as u64;
-    let fit = TILED_MAX_TILE_BYTES / dst_size as u64;
-    if slots < fit { slots } else { fit }
-}
-
-/// Most elements of a tile of shifted vectors ([`TiledArgs::new_shifted`], the shifted narrow
-/// kernels'): as for element-wise tiles of [`TILED_MAX_THREADS`] threads.
-pub const fn tiled_shifted_max_volume(src_size: usize, dst_size: usize) -> u64 {
-    let slots = TILED_MAX_THREADS as u64 * tiled_per_thread(false, src_size, dst_size) as u64;
     let fit = TILED_MAX_TILE_BYTES / dst_size as u64;
     if slots < fit { slots } else { fit }
 }
@@ -278,17 +284,39 @@ pub fn tiled_launch_kind(
     if kind == Kind::Tiled && threads >= least && major >= TILED_ASYNC_MIN_MAJOR {
         Kind::TiledA
     } else {
+        tiled_e_wide(kind, threads, from, to)
+    }
+}
+
+/// [`Kind::TiledEW`] for an element-wise tile ([`Kind::TiledE`]) of a copy (of bits:
+/// [`DType::same_bits`]) of [`TILED_EW_SIZES`] in blocks of more than [`tiled_max_threads`]
+/// threads, else `kind`. (The planner gives larger element-wise tiles to such copies only.)
+pub fn tiled_e_wide(kind: Kind, threads: u32, from: DType, to: DType) -> Kind {
+    let (s, d) = (from.size(), to.size());
+    if kind == Kind::TiledE
+        && from.same_bits(to)
+        && tiled_wide_elements(false, s, d)
+        && threads > tiled_max_threads(false, s, d)
+    {
+        Kind::TiledEW
+    } else {
         kind
     }
 }
 
 /// Threads of a tiled kernel's block for a tile of `volume` elements: the smallest multiple
 /// of 32 that gives every element a slot ([`tiled_per_thread`] per thread), at most
-/// [`tiled_max_threads`].
+/// [`tiled_max_threads`], or [`TILED_WIDE_THREADS`] where [`tiled_wide_elements`] (more than
+/// [`tiled_max_threads`] run [`Kind::TiledEW`]).
 pub fn tiled_threads(volume: u64, vector: bool, src_size: usize, dst_size: usize) -> u32 {
     let k = u64::from(tiled_per_thread(vector, src_size, dst_size));
     let t = volume.div_ceil(k).div_ceil(32).max(1) * 32;
-    t.min(u64::from(tiled_max_threads(vector, src_size, dst_size))) as u32
+    let most = if tiled_wide_elements(vector, src_size, dst_size) {
+        TILED_WIDE_THREADS
+    } else {
+        tiled_max_threads(vector, src_size, dst_size)
+    };
+    t.min(u64::from(most)) as u32
 }
 
 /// Grid (x) of a tiled kernel on a device that keeps `resident` of its blocks resident: one
@@ -360,7 +388,8 @@ pub struct TiledArgs {
     pub src: u64,
     /// Number of tiles: the product of the batch extents, below 2^31.
     pub tiles: u32,
-    /// Elements per tile: the product of the tile extents, at most [`tiled_max_volume`].
+    /// Elements per tile: the product of the tile extents, at most [`tiled_max_volume`]
+    /// ([`tiled_ew_max_volume`] where [`tiled_wide_elements`]).
     pub volume: u32,
     /// Number of tile axes, `1..=TILED_MAX_TILE_AXES`.
     pub tile_rank: u32,
@@ -414,7 +443,8 @@ impl TiledArgs {
     /// same axes are written (`write_order[k]` is the index in `read` of the `k`-th axis in
     /// write order) and the batch axes (axis 0 fastest), for elements of `src_size` and
     /// `dst_size` bytes. `None` when an axis count is out of range, an extent is zero, the
-    /// volume exceeds [`tiled_max_volume`], there are 2^31 tiles or more, `write_order` is not
+    /// volume exceeds [`tiled_max_volume`] (element-wise tiles of [`tiled_wide_elements`]:
+    /// [`tiled_ew_max_volume`]), there are 2^31 tiles or more, `write_order` is not
     /// a permutation, an element of a tile lies 2^31 elements or more from the tile's first
     /// element on either side (the kernels hold a tile element's offset from the tile's first
     /// as a signed 32-bit count of elements, scaled to bytes in 64 bits), or (for `vector`)
@@ -452,7 +482,11 @@ impl TiledArgs {
             vector: u32::from(vector),
             ..Self::default()
         };
-        let max = tiled_max_volume(vector, src_size, dst_size);
+        let max = if tiled_wide_elements(vector, src_size, dst_size) {
+            tiled_ew_max_volume(src_size)
+        } else {
+            tiled_max_volume(vector, src_size, dst_size)
+        };
         let mut volume = 1u64;
         let mut read_stride = [0u64; TILED_MAX_TILE_AXES];
         // The farthest element of a tile from its first, per operand, in elements.
@@ -520,8 +554,8 @@ impl TiledArgs {
     /// vector through the aligned 16-byte block that holds its first byte and the next block,
     /// so the caller leaves every
     /// source vector at least 16 bytes below the end of the source's allocation; a shifted
-    /// split writes only its destination's bytes. Volumes are limited to
-    /// [`tiled_shifted_max_volume`].
+    /// split writes only its destination's bytes. Volumes are limited as for element-wise
+    /// tiles.
     #[allow(clippy::too_many_arguments)]
     pub fn new_shifted(
         dst: u64,
@@ -533,11 +567,8 @@ impl TiledArgs {
         dst_size: usize,
         shifted_source: bool,
     ) -> Option<Self> {
-        let volume = read.iter().try_fold(1u64, |v, a| v.checked_mul(a.len))?;
-        if volume > tiled_shifted_max_volume(src_size, dst_size) {
-            return None;
-        }
-        // Built as an element-wise tile (no alignment asked), then checked on the aligned side.
+        // Built as an element-wise tile (no alignment asked, at most its volume), then
+        // checked on the aligned side.
         let mut a = Self::new(
             dst,
             src,
@@ -881,16 +912,13 @@ mod tests {
         assert_eq!(tiled_max_threads(true, 4, 4), 512);
         assert_eq!(tiled_max_threads(true, 1, 1), 1024);
         assert_eq!(tiled_max_threads(false, 1, 1), 512);
-        assert_eq!(tiled_max_threads(false, 2, 2), 1024);
-        assert_eq!(tiled_max_threads(false, 4, 4), 1024);
-        assert_eq!(tiled_max_threads(false, 8, 8), 512);
-        assert_eq!(tiled_max_threads(false, 1, 4), 512);
-        assert_eq!(tiled_max_threads(false, 4, 2), 512);
-        assert_eq!(tiled_max_volume(false, 4, 4), 8192);
-        assert_eq!(tiled_max_volume(false, 2, 2), 8192);
-        assert_eq!(tiled_max_volume(false, 8, 8), 4096);
-        assert_eq!(tiled_shifted_max_volume(4, 4), 4096);
-        assert_eq!(tiled_shifted_max_volume(2, 2), 4096);
+        assert_eq!(tiled_max_threads(false, 4, 4), 512);
+        assert_eq!(tiled_ew_max_volume(2), 8192);
+        assert_eq!(tiled_ew_max_volume(4), 8192);
+        assert!(tiled_wide_elements(false, 2, 2) && tiled_wide_elements(false, 4, 4));
+        assert!(!tiled_wide_elements(true, 4, 4) && !tiled_wide_elements(false, 1, 1));
+        assert!(!tiled_wide_elements(false, 8, 8) && !tiled_wide_elements(false, 2, 4));
+        assert_eq!(tiled_threads(4374, false, 4, 4), 576);
         assert_eq!(tiled_max_threads(true, 4, 1), 512);
         assert_eq!(tiled_threads(16384, true, 1, 1), 1024);
         assert_eq!(tiled_threads(16384, true, 2, 2), 1024);

@@ -154,8 +154,9 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
             permute::permute_packed_kernel(t, name, s, tile())
         }
         Kind::PermuteVec => permute::permute_vec_kernel(t, name, tile()),
-        Kind::Tiled => tiled::tiled_kernel(t, name, s, d, true),
-        Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false),
+        Kind::Tiled => tiled::tiled_kernel(t, name, s, d, true, false),
+        Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false, false),
+        Kind::TiledEW => tiled::tiled_kernel(t, name, s, d, false, true),
         Kind::TiledA => tiled::tiled_async_kernel(t, name, d),
         Kind::StridedN => stridedn::stridedn_kernel(t, name, Op::Cast(s, d)),
         Kind::Narrow => unreachable!("the narrow kernels are Kernel::Narrow"),

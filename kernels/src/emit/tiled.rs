@@ -9,9 +9,9 @@ use super::load_store::{Space, load_scalar, load_vec, pack_word, store_scalar, s
 use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
-    TILED_ASYNC_BUFFERS, TiledArgs, TiledBatchAxis, TiledReadAxis, TiledWriteAxis,
-    tiled_max_registers, tiled_max_threads, tiled_per_thread, tiled_smem_bytes, tiled_smem_shifts,
-    tiled_smem_unit, tiled_vectors,
+    TILED_ASYNC_BUFFERS, TILED_WIDE_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis,
+    TiledWriteAxis, tiled_ew_max_volume, tiled_max_registers, tiled_max_threads, tiled_per_thread,
+    tiled_smem_bytes, tiled_smem_shifts, tiled_smem_unit, tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -174,8 +174,17 @@ pub(super) fn origin(label: &str, tile: &str) -> Code {
 }
 
 /// The tiled kernel `name` from `s` to `d`: 16-byte vectors on both sides (`vector`) or one
-/// element per access.
-pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: bool) -> String {
+/// element per access; with `wide` (element-wise, [`Kind::TiledEW`](crate::abi::Kind)), in
+/// blocks of up to [`TILED_WIDE_THREADS`] threads with a tile of up to
+/// [`tiled_ew_max_volume`] elements.
+pub(super) fn tiled_kernel(
+    t: &mut Templates,
+    name: &str,
+    s: Ty,
+    d: Ty,
+    vector: bool,
+    wide: bool,
+) -> String {
     let (ss, ds) = (s.size as usize, d.size as usize);
     let k = u64::from(tiled_per_thread(vector, ss, ds));
     let (vs, vd) = tiled_vectors(vector, ss, ds);
@@ -186,6 +195,14 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
     let units = vs * d.size / unit;
     let copy = s == d;
     let shifts = tiled_smem_shifts(vector, ss, ds);
+    let (max_threads, tile_bytes) = if wide {
+        (TILED_WIDE_THREADS, tiled_ew_max_volume(ds) * d.size)
+    } else {
+        (
+            tiled_max_threads(vector, ss, ds),
+            tiled_smem_bytes(vector, ss, ds),
+        )
+    };
     let mut g = Gen::default();
 
     // --- Set-up: the loads' source offsets and places in shared memory, one loop over the
@@ -329,13 +346,13 @@ pub(super) fn tiled_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty, vector: 
             ("DSIZE", d.size.to_string()),
             ("SSIZE", s.size.to_string()),
             ("UNIT", unit.to_string()),
-            ("MAX_THREADS", tiled_max_threads(vector, ss, ds).to_string()),
+            ("MAX_THREADS", max_threads.to_string()),
             (
                 "MAXNREG",
                 tiled_max_registers(vector, copy, ss, ds)
                     .map_or(String::new(), |n| format!(".maxnreg {n}\n")),
             ),
-            ("TILE_BYTES", tiled_smem_bytes(vector, ss, ds).to_string()),
+            ("TILE_BYTES", tile_bytes.to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
             ("ORIGIN_FIRST", first.text()),
