@@ -46,7 +46,11 @@ as the `flip` cases do. The `short-rows` cases (a `[rows, c]` array of u8, f16 a
 rows of c = 3 to 1000 elements, about 1 GiB) run its runs in reversed order and each run
 reversed as the `flip` cases do, and the column slice `x[:, :c]` of a `[rows, c + 1]` array
 (the bench's `from [.., ..c]` rows) as the `narrow` cases do: `.contiguous()`,
-`cupy.ascontiguousarray`, `devspan.to_contiguous` of the torch view.
+`cupy.ascontiguousarray`, `devspan.to_contiguous` of the torch view; the `into [.., ..c]`
+cases write the contiguous `[rows, c]` array into the first c columns of a `[rows, c + 1]`
+array that each framework has of its own (poisoned first, allocated outside the timing):
+`dst[:, :c].copy_(x)`, `cupy.copyto` into CuPy's view of it, `devspan.copy` into the torch
+view.
 
 With --queued, each timed call is preceded by a GPU sleep of about a millisecond
 (`torch.cuda._sleep`), so that the call's host work runs while the stream is still busy and
@@ -188,15 +192,17 @@ SHORT_ROW_CS = (3, 5, 7, 9, 17, 24, 33, 48, 100, 250, 1000)
 
 
 def short_row_layouts(size):
-    """(name, shape, axes read backwards or None, columns kept or None), as
-    benches/bandwidth.rs: short_rows (its first three layouts)."""
+    """(name, source shape, how), as benches/bandwidth.rs: short_rows: how is ("flip", axes
+    read backwards), ("columns", c: the first c columns read) or ("into", c: a contiguous
+    source written into the first c columns of a [rows, c + 1] array)."""
     n = GIB // size
     out = []
     for c in SHORT_ROW_CS:
         rows = n // (c + 1)
-        out.append((f"[{rows}, {c}] runs reversed", [rows, c], [0], None))
-        out.append((f"[{rows}, {c}] each run reversed", [rows, c], [1], None))
-        out.append((f"[{rows}, {c}] from [.., ..{c}]", [rows, c + 1], None, c))
+        out.append((f"[{rows}, {c}] runs reversed", [rows, c], ("flip", [0])))
+        out.append((f"[{rows}, {c}] each run reversed", [rows, c], ("flip", [1])))
+        out.append((f"[{rows}, {c}] from [.., ..{c}]", [rows, c + 1], ("columns", c)))
+        out.append((f"[{rows}, {c}] into [.., ..{c}]", [rows, c], ("into", c)))
     return out
 
 
@@ -237,7 +243,8 @@ NUMPY_NAMES = {"u8": "uint8", "f16": "float16", "f32": "float32"}
 def cases(groups):
     """(group, name, source dtype name, result dtype name, source shape, permutation), in the
     bench's order; for the `flip`, `flip-cast` and `flip-odd` groups the last is the axes read
-    backwards; for `short-rows`, ("flip", axes) or ("columns", c): the first c columns.
+    backwards; for `short-rows`, ("flip", axes), ("columns", c): the first c columns, or
+    ("into", c): written into the first c columns of a wider array.
     The two dtypes differ in the `narrow-cast` and `flip-cast` groups alone."""
     out = []
     if "narrow" in groups:
@@ -281,8 +288,7 @@ def cases(groups):
                 out.append(("flip-odd", f"{ty} {name}", ty, ty, shape, axes))
     if "short-rows" in groups:
         for ty, size in SIZES.items():
-            for name, shape, axes, c in short_row_layouts(size):
-                how = ("flip", axes) if axes is not None else ("columns", c)
+            for name, shape, how in short_row_layouts(size):
                 out.append(("short-rows", f"{ty} {name}", ty, ty, shape, how))
     if "pixels" in groups:
         for ty, name, shape, perm in pixel_layouts():
@@ -429,11 +435,28 @@ def main():
                 base = flat[:_numel(shape)].view(shape)
                 flip = perm if group in FLIP_GROUPS else None
                 columns = None
+                into = None
                 if group == "short-rows":
                     kind, what = perm
-                    flip, columns = (what, None) if kind == "flip" else (None, what)
+                    if kind == "flip":
+                        flip = what
+                    elif kind == "columns":
+                        columns = what
+                    else:
+                        into = what
                 # The view's shape and strides, and its element zero in `base`.
-                if columns is not None:
+                if into is not None:
+                    # The source is `base` itself; each framework writes into the first
+                    # `into` columns of its own [rows, into + 1] array, poisoned first.
+                    src = base
+                    view_shape, view_strides, start = list(shape), list(base.stride()), 0
+                    wide = [shape[0], into + 1]
+                    targets = {}
+                    for fw in ("torch", "cupy", "devspan"):
+                        t = torch.empty(wide, dtype=dtype, device="cuda")
+                        bits(t).fill_(-1 if size > 1 else 255)
+                        targets[fw] = t
+                elif columns is not None:
                     src = base[:, :columns]
                     view_shape, view_strides, start = list(src.shape), list(src.stride()), 0
                 elif flip is None:
@@ -498,6 +521,8 @@ def main():
                     return out.reshape(-1)[pos], tuple(out.shape) == tuple(view_shape)
 
                 def torch_fn():
+                    if into is not None:
+                        return targets["torch"][:, :into].copy_(src)
                     if flip is not None:
                         # PyTorch has no flip with a cast: a flipped copy, then the cast.
                         flipped = torch.flip(base, flip)
@@ -511,7 +536,10 @@ def main():
                     with cp_stream:
                         try:
                             cp_base = cupy.from_dlpack(base)
-                            if columns is not None:
+                            if into is not None:
+                                cp_src = cp_base
+                                cp_dst = cupy.from_dlpack(targets["cupy"])[:, :into]
+                            elif columns is not None:
                                 cp_src = cp_base[:, :columns]
                             elif flip is None:
                                 cp_src = cupy.transpose(cp_base, perm)
@@ -523,6 +551,9 @@ def main():
                         def cp_fn():
                             if isinstance(cp_src, Exception):
                                 raise cp_src
+                            if into is not None:
+                                cupy.copyto(cp_dst, cp_src)
+                                return cp_dst
                             if not cast:
                                 return cupy.ascontiguousarray(cp_src)
                             out = cupy.empty(cp_src.shape, dtype=NUMPY_NAMES[to])
@@ -540,6 +571,10 @@ def main():
                         return torch_sample(t)
 
                     def ds_fn():
+                        if into is not None:
+                            view = targets["devspan"][:, :into]
+                            devspan.copy(view, src)
+                            return view
                         if flip is not None:
                             # A view read backwards: CuPy's, whose strides are negative.
                             if cupy is None:
