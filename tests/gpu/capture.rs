@@ -218,26 +218,57 @@ fn write_case<T: DeviceElement>(
         T::DTYPE,
         mode.1
     );
-    stream.synchronize().unwrap();
-    let mut path = String::new();
-    let graph = capture(stream, mode.0, &what, || {
-        let mut d = dst.slice_mut(info(sl));
-        path = assign_cast_steered(&mut d, stream, &src.view(), Steer::Default)?;
-        Ok(())
-    });
-    assert_same(
-        &dst.to_host().unwrap().view(),
-        &poison.view(),
-        &format!("{what}: nothing runs while capturing"),
-    );
-    for launch in 0..2 {
+    let op = |dst: &mut DeviceArray<T, IxDyn>, src: &DeviceArray<T, IxDyn>| {
+        assign_cast_steered(
+            &mut dst.slice_mut(info(sl)),
+            stream,
+            &src.view(),
+            Steer::Default,
+        )
+    };
+    let refresh = |dst: &mut DeviceArray<T, IxDyn>, src: &mut DeviceArray<T, IxDyn>| {
         let data = random::<T>(rng, &in_shape);
         src.copy_from_host(&data).unwrap();
         let before = random::<T>(rng, shape);
         dst.copy_from_host(&before).unwrap();
-        graph.launch().unwrap();
-        let mut expect = before.clone();
+        let mut expect = before;
         sliced_mut(expect.view_mut(), sl).assign(&data);
+        expect
+    };
+    captured_twice(
+        stream, mode.0, &what, &mut dst, &mut src, &poison, op, refresh,
+    )
+}
+
+/// Captures `op` on `dst` and `src` (it returns the path it takes), checks that `dst` still
+/// holds `before` (nothing ran during the capture), then twice: `refresh` gives both fresh
+/// contents and returns what `dst` must hold after the graph's launch, the graph launches,
+/// and `dst` must hold it. Returns the path.
+#[allow(clippy::too_many_arguments)]
+fn captured_twice<S: DeviceElement, D: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    mode: CUstreamCaptureMode,
+    what: &str,
+    dst: &mut DeviceArray<D, IxDyn>,
+    src: &mut DeviceArray<S, IxDyn>,
+    before: &ArrayD<D>,
+    op: impl FnOnce(&mut DeviceArray<D, IxDyn>, &DeviceArray<S, IxDyn>) -> devspan::Result<String>,
+    mut refresh: impl FnMut(&mut DeviceArray<D, IxDyn>, &mut DeviceArray<S, IxDyn>) -> ArrayD<D>,
+) -> String {
+    stream.synchronize().unwrap();
+    let mut path = String::new();
+    let graph = capture(stream, mode, what, || {
+        path = op(dst, src)?;
+        Ok(())
+    });
+    assert_same(
+        &dst.to_host().unwrap().view(),
+        &before.view(),
+        &format!("{what}: nothing runs while capturing"),
+    );
+    for launch in 0..2 {
+        let expect = refresh(dst, src);
+        graph.launch().unwrap();
         assert_same(
             &dst.to_host().unwrap().view(),
             &expect.view(),
@@ -276,33 +307,26 @@ fn copy_case<From: DeviceElement, To: DeviceElement>(
         To::DTYPE,
         mode.1
     );
-    stream.synchronize().unwrap();
-    let mut path = String::new();
-    let graph = capture(stream, mode.0, &what, || {
-        path = assign_cast_steered(&mut dst.view_mut(), stream, &source(&src), steer)?;
-        Ok(())
-    });
-    assert_same(
-        &dst.to_host().unwrap().view(),
-        &poison.view(),
-        &format!("{what}: nothing runs while capturing"),
-    );
-    for launch in 0..2 {
+    let op = |dst: &mut DeviceArray<To, IxDyn>, src: &DeviceArray<From, IxDyn>| {
+        assign_cast_steered(
+            &mut dst.view_mut(),
+            stream,
+            &sliced_view(src, sl, perm),
+            steer,
+        )
+    };
+    let refresh = |dst: &mut DeviceArray<To, IxDyn>, src: &mut DeviceArray<From, IxDyn>| {
         let data = random::<From>(rng, shape);
         src.copy_from_host(&data).unwrap();
         let poison = random::<To>(rng, &out_shape);
         dst.copy_from_host(&poison).unwrap();
-        graph.launch().unwrap();
-        let expect = sliced(data.view(), sl)
+        sliced(data.view(), sl)
             .permuted_axes(perm.to_vec())
-            .mapv(cast_reference::<From, To>);
-        assert_same(
-            &dst.to_host().unwrap().view(),
-            &expect.view(),
-            &format!("{what}: launch {launch}"),
-        );
-    }
-    path
+            .mapv(cast_reference::<From, To>)
+    };
+    captured_twice(
+        stream, mode.0, &what, &mut dst, &mut src, &poison, op, refresh,
+    )
 }
 
 /// The tiled kernels (vector and element-wise, with a rest launch after them) and the
