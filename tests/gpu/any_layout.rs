@@ -533,6 +533,73 @@ fn check_any_rank_taken(paths: &Paths, what: &str) {
     );
 }
 
+/// Element-wise copies of 2- and 4-byte elements in tiles of more than 4096 elements
+/// (`copy_tiled_ew_bN`, blocks of more than 512 threads): `[2, 3^9]` reversed (runs of 3^k
+/// elements, never whole vectors), also read backwards along its first axis, and under a
+/// random permutation, f16 and f32, through `assign`, `assign_cast`, `to_contiguous` and `cast`
+/// in turn, against ndarray; the reversed layout's launch runs that kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn wide_element_wise_tiles_of_axes_of_3() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut shape = vec![2usize];
+    shape.extend([3usize; 9]);
+    let n = shape.len();
+    let mut rng = StdRng::seed_from_u64(0x3e3e);
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let perms = [reversed.clone(), random_perm(&mut rng, n)];
+    let mut index = 0;
+    for (size, dtype) in [(2usize, devspan::DType::F16), (4, devspan::DType::F32)] {
+        for (k, perm) in perms.iter().enumerate() {
+            for flip in [false, true] {
+                let mut src = Src::permuted(&shape, perm.clone());
+                if flip {
+                    src.slice[0] = step(0, None, -1);
+                }
+                let dst = Dst::contiguous(&src.shape());
+                for which in 0..4 {
+                    index += 1;
+                    let seed = case_seed(0x3e3e, index);
+                    let path = sized_case(size, &stream, seed, which, &src, &dst, &mut paths);
+                    if k == 0 {
+                        assert_eq!(path, "tiled_e", "{} {size} bytes", src.show());
+                    }
+                }
+            }
+        }
+        // The kernel of the reversed layout (raw operands: strides in elements).
+        let standard = |shape: &[usize]| {
+            let mut s = vec![0isize; shape.len()];
+            let mut acc = 1isize;
+            for i in (0..shape.len()).rev() {
+                s[i] = acc;
+                acc *= shape[i] as isize;
+            }
+            s
+        };
+        let cs = standard(&shape);
+        let out: Vec<usize> = reversed.iter().map(|&a| shape[a]).collect();
+        let ss: Vec<isize> = reversed.iter().map(|&a| cs[a]).collect();
+        let launch = devspan::internals::tiled_launch(
+            1 << 40,
+            &standard(&out),
+            dtype,
+            1 << 41,
+            &ss,
+            dtype,
+            &out,
+            0,
+        )
+        .unwrap()
+        .expect("a tiled plan");
+        assert_eq!(launch.kernel, format!("copy_tiled_ew_b{size}"));
+        assert!(launch.threads > 512, "{} threads", launch.threads);
+    }
+    println!("wide element-wise tiles: paths {paths:?}");
+}
+
 /// Permuted copies of every rank from 1 to 40, of random shapes of small extents with a few long
 /// axes, each under the reversed, the cyclic and two random permutations; u8, f16, f32 and f64
 /// through `assign`, `assign_cast`, `to_contiguous` and `cast` in turn, and the casts f32 -> f16
