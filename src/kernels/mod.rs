@@ -377,7 +377,9 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             b.arg(&p);
             // SAFETY: every element of every tile is in bounds of both operands (contract);
             // the kernel takes exactly one `TiledArgs` block: the tiled kernels with any block
-            // of at most `tiled_max_threads` threads that covers the tile (`TiledA` with the
+            // of at most `tiled_max_threads` threads that covers the tile (`TiledEW`, which
+            // `tiled_e_wide` picks for element-wise copies in larger blocks: at most
+            // `TILED_WIDE_THREADS`; `TiledA` with the
             // dynamic shared memory of its buffers for that tile; tiles of shifted vectors on
             // the element-wise kernels), the narrow kernels with `NARROW_THREADS` and a tile
             // that `tiled_narrow` accepted (its two axes, 16-byte aligned addresses on the
