@@ -373,22 +373,15 @@ pub fn row_scatter_launch(
     dtype: crate::DType,
     shape: &[usize],
 ) -> Result<Option<RowLaunch>> {
-    use devspan_kernels::abi::{Kernel, Kind, row_grid};
     let opt = PlanOptions {
         prefer_scatter: true,
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
-    let plan::Plan::RowsScatter { args, from, to } = &p else {
-        return Ok(None);
-    };
-    let kernel = Kernel::copy(Kind::RowsScatter, *from, *to);
-    Ok(Some(RowLaunch {
-        kernel: kernel.module_name(),
-        params: param_bytes(args),
-        threads: kernel.block().0,
-        grid: row_grid(&args.row, from.size(), to.size()),
-    }))
+    Ok(match p {
+        plan::Plan::RowsScatter { .. } => row_launch_of(&p),
+        _ => None,
+    })
 }
 
 /// The launch of the row kernel (`copy_rows_bN`, `cast_rows_S_D`) or the gathered row kernel
@@ -412,34 +405,37 @@ pub fn row_launch(
     shape: &[usize],
     prefer: bool,
 ) -> Result<Option<RowLaunch>> {
-    use devspan_kernels::abi::{Kernel, Kind, row_grid};
     let opt = PlanOptions {
         prefer_gather: prefer,
         short_rows: true,
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
-    let (kernel, params, row, from, to) = match &p {
-        plan::Plan::Rows { args, from, to } => (
-            Kernel::copy(Kind::Rows, *from, *to),
-            param_bytes(args),
-            args,
-            from,
-            to,
-        ),
-        plan::Plan::RowsGather { args, from, to } => (
-            Kernel::copy(Kind::RowsGather, *from, *to),
-            param_bytes(args),
-            &args.row,
-            from,
-            to,
-        ),
-        _ => return Ok(None),
+    Ok(match p {
+        plan::Plan::Rows { .. } | plan::Plan::RowsGather { .. } => row_launch_of(&p),
+        _ => None,
+    })
+}
+
+/// The launch of a plan of the row kernel, the gathered or the scattered row kernel; `None`
+/// for other plans.
+fn row_launch_of(p: &plan::Plan) -> Option<RowLaunch> {
+    use devspan_kernels::abi::{Kernel, Kind, row_grid};
+    let (kernel, params, row, from, to) = match p {
+        plan::Plan::Rows { args, from, to } => (Kind::Rows, param_bytes(args), args, from, to),
+        plan::Plan::RowsGather { args, from, to } => {
+            (Kind::RowsGather, param_bytes(args), &args.row, from, to)
+        }
+        plan::Plan::RowsScatter { args, from, to } => {
+            (Kind::RowsScatter, param_bytes(args), &args.row, from, to)
+        }
+        _ => return None,
     };
-    Ok(Some(RowLaunch {
+    let kernel = Kernel::copy(kernel, *from, *to);
+    Some(RowLaunch {
         kernel: kernel.module_name(),
         params,
         threads: kernel.block().0,
         grid: row_grid(row, from.size(), to.size()),
-    }))
+    })
 }

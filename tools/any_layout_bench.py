@@ -452,7 +452,8 @@ def main():
                     view_shape, view_strides, start = list(shape), list(base.stride()), 0
                     wide = [shape[0], into + 1]
                     targets = {}
-                    for fw in ("torch", "cupy", "devspan"):
+                    present = {"torch": True, "cupy": cupy is not None, "devspan": devspan is not None}
+                    for fw in (f for f, here in present.items() if here):
                         t = torch.empty(wide, dtype=dtype, device="cuda")
                         bits(t).fill_(-1 if size > 1 else 255)
                         targets[fw] = t

@@ -1131,19 +1131,18 @@ pub(crate) fn plan_copy(
             && RowRuns::SHIFTED.exists(ss)
             && args.row_len.saturating_mul(ss as u64) >= RowRuns::SHIFTED.group_bytes(ss)
         {
-            // Wide elements: the gathered rows, where the destination joins the rows
-            // ([`GATHER_SHIFTED_MIN_SIZE`]).
-            if !opt.short_rows
-                && ss >= GATHER_SHIFTED_MIN_SIZE
-                && let Some(g) = joined_rows_gather(&norm, d, s, ss, ds)
-            {
-                return Ok(Plan::RowsGather { args: g, from, to });
-            }
-            // Or the scattered rows, where the source joins them ([`SCATTER_MIN_SIZE`]).
-            if !opt.short_rows
-                && let Some(g) = joined_rows_scatter(&norm, d, s, ss)
-            {
-                return Ok(Plan::RowsScatter { args: g, from, to });
+            if !opt.short_rows {
+                // Wide elements: the gathered rows, where the destination joins the rows
+                // ([`GATHER_SHIFTED_MIN_SIZE`]), or the scattered rows, where the source joins
+                // them ([`SCATTER_MIN_SIZE`]).
+                if ss >= GATHER_SHIFTED_MIN_SIZE
+                    && let Some(g) = joined_rows_gather(&norm, d, s, ss, ds)
+                {
+                    return Ok(Plan::RowsGather { args: g, from, to });
+                }
+                if let Some(g) = joined_rows_scatter(&norm, d, s, ss) {
+                    return Ok(Plan::RowsScatter { args: g, from, to });
+                }
             }
             return Ok(Plan::RowsRev {
                 args,

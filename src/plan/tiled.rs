@@ -133,7 +133,11 @@ pub(crate) fn tiled_plan_of(
         } else {
             cap
         };
-        if !(copy && tiled_wide_elements(false, src_size, dst_size)) || wide_cap <= narrow_cap {
+        // The larger tile is sought only where the smaller one's runs leave it a chance.
+        if !(copy && tiled_wide_elements(false, src_size, dst_size))
+            || wide_cap <= narrow_cap
+            || !runs_short(side_runs(&t.args, src_size, dst_size))
+        {
             return Some(t);
         }
         Some(match attempt(false, false, wide_cap) {
@@ -177,10 +181,14 @@ pub(super) fn wide_tile_wins(
 ) -> bool {
     let n = side_runs(narrow, ss, ds);
     let w = side_runs(wide, ss, ds);
-    if n[0].max(n[1]) >= WIDE_MAX_RUN || n[0].min(n[1]) >= WIDE_SHORT_RUN {
-        return false;
-    }
-    (0..2).any(|k| n[k] < WIDE_SHORT_RUN && w[k] >= 2 * n[k])
+    runs_short(n) && (0..2).any(|k| n[k] < WIDE_SHORT_RUN && w[k] >= 2 * n[k])
+}
+
+/// Whether runs `[read, write]` (bytes, [`side_runs`]) are short enough for a larger
+/// element-wise tile to pay ([`wide_tile_wins`]): both under [`WIDE_MAX_RUN`], one under
+/// [`WIDE_SHORT_RUN`].
+fn runs_short(n: [u64; 2]) -> bool {
+    n[0].max(n[1]) < WIDE_MAX_RUN && n[0].min(n[1]) < WIDE_SHORT_RUN
 }
 
 /// The runs of a tile in bytes: `[read, write]`, the product of the leading tile axes in read
@@ -188,20 +196,22 @@ pub(super) fn wide_tile_wins(
 /// element size, and likewise in write order for the destination.
 pub(super) fn side_runs(a: &TiledArgs, ss: usize, ds: usize) -> [u64; 2] {
     let r = a.tile_rank as usize;
-    let run = |axes: &mut dyn Iterator<Item = (u32, i32)>| {
-        let mut run = 1u64;
-        for (len, stride) in axes {
-            if u64::from(stride.unsigned_abs()) != run {
-                break;
-            }
-            run *= u64::from(len);
+    let read = a.read[..r].iter().map(|x| (x.len, i64::from(x.src).abs()));
+    let write = a.write[..r].iter().map(|x| (x.len, i64::from(x.dst).abs()));
+    [run_of(read) * ss as u64, run_of(write) * ds as u64]
+}
+
+/// The product of the leading extents of `axes` (extent, stride in elements) whose strides
+/// continue each other: the first 1, each next the product so far.
+fn run_of(axes: impl Iterator<Item = (u32, i64)>) -> u64 {
+    let mut e = 1u64;
+    for (len, stride) in axes {
+        if stride != e as i64 {
+            break;
         }
-        run
-    };
-    [
-        run(&mut a.read[..r].iter().map(|x| (x.len, x.src))) * ss as u64,
-        run(&mut a.write[..r].iter().map(|x| (x.len, x.dst))) * ds as u64,
-    ]
+        e *= u64::from(len);
+    }
+    e
 }
 
 /// Most launches that [`peeled`] makes of one axis.
@@ -396,19 +406,9 @@ pub(crate) fn tiled_plan(
 /// The contiguous run of each side of a tile, in elements: (write, read).
 fn tile_runs(a: &TiledArgs) -> (u64, u64) {
     let r = a.tile_rank as usize;
-    let run = |axes: &mut dyn Iterator<Item = (u32, i64)>| {
-        let mut e = 1u64;
-        for (len, stride) in axes {
-            if stride != e as i64 {
-                break;
-            }
-            e *= u64::from(len);
-        }
-        e
-    };
-    let mut w = a.write[..r].iter().map(|x| (x.len, i64::from(x.dst)));
-    let mut rd = a.read[..r].iter().map(|x| (x.len, i64::from(x.src)));
-    (run(&mut w), run(&mut rd))
+    let w = a.write[..r].iter().map(|x| (x.len, i64::from(x.dst)));
+    let rd = a.read[..r].iter().map(|x| (x.len, i64::from(x.src)));
+    (run_of(w), run_of(rd))
 }
 
 /// Pieces of `len` elements of an axis cut to fit `room` slots in multiples of `g`: the whole

@@ -83,8 +83,18 @@ pub const fn tiled_wide_elements(vector: bool, src_size: usize, dst_size: usize)
 /// Most elements of a tile of [`Kind::TiledEW`] for elements of `size` bytes:
 /// [`TILED_WIDE_THREADS`] x [`tiled_per_thread`], at most [`TILED_MAX_TILE_BYTES`] of them.
 pub const fn tiled_ew_max_volume(size: usize) -> u64 {
-    let slots = TILED_WIDE_THREADS as u64 * tiled_per_thread(false, size, size) as u64;
-    let fit = TILED_MAX_TILE_BYTES / size as u64;
+    slots_that_fit(
+        TILED_WIDE_THREADS,
+        tiled_per_thread(false, size, size),
+        size,
+    )
+}
+
+/// `threads` x `per_thread` elements, or fewer where their destination elements of
+/// `dst_size` bytes would take more than [`TILED_MAX_TILE_BYTES`].
+const fn slots_that_fit(threads: u32, per_thread: u32, dst_size: usize) -> u64 {
+    let slots = threads as u64 * per_thread as u64;
+    let fit = TILED_MAX_TILE_BYTES / dst_size as u64;
     if slots < fit { slots } else { fit }
 }
 
@@ -169,10 +179,11 @@ pub const TILED_MAX_TILE_BYTES: u64 = 32768;
 /// Most elements of one tile: [`tiled_max_threads`] x [`tiled_per_thread`], or fewer where
 /// their destination elements would take more than [`TILED_MAX_TILE_BYTES`].
 pub const fn tiled_max_volume(vector: bool, src_size: usize, dst_size: usize) -> u64 {
-    let slots = tiled_max_threads(vector, src_size, dst_size) as u64
-        * tiled_per_thread(vector, src_size, dst_size) as u64;
-    let fit = TILED_MAX_TILE_BYTES / dst_size as u64;
-    if slots < fit { slots } else { fit }
+    slots_that_fit(
+        tiled_max_threads(vector, src_size, dst_size),
+        tiled_per_thread(vector, src_size, dst_size),
+        dst_size,
+    )
 }
 
 /// Static shared memory of a tiled kernel: one tile of destination elements, the largest
