@@ -76,13 +76,17 @@ def parse(text):
         ins.append((pred,op,ops,parts,w))
     return ins,labels
 
-def shared_decls(text):
-    """The kernel's static shared memory: each `.shared` declaration's name and byte offset,
-    laid out one after another at their alignments, and the total size in bytes."""
+def shared_decls(text,dyn_smem=0):
+    """The kernel's shared memory: each static `.shared` declaration's name and byte offset,
+    laid out one after another at their alignments, then the dynamic one (`.extern .shared
+    NAME[]`, `dyn_smem` bytes, as the launch gives), and the total size in bytes."""
     names={}; size=0
-    for m in re.finditer(r'\.shared \.align (\d+) \.b8 (\w+)\[(\d+)\];',text):
+    for m in re.finditer(r'^[ \t]*\.shared \.align (\d+) \.b8 (\w+)\[(\d+)\];',text,re.M):
         al,name,n=int(m.group(1)),m.group(2),int(m.group(3))
         size=-(-size//al)*al; names[name]=size; size+=n
+    for m in re.finditer(r'^[ \t]*\.extern \.shared \.align (\d+) \.b8 (\w+)\[\];',text,re.M):
+        al,name=int(m.group(1)),m.group(2)
+        size=-(-size//al)*al; names[name]=size; size+=dyn_smem
     return names,size
 
 # Where `mov.u64 %r, p_args` puts the parameter block, so that `ld.param [%r+N]` reads byte
@@ -161,9 +165,15 @@ def prmt(a,b,c):
         d|=y<<(8*i)
     return d
 
-def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, undef=None):
+def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, undef=None,
+               dyn_smem=0, async_land='wait'):
     """Runs every block of the kernel in `text` (one after another); `nblocks` is the grid's
-    x extent, or a pair (x, y).
+    x extent, or a pair (x, y); `dyn_smem` is the launch's dynamic shared memory in bytes.
+
+    `cp.async` copies read the source when issued and land in shared memory at the thread's
+    `cp.async.wait_group` that completes their group (`async_land='wait'`, the latest the
+    hardware may land them: a read of the buffer before that wait sees old bytes) or at once
+    (`'issue'`, the earliest: a copy into a buffer that a thread still reads overwrites it).
 
     Logs each global access as (kind, address, block, tx, ty, %bid). Shared memory starts as
     `shared_fill` bytes. A register read before it is written raises, except where `undef`
@@ -171,7 +181,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
     a predicated load left unwritten, as long as none of it reaches the destination).
     """
     ins,labels=parse(text)
-    shared_names,shared_size=shared_decls(text)
+    shared_names,shared_size=shared_decls(text,dyn_smem)
     # Parameter loads read the same bytes in every thread: each is read once, by instruction
     # and address.
     param_loads={}
@@ -202,6 +212,8 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 return val(a)+int(b)
             if o=='p_args': return ('p',0)
             return val(o)
+        # cp.async copies not landed yet: [group (None until committed), address, bytes].
+        pend=[]; groups=0
         pc=0
         while True:
             pred,op,ops,parts,width=ins[pc]; pc+=1
@@ -212,6 +224,27 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
                 if o=='ret': return
                 if o=='bra': pc=labels[ops[0]]; continue
                 if o=='bar': yield 'bar'; continue
+                if o=='cp' and parts[1]=='async':
+                    if parts[2]=='commit_group':
+                        groups+=1
+                        for p_ in pend:
+                            if p_[0] is None: p_[0]=groups
+                        continue
+                    if parts[2] in ('wait_group','wait_all'):
+                        keep=int(ops[0]) if parts[2]=='wait_group' else 0
+                        for p_ in pend:
+                            if p_[0] is not None and p_[0]<=groups-keep: shared[p_[1]:p_[1]+len(p_[2])]=p_[2]
+                        pend=[p_ for p_ in pend if not (p_[0] is not None and p_[0]<=groups-keep)]
+                        continue
+                    # cp.async.ca|cg.shared.global [shared], [global], bytes
+                    assert parts[2] in ('ca','cg') and parts[3:5]==['shared','global'],('cp.async form',op)
+                    n=int(ops[2]); a=memaddr(ops[0])&M64; g_=memaddr(ops[1])&M64
+                    assert a%n==0 and g_%n==0,('misaligned',op,hex(a),hex(g_))
+                    assert 0<=a and a+n<=shared_size,('shared oob',op,a,n,shared_size)
+                    b=glob.read(g_,n); log.append(('ld',g_,bx,tx,ty,R.get('%bid')))
+                    if async_land=='issue': shared[a:a+n]=b
+                    else: pend.append([None,a,b])
+                    continue
                 if o=='shfl':
                     assert parts[1]=='sync' and parts[3]=='b32' and val(ops[4])&M32==M32
                     R[ops[0]]=(yield ('shfl',tx,parts[2],val(ops[1])&M32,val(ops[2])&M32,val(ops[3])&M32)); continue

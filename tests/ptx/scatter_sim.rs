@@ -150,6 +150,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
             params: &launch.params,
             threads: launch.threads,
             grid: format!("[{gx}, {gy}]"),
+            dyn_smem: 0,
             src: &regions,
             dst: DST,
             expect: &expect,

@@ -1,4 +1,6 @@
-//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`, and the narrow kernels
+//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`, the pipelined
+//! `copy_tiled_a_bN`, whose `cp.async` copies land as late and as early as the hardware may
+//! land them, and the narrow kernels
 //! `copy_split_cC_bN` / `copy_join_cC_bN` and their shifted kinds that run some of their
 //! plans) through the PTX
 //! interpreter (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on copies that devspan's
@@ -263,8 +265,7 @@ fn layouts() -> Vec<Layout> {
         256,
     ));
     // Pixels of 3 channels moved whole: images transposed, the channels the fastest axis of
-    // both sides (tiles of at most 1024 elements: no cp.async kernel, which the interpreter
-    // does not run).
+    // both sides (tiles of at most 1024 elements: the tiled kernels without cp.async).
     for size in [1usize, 2, 4] {
         all.push(permuted(
             &format!("hwc_whc/3/b{size}"),
@@ -306,6 +307,31 @@ fn layouts() -> Vec<Layout> {
             0,
         ));
     }
+    // The pipelined kernels (`copy_tiled_a_bN`: 1- and 2-byte elements in tiles of 256
+    // threads or more, their source copied into shared memory by cp.async): many axes of 2
+    // reversed and randomly permuted, and mixed extents, in tiles of 4096 elements or more,
+    // several to a block.
+    all.push(permuted(
+        "async_rev2/14/b1",
+        &[2; 14],
+        &(0..14).rev().collect::<Vec<_>>(),
+        1,
+        4096,
+    ));
+    all.push(permuted(
+        "async_perm2/13/b2",
+        &[2; 13],
+        &[5, 12, 0, 9, 3, 7, 11, 1, 6, 10, 2, 8, 4],
+        2,
+        4096,
+    ));
+    all.push(permuted(
+        "async_mixed/11/b1",
+        &[4, 3, 2, 4, 3, 2, 4, 3, 2, 4, 2],
+        &[10, 8, 6, 4, 2, 0, 1, 3, 5, 7, 9],
+        1,
+        4608,
+    ));
     // Byte tiles of 16 lines in shared memory: the line rotation L ^ L>>1 ^ L>>4 of their
     // gathers.
     let perm = [7, 2, 10, 0, 5, 11, 3, 8, 1, 6, 9, 4];
@@ -428,6 +454,8 @@ pub struct SimCase<'a> {
     pub threads: u32,
     /// The grid as the tool reads it: `G` or `[GX, GY]`.
     pub grid: String,
+    /// Bytes of dynamic shared memory the launch gives.
+    pub dyn_smem: u64,
     /// The source's regions, `(address, bytes)`: the only source bytes the kernel may read.
     pub src: &'a [(u64, &'a [u8])],
     pub dst: u64,
@@ -442,12 +470,13 @@ pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> 
     let mut json = String::new();
     write!(
         json,
-        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": {}, ",
+        "{{\"name\": \"{}\", \"kernel\": \"{}\", \"params\": \"{}\", \"threads\": {}, \"grid\": {}, \"dyn_smem\": {}, ",
         case.name,
         case.kernel,
         hex(case.params),
         case.threads,
-        case.grid
+        case.grid,
+        case.dyn_smem
     )
     .unwrap();
     json.push_str("\"regions\": [");
@@ -541,6 +570,14 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
             params: &launch.params,
             threads: launch.threads,
             grid: launch.tiles.clamp(1, 3).to_string(),
+            dyn_smem: if launch.kernel.starts_with("copy_tiled_a_") {
+                devspan_kernels::abi::tiled_async_smem_bytes(
+                    u64::from(launch.args.volume),
+                    to.size(),
+                )
+            } else {
+                0
+            },
             src: &[(sbase, &src)],
             dst: dbase,
             expect: &expect,
@@ -663,6 +700,7 @@ fn write_far_case(dir: &Path, l: &Layout, seed: u64) -> Result<(String, String),
             params: &launch.params,
             threads: launch.threads,
             grid: launch.tiles.clamp(1, 3).to_string(),
+            dyn_smem: 0,
             src: &src,
             dst: DST,
             expect: &expect,
@@ -798,6 +836,13 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "{wide} wide element-wise copies on the tiled kernels among {kernels:?}"
         ));
     }
+    // And the pipelined ones, of both sizes.
+    let (async1, async2) = (shifted("copy_tiled_a_b1"), shifted("copy_tiled_a_b2"));
+    if !sample && (async1 < 2 || async2 < 1) {
+        return Err(format!(
+            "{async1} u8 and {async2} f16 copies on the pipelined tiled kernels among {kernels:?}"
+        ));
+    }
     let lines = run_cases(dir, &files)?;
     for l in &lines {
         out.detail(l);
@@ -805,9 +850,10 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
          {vector_casts} vector and {element_casts} element-wise casts, {wide} wide element-wise \
-         copies, {far} tiles across more than 2^30 bytes){}",
+         copies, {} pipelined copies, {far} tiles across more than 2^30 bytes){}",
         lines.len(),
         joins + splits,
+        async1 + async2,
         if sample { " (sample)" } else { "" }
     ));
     Ok(())
