@@ -137,7 +137,8 @@ pub const fn tiled_vectors(vector: bool, src_size: usize, dst_size: usize) -> (u
 /// more registers than the kernel needs without spilling, so that fewer blocks stay resident:
 /// 44 for the vector copy of 1-byte elements (56 without), 40 for the vector casts from
 /// elements of at most 4 bytes to 4-byte ones and from 4-byte elements to 2-byte ones (43 to
-/// 52 without); `None` for the others (their limits spill).
+/// 52 without), 80 for the element-wise copy of 8-byte elements (84 without, which the
+/// hardware allocates as 88); `None` for the others (their limits spill).
 pub const fn tiled_max_registers(
     vector: bool,
     copy: bool,
@@ -145,7 +146,11 @@ pub const fn tiled_max_registers(
     dst_size: usize,
 ) -> Option<u32> {
     if !vector {
-        None
+        if copy && src_size == 8 {
+            Some(80)
+        } else {
+            None
+        }
     } else if copy && src_size == 1 {
         Some(44)
     } else if !copy && src_size <= 4 && (dst_size == 4 || (src_size == 4 && dst_size == 2)) {
@@ -153,6 +158,14 @@ pub const fn tiled_max_registers(
     } else {
         None
     }
+}
+
+/// The register limit (`.maxnreg`) of the pipelined kernel [`Kind::TiledA`] for elements of
+/// `size` bytes, where the compiler would otherwise take more registers than the kernel needs
+/// without spilling: 56 for 1-byte elements (57 without, which the hardware allocates as 64:
+/// one block fewer of 288 or 576 threads per multiprocessor); `None` for 2-byte ones.
+pub const fn tiled_async_max_registers(size: usize) -> Option<u32> {
+    if size == 1 { Some(56) } else { None }
 }
 
 /// Tiles that a block of [`Kind::TiledA`] keeps in shared memory: it gathers one while the
@@ -955,6 +968,10 @@ mod tests {
         assert_eq!(tiled_max_registers(true, false, 2, 2), None);
         assert_eq!(tiled_max_registers(true, false, 8, 4), None);
         assert_eq!(tiled_max_registers(false, true, 1, 1), None);
+        assert_eq!(tiled_max_registers(false, true, 8, 8), Some(80));
+        assert_eq!(tiled_max_registers(false, false, 8, 8), None);
+        assert_eq!(tiled_async_max_registers(1), Some(56));
+        assert_eq!(tiled_async_max_registers(2), None);
     }
 
     /// The shared-memory permutation is a bijection on every tile size, keeps units whole and

@@ -10,8 +10,9 @@ use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
     TILED_ASYNC_BUFFERS, TILED_WIDE_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis,
-    TiledWriteAxis, tiled_ew_max_volume, tiled_max_registers, tiled_max_threads, tiled_per_thread,
-    tiled_smem_bytes, tiled_smem_shifts, tiled_smem_unit, tiled_vectors,
+    TiledWriteAxis, tiled_async_max_registers, tiled_ew_max_volume, tiled_max_registers,
+    tiled_max_threads, tiled_per_thread, tiled_smem_bytes, tiled_smem_shifts, tiled_smem_unit,
+    tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -66,6 +67,157 @@ fn axis_range_loop(
     c.line("add.u32 %k, %k, 1;");
     c.line(format!("bra.uni ${label};"));
     c.label(&format!("${label}_END"));
+}
+
+/// One of the tables of tile axes in [`TiledArgs`] (read or write order): where its first
+/// axis lies in the parameter block, the size of one axis, and where an axis keeps its extent
+/// and its fast division.
+#[derive(Clone, Copy)]
+struct AxisTable {
+    first: usize,
+    stride: usize,
+    len: usize,
+    magic: usize,
+    shift: usize,
+}
+
+/// The tile axes in read order ([`TiledArgs::read`]).
+const READ_AXES: AxisTable = AxisTable {
+    first: offset_of!(TiledArgs, read),
+    stride: size_of::<TiledReadAxis>(),
+    len: offset_of!(TiledReadAxis, len),
+    magic: offset_of!(TiledReadAxis, magic),
+    shift: offset_of!(TiledReadAxis, shift),
+};
+
+/// The tile axes in write order ([`TiledArgs::write`]).
+const WRITE_AXES: AxisTable = AxisTable {
+    first: offset_of!(TiledArgs, write),
+    stride: size_of::<TiledWriteAxis>(),
+    len: offset_of!(TiledWriteAxis, len),
+    magic: offset_of!(TiledWriteAxis, magic),
+    shift: offset_of!(TiledWriteAxis, shift),
+};
+
+/// Emits the loads of an axis's extent and fast division (`%len`, `%magic`, `%shift`) from
+/// the axis at `%pa` of `table`.
+fn axis_division(c: &mut Code, table: AxisTable) {
+    c.line(format!("ld.param.u32 %len, [%pa+{}];", table.len));
+    c.line(format!("ld.param.u32 %magic, [%pa+{}];", table.magic));
+    c.line(format!("ld.param.u32 %shift, [%pa+{}];", table.shift));
+}
+
+/// Elements of a store whose coordinates on the low write axes one loop of the stores'
+/// set-up splits ([`store_setup`]).
+const LOW_GROUP: u64 = 4;
+
+/// For a thread's accesses at the positions `base + i * step` of a tile (`i < n`), the sums
+/// over the axes of `table` of each position's coordinate times each of `fields` (an axis's
+/// field at that offset, `s32` or `u32`): `sums[i][f]`.
+///
+/// The leading axes whose product `P` divides `step` give every position the coordinates of
+/// `base` on them (`i * step` is a multiple of `P`): one loop (`{label}_LO`) finds them and
+/// splits `base` on them; the positions then differ only on the other axes, where position
+/// `i`'s index is `base / P + i * step / P`, split by one loop per position (`{label}_i`), so
+/// that only that position's registers are live in it (a single position takes one loop over
+/// every axis). `base` and `step` are registers below 2^31 (left as they were).
+fn split_sums(
+    g: &mut Gen,
+    c: &mut Code,
+    label: &str,
+    table: AxisTable,
+    (base, step): (&str, &str),
+    n: usize,
+    fields: &[(usize, &str)],
+) -> Vec<Vec<String>> {
+    // The accumulation of each field into `acc` (one register per field) of the coordinate
+    // that `x` has on the axis at `%pa` (its division loaded), leaving `x` its quotient.
+    let accumulate = |g: &mut Gen, body: &mut Code, x: &str, acc: &[String]| {
+        let cs = split32(g, body, &[x.to_string()]);
+        for ((off, ty), a) in fields.iter().zip(acc) {
+            let v = if *ty == "s32" { "%str" } else { "%rstr" };
+            body.line(format!("ld.param.{ty} {v}, [%pa+{off}];"));
+            body.line(format!("mad.lo.{ty} {a}, {}, {v}, {a};", cs[0]));
+        }
+    };
+    if n == 1 {
+        // One position: nothing to share, one loop over every axis.
+        let x = g.reg(Class::B32);
+        let acc: Vec<String> = fields.iter().map(|_| g.reg(Class::B32)).collect();
+        c.line(format!("mov.u32 {x}, {base};"));
+        for a in &acc {
+            c.line(format!("mov.u32 {a}, 0;"));
+        }
+        let mut body = Code::default();
+        axis_division(&mut body, table);
+        accumulate(g, &mut body, &x, &acc);
+        axis_loop(
+            c,
+            &format!("{label}_0"),
+            "%trank",
+            table.first,
+            table.stride,
+            body,
+        );
+        return vec![acc];
+    }
+    let (high, t, m, q, r) = (
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+    );
+    let low: Vec<String> = fields.iter().map(|_| g.reg(Class::B32)).collect();
+    c.line(format!("mov.u32 {high}, {base};"));
+    c.line(format!("mov.u32 {t}, {step};"));
+    c.line(format!("mov.u32 {m}, 0;"));
+    for a in &low {
+        c.line(format!("mov.u32 {a}, 0;"));
+    }
+    c.line("mov.u64 %pa, p_args;");
+    c.line(format!("add.u64 %pa, %pa, {};", table.first));
+    let lo = format!("${label}_LO");
+    c.label(&lo);
+    c.line(format!("setp.ge.u32 %p0, {m}, %trank;"));
+    c.line(format!("@%p0 bra.uni {lo}_END;"));
+    axis_division(c, table);
+    // Whether the axis's extent divides what is left of `step` (`t`, below 2^31).
+    c.line(format!("mul.hi.u32 {q}, {t}, %magic;"));
+    c.line(format!("add.u32 {q}, {q}, {t};"));
+    c.line(format!("shr.u32 {q}, {q}, %shift;"));
+    c.line(format!("mul.lo.u32 {r}, {q}, %len;"));
+    c.line(format!("setp.ne.u32 %p0, {r}, {t};"));
+    c.line(format!("@%p0 bra.uni {lo}_END;"));
+    c.line(format!("mov.u32 {t}, {q};"));
+    accumulate(g, c, &high, &low);
+    c.line(format!("add.u64 %pa, %pa, {};", table.stride));
+    c.line(format!("add.u32 {m}, {m}, 1;"));
+    c.line(format!("bra.uni {lo};"));
+    c.label(&format!("{lo}_END"));
+    (0..n)
+        .map(|i| {
+            let x = g.reg(Class::B32);
+            let acc: Vec<String> = fields.iter().map(|_| g.reg(Class::B32)).collect();
+            c.line(format!("mad.lo.u32 {x}, {t}, {i}, {high};"));
+            for (a, l) in acc.iter().zip(&low) {
+                c.line(format!("mov.u32 {a}, {l};"));
+            }
+            let mut hi = Code::default();
+            axis_division(&mut hi, table);
+            accumulate(g, &mut hi, &x, &acc);
+            axis_range_loop(
+                c,
+                &format!("{label}_{i}"),
+                &m,
+                "%trank",
+                table.first,
+                table.stride,
+                hi,
+            );
+            acc
+        })
+        .collect()
 }
 
 /// Emits the shared-memory address (32-bit, from the tile's base `%tb`) of byte `b` (a
@@ -205,34 +357,45 @@ pub(super) fn tiled_kernel(
     };
     let mut g = Gen::default();
 
-    // --- Set-up: the loads' source offsets and places in shared memory, one loop over the
-    // read axes per load (so that only that load's registers are live in it).
+    // --- Set-up: the loads' source offsets and places in shared memory: for copies, the
+    // offsets of all loads at once ([`source_offsets`]); for casts, one loop over the read
+    // axes per load (so that only that load's registers are live in it).
     let mut setup = Code::default();
     slot_counts(&mut g, &mut setup, &[("%rcnt", vs), ("%wcnt", vd)]);
-    let mut rsoff = Vec::new();
+    let mut rsoff = if copy {
+        source_offsets(&mut g, &mut setup, "RAX", log2(vs), reads as usize)
+    } else {
+        Vec::new()
+    };
     let mut raddr = Vec::new();
     let mut rbits = Vec::new();
     for i in 0..reads {
         let x = g.reg(Class::B32);
         let b = g.reg(Class::B32);
-        let o = g.reg(Class::B32);
         setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
         setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
         setup.line(format!("shl.b32 {b}, {x}, {};", log2(d.size)));
         let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, shifts, units.max(1));
-        source_offset(&mut g, &mut setup, &x, o.as_str(), &format!("RAX_{i}"));
-        rsoff.push(o);
+        if !copy {
+            let o = g.reg(Class::B32);
+            source_offset(&mut g, &mut setup, &x, &o, &format!("RAX_{i}"));
+            rsoff.push(o);
+        }
         raddr.push(a);
         rbits.push(bits);
     }
 
     // --- Set-up: the stores' destination offsets and their elements' places in shared memory.
     // The stores' set-up splits their positions at the low write axes for copies of at least
-    // eight elements per store; casts and the other copies keep one loop over every axis per
-    // element (the split costs them registers, or more set-up than it saves on tiles of few
-    // axes).
-    let split = copy && vd >= 8;
-    let (wdoff, gpacked) = store_setup(&mut g, &mut setup, d, shifts, vd, writes, split);
+    // four elements per store; the other copies place each element on its own, sharing the
+    // coordinates that their stores have in common ([`element_setup`]); casts keep one loop
+    // over every axis per element (the split and the sharing cost them registers).
+    let split = copy && vd >= 4;
+    let (wdoff, gpacked) = if split || !copy {
+        store_setup(&mut g, &mut setup, d, shifts, vd, writes, split)
+    } else {
+        element_setup(&mut g, &mut setup, d, shifts, vd, writes)
+    };
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
     // --- Per tile: loads, from the tile's source base `%sb`.
@@ -385,18 +548,13 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     slot_counts(&mut g, &mut setup, &[("%ucnt", per_unit), ("%wcnt", vd)]);
     // --- Set-up: each unit's source offset (elements from the tile's first) and place in
     // shared memory; consecutive threads take consecutive units.
-    let mut usoff = Vec::new();
+    let usoff = source_offsets(&mut g, &mut setup, "UAX", log2(per_unit), units as usize);
     let mut uaddr = Vec::new();
     for j in 0..units {
-        let x = g.reg(Class::B32);
         let b = g.reg(Class::B32);
-        let o = g.reg(Class::B32);
-        setup.line(format!("mad.lo.u32 {x}, %nt, {j}, %ti;"));
-        setup.line(format!("shl.b32 {b}, {x}, 2;"));
-        setup.line(format!("shl.b32 {x}, {x}, {};", log2(per_unit)));
+        setup.line(format!("mad.lo.u32 {b}, %nt, {j}, %ti;"));
+        setup.line(format!("shl.b32 {b}, {b}, 2;"));
         uaddr.push(smem_addr(&mut g, &mut setup, &b, d, shifts, 1).0);
-        source_offset(&mut g, &mut setup, &x, o.as_str(), &format!("UAX_{j}"));
-        usoff.push(o);
     }
     let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
     // The stores' set-up runs after the prologue has started the first tiles' copies.
@@ -476,7 +634,10 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
             ("DSIZE", d.size.to_string()),
             ("SSIZE", d.size.to_string()),
             ("MAX_THREADS", tiled_max_threads(true, ds, ds).to_string()),
-            ("MAXNREG", String::new()),
+            (
+                "MAXNREG",
+                tiled_async_max_registers(ds).map_or(String::new(), |n| format!(".maxnreg {n}\n")),
+            ),
             ("TILE_BYTES", tile_bytes.to_string()),
             ("DECLS", g.decls()),
             ("SETUP", setup.text()),
@@ -508,18 +669,24 @@ fn slot_counts(g: &mut Gen, setup: &mut Code, counts: &[(&str, u64)]) {
     }
 }
 
+/// The source offsets (elements from the tile's first) of a thread's `n` accesses to the
+/// tile in read order, access `i` of `2^shift` elements at position `(%ti + i * %nt) <<
+/// shift`: [`split_sums`] over the read axes (loops labelled `label`).
+fn source_offsets(g: &mut Gen, setup: &mut Code, label: &str, shift: u32, n: usize) -> Vec<String> {
+    let (base, step) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("shl.b32 {base}, %ti, {shift};"));
+    setup.line(format!("shl.b32 {step}, %nt, {shift};"));
+    let field = [(offset_of!(TiledReadAxis, src), "s32")];
+    let sums = split_sums(g, setup, label, READ_AXES, (&base, &step), n, &field);
+    sums.into_iter().map(|mut f| f.remove(0)).collect()
+}
+
 /// Emits `o` = the source offset (elements from the tile's first) of read-order position `x`
 /// (a register, clobbered): one loop over the read axes, labelled `label`.
 fn source_offset(g: &mut Gen, setup: &mut Code, x: &str, o: &str, label: &str) {
     setup.line(format!("mov.u32 {o}, 0;"));
     let mut body = Code::default();
-    for (reg, field) in [
-        ("%len", offset_of!(TiledReadAxis, len)),
-        ("%magic", offset_of!(TiledReadAxis, magic)),
-        ("%shift", offset_of!(TiledReadAxis, shift)),
-    ] {
-        body.line(format!("ld.param.u32 {reg}, [%pa+{field}];"));
-    }
+    axis_division(&mut body, READ_AXES);
     body.line(format!(
         "ld.param.s32 %str, [%pa+{}];",
         offset_of!(TiledReadAxis, src)
@@ -530,8 +697,8 @@ fn source_offset(g: &mut Gen, setup: &mut Code, x: &str, o: &str, label: &str) {
         setup,
         label,
         "%trank",
-        offset_of!(TiledArgs, read),
-        size_of::<TiledReadAxis>(),
+        READ_AXES.first,
+        READ_AXES.stride,
         body,
     );
 }
@@ -628,34 +795,42 @@ fn store_setup(
             setup.line(format!("mov.u32 {rhi}, 0;"));
             setup.line(format!("mov.u32 {o}, 0;"));
         }
-        // One loop over the low axes per element (rather than one for all of them), so that
-        // only that element's registers are live in it.
+        // The store's elements on the low axes, four to a loop with `split` (each axis's
+        // parameters loaded once for them, and only their registers live in it), else one:
+        // element j at low write-order position `x`, read-order position `r`.
         let mut row = Vec::new();
-        for j in 0..vd as usize {
-            // Element j of store i: low write-order position `x`, read-order position `r`.
-            let x = g.reg(Class::B32);
-            let r = g.reg(Class::B32);
-            setup.line(format!("add.u32 {x}, {xlo}, {j};"));
-            setup.line(format!("mov.u32 {r}, {rhi};"));
+        let per_loop = if split { LOW_GROUP } else { 1 };
+        for group in 0..vd.div_ceil(per_loop) {
+            let js = group * per_loop..vd.min((group + 1) * per_loop);
+            let xs: Vec<String> = js.clone().map(|_| g.reg(Class::B32)).collect();
+            let rs: Vec<String> = js.clone().map(|_| g.reg(Class::B32)).collect();
+            for (j, (x, r)) in js.zip(xs.iter().zip(&rs)) {
+                setup.line(format!("add.u32 {x}, {xlo}, {j};"));
+                setup.line(format!("mov.u32 {r}, {rhi};"));
+            }
             let mut body = Code::default();
             axis_head(&mut body);
-            let c = split32(g, &mut body, std::slice::from_ref(&x));
-            if j == 0 {
+            let c = split32(g, &mut body, &xs);
+            if group == 0 {
                 body.line(field(offset_of!(TiledWriteAxis, dst), "%str", "s32"));
                 body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
             }
-            body.line(format!("mad.lo.u32 {r}, {}, %rstr, {r};", c[0]));
+            for (r, c) in rs.iter().zip(&c) {
+                body.line(format!("mad.lo.u32 {r}, {c}, %rstr, {r};"));
+            }
             axis_range_loop(
                 setup,
-                &format!("WLO_{i}_{j}"),
+                &format!("WLO_{i}_{group}"),
                 "0",
                 low_end,
                 write,
                 stride,
                 body,
             );
-            setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
-            row.push(smem_addr(g, setup, &r, d, shifts, 1).0);
+            for r in &rs {
+                setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
+                row.push(smem_addr(g, setup, r, d, shifts, 1).0);
+            }
         }
         wdoff.push(o);
         gaddr.push(row);
@@ -664,6 +839,54 @@ fn store_setup(
     // two to a register, as offsets from the tile (below 2^16): fewer registers, so more
     // resident blocks; each access then adds its offset to the tile's address.
     let flat: Vec<String> = gaddr.iter().flatten().cloned().collect();
+    let gpacked = pack_pairs(g, setup, &flat);
+    (wdoff, gpacked)
+}
+
+/// [`store_setup`] without the split at the low write axes: each of a store's `vd` elements
+/// is placed on its own, element `j` of store `i` at write-order position `((%ti + i * %nt)
+/// << log2(vd)) + j`, through [`split_sums`] over the write axes (the destination offset of
+/// element 0, the read-order position of each).
+fn element_setup(
+    g: &mut Gen,
+    setup: &mut Code,
+    d: Ty,
+    shifts: &[u32],
+    vd: u64,
+    writes: u64,
+) -> (Vec<String>, Vec<String>) {
+    let (dst, read) = (
+        (offset_of!(TiledWriteAxis, dst), "s32"),
+        (offset_of!(TiledWriteAxis, read), "u32"),
+    );
+    let step = g.reg(Class::B32);
+    setup.line(format!("shl.b32 {step}, %nt, {};", log2(vd)));
+    let mut wdoff = Vec::new();
+    let mut rows: Vec<Vec<String>> = (0..writes).map(|_| Vec::new()).collect();
+    for j in 0..vd as usize {
+        let base = g.reg(Class::B32);
+        setup.line(format!("shl.b32 {base}, %ti, {};", log2(vd)));
+        setup.line(format!("add.u32 {base}, {base}, {j};"));
+        let fields: &[(usize, &str)] = if j == 0 { &[read, dst] } else { &[read] };
+        let sums = split_sums(
+            g,
+            setup,
+            &format!("WEL_{j}"),
+            WRITE_AXES,
+            (&base, &step),
+            writes as usize,
+            fields,
+        );
+        for (i, f) in sums.into_iter().enumerate() {
+            let r = &f[0];
+            setup.line(format!("shl.b32 {r}, {r}, {};", log2(d.size)));
+            rows[i].push(smem_addr(g, setup, r, d, shifts, 1).0);
+            if j == 0 {
+                wdoff.push(f[1].clone());
+            }
+        }
+    }
+    let flat: Vec<String> = rows.iter().flatten().cloned().collect();
     let gpacked = pack_pairs(g, setup, &flat);
     (wdoff, gpacked)
 }
