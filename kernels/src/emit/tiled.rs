@@ -140,26 +140,25 @@ fn split_sums(
             body.line(format!("mad.lo.{ty} {a}, {}, {v}, {a};", cs[0]));
         }
     };
-    if n == 1 {
-        // One position: nothing to share, one loop over every axis.
-        let x = g.reg(Class::B32);
+    // One position's sums, from `init`: its index `x` on the axes from `from` on, split by
+    // one loop (`name`).
+    let position = |g: &mut Gen, c: &mut Code, name: &str, from: &str, x: &str, init: &[String]| {
         let acc: Vec<String> = fields.iter().map(|_| g.reg(Class::B32)).collect();
-        c.line(format!("mov.u32 {x}, {base};"));
-        for a in &acc {
-            c.line(format!("mov.u32 {a}, 0;"));
+        for (a, l) in acc.iter().zip(init) {
+            c.line(format!("mov.u32 {a}, {l};"));
         }
         let mut body = Code::default();
         axis_division(&mut body, table);
-        accumulate(g, &mut body, &x, &acc);
-        axis_loop(
-            c,
-            &format!("{label}_0"),
-            "%trank",
-            table.first,
-            table.stride,
-            body,
-        );
-        return vec![acc];
+        accumulate(g, &mut body, x, &acc);
+        axis_range_loop(c, name, from, "%trank", table.first, table.stride, body);
+        acc
+    };
+    if n == 1 {
+        // One position: nothing to share, one loop over every axis.
+        let x = g.reg(Class::B32);
+        c.line(format!("mov.u32 {x}, {base};"));
+        let zeros = vec!["0".to_string(); fields.len()];
+        return vec![position(g, c, &format!("{label}_0"), "0", &x, &zeros)];
     }
     let (high, t, m, q, r) = (
         g.reg(Class::B32),
@@ -198,24 +197,8 @@ fn split_sums(
     (0..n)
         .map(|i| {
             let x = g.reg(Class::B32);
-            let acc: Vec<String> = fields.iter().map(|_| g.reg(Class::B32)).collect();
             c.line(format!("mad.lo.u32 {x}, {t}, {i}, {high};"));
-            for (a, l) in acc.iter().zip(&low) {
-                c.line(format!("mov.u32 {a}, {l};"));
-            }
-            let mut hi = Code::default();
-            axis_division(&mut hi, table);
-            accumulate(g, &mut hi, &x, &acc);
-            axis_range_loop(
-                c,
-                &format!("{label}_{i}"),
-                &m,
-                "%trank",
-                table.first,
-                table.stride,
-                hi,
-            );
-            acc
+            position(g, c, &format!("{label}_{i}"), &m, &x, &low)
         })
         .collect()
 }
