@@ -226,6 +226,8 @@ pub struct TiledLaunch {
     pub tiles: u32,
     /// Whether the plan leaves parts of the copy to other launches.
     pub has_rest: bool,
+    /// Bytes of dynamic shared memory the launch gives (the pipelined kernels' tile buffers).
+    pub dyn_smem: u32,
     /// The parameter block as the planner made it: which elements the launch covers.
     pub args: devspan_kernels::abi::TiledArgs,
 }
@@ -264,7 +266,7 @@ pub fn tiled_launch(
     // every bit is planned as a copy).
     let grid = GridOptions::default();
     let threads = crate::kernels::tiled_block(args, *from, *to, grid);
-    let (kernel, _) = crate::kernels::tiled_kernel(args, *from, *to, grid, 9);
+    let (kernel, dyn_smem) = crate::kernels::tiled_kernel(args, *from, *to, grid, 9);
     let kernel = kernel.module_name();
     let params = param_bytes(&**args);
     Ok(Some(TiledLaunch {
@@ -273,6 +275,7 @@ pub fn tiled_launch(
         threads,
         tiles: args.tiles,
         has_rest: !rest.is_empty(),
+        dyn_smem,
         args: **args,
     }))
 }

@@ -570,14 +570,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
             params: &launch.params,
             threads: launch.threads,
             grid: launch.tiles.clamp(1, 3).to_string(),
-            dyn_smem: if launch.kernel.starts_with("copy_tiled_a_") {
-                devspan_kernels::abi::tiled_async_smem_bytes(
-                    u64::from(launch.args.volume),
-                    to.size(),
-                )
-            } else {
-                0
-            },
+            dyn_smem: u64::from(launch.dyn_smem),
             src: &[(sbase, &src)],
             dst: dbase,
             expect: &expect,
