@@ -109,8 +109,11 @@ int main(int argc, char** argv) {
     size_t dyn = c.dyn > 0 ? (size_t)c.dyn : 0;
     if ((c.dyn < 0 && k.kernel.rfind("copy_tiled_a_", 0) == 0) || (c.dyn == 0 && ext[f])) {
       uint32_t vol; memcpy(&vol, &k.params[20], 4);
-      if (c.dyn == -2) vol = 16384 / k.ds;
-      dyn = 4 * (((size_t)vol * k.ds + 127) / 128 * 128);
+      // The kernel's unit (`_bN`: N bytes), which is the element size but where the planner
+      // moves pairs of 1-byte elements as 2-byte units.
+      size_t unit = (size_t)atoi(k.kernel.c_str() + k.kernel.rfind("_b") + 2);
+      if (c.dyn == -2) vol = 16384 / unit;
+      dyn = 4 * (((size_t)vol * unit + 127) / 128 * 128);
     }
     int per; CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, k.threads, dyn));
     unsigned grid = 0;
