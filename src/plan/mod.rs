@@ -1332,7 +1332,7 @@ fn tiled_plan(
         })
         .collect::<Result<Vec<Plan>>>()?;
     Ok(Some(Plan::Tiled {
-        args: Box::new(t.args),
+        args: t.args,
         from,
         to,
         rest,

@@ -51,10 +51,11 @@ pub(crate) struct Rest {
     pub src_off: isize,
 }
 
-/// A tiled plan: the kernel's arguments and the boxes it leaves to other plans.
+/// A tiled plan: the kernel's arguments (boxed: the planner weighs several plans, and moves
+/// them, before it takes one) and the boxes it leaves to other plans.
 #[derive(Clone, Debug)]
 pub(crate) struct Tiled {
-    pub args: TiledArgs,
+    pub args: Box<TiledArgs>,
     pub rest: Vec<Rest>,
 }
 
@@ -834,7 +835,10 @@ fn tile_with(
             dst_size,
         )?
     };
-    Some(Tiled { args, rest })
+    Some(Tiled {
+        args: Box::new(args),
+        rest,
+    })
 }
 
 /// Source runs shorter than this many bytes (a cache line) leave lines partly read by each
