@@ -676,6 +676,58 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
     async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", (8, 5));
 }
 
+/// u8 copies whose innermost axis (2 elements, contiguous on both sides) stays innermost while
+/// the outer axes are reversed or permuted at random: the planner moves the pairs as 2-byte
+/// units on `copy_tiled_a_b2`, whose launch sizes its shared memory for those units (rank 16:
+/// fewer tiles than blocks; rank 24: 1024 tiles, several per block, so that blocks cycle
+/// through their buffers); compared with ndarray.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn u8_pairs_take_the_2_byte_async_kernel() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    for (i, rank) in [16usize, 24].into_iter().enumerate() {
+        let shape = vec![2usize; rank];
+        let mut rng = StdRng::seed_from_u64(case_seed(0xa15, i));
+        let outer = rank - 1;
+        let mut perms = vec![reversed(outer), random_perm(&mut rng, outer)];
+        for perm in &mut perms {
+            perm.push(outer);
+        }
+        for perm in perms {
+            let src = Src::permuted(&shape, perm.clone());
+            let dst = Dst::contiguous(&src.shape());
+            let contiguous = Layout::contiguous(IxDyn(&shape)).strides().to_vec();
+            let src_strides: Vec<isize> = perm.iter().map(|&a| contiguous[a]).collect();
+            let dst_strides = Layout::contiguous(IxDyn(&dst.base)).strides().to_vec();
+            let launch = devspan::internals::tiled_launch(
+                0,
+                &dst_strides,
+                u8::DTYPE,
+                0,
+                &src_strides,
+                u8::DTYPE,
+                &src.shape(),
+                0,
+            )
+            .unwrap()
+            .expect("a tiled plan");
+            assert_eq!(
+                launch.kernel, "copy_tiled_a_b2",
+                "u8 pairs of rank {rank}, permutation {perm:?}"
+            );
+            for which in 0..4 {
+                index += 1;
+                let seed = case_seed(0xa15, 100 + index);
+                same_type_case::<u8>(&stream, seed, which, &src, &dst, &mut paths);
+            }
+        }
+    }
+    println!("u8 pairs on copy_tiled_a_b2: paths {paths:?}");
+}
+
 /// Casts between element types of one size (u8 -> i8, i8 -> u8, f16 -> bf16, bf16 -> f16,
 /// u16 -> i16) on the layouts whose copies take the cp.async kernels, against ndarray: the
 /// vector tiles of f16 <-> bf16 run on the register-pipelined cast kernels (there are no
