@@ -699,21 +699,7 @@ fn u8_pairs_take_the_2_byte_async_kernel() {
         for perm in perms {
             let src = Src::permuted(&shape, perm.clone());
             let dst = Dst::contiguous(&src.shape());
-            let contiguous = Layout::contiguous(IxDyn(&shape)).strides().to_vec();
-            let src_strides: Vec<isize> = perm.iter().map(|&a| contiguous[a]).collect();
-            let dst_strides = Layout::contiguous(IxDyn(&dst.base)).strides().to_vec();
-            let launch = devspan::internals::tiled_launch(
-                0,
-                &dst_strides,
-                u8::DTYPE,
-                0,
-                &src_strides,
-                u8::DTYPE,
-                &src.shape(),
-                0,
-            )
-            .unwrap()
-            .expect("a tiled plan");
+            let launch = planned_tiled::<u8>(&shape, &perm).expect("a tiled plan");
             assert_eq!(
                 launch.kernel, "copy_tiled_a_b2",
                 "u8 pairs of rank {rank}, permutation {perm:?}"
@@ -765,6 +751,29 @@ fn same_size_casts_in_large_tiles() {
     );
 }
 
+/// The tiled launch that the planner gives a copy of `T` from the contiguous array of shape
+/// `base` read with its axes permuted (`perm`) into a contiguous destination, if tiled.
+fn planned_tiled<T: DeviceElement>(
+    base: &[usize],
+    perm: &[usize],
+) -> Option<devspan::internals::TiledLaunch> {
+    let contiguous = Layout::contiguous(IxDyn(base)).strides().to_vec();
+    let shape: Vec<usize> = perm.iter().map(|&a| base[a]).collect();
+    let src_strides: Vec<isize> = perm.iter().map(|&a| contiguous[a]).collect();
+    let dst_strides = Layout::contiguous(IxDyn(&shape)).strides().to_vec();
+    devspan::internals::tiled_launch(
+        0,
+        &dst_strides,
+        T::DTYPE,
+        0,
+        &src_strides,
+        T::DTYPE,
+        &shape,
+        0,
+    )
+    .unwrap()
+}
+
 /// The cases of [`small_element_copies_in_large_tiles_take_the_async_kernels`] for `T`: each
 /// shape reversed, cycled and permuted at random; asserts that at least `least.0` of the
 /// layouts plan to `kernel`, and at least `least.1` of those in blocks of more than 512
@@ -792,20 +801,8 @@ fn async_copies<T: DeviceElement>(
                 src.slice[1] = step(0, None, -1);
             }
             let dst = Dst::contiguous(&src.shape());
-            let contiguous = Layout::contiguous(IxDyn(shape)).strides().to_vec();
-            let src_strides: Vec<isize> = src.perm.iter().map(|&a| contiguous[a]).collect();
-            let dst_strides = Layout::contiguous(IxDyn(&dst.base)).strides().to_vec();
-            let launch = devspan::internals::tiled_launch(
-                0,
-                &dst_strides,
-                T::DTYPE,
-                0,
-                &src_strides,
-                T::DTYPE,
-                &src.shape(),
-                0,
-            )
-            .unwrap();
+            // The plan of the unsliced permutation: the reversed axes only flip signs.
+            let launch = planned_tiled::<T>(shape, &src.perm);
             if launch
                 .as_ref()
                 .is_some_and(|l| l.kernel == kernel && l.threads > 512)
