@@ -111,6 +111,41 @@ fn axis_division(c: &mut Code, table: AxisTable) {
 /// set-up splits ([`store_setup`]).
 const LOW_GROUP: u64 = 4;
 
+/// Emits the accumulation into `acc` (one register per field) of the coordinate that `x` has
+/// on the axis at `%pa` (its division loaded) times each of `fields` (an axis's field at that
+/// offset, `s32` or `u32`), leaving `x` its quotient.
+fn accumulate(g: &mut Gen, body: &mut Code, x: &str, acc: &[String], fields: &[(usize, &str)]) {
+    let cs = split32(g, body, &[x.to_string()]);
+    for ((off, ty), a) in fields.iter().zip(acc) {
+        let v = if *ty == "s32" { "%str" } else { "%rstr" };
+        body.line(format!("ld.param.{ty} {v}, [%pa+{off}];"));
+        body.line(format!("mad.lo.{ty} {a}, {}, {v}, {a};", cs[0]));
+    }
+}
+
+/// Emits the sums over the axes of `table` from `from` (a register or `0`) on of the
+/// coordinates of index `x` (a register, clobbered) times each of `fields`, into `acc`
+/// (registers, set to `init` first): one loop, labelled `label`.
+#[allow(clippy::too_many_arguments)]
+fn split_index(
+    g: &mut Gen,
+    c: &mut Code,
+    label: &str,
+    table: AxisTable,
+    from: &str,
+    x: &str,
+    (acc, init): (&[String], &[String]),
+    fields: &[(usize, &str)],
+) {
+    for (a, l) in acc.iter().zip(init) {
+        c.line(format!("mov.u32 {a}, {l};"));
+    }
+    let mut body = Code::default();
+    axis_division(&mut body, table);
+    accumulate(g, &mut body, x, acc, fields);
+    axis_range_loop(c, label, from, "%trank", table.first, table.stride, body);
+}
+
 /// For a thread's accesses at the positions `base + i * step` of a tile (`i < n`), the sums
 /// over the axes of `table` of each position's coordinate times each of `fields` (an axis's
 /// field at that offset, `s32` or `u32`): `sums[i][f]`.
@@ -118,9 +153,10 @@ const LOW_GROUP: u64 = 4;
 /// The leading axes whose product `P` divides `step` give every position the coordinates of
 /// `base` on them (`i * step` is a multiple of `P`): one loop (`{label}_LO`) finds them and
 /// splits `base` on them; the positions then differ only on the other axes, where position
-/// `i`'s index is `base / P + i * step / P`, split by one loop per position (`{label}_i`), so
-/// that only that position's registers are live in it (a single position takes one loop over
-/// every axis). `base` and `step` are registers below 2^31 (left as they were).
+/// `i`'s index is `base / P + i * step / P`, split by one loop per position (`{label}_i`,
+/// [`split_index`]), so that only that position's registers are live in it (a single position
+/// takes one loop over every axis). `base` and `step` are registers below 2^31 (left as they
+/// were).
 fn split_sums(
     g: &mut Gen,
     c: &mut Code,
@@ -130,27 +166,10 @@ fn split_sums(
     n: usize,
     fields: &[(usize, &str)],
 ) -> Vec<Vec<String>> {
-    // The accumulation of each field into `acc` (one register per field) of the coordinate
-    // that `x` has on the axis at `%pa` (its division loaded), leaving `x` its quotient.
-    let accumulate = |g: &mut Gen, body: &mut Code, x: &str, acc: &[String]| {
-        let cs = split32(g, body, &[x.to_string()]);
-        for ((off, ty), a) in fields.iter().zip(acc) {
-            let v = if *ty == "s32" { "%str" } else { "%rstr" };
-            body.line(format!("ld.param.{ty} {v}, [%pa+{off}];"));
-            body.line(format!("mad.lo.{ty} {a}, {}, {v}, {a};", cs[0]));
-        }
-    };
-    // One position's sums, from `init`: its index `x` on the axes from `from` on, split by
-    // one loop (`name`).
+    // One position's sums, from `init`: its index `x` on the axes from `from` on.
     let position = |g: &mut Gen, c: &mut Code, name: &str, from: &str, x: &str, init: &[String]| {
         let acc: Vec<String> = fields.iter().map(|_| g.reg(Class::B32)).collect();
-        for (a, l) in acc.iter().zip(init) {
-            c.line(format!("mov.u32 {a}, {l};"));
-        }
-        let mut body = Code::default();
-        axis_division(&mut body, table);
-        accumulate(g, &mut body, x, &acc);
-        axis_range_loop(c, name, from, "%trank", table.first, table.stride, body);
+        split_index(g, c, name, table, from, x, (&acc, init), fields);
         acc
     };
     if n == 1 {
@@ -189,7 +208,7 @@ fn split_sums(
     c.line(format!("setp.ne.u32 %p0, {r}, {t};"));
     c.line(format!("@%p0 bra.uni {lo}_END;"));
     c.line(format!("mov.u32 {t}, {q};"));
-    accumulate(g, c, &high, &low);
+    accumulate(g, c, &high, &low, fields);
     c.line(format!("add.u64 %pa, %pa, {};", table.stride));
     c.line(format!("add.u32 {m}, {m}, 1;"));
     c.line(format!("bra.uni {lo};"));
@@ -665,25 +684,12 @@ fn source_offsets(g: &mut Gen, setup: &mut Code, label: &str, shift: u32, n: usi
 }
 
 /// Emits `o` = the source offset (elements from the tile's first) of read-order position `x`
-/// (a register, clobbered): one loop over the read axes, labelled `label`.
+/// (a register, clobbered): one loop over the read axes, labelled `label` ([`split_index`]).
 fn source_offset(g: &mut Gen, setup: &mut Code, x: &str, o: &str, label: &str) {
-    setup.line(format!("mov.u32 {o}, 0;"));
-    let mut body = Code::default();
-    axis_division(&mut body, READ_AXES);
-    body.line(format!(
-        "ld.param.s32 %str, [%pa+{}];",
-        offset_of!(TiledReadAxis, src)
-    ));
-    let c = split32(g, &mut body, &[x.to_string()]);
-    body.line(format!("mad.lo.s32 {o}, {}, %str, {o};", c[0]));
-    axis_loop(
-        setup,
-        label,
-        "%trank",
-        READ_AXES.first,
-        READ_AXES.stride,
-        body,
-    );
+    let field = [(offset_of!(TiledReadAxis, src), "s32")];
+    let acc = [o.to_string()];
+    let init = ["0".to_string()];
+    split_index(g, setup, label, READ_AXES, "0", x, (&acc, &init), &field);
 }
 
 /// The predicate of slot `i` of a thread's loads (`cnt` = `%rcnt` or `%ucnt`) or stores
