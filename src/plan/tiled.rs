@@ -82,10 +82,12 @@ pub(crate) fn tiled_plan_of(
     if norm.axes.is_empty() {
         return None;
     }
+    let orders = AxisOrders::of(&norm.axes);
     let attempt = |vector, whole_vectors, cap| {
         let plan = |targets| {
             tile_with(
                 norm,
+                &orders,
                 dst,
                 src,
                 (src_size, dst_size),
@@ -148,8 +150,8 @@ pub(crate) fn tiled_plan_of(
     };
     attempt(true, false, cap)
         .or_else(|| attempt(true, true, cap))
-        .or_else(|| copy.then(|| shifted_narrow(norm, dst, src, sizes, cap, true))?)
-        .or_else(|| copy.then(|| shifted_narrow(norm, dst, src, sizes, cap, false))?)
+        .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, true))?)
+        .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, false))?)
         .or_else(element_wise)
         .or_else(|| peeled(norm, dst, src, sizes, cap, copy))
 }
@@ -285,6 +287,7 @@ fn peeled(
 /// in the source's allocation.
 fn shifted_narrow(
     norm: &Normalized,
+    orders: &AxisOrders,
     dst: u64,
     src: u64,
     (src_size, dst_size): (usize, usize),
@@ -347,7 +350,10 @@ fn shifted_narrow(
         v
     };
     let shifted = Some((join, pieces));
-    let mut t = tile_with(&short, dst, src, sizes, true, true, cap, targets, shifted)?;
+    // `short` has `norm`'s strides, so `norm`'s axis orders.
+    let mut t = tile_with(
+        &short, orders, dst, src, sizes, true, true, cap, targets, shifted,
+    )?;
     let n = tiled_narrow(&t.args, src_size)?;
     if !(n.join == join && n.shifted) {
         return None;
@@ -452,6 +458,25 @@ const TILE_FILL_B1: usize = 8192;
 /// little per barrier.
 const SMALL_TILE_BYTES: usize = 4096;
 
+/// The axes of a copy in write order (by |destination stride|) and in read order (by |source
+/// stride|, broadcast axes last), ties by index. They depend on the strides' magnitudes only,
+/// which [`tile_with`]'s flips and [`shifted_narrow`]'s shortened axis leave as they are, so a
+/// plan sorts them once for all the tiles it weighs.
+struct AxisOrders {
+    write: Vec<usize>,
+    read: Vec<usize>,
+}
+
+impl AxisOrders {
+    fn of(axes: &[PAxis]) -> Self {
+        let mut write: Vec<usize> = (0..axes.len()).collect();
+        write.sort_by_key(|&k| (axes[k].dst.unsigned_abs(), k));
+        let mut read: Vec<usize> = (0..axes.len()).collect();
+        read.sort_by_key(|&k| (axes[k].src == 0, axes[k].src.unsigned_abs(), k));
+        Self { write, read }
+    }
+}
+
 /// [`tile_with`] with runs of [`RUN_BYTES`] sought on both sides.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
@@ -468,6 +493,7 @@ fn tile_for(
     let sizes = (src_size, dst_size);
     tile_with(
         norm,
+        &AxisOrders::of(&norm.axes),
         dst,
         src,
         sizes,
@@ -488,6 +514,7 @@ fn tile_for(
 #[allow(clippy::too_many_arguments)]
 fn tile_with(
     norm: &Normalized,
+    orders: &AxisOrders,
     dst: u64,
     src: u64,
     (src_size, dst_size): (usize, usize),
@@ -519,11 +546,9 @@ fn tile_with(
         }
     }
     // Write order: by |destination stride|; read order: by |source stride|, broadcast axes
-    // last.
-    let mut worder: Vec<usize> = (0..r).collect();
-    worder.sort_by_key(|&k| (axes[k].dst.unsigned_abs(), k));
-    let mut rorder: Vec<usize> = (0..r).collect();
-    rorder.sort_by_key(|&k| (axes[k].src == 0, axes[k].src.unsigned_abs(), k));
+    // last (the flips above leave them as they were).
+    debug_assert_eq!(orders.write.len(), r);
+    let (worder, rorder) = (&orders.write[..], &orders.read[..]);
 
     // Element-wise copies of `TILED_EW_SIZES` may be asked for larger tiles (a cap above
     // the volume of `TILED_MAX_THREADS` threads).
@@ -598,7 +623,7 @@ fn tile_with(
     // Sides that found no piece for their next axis.
     let mut stuck = [false; 2];
     loop {
-        let sides = [run(&worder, &chunk), run(&rorder, &chunk)];
+        let sides = [run(worder, &chunk), run(rorder, &chunk)];
         let want =
             |i: usize| !stuck[i] && sides[i].0 * sizes[i] < targets[i] && sides[i].1.is_some();
         let side = match (want(0), want(1)) {
@@ -674,7 +699,7 @@ fn tile_with(
         }
     };
     while !narrow_shape(&chunk) {
-        let sides = [run(&worder, &chunk), run(&rorder, &chunk)];
+        let sides = [run(worder, &chunk), run(rorder, &chunk)];
         let mut next: Option<(usize, usize)> = None;
         for (i, side) in sides.iter().enumerate() {
             if let &(e, Some(k)) = side
@@ -702,7 +727,7 @@ fn tile_with(
         let ext = |order: &[usize], upto: usize| -> usize {
             order[..=upto].iter().map(|&x| chunk[x].max(1)).product()
         };
-        (ext(&worder, w) * dst_size).min(ext(&rorder, rr) * src_size)
+        (ext(worder, w) * dst_size).min(ext(rorder, rr) * src_size)
     };
     cut.sort_by_key(|&k| bytes_of(k, &chunk));
     let stages: &[(usize, bool)] = if vector && dst_size == 1 {
@@ -762,7 +787,7 @@ fn tile_with(
     let mut batch = Vec::new();
     let mut rest = Vec::new();
     let mut main: Vec<usize> = axes.iter().map(|a| a.len).collect();
-    for &k in &worder {
+    for &k in worder {
         let (len, c) = (axes[k].len, chunk[k]);
         if c == 0 {
             batch.push(TiledAxis {
