@@ -462,6 +462,7 @@ const SMALL_TILE_BYTES: usize = 4096;
 /// stride|, broadcast axes last), ties by index. They depend on the strides' magnitudes only,
 /// which [`tile_with`]'s flips and [`shifted_narrow`]'s shortened axis leave as they are, so a
 /// plan sorts them once for all the tiles it weighs.
+#[derive(Debug, PartialEq, Eq)]
 struct AxisOrders {
     write: Vec<usize>,
     read: Vec<usize>,
@@ -547,7 +548,10 @@ fn tile_with(
     }
     // Write order: by |destination stride|; read order: by |source stride|, broadcast axes
     // last (the flips above leave them as they were).
-    debug_assert_eq!(orders.write.len(), r);
+    debug_assert!(
+        *orders == AxisOrders::of(&axes),
+        "axis orders of other strides"
+    );
     let (worder, rorder) = (&orders.write[..], &orders.read[..]);
 
     // Element-wise copies of `TILED_EW_SIZES` may be asked for larger tiles (a cap above
