@@ -232,7 +232,7 @@ impl<'a, S: SpanDataMut, D: Dimension> From<&'a mut DeviceBase<S, D>> for Out<'a
 /// only the words its parameter declares).
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Words([u64; source::arg_words(MAX_RANK, MAX_ARRAYS, MAX_SCALARS)]);
+struct Words([u64; source::MAX_ARG_BYTES / 8]);
 
 // SAFETY: plain `#[repr(C)]` integers, valid to copy byte for byte into a parameter block; the
 // kernel's parameter is a prefix of it (`source::arg_words`).
@@ -531,12 +531,7 @@ impl ElementwiseKernel {
             return Ok(());
         }
         let norm = normalize::normalize(shape, &strides);
-        if norm.shape.len() > MAX_RANK {
-            return Err(Error::invalid(format!(
-                "after merging, {} axes remain; elementwise kernels take at most {MAX_RANK}",
-                norm.shape.len()
-            )));
-        }
+        source::check_rank(norm.shape.len(), arrays.len(), n_scalars)?;
         let tiled = norm.tiled();
         let types: Vec<DType> = arrays.iter().map(|a| a.dtype).collect();
         let pairs = tiled && source::pairs_for(&types);
@@ -583,7 +578,7 @@ impl ElementwiseKernel {
             }
             let f = self.function(stream, &variant)?;
             let r = norm.shape.len();
-            let mut words = Words([0; source::arg_words(MAX_RANK, MAX_ARRAYS, MAX_SCALARS)]);
+            let mut words = Words([0; source::MAX_ARG_BYTES / 8]);
             let mut w = 0;
             let mut put = |v: u64| {
                 words.0[w] = v;
@@ -874,9 +869,13 @@ mod tests {
                     ..base
                 },
             ];
-            // The strided and tiled ones also at ranks 2 (no outer axis) and 6.
+            // The strided and tiled ones also at ranks 2 (no outer axis), 6 and `MAX_RANK`.
             let ranks = variants.iter().flat_map(|v| {
-                let r = if v.contiguous { vec![1] } else { vec![2, 3, 6] };
+                let r = if v.contiguous {
+                    vec![1]
+                } else {
+                    vec![2, 3, 6, MAX_RANK]
+                };
                 r.into_iter().map(move |rank| Variant { rank, ..*v })
             });
             for v in ranks {

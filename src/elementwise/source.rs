@@ -14,9 +14,14 @@ use super::normalize::normalize;
 pub const MAX_ARRAYS: usize = 8;
 /// Most scalar operands of one kernel.
 pub const MAX_SCALARS: usize = 8;
-/// Most axes left after the operands' axes are merged; the argument block holds a shape and one
-/// stride per array operand for each.
-pub const MAX_RANK: usize = 24;
+/// Most axes left after the operands' axes are merged (numpy's limit); the argument block holds a
+/// shape and one stride per array operand for each, and must also fit a kernel's parameter block
+/// of 4096 bytes: with 7 or 8 arrays that holds at most 62 or 55 axes,
+/// where the outputs alone would have at least 2^55 elements (every axis left has an extent of
+/// at least 2, and outputs do not overlap themselves).
+pub const MAX_RANK: usize = 64;
+/// Bytes of a kernel's parameter block that every CUDA driver takes.
+pub(crate) const MAX_ARG_BYTES: usize = 4096;
 
 /// One declared parameter: `f32 x`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -260,6 +265,23 @@ static __device__ __forceinline__ unsigned short ds_f32_to_bf16(float f) {
 /// `scalar[max(scalars, 1)]`.
 pub(crate) const fn arg_words(rank: usize, arrays: usize, scalars: usize) -> usize {
     1 + rank + arrays * rank + arrays + if scalars > 1 { scalars } else { 1 }
+}
+
+/// `Ok` where a variant of `rank` axes over `arrays` arrays and `scalars` scalars can be
+/// launched: at most [`MAX_RANK`] axes, and an argument block of at most [`MAX_ARG_BYTES`].
+pub(crate) fn check_rank(rank: usize, arrays: usize, scalars: usize) -> Result<()> {
+    if rank > MAX_RANK {
+        return Err(Error::invalid(format!(
+            "after merging, {rank} axes remain; elementwise kernels take at most {MAX_RANK}"
+        )));
+    }
+    let bytes = arg_words(rank, arrays, scalars) * 8;
+    if bytes > MAX_ARG_BYTES {
+        return Err(Error::invalid(format!(
+            "after merging, {rank} axes remain; the shape and strides of {arrays} arrays over them, with {scalars} scalars, take {bytes} bytes, more than a kernel's {MAX_ARG_BYTES}-byte parameter block"
+        )));
+    }
+    Ok(())
 }
 
 /// Elements each thread handles per iteration: their offsets, then all their loads, then the
@@ -899,5 +921,34 @@ mod tests {
         assert!(source(&inputs, &outputs, "z = x", &c).contains("ds_o2[ds_u] = (int)ds_r;"));
         let t = Variant { tiled: true, ..v };
         assert!(source(&inputs, &outputs, "z = x", &t).contains("ds_cb < ds_lb"));
+    }
+
+    #[test]
+    fn ranks_up_to_64_are_taken_where_the_argument_block_fits() {
+        // Every operand count up to 6 arrays and 8 scalars takes 64 axes, in at most 4096 bytes.
+        for arrays in 1..=6 {
+            for scalars in 0..=MAX_SCALARS {
+                assert!(check_rank(MAX_RANK, arrays, scalars).is_ok());
+                assert!(arg_words(MAX_RANK, arrays, scalars) * 8 <= MAX_ARG_BYTES);
+            }
+        }
+        assert_eq!(arg_words(64, 6, 8) * 8, 3704);
+        // 8 arrays: 55 axes fit and 56 do not (9 words per axis); 7 arrays: 62 and 63.
+        assert!(check_rank(55, 8, 8).is_ok());
+        let e = check_rank(56, 8, 8).unwrap_err();
+        assert_eq!(*e.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(
+            e.to_string()
+                .contains("4168 bytes, more than a kernel's 4096-byte parameter block"),
+            "{e}"
+        );
+        assert!(check_rank(62, 7, 8).is_ok() && check_rank(63, 7, 8).is_err());
+        // Beyond 64 axes, whatever the operands.
+        let e = check_rank(65, 1, 0).unwrap_err();
+        assert_eq!(*e.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(
+            e.to_string()
+                .contains("65 axes remain; elementwise kernels take at most 64")
+        );
     }
 }

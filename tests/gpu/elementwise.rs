@@ -2,8 +2,8 @@
 //! ranks 0 to 10 with permuted, reversed, sliced and broadcast operands, mixed element types
 //! and two outputs, transposed operands of 1- and 2-byte types (tiles of pairs) at odd
 //! offsets, in-place updates, refused overlaps and bad calls, a busy second stream with
-//! inputs dropped right after the launch, graph capture and replay, and more than 2^31
-//! elements.
+//! inputs dropped right after the launch, graph capture and replay, more than 2^31 elements,
+//! and shuffled operands of 25 to 30 axes that do not merge.
 //!
 //! Each case draws its layout and data from its own seed (printed on failure) and compares with
 //! ndarray (`Zip`); outputs are views into larger arrays poisoned before the launch, whose
@@ -488,6 +488,122 @@ fn a_captured_launch_replays_on_new_data() {
     z.fill(0.0).unwrap();
     graph.launch().unwrap();
     assert!(z.to_host().unwrap().iter().all(|&v| v == 6.0));
+}
+
+/// A layout of `shape` with no gaps: the base is `shape` permuted at random, and each axis is
+/// read backwards with probability 0.4.
+fn shuffle(rng: &mut StdRng, shape: &[usize]) -> Carve {
+    let r = shape.len();
+    let mut perm: Vec<usize> = (0..r).collect();
+    for i in (1..r).rev() {
+        perm.swap(i, rng.random_range(0..=i));
+    }
+    let mut base = vec![0; r];
+    let mut slices = Vec::with_capacity(r);
+    for k in 0..r {
+        base[perm[k]] = shape[k];
+        slices.push(SliceInfoElem::Slice {
+            start: 0,
+            end: None,
+            step: if rng.random_bool(0.4) { -1 } else { 1 },
+        });
+    }
+    Carve { base, perm, slices }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ranks_of_25_to_30_after_merging_match_ndarray() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    // SAFETY: the bodies read their inputs and assign their outputs by name.
+    let mixed =
+        unsafe { ElementwiseKernel::new("u8 x, f16 y, u8 c", "f32 z", "z = x * c + y") }.unwrap();
+    let bytes = unsafe { ElementwiseKernel::new("u8 x", "u8 z", "z = (unsigned char)(x * 3 + 1)") }
+        .unwrap();
+    // Shapes of 25 to 30 axes of extent 2 or 3 (unit axes between them), every operand
+    // shuffled on its own, so that next to nothing merges.
+    let shapes: [Vec<usize>; 3] = [
+        [vec![2; 26], vec![1; 4]].concat(),
+        [vec![2; 22], vec![3; 3]].concat(),
+        vec![2; 27],
+    ];
+    for (case, shape) in shapes.iter().enumerate() {
+        let seed = 0xe9e0_0000 + case as u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut shape = shape.clone();
+        for i in (1..shape.len()).rev() {
+            shape.swap(i, rng.random_range(0..=i));
+        }
+        let (cx, cz) = (shuffle(&mut rng, &shape), shuffle(&mut rng, &shape));
+        let what = format!("seed {seed:#x}: shape {shape:?}, x {cx:?}, z {cz:?}");
+        let hx = ArrayD::from_shape_fn(IxDyn(&cx.base), |_| rng.random::<u8>());
+        let dx = DeviceArray::from_host(&stream, &hx).unwrap();
+        let xv = dx.view().permuted_axes(cx.perm.clone());
+        let xv = xv.slice(info(&cx));
+        let hxv = hx.view().permuted_axes(cx.perm.clone());
+        let hxv = hxv.slice(info(&cx));
+        if case == 0 {
+            // f32 out of u8 and a broadcast f16 input (leading axes dropped, some of extent 1).
+            let yshape = broadcast_shape(&mut rng, &shape);
+            let cy = shuffle(&mut rng, &yshape);
+            let c: u8 = rng.random_range(1..8);
+            let hy = uniform(&mut rng, &cy.base, |v| f16::from_f64(v * 8.0));
+            let poison = uniform(&mut rng, &cz.base, |v| (v * 1e6) as f32);
+            let dy = DeviceArray::from_host(&stream, &hy).unwrap();
+            let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+            let yv = dy.view().permuted_axes(cy.perm.clone());
+            let yv = yv.slice(info(&cy));
+            {
+                let zv = dz.view_mut().permuted_axes(cz.perm.clone());
+                let mut zv = zv.slice_move(info(&cz));
+                mixed
+                    .launch(
+                        &[(&xv).into(), (&yv).into(), Arg::scalar(c)],
+                        &mut [(&mut zv).into()],
+                    )
+                    .unwrap_or_else(|e| panic!("{what}, y {cy:?}: {e:#}"));
+            }
+            let got = dz.to_host().unwrap();
+            let mut want = poison.clone();
+            {
+                let hyv = hy.view().permuted_axes(cy.perm.clone());
+                let hyv = hyv.slice(info(&cy));
+                let wv = want.view_mut().permuted_axes(cz.perm.clone());
+                let wv = wv.slice_move(info(&cz));
+                Zip::from(wv)
+                    .and(&hxv)
+                    .and_broadcast(&hyv)
+                    .for_each(|w, &x, &y| *w = f32::from(x) * f32::from(c) + y.to_f32());
+            }
+            let bad = got.iter().zip(want.iter()).position(|(g, w)| g != w);
+            assert!(
+                bad.is_none(),
+                "{what}, y {cy:?}: element {bad:?} of the base differs"
+            );
+        } else {
+            let poison = ArrayD::from_shape_fn(IxDyn(&cz.base), |_| rng.random::<u8>());
+            let mut dz = DeviceArray::from_host(&stream, &poison).unwrap();
+            {
+                let zv = dz.view_mut().permuted_axes(cz.perm.clone());
+                let mut zv = zv.slice_move(info(&cz));
+                bytes
+                    .launch(&[(&xv).into()], &mut [(&mut zv).into()])
+                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+            let got = dz.to_host().unwrap();
+            let mut want = poison.clone();
+            {
+                let wv = want.view_mut().permuted_axes(cz.perm.clone());
+                let wv = wv.slice_move(info(&cz));
+                Zip::from(wv)
+                    .and(&hxv)
+                    .for_each(|w, &x| *w = x.wrapping_mul(3).wrapping_add(1));
+            }
+            let bad = got.iter().zip(want.iter()).position(|(g, w)| g != w);
+            assert!(bad.is_none(), "{what}: element {bad:?} of the base differs");
+        }
+    }
 }
 
 #[test]
