@@ -3805,14 +3805,13 @@ fn short_cast_rows_in_phase_stay_on_the_row_kernel_into_a_padded_destination() {
     }
 }
 
-/// Element-wise copy tiles of 2- and 4-byte elements take up to 8192 elements (blocks of up to
-/// 1024 threads, `copy_tiled_ew_bN`) where that lengthens short runs: `[2, 3^11]` permuted
+/// Element-wise copy tiles of 1-, 2- and 4-byte elements take up to 8192 elements (blocks of up
+/// to 1024 threads, `copy_tiled_ew_bN`) where that lengthens short runs: `[2, 3^11]` permuted
 /// (axes of 3, whose runs never make whole vectors) reads or writes runs of 81 elements or
-/// more on one side where tiles of 4096 had 27 and 54. 1-byte elements and casts keep tiles of
-/// at most 4096. Every plan covers the copy. The rule ([`super::tiled::wide_tile_wins`]) on
-/// tiles of given runs.
+/// more on one side where tiles of 4096 had 27 and 54. Casts keep tiles of at most 4096. Every
+/// plan covers the copy. The rule ([`super::tiled::wide_tile_wins`]) on tiles of given runs.
 #[test]
-fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
+fn element_wise_tiles_of_copies_grow_past_4096() {
     use devspan_kernels::abi::{
         Kind, TiledArgs, TiledAxis, tiled_ew_max_volume, tiled_launch_kind, tiled_threads,
     };
@@ -3846,7 +3845,7 @@ fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
         let [read, write] = super::tiled::side_runs(args, ss, ds);
         let threads = tiled_threads(u64::from(args.volume), false, ss, ds);
         let kind = tiled_launch_kind(args, from, to, threads, 9);
-        if from.same_bits(to) && ss >= 2 {
+        if from.same_bits(to) {
             assert!(args.volume > 4096, "{what}: {}", args.volume);
             assert!(u64::from(args.volume) <= tiled_ew_max_volume(ss), "{what}");
             assert!(
@@ -3859,12 +3858,48 @@ fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
             assert_eq!(kind, Kind::TiledE, "{what}");
         }
     }
+    // u8 `[2, 3^17]`: reversed (runs of 27 and 54 bytes) in a larger tile, whose write run
+    // is 162 bytes; under the bench's first random permutation (runs of 243 and 81 bytes) in a
+    // tile of at most 4096.
+    let mut big = vec![2usize];
+    big.extend([3usize; 17]);
+    let random = [2, 8, 1, 13, 0, 7, 11, 9, 15, 4, 12, 5, 16, 6, 17, 10, 14, 3];
+    let reversed: Vec<usize> = (0..18).rev().collect();
+    for (perm, wide) in [(&reversed[..], true), (&random[..], false)] {
+        let (out, dst, src) = permuted_layout(&big, perm);
+        let opt = PlanOptions::default();
+        let p = plan_copy(
+            DST_BASE,
+            &dst,
+            DType::U8,
+            SRC_BASE,
+            &src,
+            DType::U8,
+            &out,
+            opt,
+        );
+        let what = format!("u8 [2, 3^17] permuted by {perm:?}");
+        let Ok(Plan::Tiled { args, .. }) = &p else {
+            panic!("{what}: {p:?}");
+        };
+        let runs = super::tiled::side_runs(args, 1, 1);
+        let threads = tiled_threads(u64::from(args.volume), false, 1, 1);
+        let kind = tiled_launch_kind(args, DType::U8, DType::U8, threads, 9);
+        if wide {
+            assert_eq!(runs, [27, 162], "{what}");
+            assert_eq!(kind, Kind::TiledEW, "{what}");
+        } else {
+            assert_eq!(runs, [243, 81], "{what}");
+            assert!(args.volume <= 4096, "{what}: {}", args.volume);
+            assert_eq!(kind, Kind::TiledE, "{what}");
+        }
+    }
     // The rule, on tiles of two axes with the given runs (bytes of f16, read and write; the
     // other axis of each side two runs apart): a
     // larger tile is taken where it at least doubles a run under 256 bytes, the smaller
-    // tile's runs both under 1 KiB and one under 256 bytes.
-    let tile = |read: u64, write: u64| {
-        let (r, w) = (read / 2, write / 2);
+    // tile's runs both under 1 KiB and one under 256 bytes (64 bytes for 1-byte elements).
+    let tile_of = |read: u64, write: u64, size: usize| {
+        let (r, w) = (read / size as u64, write / size as u64);
         let axes = [
             TiledAxis {
                 len: r,
@@ -3882,11 +3917,42 @@ fn element_wise_tiles_of_2_and_4_byte_copies_grow_past_4096() {
             dst: (4 * r * w) as i64,
             src: (4 * r * w) as i64,
         }];
-        TiledArgs::new(DST_BASE, SRC_BASE, &axes, &[1, 0], &batch, false, 2, 2).unwrap()
+        TiledArgs::new(
+            DST_BASE,
+            SRC_BASE,
+            &axes,
+            &[1, 0],
+            &batch,
+            false,
+            size,
+            size,
+        )
+        .unwrap()
     };
+    let tile = |read: u64, write: u64| tile_of(read, write, 2);
     let wins = |n: (u64, u64), w: (u64, u64)| {
         super::tiled::wide_tile_wins(&tile(n.0, n.1), &tile(w.0, w.1), (2, 2))
     };
+    let wins_b1 = |n: (u64, u64), w: (u64, u64)| {
+        super::tiled::wide_tile_wins(&tile_of(n.0, n.1, 1), &tile_of(w.0, w.1, 1), (1, 1))
+    };
+    assert_eq!(super::tiled::side_runs(&tile_of(27, 54, 1), 1, 1), [27, 54]);
+    assert!(wins_b1((27, 54), (27, 162)));
+    assert!(wins_b1((6, 179), (42, 179)));
+    assert!(
+        wins_b1((125, 15), (375, 15)),
+        "the other run, under 256 bytes, tripled"
+    );
+    assert!(wins_b1((63, 64), (126, 64)));
+    assert!(
+        !wins_b1((64, 64), (128, 64)),
+        "the shorter run 64 bytes or more"
+    );
+    assert!(!wins_b1((81, 96), (81, 96)), "nothing grows");
+    assert!(
+        wins((128, 128), (256, 128)),
+        "2-byte elements: under 256 bytes"
+    );
     assert_eq!(super::tiled::side_runs(&tile(54, 108), 2, 2), [54, 108]);
     assert!(wins((54, 108), (54, 324)));
     assert!(wins((162, 100), (162, 200)));

@@ -139,7 +139,7 @@ pub(crate) fn tiled_plan_of(
         // The larger tile is sought only where the smaller one's runs leave it a chance.
         if !(copy && tiled_wide_elements(false, src_size, dst_size))
             || wide_cap <= narrow_cap
-            || !runs_short(side_runs(&t.args, src_size, dst_size))
+            || !runs_short(side_runs(&t.args, src_size, dst_size), src_size)
         {
             return Some(t);
         }
@@ -157,20 +157,29 @@ pub(crate) fn tiled_plan_of(
 }
 
 /// Runs (bytes) shorter than this on both sides of an element-wise tile, and one of them
-/// shorter than [`WIDE_SHORT_RUN`], let a larger tile ([`TILED_WIDE_THREADS`](devspan_kernels::abi::TILED_WIDE_THREADS)) be taken where
-/// it lengthens a short run ([`wide_tile_wins`]).
+/// shorter than [`WIDE_SHORT_RUN`] ([`WIDE_SHORT_RUN_B1`] for 1-byte elements), let a larger
+/// tile ([`TILED_WIDE_THREADS`](devspan_kernels::abi::TILED_WIDE_THREADS)) be taken where it
+/// lengthens a short run ([`wide_tile_wins`]).
 const WIDE_MAX_RUN: u64 = 1024;
 
 /// Runs (bytes) that a larger element-wise tile must at least double to be taken
 /// ([`wide_tile_wins`]).
 const WIDE_SHORT_RUN: u64 = 2 * LINE_BYTES;
 
+/// For 1-byte elements, the shorter run (bytes) of the smaller tile must be shorter than this
+/// for a larger tile to be weighed ([`runs_short`]). On the H100, u8 copies of 14 layouts
+/// (`[2, 3^17]` and unlisted ones of ranks 7 to 27, also read backwards) in tiles of up to
+/// 8192 elements ran at 1.02-2.14 times their speed in tiles of 4096 where that shorter run was
+/// 6 to 30 bytes, and at 0.90-0.97 where it was 81 or 128 bytes.
+const WIDE_SHORT_RUN_B1: u64 = LINE_BYTES / 2;
+
 /// Whether the element-wise tile `wide` (of more than [`TILED_MAX_THREADS`](devspan_kernels::abi::TILED_MAX_THREADS)
 /// threads' elements)
 /// beats `narrow`, both of the same copy of `sizes`: where both of `narrow`'s runs (the read
 /// side's contiguous source bytes, the write side's destination bytes, [`side_runs`]) are
-/// shorter than [`WIDE_MAX_RUN`], one of them shorter than [`WIDE_SHORT_RUN`], and `wide`
-/// at least doubles a run of `narrow`'s shorter than [`WIDE_SHORT_RUN`]. Larger tiles run in
+/// shorter than [`WIDE_MAX_RUN`], one of them shorter than [`WIDE_SHORT_RUN`] (for 1-byte
+/// elements [`WIDE_SHORT_RUN_B1`]), and `wide` at least doubles a run of `narrow`'s shorter
+/// than [`WIDE_SHORT_RUN`]. Larger tiles run in
 /// one block of up to 1024 threads per multiprocessor (the registers), so that barriers
 /// stall it alone; they pay only where they lengthen short runs. On the H100, element-wise
 /// f16 and f32 copies of 33 layouts (`[2, 3^17]` and unlisted ones of ranks 7 to 24, also read
@@ -184,14 +193,19 @@ pub(super) fn wide_tile_wins(
 ) -> bool {
     let n = side_runs(narrow, ss, ds);
     let w = side_runs(wide, ss, ds);
-    runs_short(n) && (0..2).any(|k| n[k] < WIDE_SHORT_RUN && w[k] >= 2 * n[k])
+    runs_short(n, ss) && (0..2).any(|k| n[k] < WIDE_SHORT_RUN && w[k] >= 2 * n[k])
 }
 
-/// Whether runs `[read, write]` (bytes, [`side_runs`]) are short enough for a larger
-/// element-wise tile to pay ([`wide_tile_wins`]): both under [`WIDE_MAX_RUN`], one under
-/// [`WIDE_SHORT_RUN`].
-fn runs_short(n: [u64; 2]) -> bool {
-    n[0].max(n[1]) < WIDE_MAX_RUN && n[0].min(n[1]) < WIDE_SHORT_RUN
+/// Whether runs `[read, write]` (bytes, [`side_runs`]) of elements of `size` bytes are short
+/// enough for a larger element-wise tile to pay ([`wide_tile_wins`]): both under
+/// [`WIDE_MAX_RUN`], one under [`WIDE_SHORT_RUN`] ([`WIDE_SHORT_RUN_B1`] for 1-byte elements).
+fn runs_short(n: [u64; 2], size: usize) -> bool {
+    let short = if size == 1 {
+        WIDE_SHORT_RUN_B1
+    } else {
+        WIDE_SHORT_RUN
+    };
+    n[0].max(n[1]) < WIDE_MAX_RUN && n[0].min(n[1]) < short
 }
 
 /// The runs of a tile in bytes: `[read, write]`, the product of the leading tile axes in read

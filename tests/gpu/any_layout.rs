@@ -533,11 +533,11 @@ fn check_any_rank_taken(paths: &Paths, what: &str) {
     );
 }
 
-/// Element-wise copies of 2- and 4-byte elements in tiles of more than 4096 elements
+/// Element-wise copies of 1-, 2- and 4-byte elements in tiles of more than 4096 elements
 /// (`copy_tiled_ew_bN`, blocks of more than 512 threads): `[2, 3^9]` reversed (runs of 3^k
 /// elements, never whole vectors), also read backwards along its first axis, and under a
-/// random permutation, f16 and f32, through `assign`, `assign_cast`, `to_contiguous` and `cast`
-/// in turn, against ndarray; the reversed layout's launch runs that kernel.
+/// random permutation, f16, f32 and u8, through `assign`, `assign_cast`, `to_contiguous` and
+/// `cast` in turn, against ndarray; the reversed layout's launch runs that kernel.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn wide_element_wise_tiles_of_axes_of_3() {
@@ -551,7 +551,11 @@ fn wide_element_wise_tiles_of_axes_of_3() {
     let reversed: Vec<usize> = (0..n).rev().collect();
     let perms = [reversed.clone(), random_perm(&mut rng, n)];
     let mut index = 0;
-    for (size, dtype) in [(2usize, devspan::DType::F16), (4, devspan::DType::F32)] {
+    for (size, dtype) in [
+        (2usize, devspan::DType::F16),
+        (4, devspan::DType::F32),
+        (1, devspan::DType::U8),
+    ] {
         for (k, perm) in perms.iter().enumerate() {
             for flip in [false, true] {
                 let mut src = Src::permuted(&shape, perm.clone());

@@ -294,9 +294,9 @@ fn layouts() -> Vec<Layout> {
         l.src[2] = -l.src[2];
         all.push(l);
     }
-    // Axes of 3 reversed, 2- and 4-byte elements: element-wise tiles of more than 4096
+    // Axes of 3 reversed, 1-, 2- and 4-byte elements: element-wise tiles of more than 4096
     // elements, in blocks of more than 512 threads (`copy_tiled_ew_bN`).
-    for size in [2usize, 4] {
+    for size in [1usize, 2, 4] {
         let shape = [2, 3, 3, 3, 3, 3, 3, 3, 3];
         let perm: Vec<usize> = (0..shape.len()).rev().collect();
         all.push(permuted(
@@ -836,7 +836,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     // So are the wide element-wise copies.
     let wide = shifted("copy_tiled_ew_");
-    if !sample && wide < 2 {
+    if !sample && (wide < 3 || shifted("copy_tiled_ew_b1") < 1) {
         return Err(format!(
             "{wide} wide element-wise copies on the tiled kernels among {kernels:?}"
         ));

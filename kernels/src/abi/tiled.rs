@@ -70,14 +70,14 @@ pub const TILED_MAX_THREADS: u32 = 512;
 pub const TILED_WIDE_THREADS: u32 = 1024;
 
 /// Element sizes of the wide element-wise copies ([`Kind::TiledEW`]).
-pub const TILED_EW_SIZES: [usize; 2] = [2, 4];
+pub const TILED_EW_SIZES: [usize; 3] = [1, 2, 4];
 
 /// Whether element-wise tiles (not `vector`) from `src_size`- to `dst_size`-byte elements may
 /// hold up to [`tiled_ew_max_volume`] elements, in blocks of up to [`TILED_WIDE_THREADS`]
 /// ([`Kind::TiledEW`]): for copies of [`TILED_EW_SIZES`] (the planner takes such tiles for
 /// copies only, where they lengthen short runs).
 pub const fn tiled_wide_elements(vector: bool, src_size: usize, dst_size: usize) -> bool {
-    !vector && src_size == dst_size && (src_size == 2 || src_size == 4)
+    !vector && src_size == dst_size && (src_size == 1 || src_size == 2 || src_size == 4)
 }
 
 /// Most elements of a tile of [`Kind::TiledEW`] for elements of `size` bytes:
@@ -937,10 +937,12 @@ mod tests {
         assert_eq!(tiled_max_threads(true, 1, 1), 1024);
         assert_eq!(tiled_max_threads(false, 1, 1), 512);
         assert_eq!(tiled_max_threads(false, 4, 4), 512);
+        assert_eq!(tiled_ew_max_volume(1), 8192);
         assert_eq!(tiled_ew_max_volume(2), 8192);
         assert_eq!(tiled_ew_max_volume(4), 8192);
         assert!(tiled_wide_elements(false, 2, 2) && tiled_wide_elements(false, 4, 4));
-        assert!(!tiled_wide_elements(true, 4, 4) && !tiled_wide_elements(false, 1, 1));
+        assert!(tiled_wide_elements(false, 1, 1) && !tiled_wide_elements(true, 1, 1));
+        assert!(!tiled_wide_elements(true, 4, 4) && !tiled_wide_elements(false, 1, 2));
         assert!(!tiled_wide_elements(false, 8, 8) && !tiled_wide_elements(false, 2, 4));
         assert_eq!(tiled_threads(4374, false, 4, 4), 576);
         assert_eq!(tiled_max_threads(true, 4, 1), 512);
