@@ -17,10 +17,13 @@
 // limit raised to 64 KiB), none to the others; dm, as da with the largest tile's buffers (16 KiB
 // tiles). Without dN, kernels whose PTX declares `.extern .shared` get da's memory. Cases are matched by name across
 // configurations.
+// A case runs its tiled launch and then those of its rests that the cases file lists (the parts
+// of the copy that no whole tile covers, on the tiled kernels too), so that a plan is timed
+// whole; the `rst` column counts the rests left to other kernels, which no configuration runs.
 // For every case: each configuration's output is checked against the first's (a hash of the
 // destination, poisoned before each launch; `MISMATCH` marks a difference; a case with a
-// `rest` leaves part of the destination to other launches, so those compare as far as the
-// tiled launch goes), then ROUNDS rounds time every configuration and the memcpy once each, in
+// rest left to other kernels leaves that part of the destination as poisoned, so such cases
+// compare as far as their tiled launches go), then ROUNDS rounds time every configuration and the memcpy once each, in
 // turn, each round starting at the next one (CUDA events, after 2 warm-up rounds); a cell is
 // memcpy median / kernel median, with the blocks per multiprocessor that the occupancy
 // calculator gives. Sources hold random bits.
@@ -37,7 +40,9 @@
 #include <algorithm>
 #define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s; cuGetErrorString(r_, &s); fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); exit(1);} } while (0)
 
-struct Case { std::string name, kernel; unsigned threads, tiles; size_t n; int ss, ds, rest; std::vector<uint8_t> params; };
+// One launch of a case: the tiled launch, or one of its rests.
+struct Launch { std::string kernel; unsigned threads, tiles; std::vector<uint8_t> params; };
+struct Case { std::string name, kernel; unsigned threads, tiles; size_t n; int ss, ds, rest; std::vector<uint8_t> params; std::vector<Launch> rests; };
 struct Config { int cap = 0; long budget = 0, minthr = 0, dyn = 0; std::string label, dir; std::map<std::string, Case> cases; std::vector<std::string> order; };
 
 __global__ void hashk(const uint32_t* p, size_t words, unsigned long long* out) {
@@ -76,7 +81,9 @@ int main(int argc, char** argv) {
     while (std::getline(f, line)) {
       std::vector<std::string> t; std::stringstream ss(line); std::string x; while (std::getline(ss, x, '|')) t.push_back(x);
       if (t.size() < 9) continue;
-      Case k{t[0], t[1], (unsigned)std::stoul(t[2]), (unsigned)std::stoul(t[3]), std::stoull(t[4]), std::stoi(t[5]), std::stoi(t[6]), std::stoi(t[7]), unhex(t[8])};
+      Case k{t[0], t[1], (unsigned)std::stoul(t[2]), (unsigned)std::stoul(t[3]), std::stoull(t[4]), std::stoi(t[5]), std::stoi(t[6]), std::stoi(t[7]), unhex(t[8]), {}};
+      for (size_t i = 9; i + 4 <= t.size(); i += 4)
+        k.rests.push_back(Launch{t[i], (unsigned)std::stoul(t[i + 1]), (unsigned)std::stoul(t[i + 2]), unhex(t[i + 3])});
       c.order.push_back(k.name); c.cases[k.name] = k;
     }
     cfgs.push_back(c);
@@ -104,7 +111,7 @@ int main(int argc, char** argv) {
     printf("# module %s: %d regs, %d local bytes\n", key.c_str(), regs, local);
     fns[key] = fu; return fu;
   };
-  auto launch = [&](Config& c, Case& k) {
+  auto launch_one = [&](Config& c, const Launch& k, int ss, int ds) {
     CUfunction f = fn(c, k.kernel);
     size_t dyn = c.dyn > 0 ? (size_t)c.dyn : 0;
     if ((c.dyn < 0 && k.kernel.rfind("copy_tiled_a_", 0) == 0) || (c.dyn == 0 && ext[f])) {
@@ -121,7 +128,7 @@ int main(int argc, char** argv) {
     if (c.cap > 0) { per = std::min(per, c.cap); grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)per * sms); }
     if (c.budget > 0) {
       uint32_t vol; memcpy(&vol, &k.params[20], 4);
-      long tb = (long)vol * std::max(k.ss, k.ds);
+      long tb = (long)vol * std::max(ss, ds);
       long cap = std::max<long>(std::max<long>(c.budget / tb, (c.minthr + k.threads - 1) / k.threads), 1);
       per = (int)std::min<long>(std::max(per, 1), cap); grid = (unsigned)std::min<uint64_t>(k.tiles, (uint64_t)per * sms);
     }
@@ -129,6 +136,12 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> p = k.params; uint64_t d, s; memcpy(&d, &p[0], 8); memcpy(&s, &p[8], 8); d += dst; s += src; memcpy(&p[0], &d, 8); memcpy(&p[8], &s, 8);
     void* args[] = {p.data()};
     CK(cuLaunchKernel(f, grid, 1, 1, k.threads, 1, 1, (unsigned)dyn, st, args, nullptr));
+    return per;
+  };
+  // A case's tiled launch, then its listed rests; the blocks per multiprocessor of the first.
+  auto launch = [&](Config& c, Case& k) {
+    int per = launch_one(c, Launch{k.kernel, k.threads, k.tiles, k.params}, k.ss, k.ds);
+    for (auto& r : k.rests) launch_one(c, r, k.ss, k.ds);
     return per;
   };
   auto hash = [&](size_t bytes) { cudaMemsetAsync(hbuf, 0, 8, st); hashk<<<1024, 256, 0, st>>>((const uint32_t*)dst, bytes / 4, hbuf); unsigned long long h; cudaMemcpyAsync(&h, hbuf, 8, cudaMemcpyDeviceToHost, st); cuStreamSynchronize(st); return h; };

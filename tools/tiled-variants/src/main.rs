@@ -7,9 +7,12 @@
 //! half of the axes for the unlisted ones.
 //!
 //! `tiled-variants cases [MAX_VOLUME]`: one line per case on stdout,
-//! `name|kernel|threads|tiles|elements|src size|dst size|has rest|params (hex)`, planned with
-//! the tiled kernels preferred and tiles of at most MAX_VOLUME elements (0: the kernels' limit);
-//! the parameter block's addresses are offsets from buffers at 0, which the harness adds.
+//! `name|kernel|threads|tiles|elements|src size|dst size|untiled rests|params (hex)`, then
+//! `|kernel|threads|tiles|params` for each part of the copy that no whole tile covers and that
+//! the tiled kernels take too (the plan's rests, in the order it runs them; `untiled rests`
+//! counts the parts left to other kernels, which the line leaves out), planned with the tiled
+//! kernels preferred and tiles of at most MAX_VOLUME elements (0: the kernels' limit); the
+//! parameter blocks' addresses are offsets from buffers at 0, which the harness adds.
 //! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
 
 use std::fmt::Write;
@@ -90,8 +93,8 @@ fn emit_flipped(
         eprintln!("no tiled plan: {name}");
         return;
     };
-    let hex: String = l.params.iter().map(|b| format!("{b:02x}")).collect();
-    writeln!(
+    let hex = |p: &[u8]| -> String { p.iter().map(|b| format!("{b:02x}")).collect() };
+    write!(
         out,
         "{name}|{}|{}|{}|{n}|{}|{}|{}|{}",
         l.kernel,
@@ -99,10 +102,22 @@ fn emit_flipped(
         l.tiles,
         from.size(),
         to.size(),
-        l.has_rest as u8,
-        hex
+        l.untiled_rests,
+        hex(&l.params)
     )
     .unwrap();
+    for r in &l.rests {
+        write!(
+            out,
+            "|{}|{}|{}|{}",
+            r.kernel,
+            r.threads,
+            r.tiles,
+            hex(&r.params)
+        )
+        .unwrap();
+    }
+    writeln!(out).unwrap();
 }
 
 /// As `narrow_layouts` in benches/bandwidth.rs.
