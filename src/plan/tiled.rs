@@ -167,10 +167,11 @@ const WIDE_MAX_RUN: u64 = 1024;
 const WIDE_SHORT_RUN: u64 = 2 * LINE_BYTES;
 
 /// For 1-byte elements, the shorter run (bytes) of the smaller tile must be shorter than this
-/// for a larger tile to be weighed ([`runs_short`]). On the H100, u8 copies of 14 layouts
-/// (`[2, 3^17]` and unlisted ones of ranks 7 to 27, also read backwards) in tiles of up to
-/// 8192 elements ran at 1.02-2.14 times their speed in tiles of 4096 where that shorter run was
-/// 6 to 30 bytes, and at 0.90-0.97 where it was 81 or 128 bytes.
+/// for a larger tile to be weighed ([`runs_short`]). On the H100, the tiled launches of u8
+/// copies of 14 layouts (`[2, 3^17]` and unlisted ones of ranks 7 to 27, also read backwards)
+/// in tiles of up to 8192 elements ran at 1.02-2.14 times their speed in tiles of 4096 where
+/// that shorter run was 6 to 30 bytes, and at 0.90-0.97 where it was 81 or 128 bytes; the
+/// bench's u8 `[2, 3^17]` reversed row, 0.285 -> 0.305 of a device copy.
 const WIDE_SHORT_RUN_B1: u64 = LINE_BYTES / 2;
 
 /// Whether the element-wise tile `wide` (of more than [`TILED_MAX_THREADS`](devspan_kernels::abi::TILED_MAX_THREADS)
