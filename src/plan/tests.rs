@@ -3973,3 +3973,30 @@ fn element_wise_tiles_of_copies_grow_past_4096() {
     assert!(!super::tiled::wide_tile_wins(&one(600), &one(1200), (2, 2)));
     assert!(super::tiled::wide_tile_wins(&one(200), &one(400), (2, 2)));
 }
+
+/// A tiled launch lists its rests that the tiled kernels take: u8 `[2, 3^17]` under the `rank`
+/// bench's second random permutation tiles 8 of a merged axis of 9 and leaves the ninth to a
+/// tiled rest; the two launches cover every element. A contiguous copy takes no tiled kernel.
+#[cfg(feature = "internals")]
+#[test]
+fn tiled_launches_list_their_tiled_rests() {
+    let mut shape = vec![2usize];
+    shape.extend([3usize; 17]);
+    let perm = [9, 6, 16, 3, 1, 14, 15, 17, 13, 5, 8, 2, 4, 12, 0, 10, 11, 7];
+    let (out, dst, src) = permuted_layout(&shape, &perm);
+    let u8 = DType::U8;
+    let l = crate::internals::tiled_launch(0, &dst, u8, 1 << 40, &src, u8, &out, 4096)
+        .unwrap()
+        .expect("a tiled plan");
+    assert!(l.has_rest() && l.untiled_rests == 0, "{l:?}");
+    assert_eq!(l.rests.len(), 1);
+    let covered = |x: &crate::internals::TiledLaunch| u64::from(x.tiles) * u64::from(x.args.volume);
+    assert_eq!(covered(&l) + covered(&l.rests[0]), 2 * 3u64.pow(17));
+    assert!(l.rests[0].rests.is_empty() && !l.rests[0].has_rest());
+    let (n, c, _) = permuted_layout(&[64, 64], &[0, 1]);
+    let none = crate::internals::tiled_launch(0, &c, u8, 1 << 40, &c, u8, &n, 0);
+    assert!(
+        none.unwrap().is_none(),
+        "a contiguous copy takes no tiled kernel"
+    );
+}

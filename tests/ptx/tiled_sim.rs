@@ -531,7 +531,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     let Some(launch) = launch else {
         return Ok(None);
     };
-    if l.cast.is_some() && launch.has_rest {
+    if l.cast.is_some() && launch.has_rest() {
         return Err(format!("{}: a cast case with a rest", l.name));
     }
     let dbytes = ((dhi - dlo + 1) * dsize) as usize;
@@ -539,14 +539,14 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     let mut src = random_bytes(seed, sbytes);
     without_nans(&mut src, from);
     let mut expect = vec![0xA5u8; dbytes];
-    let n: usize = if launch.has_rest {
+    let n: usize = if launch.has_rest() {
         0
     } else {
         l.shape.iter().product()
     };
     // A plan with rests: the elements that the tiled launch covers, by its arguments' index
     // math (the rests' plans run other kernels).
-    if launch.has_rest {
+    if launch.has_rest() {
         let a = &launch.args;
         for t in 0..a.tiles {
             let (od, os) = a.tile_origin(t);
@@ -655,7 +655,7 @@ fn write_far_case(dir: &Path, l: &Layout, seed: u64) -> Result<(String, String),
             .map_err(|e| format!("{}: {e}", l.name))?
             .ok_or_else(|| format!("{}: not tiled", l.name))?;
     let a = &launch.args;
-    if launch.has_rest {
+    if launch.has_rest() {
         return Err(format!("{}: a rest", l.name));
     }
     let r = a.tile_rank as usize;
