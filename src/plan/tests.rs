@@ -3974,29 +3974,63 @@ fn element_wise_tiles_of_copies_grow_past_4096() {
     assert!(super::tiled::wide_tile_wins(&one(200), &one(400), (2, 2)));
 }
 
-/// A tiled launch lists its rests that the tiled kernels take: u8 `[2, 3^17]` under the `rank`
-/// bench's second random permutation tiles 8 of a merged axis of 9 and leaves the ninth to a
-/// tiled rest; the two launches cover every element. A contiguous copy takes no tiled kernel.
+/// A tiled launch lists its rests that the tiled kernels take: f16 `[5, 7, 11, 13, 17, 19]`
+/// written in the order `[5, 3, 1, 4, 2, 0]` takes pieces of axes of prime extents and leaves
+/// one tiled rest; the two launches cover every element. A contiguous copy takes no tiled
+/// kernel.
 #[cfg(feature = "internals")]
 #[test]
 fn tiled_launches_list_their_tiled_rests() {
-    let mut shape = vec![2usize];
-    shape.extend([3usize; 17]);
-    let perm = [9, 6, 16, 3, 1, 14, 15, 17, 13, 5, 8, 2, 4, 12, 0, 10, 11, 7];
-    let (out, dst, src) = permuted_layout(&shape, &perm);
-    let u8 = DType::U8;
-    let l = crate::internals::tiled_launch(0, &dst, u8, 1 << 40, &src, u8, &out, 4096)
+    let shape = [5usize, 7, 11, 13, 17, 19];
+    let (out, dst, src) = permuted_layout(&shape, &[5, 3, 1, 4, 2, 0]);
+    let f16 = DType::F16;
+    let l = crate::internals::tiled_launch(0, &dst, f16, 1 << 40, &src, f16, &out, 0)
         .unwrap()
         .expect("a tiled plan");
     assert!(l.has_rest() && l.untiled_rests == 0, "{l:?}");
     assert_eq!(l.rests.len(), 1);
     let covered = |x: &crate::internals::TiledLaunch| u64::from(x.tiles) * u64::from(x.args.volume);
-    assert_eq!(covered(&l) + covered(&l.rests[0]), 2 * 3u64.pow(17));
+    let n: usize = shape.iter().product();
+    assert_eq!(covered(&l) + covered(&l.rests[0]), n as u64);
     assert!(l.rests[0].rests.is_empty() && !l.rests[0].has_rest());
     let (n, c, _) = permuted_layout(&[64, 64], &[0, 1]);
-    let none = crate::internals::tiled_launch(0, &c, u8, 1 << 40, &c, u8, &n, 0);
+    let none = crate::internals::tiled_launch(0, &c, f16, 1 << 40, &c, f16, &n, 0);
     assert!(
         none.unwrap().is_none(),
         "a contiguous copy takes no tiled kernel"
     );
+}
+
+/// An element-wise tile of elements of 2 bytes or more takes a whole axis where a piece of it
+/// would leave a rest whose runs are shorter than a line: `[2, 3^17]` under the `rank` bench's
+/// second random permutation merges two axes of 3 into one of 9, which a piece of 8 would cut
+/// (its ninth to a rest of runs of 9 elements); f16 and f32 tile all of it in one launch of
+/// runs no shorter. u8 keeps the piece and the rest (its whole-axis tile ran slower).
+#[cfg(feature = "internals")]
+#[test]
+fn element_wise_tiles_take_an_axis_whole_rather_than_leave_a_rest() {
+    let mut shape = vec![2usize];
+    shape.extend([3usize; 17]);
+    let perm = [9, 6, 16, 3, 1, 14, 15, 17, 13, 5, 8, 2, 4, 12, 0, 10, 11, 7];
+    let (out, dst, src) = permuted_layout(&shape, &perm);
+    for t in [DType::U8, DType::F16, DType::F32] {
+        let l = crate::internals::tiled_launch(0, &dst, t, 1 << 40, &src, t, &out, 0)
+            .unwrap()
+            .expect("a tiled plan");
+        assert!(l.kernel.starts_with("copy_tiled_e"), "{t:?}: {}", l.kernel);
+        let r = l.args.tile_rank as usize;
+        let lens: Vec<u32> = l.args.read[..r].iter().map(|a| a.len).collect();
+        let covered = u64::from(l.tiles) * u64::from(l.args.volume);
+        if t == DType::U8 {
+            assert!(l.has_rest() && lens.contains(&8), "{t:?}: {lens:?}");
+            continue;
+        }
+        assert!(!l.has_rest(), "{t:?}: {} rests", l.rests.len());
+        assert_eq!(covered, 2 * 3u64.pow(17), "{t:?}");
+        // Every tile axis is whole: its extent is one of the merged axes' (3, 9 or 2).
+        assert!(
+            lens.iter().all(|n| [2, 3, 9].contains(n)),
+            "{t:?}: {lens:?}"
+        );
+    }
 }

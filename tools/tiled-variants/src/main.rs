@@ -12,7 +12,9 @@
 //! the tiled kernels take too (the plan's rests, in the order it runs them; `untiled rests`
 //! counts the parts left to other kernels, which the line leaves out), planned with the tiled
 //! kernels preferred and tiles of at most MAX_VOLUME elements (0: the kernels' limit); the
-//! parameter blocks' addresses are offsets from buffers at 0, which the harness adds.
+//! parameter blocks' addresses are offsets from buffers at 0, which the harness adds. With
+//! `TILED_VARIANTS_UNLISTED=COUNT,SEED` (decimal), the unlisted layouts are COUNT others drawn
+//! from SEED (to weigh a planner change on layouts that the default 64 leave out).
 //! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
 
 use std::fmt::Write;
@@ -252,9 +254,9 @@ fn cases(cap: u32) {
     print!("{out}");
 }
 
-/// Layouts that no bench lists: 64 seeded shapes of rank 4 to 24 whose extents are mostly 1 to
-/// 5, with a few of 16 to 512, of 64 to 512 MiB, under seeded permutations, for every element
-/// size. Named `unl <type> r<rank> #<case>`.
+/// Layouts that no bench lists: 64 seeded shapes (or as `TILED_VARIANTS_UNLISTED` says) of
+/// rank 4 to 24 whose extents are mostly 1 to 5, with a few of 16 to 512, of 64 to 512 MiB,
+/// under seeded permutations, for every element size. Named `unl <type> r<rank> #<case>`.
 fn unlisted(out: &mut String, cap: u32) {
     let types = [
         ("u8", DType::U8),
@@ -262,8 +264,21 @@ fn unlisted(out: &mut String, cap: u32) {
         ("f32", DType::F32),
         ("f64", DType::F64),
     ];
-    let mut state = 0x5eed_u64;
-    for case in 0..64usize {
+    // `TILED_VARIANTS_UNLISTED=COUNT,SEED` draws COUNT layouts from another seed.
+    let (count, seed) = match std::env::var("TILED_VARIANTS_UNLISTED") {
+        Ok(v) => {
+            let (a, b) = v
+                .split_once(',')
+                .expect("TILED_VARIANTS_UNLISTED=COUNT,SEED");
+            (
+                a.parse().expect("COUNT"),
+                b.parse().expect("SEED (decimal)"),
+            )
+        }
+        Err(_) => (64usize, 0x5eed_u64),
+    };
+    let mut state = seed;
+    for case in 0..count {
         let (tn, t) = types[case % 4];
         let max = (512usize << 20) / t.size();
         let min = (64usize << 20) / t.size();
