@@ -1269,7 +1269,7 @@ mod tests {
 
     /// The normalised axes of a contiguous `shape` copied into the standard layout of its
     /// permutation `perm` (the destination's axis `i` is the source's `perm[i]`).
-    pub(super) fn permuted(shape: &[usize], perm: &[usize]) -> Normalized {
+    fn permuted(shape: &[usize], perm: &[usize]) -> Normalized {
         let (shape, dst, src) = super::super::tests::permuted_layout(shape, perm);
         super::super::normalize(&shape, &dst, &src)
     }
