@@ -1594,7 +1594,7 @@ fn first_use_in_child(label: &str, cache: &std::path::Path) -> Option<f64> {
     let line = text.lines().find(|l| l.starts_with("FIRST_USE_MS"))?;
     let ms: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     println!(
-        "first fill + cast in a fresh process ({label}): {ms:.2} ms  (target <= 20 ms) [{line}]"
+        "first fill + cast in a fresh process ({label}): {ms:.2} ms  (target <= 15 ms) [{line}]"
     );
     Some(ms)
 }
