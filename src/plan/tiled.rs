@@ -172,11 +172,12 @@ pub(crate) fn tiled_plan_of(
         })
     };
     // An element-wise plan whose run on one side is shorter than a sector is planned again
-    // with the sector rule in every attempt ([`SECTOR_BYTES`]).
+    // with the sector rule in every attempt ([`SECTOR_BYTES`]). Its runs are counted either
+    // direction ([`side_runs`]): a run read backwards covers its sectors as well.
     let element_wise = || {
         let t = element_wise(false)?;
-        let (w, r) = tile_runs(&t.args);
-        if short_of_a_sector([w as usize * dst_size, r as usize * src_size]) {
+        let [r, w] = side_runs(&t.args, src_size, dst_size);
+        if short_of_a_sector([w as usize, r as usize]) {
             return element_wise(true).or(Some(t));
         }
         Some(t)
