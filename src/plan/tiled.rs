@@ -104,8 +104,8 @@ pub(crate) fn tiled_plan_of(
                 )
             };
             let t = with(false)?;
-            // An element-wise plan of elements of 2 bytes or more that leaves a rest is
-            // sought again with whole axes in place of pieces that leave one ([`tile_with`]).
+            // An element-wise plan that leaves a rest is sought again with whole axes in place
+            // of pieces that leave one ([`tile_with`]), where [`fewer_rests_pay`] may take it.
             if vector || src_size == 1 || t.rest.is_empty() {
                 return Some(t);
             }
@@ -163,8 +163,7 @@ pub(crate) fn tiled_plan_of(
         }
         Some(match attempt(false, false, wide_cap, sector) {
             Some(w)
-                if wide_tile_wins(&t.args, &w.args, sizes)
-                    || (src_size > 1 && fewer_rests_pay(&w, &t, sizes)) =>
+                if wide_tile_wins(&t.args, &w.args, sizes) || fewer_rests_pay(&w, &t, sizes) =>
             {
                 w
             }
@@ -262,11 +261,12 @@ fn rest_elements(t: &Tiled) -> usize {
 }
 
 /// Whether the element-wise plan `fewer` of a copy of `sizes` (source, destination element
-/// bytes), which leaves fewer elements to rests than `plan`, is the better one: where its
-/// tile's shorter run ([`side_runs`]) is no shorter than `plan`'s, or where it is at least a
-/// line ([`LINE_BYTES`]) and a rest of `plan` has a run shorter than a line on either side
-/// (its extents' contiguous elements, [`box_run`]), whose lines its tiles would read or write
-/// in parts.
+/// bytes), which leaves fewer elements to rests than `plan`, is the better one: for source
+/// elements of 2 bytes or more (1-byte copies keep their rests: their whole-axis tile ran
+/// slower on `[2, 3^17]`), where its tile's shorter run ([`side_runs`]) is no shorter than
+/// `plan`'s, or where it is at least a line ([`LINE_BYTES`]) and a rest of `plan` has a run
+/// shorter than a line on either side (its extents' contiguous elements, [`box_run`]), whose
+/// lines its tiles would read or write in parts.
 ///
 /// On the H100, the 94 tiled launches (rests included) of element-wise f16, f32 and f64 copies
 /// of layouts of ranks 5 to 24 whose plans this changes (among 2399 layouts drawn for
@@ -281,7 +281,8 @@ fn fewer_rests_pay(fewer: &Tiled, plan: &Tiled, (ss, ds): (usize, usize)) -> boo
         r.min(w)
     };
     let short_rest = plan.rest.iter().any(|r| box_run(r, ss, ds) < LINE_BYTES);
-    rest_elements(fewer) < rest_elements(plan)
+    ss > 1
+        && rest_elements(fewer) < rest_elements(plan)
         && (shorter(fewer) >= shorter(plan) || (shorter(fewer) >= LINE_BYTES && short_rest))
 }
 

@@ -309,34 +309,26 @@ fn layouts() -> Vec<Layout> {
     }
     // Element-wise tiles that take an axis whole where a piece would leave a rest (f32 41 of
     // 41, f16 65 of 65), and u8 and f32 tiles planned again for a run shorter than a sector.
-    all.push(permuted(
-        "whole_axis/4/b4",
-        &[5, 5, 41, 2],
-        &[2, 0, 3, 1],
-        4,
-        0,
-    ));
-    all.push(permuted(
-        "whole_axis/5/b2",
-        &[4, 2, 65, 5, 3],
-        &[1, 3, 0, 2, 4],
-        2,
-        1024,
-    ));
-    all.push(permuted(
-        "sector/4/b1",
-        &[4, 27, 62, 5],
-        &[3, 1, 0, 2],
-        1,
-        1024,
-    ));
-    all.push(permuted(
-        "sector/4/b4",
-        &[63, 4, 2, 5],
-        &[1, 3, 2, 0],
-        4,
-        512,
-    ));
+    for (name, shape, perm, size, cap) in [
+        (
+            "whole_axis/4/b4",
+            &[5, 5, 41, 2][..],
+            &[2, 0, 3, 1][..],
+            4,
+            0,
+        ),
+        (
+            "whole_axis/5/b2",
+            &[4, 2, 65, 5, 3],
+            &[1, 3, 0, 2, 4],
+            2,
+            1024,
+        ),
+        ("sector/4/b1", &[4, 27, 62, 5], &[3, 1, 0, 2], 1, 1024),
+        ("sector/4/b4", &[63, 4, 2, 5], &[1, 3, 2, 0], 4, 512),
+    ] {
+        all.push(permuted(name, shape, perm, size, cap));
+    }
     // The pipelined kernels (`copy_tiled_a_bN`: 1- and 2-byte elements in tiles of 256
     // threads or more, their source copied into shared memory by cp.async): many axes of 2
     // reversed and randomly permuted, and mixed extents, in tiles of 4096 elements or more,
