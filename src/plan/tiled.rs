@@ -15,9 +15,9 @@
 //! [`TILE_FILL_B1`] for vector tiles of 1-byte destination elements (or more where the runs
 //! need them); last, a tile of fewer than [`SMALL_TILE_BYTES`] takes the next axes in write
 //! order that fit whole. Where one side's run ends at a line ([`LINE_BYTES`]) or less and the
-//! other's at [`RUN_BYTES`] or more (or, for element-wise tiles, below a sector,
-//! [`SECTOR_BYTES`], and above a line), the tile is sought again with the long side's target
-//! lowered to a line, and taken where the short side's run grows.
+//! other's at [`RUN_BYTES`] or more (or, for element-wise tiles, a write run below a sector,
+//! [`SECTOR_BYTES`], and a read run above a line), the tile is sought again with the long
+//! side's target lowered to a line, and taken where the short side's run grows.
 //! An axis cut into pieces becomes a tile axis of one piece and a batch axis of the
 //! pieces; the other axes are batch axes. Pieces divide their axis where a divisor is close
 //! to the room left; otherwise the end of the axis that no whole piece covers is copied by
@@ -84,7 +84,7 @@ pub(crate) fn tiled_plan_of(
         return None;
     }
     let orders = AxisOrders::of(&norm.axes);
-    // `sector`: a tile whose run on one side is shorter than a sector is planned again too
+    // `sector`: a tile whose write run is shorter than a sector is planned again too
     // ([`SECTOR_BYTES`]).
     let attempt = |vector, whole_vectors, cap, sector: bool| {
         let plan = |targets| {
@@ -116,9 +116,9 @@ pub(crate) fn tiled_plan_of(
         };
         let t = plan([RUN_BYTES; 2])?;
         // Runs of one line or less on one side and of RUN_BYTES or more on the other, or
-        // of less than a sector on one side and more than a line on the other: the long
-        // side's target lowered to a line leaves the short side room, and that plan is taken
-        // where its short side's run grows.
+        // writes of less than a sector beside reads of more than a line: the long side's
+        // target lowered to a line leaves the short side room, and that plan is taken where
+        // its short side's run grows.
         let (w, r) = tile_runs(&t.args);
         let bytes = [w as usize * dst_size, r as usize * src_size];
         let short = usize::from(bytes[1] < bytes[0]);
@@ -170,8 +170,8 @@ pub(crate) fn tiled_plan_of(
             _ => t,
         })
     };
-    // An element-wise plan whose run on one side is shorter than a sector is planned again
-    // with the sector rule in every attempt ([`SECTOR_BYTES`]). Its runs are counted either
+    // An element-wise plan whose write run is shorter than a sector is planned again with
+    // the sector rule in every attempt ([`SECTOR_BYTES`]). Its runs are counted either
     // direction ([`side_runs`]): a run read backwards covers its sectors as well.
     let element_wise = || {
         let t = element_wise(false)?;
@@ -538,20 +538,24 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 }
 
 /// Bytes of a DRAM sector, the unit in which memory is read and written. An element-wise
-/// plan whose tile runs shorter than a sector on one side and longer than a line
-/// ([`LINE_BYTES`]) on the other is planned again with the long side's target lowered to a
-/// line in every attempt ([`tiled_plan_of`]). On the H100, the 17 tiled launches that this
-/// changes among 2399 layouts drawn for `tools/tiled-variants` (u8 copies of ranks 5 to 21
-/// whose shorter run was 15 to 30 bytes) ran 1.49 times as fast (geometric mean; 0.12-0.36
-/// -> 0.22-0.45 of a device copy), two of them at 0.79 and 0.94 of their speed. Lowering the
-/// target wherever one run was under a line and the other between a line and [`RUN_BYTES`]
-/// slowed about as many plans as it sped up.
+/// plan whose tile writes runs shorter than a sector and reads runs longer than a line
+/// ([`LINE_BYTES`]) is planned again with the read side's target lowered to a line in every
+/// attempt ([`tiled_plan_of`]). On the H100, the tiled launches that this changes (u8 copies
+/// writing runs of 9 to 30 bytes beside reads of 135 to 654) ran 1.1 to 2.8 times as fast, 13
+/// among 2399 layouts drawn for `tools/tiled-variants` and 22 of 23 among 6193 others (the
+/// 23rd unchanged; geometric mean 1.75, 0.12-0.44 -> 0.27-0.48 of a device copy). Short reads
+/// beside long writes keep their plan: planned again the same way, 29 such launches among the
+/// 6193 ran at 0.94 of their speed (geometric mean; 15 slower by more than 2%, down to 0.69).
+/// Lowering the target wherever one run was under a line and the other between a line and
+/// [`RUN_BYTES`] slowed about as many plans as it sped up.
 const SECTOR_BYTES: usize = 32;
 
-/// Whether runs of `bytes` (either order) are shorter than a sector ([`SECTOR_BYTES`]) on one
-/// side and longer than a line ([`LINE_BYTES`]) on the other.
-fn short_of_a_sector(bytes: [usize; 2]) -> bool {
-    bytes[0].min(bytes[1]) < SECTOR_BYTES && bytes[0].max(bytes[1]) > LINE_BYTES as usize
+/// Whether runs of `[write, read]` bytes are shorter than a sector ([`SECTOR_BYTES`]) on the
+/// write side and longer than a line ([`LINE_BYTES`]) on the read side. (A short read run
+/// beside a long write run is left as it is: lowering the write side's target to lengthen it
+/// slowed most such plans.)
+fn short_of_a_sector([write, read]: [usize; 2]) -> bool {
+    write < SECTOR_BYTES && read > LINE_BYTES as usize
 }
 
 /// Bytes that each side's run reaches before the tile grows otherwise (when the tile has
@@ -1359,8 +1363,23 @@ mod tests {
         let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
         let (w, r) = tile_runs(&t.args);
         assert!(w >= 32 && r >= 64, "runs: write {w}, read {r}");
-        assert!(short_of_a_sector([15, 166]) && short_of_a_sector([200, 31]));
+        assert!(short_of_a_sector([15, 166]) && short_of_a_sector([31, 200]));
         assert!(!short_of_a_sector([32, 166]) && !short_of_a_sector([15, 128]));
+    }
+
+    #[test]
+    fn a_read_run_shorter_than_a_sector_keeps_its_long_write_run() {
+        // u8, 17 axes of which four are 43 to 496 long, under a random permutation: the
+        // element-wise tile reads runs of 16 bytes and writes 172. The sector rule leaves it:
+        // lowering the write side's target would halve the write run to lengthen the read
+        // run.
+        let n = permuted(
+            &[4, 4, 467, 43, 2, 1, 496, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+            &[12, 1, 10, 6, 9, 4, 11, 16, 14, 15, 2, 0, 8, 13, 3, 7, 5],
+        );
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!(side_runs(&t.args, 1, 1), [16, 172]);
+        assert!(!short_of_a_sector([172, 16]));
     }
 
     #[test]
