@@ -3931,10 +3931,14 @@ fn element_wise_tiles_of_copies_grow_past_4096() {
     };
     let tile = |read: u64, write: u64| tile_of(read, write, 2);
     let wins = |n: (u64, u64), w: (u64, u64)| {
-        super::tiled::wide_tile_wins(&tile(n.0, n.1), &tile(w.0, w.1), (2, 2))
+        let n = tile(n.0, n.1);
+        let pieces = super::tiled::side_runs(&n, 2, 2);
+        super::tiled::wide_tile_wins(&n, pieces, &tile(w.0, w.1), (2, 2))
     };
     let wins_b1 = |n: (u64, u64), w: (u64, u64)| {
-        super::tiled::wide_tile_wins(&tile_of(n.0, n.1, 1), &tile_of(w.0, w.1, 1), (1, 1))
+        let n = tile_of(n.0, n.1, 1);
+        let pieces = super::tiled::side_runs(&n, 1, 1);
+        super::tiled::wide_tile_wins(&n, pieces, &tile_of(w.0, w.1, 1), (1, 1))
     };
     assert_eq!(super::tiled::side_runs(&tile_of(27, 54, 1), 1, 1), [27, 54]);
     assert!(wins_b1((27, 54), (27, 162)));
@@ -3970,8 +3974,17 @@ fn element_wise_tiles_of_copies_grow_past_4096() {
         }];
         TiledArgs::new(DST_BASE, SRC_BASE, &axes, &[0], &[], false, 2, 2).unwrap()
     };
-    assert!(!super::tiled::wide_tile_wins(&one(600), &one(1200), (2, 2)));
-    assert!(super::tiled::wide_tile_wins(&one(200), &one(400), (2, 2)));
+    let wins_one = |n: u64, w: u64| {
+        let n = one(n);
+        super::tiled::wide_tile_wins(&n, super::tiled::side_runs(&n, 2, 2), &one(w), (2, 2))
+    };
+    assert!(!wins_one(600, 1200));
+    assert!(wins_one(200, 400));
+    // Runs of the smaller tile's pieces short enough: a tile that took an axis whole on one
+    // side, past 1 KiB, still gives way to a larger tile that doubles its short run.
+    let (n, w) = (tile_of(1200, 40, 4), tile_of(1200, 80, 4));
+    assert!(super::tiled::wide_tile_wins(&n, [256, 40], &w, (4, 4)));
+    assert!(!super::tiled::wide_tile_wins(&n, [1200, 40], &w, (4, 4)));
 }
 
 /// A tiled launch lists its rests that the tiled kernels take: f16 `[5, 7, 11, 13, 17, 19]`
