@@ -468,7 +468,9 @@ fn shifted_narrow(
         &short, orders, dst, src, sizes, true, true, cap, targets, shifted, false,
     )?;
     let n = tiled_narrow(&t.args, src_size)?;
-    if !(n.join == join && n.shifted) {
+    let [read, write] = side_runs(&t.args, src_size, dst_size);
+    let pixels = if join { read } else { write };
+    if !(n.join == join && n.shifted && shifted_pays(src_size, n.channels, pixels)) {
         return None;
     }
     if end < len {
@@ -500,6 +502,26 @@ fn shifted_narrow(
         }
     }
     Some(t)
+}
+
+/// Whether the shifted narrow kernels ([`shifted_narrow`]) pay for tiles whose run of pixels
+/// (the planes' side) is `pixels` bytes, on `channels` channels of `size`-byte units, over the
+/// element-wise tiles that the copy takes otherwise: always for 1-byte units, from runs of 512
+/// bytes for 2-byte ones, and for 4- and 8-byte ones only on 5 channels or more and runs of
+/// 1 KiB or more. On the H100, 155 launches of the shifted kernels among 8834 layouts drawn
+/// for `tools/tiled-variants`, each against the element-wise plan of the same copy (ratios to
+/// a device copy): 1-byte, 0.47-1.01 against 0.49-0.68, the shifted kernels ahead on 35 of
+/// 36; 2-byte, runs of 1 KiB or more 0.89-1.03 against 0.79-0.86 (22 of 22 ahead), 512 to
+/// 1023 bytes 6 of 9 ahead, under 512 bytes 0.30-0.68 against 0.73-0.77; 4- and 8-byte, 2 to 4
+/// channels 0.07-1.07 against 0.37-1.07, behind on 70 of 85 (CHW -> HWC f32 with odd planes
+/// 0.86 against 0.94), 5 to 8 channels with runs of 1 KiB or more 0.91-0.99 against
+/// 0.89-0.97 (9 of 9 ahead), other runs 0.12-0.83 against 0.67-0.92.
+fn shifted_pays(size: usize, channels: u32, pixels: u64) -> bool {
+    match size {
+        1 => true,
+        2 => pixels >= 512,
+        _ => channels >= 5 && pixels >= 1024,
+    }
 }
 
 /// [`tiled_plan_of`] of a copy where the element sizes are equal.
@@ -1405,6 +1427,15 @@ mod tests {
         let t = tiled_plan(&n, 0, src0, 2, 2, 0).unwrap();
         assert!(t.rest.is_empty());
         assert_eq!(side_runs(&t.args, 2, 2), [1570, 80]);
+    }
+
+    #[test]
+    fn the_shifted_narrow_kernels_take_what_they_pay_for() {
+        assert!(shifted_pays(1, 2, 16) && shifted_pays(1, 16, 256));
+        assert!(shifted_pays(2, 3, 512) && !shifted_pays(2, 3, 511));
+        assert!(!shifted_pays(4, 4, 1 << 20) && !shifted_pays(8, 2, 1 << 20));
+        assert!(shifted_pays(4, 5, 1024) && !shifted_pays(4, 5, 1023));
+        assert!(shifted_pays(8, 8, 4096) && !shifted_pays(8, 12, 512));
     }
 
     #[test]

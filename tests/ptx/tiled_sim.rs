@@ -232,21 +232,30 @@ fn layouts() -> Vec<Layout> {
     // Planes off their 16-byte alignment (odd pixel counts) beside an aligned interleaved
     // side: the shifted joins and splits, whose rests other kernels copy; the sources end
     // where their regions do, so that a join's second block past a region's end would fault.
-    // Tiles of at most 256 elements, so that no vector tile spans a whole contiguous image.
-    for (c, size) in [(3usize, 1usize), (5, 4), (2, 8), (16, 1), (3, 2), (6, 2)] {
+    // Tiles smaller than an image, so that no vector tile spans a whole contiguous image, and
+    // for elements of 2 bytes or more, large enough for runs of pixels on which the shifted
+    // kernels pay (`shifted_pays`: 512 bytes; 1 KiB on 5 channels or more for 4 and 8 bytes).
+    for (c, size, [h, w], cap) in [
+        (3usize, 1usize, [7usize, 13usize], 256u32),
+        (16, 1, [7, 13], 256),
+        (5, 4, [23, 37], 2048),
+        (5, 8, [23, 37], 1024),
+        (3, 2, [23, 37], 1024),
+        (6, 2, [23, 37], 2048),
+    ] {
         all.push(permuted(
             &format!("chw_hwc_odd/{c}/b{size}"),
-            &[c, 7, 13],
+            &[c, h, w],
             &[1, 2, 0],
             size,
-            256,
+            cap,
         ));
         all.push(permuted(
             &format!("hwc_chw_odd/{c}/b{size}"),
-            &[7, 13, c],
+            &[h, w, c],
             &[2, 0, 1],
             size,
-            256,
+            cap,
         ));
     }
     // Images of 4 planes of 84 pixels: the planes off their alignment, the images on it.
