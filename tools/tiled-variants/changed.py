@@ -15,6 +15,11 @@ the new planner; `TILED_VARIANTS_UNLISTED=COUNT,SEED` draws more layouts):
         geometric mean, how many moved by more than 2% either way; with DIR, each case's tile
         runs (bytes read and written, counted either direction) and whether a rest follows,
         old -> new.
+    python3 tools/tiled-variants/changed.py map LOG CASES [WORST]
+        where one build's plans are weak: the harness's log of one configuration over every
+        case of CASES (`harness ROUNDS head:CASES:PTXDIR`), as geometric means and counts
+        under 0.5 and 0.7 per element size, per kernel family, and per element size and
+        shorter tile run, then the WORST (default 40) cases with their runs.
 
 A cases line is `name|kernel|threads|tiles|elements|src size|dst size|untiled rests|params`,
 then `|kernel|threads|tiles|params` per tiled rest; params are the bytes of `TiledArgs`.
@@ -103,10 +108,63 @@ def summary(log, dir_=None):
           f"min {min(a for _, a, _ in rows):.3f} -> {min(b for _, _, b in rows):.3f}")
 
 
+def weak_spots(log, cases_path, worst=40):
+    all_cases = cases(cases_path)
+    rows = []
+    for line in open(log):
+        m = re.match(r"(.{34}) (\S+)\s+\d+\s+\d+\s+([\d.]+)/(\d+)", line)
+        if not m or m.group(1).strip() not in all_cases:
+            continue
+        name = m.group(1).strip()
+        f = all_cases[name].rstrip("\n").split("|")
+        rows.append({
+            "name": name,
+            "kernel": m.group(2),
+            "ratio": float(m.group(3)),
+            "blocks": int(m.group(4)),
+            "size": int(f[5]),
+            "runs": tile_runs(f[8], int(f[5]), int(f[6])),
+            "rest": len(f) > 9 or f[7] != "0",
+        })
+    if not rows:
+        sys.exit(f"no case lines of {cases_path} in {log}")
+
+    def line(label, group):
+        if group:
+            g = math.exp(sum(math.log(r["ratio"]) for r in group) / len(group))
+            low = sum(r["ratio"] < 0.5 for r in group)
+            mid = sum(r["ratio"] < 0.7 for r in group)
+            print(f"{label:42} {len(group):5} cases  geomean {g:.3f}  under 0.5: {low:4}  "
+                  f"under 0.7: {mid:4}")
+
+    sizes = sorted({r["size"] for r in rows})
+    for s in sizes:
+        line(f"{s}-byte elements", [r for r in rows if r["size"] == s])
+    print()
+    for k in sorted({r["kernel"].rsplit("_", 1)[0] for r in rows}):
+        line(k, [r for r in rows if r["kernel"].rsplit("_", 1)[0] == k])
+    print()
+    edges = [16, 32, 64, 128, 256, 512, 1024, None]
+    for s in sizes:
+        low = 0
+        for e in edges:
+            group = [r for r in rows if r["size"] == s and min(r["runs"]) >= low
+                     and (e is None or min(r["runs"]) < e)]
+            line(f"{s}-byte, shorter run {low}-{'' if e is None else e - 1} bytes", group)
+            low = e
+    print()
+    for r in sorted(rows, key=lambda r: r["ratio"])[:int(worst)]:
+        rd, wr = r["runs"]
+        print(f"{r['ratio']:.3f}/{r['blocks']} {r['name']:34} {r['kernel']:26} runs {rd}/{wr}"
+              f"{' +rest' if r['rest'] else ''}")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "split":
         split(*sys.argv[2:])
     elif len(sys.argv) in (3, 4) and sys.argv[1] == "summary":
         summary(*sys.argv[2:])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "map":
+        weak_spots(*sys.argv[2:])
     else:
         sys.exit(__doc__)

@@ -14,7 +14,9 @@
 //! kernels preferred and tiles of at most MAX_VOLUME elements (0: the kernels' limit); the
 //! parameter blocks' addresses are offsets from buffers at 0, which the harness adds. With
 //! `TILED_VARIANTS_UNLISTED=COUNT,SEED` (decimal), the unlisted layouts are COUNT others drawn
-//! from SEED (to weigh a planner change on layouts that the default 64 leave out).
+//! from SEED (to weigh a planner change on layouts that the default 64 leave out), named with
+//! ` sSEED` at the end, so that the cases of several draws (and of the default one) can be
+//! concatenated into one file (the listed cases then appear once per draw, alike).
 //! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
 
 use std::fmt::Write;
@@ -256,7 +258,8 @@ fn cases(cap: u32) {
 
 /// Layouts that no bench lists: 64 seeded shapes (or as `TILED_VARIANTS_UNLISTED` says) of
 /// rank 4 to 24 whose extents are mostly 1 to 5, with a few of 16 to 512, of 64 to 512 MiB,
-/// under seeded permutations, for every element size. Named `unl <type> r<rank> #<case>`.
+/// under seeded permutations, for every element size. Named `unl <type> r<rank> #<case>`
+/// (then ` s<SEED>` where `TILED_VARIANTS_UNLISTED` names the seed).
 fn unlisted(out: &mut String, cap: u32) {
     let types = [
         ("u8", DType::U8),
@@ -265,17 +268,16 @@ fn unlisted(out: &mut String, cap: u32) {
         ("f64", DType::F64),
     ];
     // `TILED_VARIANTS_UNLISTED=COUNT,SEED` draws COUNT layouts from another seed.
-    let (count, seed) = match std::env::var("TILED_VARIANTS_UNLISTED") {
+    // Their names end with ` sSEED`, so that the cases of several draws can be put together.
+    let (count, seed, drawn) = match std::env::var("TILED_VARIANTS_UNLISTED") {
         Ok(v) => {
             let (a, b) = v
                 .split_once(',')
                 .expect("TILED_VARIANTS_UNLISTED=COUNT,SEED");
-            (
-                a.parse().expect("COUNT"),
-                b.parse().expect("SEED (decimal)"),
-            )
+            let seed: u64 = b.parse().expect("SEED (decimal)");
+            (a.parse().expect("COUNT"), seed, format!(" s{seed}"))
         }
-        Err(_) => (64usize, 0x5eed_u64),
+        Err(_) => (64usize, 0x5eed_u64, String::new()),
     };
     let mut state = seed;
     for case in 0..count {
@@ -302,7 +304,7 @@ fn unlisted(out: &mut String, cap: u32) {
             shape[i] = (shape[i] * min).div_ceil(n);
         }
         let perm = seeded_permutation(rank, 9000 + case as u64);
-        let name = format!("unl {tn} r{rank} #{case}");
+        let name = format!("unl {tn} r{rank} #{case}{drawn}");
         emit(out, &name, &shape, &perm, t, t, cap);
         // The same read backwards along a seeded half of the axes (a seed of its own, so that
         // the unlisted layouts stay as they were).
@@ -310,7 +312,7 @@ fn unlisted(out: &mut String, cap: u32) {
         let flip: Vec<usize> = (0..rank)
             .filter(|_| splitmix64(&mut flips).is_multiple_of(2))
             .collect();
-        let name = format!("neg {tn} r{rank} #{case}");
+        let name = format!("neg {tn} r{rank} #{case}{drawn}");
         emit_flipped(out, &name, &shape, &perm, &flip, t, t, cap);
     }
 }
