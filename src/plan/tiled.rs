@@ -438,7 +438,13 @@ fn shifted_narrow(
     } else {
         norm.axes[k].src
     };
-    if len < least || !narrow.contains(&channels) || step != channels as isize {
+    // Copies on which no run of pixels makes the shifted kernels pay are left before any
+    // tile is sought ([`shifted_pays`]).
+    if len < least
+        || !narrow.contains(&channels)
+        || step != channels as isize
+        || !shifted_pays(src_size, channels as u32, u64::MAX)
+    {
         return None;
     }
     // The tiles take whole vectors of pixels up to `end` (a join's at least one vector
