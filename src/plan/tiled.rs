@@ -582,11 +582,12 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 /// plan whose tile writes runs shorter than a sector and reads runs longer than a line
 /// ([`LINE_BYTES`]) is planned again with the read side's target lowered to a line in every
 /// attempt ([`tiled_plan_of`]). On the H100, the tiled launches that this changes (u8 copies
-/// writing runs of 9 to 30 bytes beside reads of 135 to 654) ran 1.1 to 2.8 times as fast, 13
-/// among 2399 layouts drawn for `tools/tiled-variants` and 22 of 23 among 6193 others (the
-/// 23rd unchanged; geometric mean 1.75, 0.12-0.44 -> 0.27-0.48 of a device copy). Short reads
-/// beside long writes keep their plan: planned again the same way, 29 such launches among the
-/// 6193 ran at 0.94 of their speed (geometric mean; 15 slower by more than 2%, down to 0.69).
+/// writing runs of 9 to 30 bytes beside reads of 135 to 654) ran 1.1 to 2.8 times as fast: 13
+/// among 2399 layouts drawn for `tools/tiled-variants`, and 21 of 23 among 6193 others (the
+/// other two within 2%; geometric mean 1.75, 0.12-0.44 -> 0.27-0.48 of a device copy). Short
+/// reads beside long writes keep their plan: planned again the same way, 29 such launches
+/// among the 6193 ran at 0.94 of their speed (geometric mean; 15 slower by more than 2%, down
+/// to 0.69).
 /// Lowering the target wherever one run was under a line and the other between a line and
 /// [`RUN_BYTES`] slowed about as many plans as it sped up.
 const SECTOR_BYTES: usize = 32;
