@@ -2624,8 +2624,8 @@ fn narrow_axes_take_the_tiled_plans() {
                     let path = p.kernel_path();
                     // Copies from planes that are not aligned into an aligned interleaved
                     // destination: vector tiles where the source lines up as a whole, else
-                    // the shifted joins, which the interpreter checks read no block past the
-                    // end of the source.
+                    // the shifted joins where they pay (1-byte elements always), which the
+                    // interpreter checks read no block past the end of the source.
                     let join = perm == [1, 2, 0] || perm == [0, 2, 3, 1];
                     let size = from.size();
                     let shifted = (h * w * size) % 16 != 0 || soff % 16 != 0;
@@ -2641,14 +2641,13 @@ fn narrow_axes_take_the_tiled_plans() {
                     {
                         // 1-byte copies always (`shifted_pays`); wider ones where their runs
                         // of pixels make the shifted kernels pay, else element-wise tiles.
-                        assert!(
-                            !path.starts_with("tiled_e") || size > 1,
-                            "{shape:?} {perm:?} {from}: {path}"
-                        );
+                        let what = format!("{shape:?} {perm:?} {from}: {path}");
+                        assert!(!path.starts_with("tiled_e") || size > 1, "{what}");
+                        shifted_as_they_pay(&p, true, c, size, &what);
                         shifted_joins += usize::from(path == "narrow_shifted+rest");
                     }
                     // The reverse, from an aligned interleaved source into planes off their
-                    // alignment: the shifted splits, or vector tiles.
+                    // alignment: the shifted splits where they pay, or vector tiles.
                     let split = perm == [2, 0, 1] || perm == [0, 3, 1, 2];
                     let planes = (h * w * size) % 16 != 0 || doff % 16 != 0;
                     if split
@@ -2661,6 +2660,7 @@ fn narrow_axes_take_the_tiled_plans() {
                     {
                         let what = format!("{shape:?} {perm:?} {from}: {path}");
                         assert!(!path.starts_with("tiled_e") || size > 1, "{what}");
+                        shifted_as_they_pay(&p, false, c, size, &what);
                         shifted_splits += usize::from(path.starts_with("narrow_shifted"));
                     }
                     if c == 1 {
@@ -2695,6 +2695,25 @@ fn narrow_axes_take_the_tiled_plans() {
     assert!(shifted_splits >= 15, "{shifted_splits} shifted splits");
 }
 
+/// Checks a plan of a copy between planes off their alignment and `channels` interleaved
+/// channels of `size`-byte elements against [`super::tiled::shifted_pays`]: a plan on the
+/// shifted narrow kernels has a run of pixels (the source's for a join, the destination's for
+/// a split) on which they pay, and copies of 4- or 8-byte elements of fewer than 5 channels
+/// never take them. Returns whether the plan takes them.
+fn shifted_as_they_pay(p: &Plan, join: bool, channels: usize, size: usize, what: &str) -> bool {
+    let shifted = p.kernel_path().starts_with("narrow_shifted");
+    if let (true, Plan::Tiled { args, .. }) = (shifted, p) {
+        let [read, write] = super::tiled::side_runs(args, size, size);
+        let pixels = if join { read } else { write };
+        assert!(
+            super::tiled::shifted_pays(size, channels as u32, pixels),
+            "{what}: pixel runs of {pixels} bytes"
+        );
+    }
+    assert!(!shifted || size <= 2 || channels >= 5, "{what}");
+    shifted
+}
+
 /// The layouts of the GPU test `shifted_narrow_kernels_of_planes_off_their_alignment`
 /// (tests/gpu/any_layout.rs), through the interpreter: copies between planes off their
 /// 16-byte alignment and an aligned interleaved side, both directions, from sources that start
@@ -2711,6 +2730,7 @@ fn narrow_axes_take_the_tiled_plans() {
 fn shifted_narrow_plans_of_odd_planes() {
     use DType::*;
     let mut shifted = [0usize; 2];
+    let mut by_size = std::collections::BTreeMap::new();
     for c in [2usize, 3, 4, 5, 8, 13, 16] {
         for (n, h, w, skip, first) in [
             (1, 97, 101, 0, 0),
@@ -2746,14 +2766,17 @@ fn shifted_narrow_plans_of_odd_planes() {
                     let opt = PlanOptions::default();
                     let p = run_case_with(&shape, &dst, 0, t, &src, soff, t, None, opt);
                     let path = p.kernel_path();
-                    shifted[usize::from(join)] += usize::from(path.starts_with("narrow_shifted"));
+                    let what = format!("{base:?} {t} join {join}: {path}");
+                    if shifted_as_they_pay(&p, join, c, size, &what) {
+                        shifted[usize::from(join)] += 1;
+                        *by_size.entry((join, size)).or_insert(0) += 1;
+                    }
                     let planes = h * w * size % 16 != 0;
                     let images = n == 1 || c * h * w * size % 16 == 0;
                     if first == 0 && planes && images && (join || skip == 0) {
                         // 1-byte copies never take element-wise tiles; wider ones do where
                         // their runs of pixels leave the shifted kernels behind
                         // (`shifted_pays`).
-                        let what = format!("{base:?} {t} join {join}: {path}");
                         assert!(!path.starts_with("tiled_e") || size > 1, "{what}");
                     }
                 }
@@ -2764,6 +2787,9 @@ fn shifted_narrow_plans_of_odd_planes() {
         shifted.iter().all(|&n| n >= 20),
         "splits, joins: {shifted:?}"
     );
+    // Both directions take them with every element size (4 and 8 bytes on 5 channels or
+    // more).
+    assert_eq!(by_size.len(), 8, "{by_size:?}");
 }
 
 /// Permuted copies of [2]^12 and [4]^6 whose source is read backwards along its fastest axis

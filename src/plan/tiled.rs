@@ -178,7 +178,9 @@ pub(crate) fn tiled_plan_of(
     };
     // An element-wise plan whose write run is shorter than a sector is planned again with
     // the sector rule in every attempt ([`SECTOR_BYTES`]). Its runs are counted either
-    // direction ([`side_runs`]): a run read backwards covers its sectors as well.
+    // direction here ([`side_runs`]), so that tiles read backwards along long runs are not
+    // planned twice; the attempts count them forwards only ([`tile_runs`]), so a tile whose
+    // read run goes backwards is planned again to the same plan.
     let element_wise = || {
         let t = element_wise(false)?;
         let [r, w] = side_runs(&t.args, src_size, dst_size);
@@ -227,11 +229,13 @@ const WIDE_SHORT_RUN_B1: u64 = LINE_BYTES / 2;
 /// f16 and f32 copies of 33 layouts (`[2, 3^17]` and unlisted ones of ranks 7 to 24, also read
 /// backwards) ran at 0.49-0.97 of a device copy in the larger tiles this takes, against
 /// 0.33-0.89 in tiles of 4096 elements, and 0.46-0.67 against 0.60-0.80 in those it leaves
-/// (runs already long, or growing less). Weighed on the runs of the pieces rather than those
-/// of the smaller tile taken, 6 launches among 8834 drawn layouts change: five f16 ones gain
-/// (0.30 -> 0.57 and 0.33 -> 0.60 where an axis taken whole had lengthened the read run past
-/// 1 KiB and left the write run at 40 and 56 bytes; 0.46 -> 0.48 twice, 0.56 -> 0.63), one f32
-/// one goes from 0.795 to 0.781.
+/// (runs already long, or growing less). The pieces' runs decide whether a larger tile is
+/// weighed, so that an axis that the smaller tile took whole, lengthening one run past
+/// [`WIDE_MAX_RUN`], leaves the other, short run its chance: of 8834 layouts drawn for
+/// `tools/tiled-variants`, 6 launches are planned so that the taken tile's runs alone would
+/// not have been weighed, and ran on the H100 at 0.57 and 0.60 of a device copy against 0.30
+/// and 0.33 (f16, write runs of 40 and 56 bytes doubled beside reads of 1570 and 3836), 0.48
+/// against 0.46 twice and 0.63 against 0.56 (f16), 0.781 against 0.795 (f32).
 pub(super) fn wide_tile_wins(
     narrow: &TiledArgs,
     pieces: [u64; 2],
@@ -397,7 +401,8 @@ fn peeled(
 /// cover whole vectors of pixels, the end of the pixel axis going to a rest; a join's tiles
 /// also leave out at least the last vector of pixels, so that each source vector has 16
 /// bytes of the source above it and the aligned blocks that the kernel reads around it stay
-/// in the source's allocation.
+/// in the source's allocation. `None` too where the shifted kernels do not pay for the
+/// tile's run of pixels ([`shifted_pays`]).
 fn shifted_narrow(
     norm: &Normalized,
     orders: &AxisOrders,
@@ -514,7 +519,7 @@ fn shifted_narrow(
 /// (the planes' side) is `pixels` bytes, on `channels` channels of `size`-byte units, over the
 /// element-wise tiles that the copy takes otherwise: always for 1-byte units, from runs of 512
 /// bytes for 2-byte ones, and for 4- and 8-byte ones only on 5 channels or more and runs of
-/// 1 KiB or more. On the H100, 155 launches of the shifted kernels among 8834 layouts drawn
+/// 1 KiB or more. On the H100, 169 launches of the shifted kernels among 8834 layouts drawn
 /// for `tools/tiled-variants`, each against the element-wise plan of the same copy (ratios to
 /// a device copy): 1-byte, 0.47-1.01 against 0.49-0.68, the shifted kernels ahead on 35 of
 /// 36; 2-byte, runs of 1 KiB or more 0.89-1.03 against 0.79-0.86 (22 of 22 ahead), 512 to
@@ -522,7 +527,7 @@ fn shifted_narrow(
 /// channels 0.07-1.07 against 0.37-1.07, behind on 70 of 85 (CHW -> HWC f32 with odd planes
 /// 0.86 against 0.94), 5 to 8 channels with runs of 1 KiB or more 0.91-0.99 against
 /// 0.89-0.97 (9 of 9 ahead), other runs 0.12-0.83 against 0.67-0.92.
-fn shifted_pays(size: usize, channels: u32, pixels: u64) -> bool {
+pub(super) fn shifted_pays(size: usize, channels: u32, pixels: u64) -> bool {
     match size {
         1 => true,
         2 => pixels >= 512,
@@ -584,18 +589,18 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 /// attempt ([`tiled_plan_of`]). On the H100, the tiled launches that this changes (u8 copies
 /// writing runs of 9 to 30 bytes beside reads of 135 to 654) ran 1.1 to 2.8 times as fast: 13
 /// among 2399 layouts drawn for `tools/tiled-variants`, and 21 of 23 among 6193 others (the
-/// other two within 2%; geometric mean 1.75, 0.12-0.44 -> 0.27-0.48 of a device copy). Short
-/// reads beside long writes keep their plan: planned again the same way, 29 such launches
-/// among the 6193 ran at 0.94 of their speed (geometric mean; 15 slower by more than 2%, down
-/// to 0.69).
+/// other two within 2%; geometric mean 1.75, 0.12-0.44 -> 0.27-0.48 of a device copy). This
+/// rule leaves short reads beside long writes (the line rule above still plans a read run of a
+/// line or less again where the write run reaches [`RUN_BYTES`]): planned again the same way,
+/// 29 such launches among the 6193 ran at 0.94 of their speed (geometric mean; 15 slower by
+/// more than 2%, down to 0.69).
 /// Lowering the target wherever one run was under a line and the other between a line and
 /// [`RUN_BYTES`] slowed about as many plans as it sped up.
 const SECTOR_BYTES: usize = 32;
 
 /// Whether runs of `[write, read]` bytes are shorter than a sector ([`SECTOR_BYTES`]) on the
-/// write side and longer than a line ([`LINE_BYTES`]) on the read side. (A short read run
-/// beside a long write run is left as it is: lowering the write side's target to lengthen it
-/// slowed most such plans.)
+/// write side and longer than a line ([`LINE_BYTES`]) on the read side (not the reverse:
+/// lowering the write side's target to lengthen a short read run slowed most such plans).
 fn short_of_a_sector([write, read]: [usize; 2]) -> bool {
     write < SECTOR_BYTES && read > LINE_BYTES as usize
 }

@@ -1121,9 +1121,10 @@ fn narrow_kernels_of_2_to_16_channels() {
 /// interleaved side, both directions: copies of 1- and 2-byte elements take the shifted narrow
 /// kernels, and 8-byte ones of 5 channels or more whose runs of pixels reach 1 KiB (a join's
 /// tiles stop a vector short of each plane's end, and its source view ends where its
-/// allocation does), the others element-wise tiles; each case also with the narrow kernels
-/// turned off, which runs the same tiles on the element-wise tiled kernels; both against
-/// ndarray.
+/// allocation does), the others other paths, mostly element-wise tiles; each case also with
+/// the narrow kernels turned off, which runs the same tiles on the element-wise tiled
+/// kernels; both against ndarray. (4-byte copies take the shifted kernels on none of these
+/// layouts; the PTX interpreter runs them, `tests/ptx/tiled_sim.rs`.)
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn shifted_narrow_kernels_of_planes_off_their_alignment() {

@@ -855,10 +855,11 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             far += 1;
         }
     }
-    // The shifted narrow kernels, both directions, are among the full check's cases.
+    // The shifted narrow kernels, both directions, are among the full check's cases: every
+    // layout of planes off their alignment listed for them (`*_odd`, 7 each way) takes them.
     let shifted = |k: &str| kernels.iter().filter(|x| x.starts_with(k)).count();
     let (joins, splits) = (shifted("copy_join_shifted"), shifted("copy_split_shifted"));
-    if !sample && (joins < 4 || splits < 4) {
+    if !sample && (joins < 7 || splits < 7) {
         return Err(format!(
             "{joins} shifted joins and {splits} shifted splits among {kernels:?}"
         ));

@@ -81,12 +81,22 @@ def split(old_path, new_path, dir_):
     print(f"kernels: {' '.join(sorted(kernels))}")
 
 
-def summary(log, dir_=None):
-    rows = []
+def harness_rows(log):
+    """The harness's case lines: (name, kernel, [(ratio, blocks per SM) per configuration]),
+    the last line of each name (a name of more than 34 characters pushes its line's columns
+    right; kernel names start with `copy_` or `cast_`)."""
+    rows = {}
     for line in open(log):
-        m = re.match(r"(.{34}) (\S+)\s+\d+\s+\d+\s+([\d.]+)/\d+\s+([\d.]+)/\d+", line)
+        m = re.match(r"(.+?) +((?:copy|cast)_\S+)\s+\d+\s+-?\d+((?:\s+[\d.]+/\d+)+)", line)
         if m:
-            rows.append((m.group(1).strip(), float(m.group(3)), float(m.group(4))))
+            cells = [c.split("/") for c in m.group(3).split()]
+            rows[m.group(1).strip()] = (m.group(2), [(float(r), int(b)) for r, b in cells])
+    return rows
+
+
+def summary(log, dir_=None):
+    rows = [(name, cells[0][0], cells[1][0])
+            for name, (_, cells) in harness_rows(log).items() if len(cells) >= 2]
     if not rows:
         sys.exit("no case lines of two configurations in " + log)
     old = cases(f"{dir_}/old.txt") if dir_ else {}
@@ -111,23 +121,25 @@ def summary(log, dir_=None):
 def weak_spots(log, cases_path, worst=40):
     all_cases = cases(cases_path)
     rows = []
-    for line in open(log):
-        m = re.match(r"(.{34}) (\S+)\s+\d+\s+\d+\s+([\d.]+)/(\d+)", line)
-        if not m or m.group(1).strip() not in all_cases:
+    timed = harness_rows(log)
+    for name, (kernel, cells) in timed.items():
+        if name not in all_cases:
             continue
-        name = m.group(1).strip()
         f = all_cases[name].rstrip("\n").split("|")
         rows.append({
             "name": name,
-            "kernel": m.group(2),
-            "ratio": float(m.group(3)),
-            "blocks": int(m.group(4)),
+            "kernel": kernel,
+            "ratio": cells[0][0],
+            "blocks": cells[0][1],
             "size": int(f[5]),
             "runs": tile_runs(f[8], int(f[5]), int(f[6])),
             "rest": len(f) > 9 or f[7] != "0",
         })
     if not rows:
         sys.exit(f"no case lines of {cases_path} in {log}")
+    missing = len(all_cases) - len(rows)
+    if missing:
+        print(f"{missing} of the {len(all_cases)} cases have no line in {log}")
 
     def line(label, group):
         if group:
