@@ -2660,8 +2660,8 @@ fn narrow_axes_take_the_tiled_plans() {
                     {
                         let what = format!("{shape:?} {perm:?} {from}: {path}");
                         assert!(!path.starts_with("tiled_e") || size > 1, "{what}");
-                        shifted_as_they_pay(&p, false, c, size, &what);
-                        shifted_splits += usize::from(path.starts_with("narrow_shifted"));
+                        shifted_splits +=
+                            usize::from(shifted_as_they_pay(&p, false, c, size, &what));
                     }
                     if c == 1 {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
