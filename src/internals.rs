@@ -251,13 +251,42 @@ pub fn tiled_launch(
     shape: &[usize],
     max_volume: u32,
 ) -> Result<Option<TiledLaunch>> {
+    let grid = GridOptions::default();
+    tiled_launch_with(
+        dst,
+        dst_strides,
+        to,
+        src,
+        src_strides,
+        from,
+        shape,
+        max_volume,
+        grid,
+    )
+}
+
+/// [`tiled_launch`] with `grid`'s choices of kernel: with `no_narrow`, the tiled kernel that
+/// runs the plan where a narrow kernel would (the same tiles); with `no_async`, the kernels
+/// without `cp.async`.
+#[allow(clippy::too_many_arguments)]
+pub fn tiled_launch_with(
+    dst: u64,
+    dst_strides: &[isize],
+    to: crate::DType,
+    src: u64,
+    src_strides: &[isize],
+    from: crate::DType,
+    shape: &[usize],
+    max_volume: u32,
+    grid: GridOptions,
+) -> Result<Option<TiledLaunch>> {
     let opt = PlanOptions {
         prefer_tiled: true,
         tiled_volume: max_volume,
         ..PlanOptions::default()
     };
     let p = plan::plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt)?;
-    Ok(launch_of(&p))
+    Ok(launch_of(&p, grid))
 }
 
 impl TiledLaunch {
@@ -267,8 +296,9 @@ impl TiledLaunch {
     }
 }
 
-/// The tiled launch of plan `p` with those of its rests, or `None` for another kind of plan.
-fn launch_of(p: &plan::Plan) -> Option<TiledLaunch> {
+/// The tiled launch of plan `p` with those of its rests, with `grid`'s choices of kernel, or
+/// `None` for another kind of plan.
+fn launch_of(p: &plan::Plan, grid: GridOptions) -> Option<TiledLaunch> {
     let plan::Plan::Tiled {
         args,
         rest,
@@ -280,7 +310,6 @@ fn launch_of(p: &plan::Plan) -> Option<TiledLaunch> {
     };
     // The kernel the launcher runs on sm_90, for the plan's element types (a cast that keeps
     // every bit is planned as a copy).
-    let grid = GridOptions::default();
     let threads = crate::kernels::tiled_block(args, *from, *to, grid);
     let (kernel, dyn_smem) = crate::kernels::tiled_kernel(args, *from, *to, grid, 9);
     let kernel = kernel.module_name();
@@ -288,7 +317,7 @@ fn launch_of(p: &plan::Plan) -> Option<TiledLaunch> {
     let mut rests = Vec::new();
     let mut untiled_rests = 0;
     for r in rest {
-        match launch_of(r) {
+        match launch_of(r, grid) {
             Some(mut l) => {
                 untiled_rests += l.untiled_rests;
                 let inner = std::mem::take(&mut l.rests);

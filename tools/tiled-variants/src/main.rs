@@ -17,6 +17,8 @@
 //! from SEED (to weigh a planner change on layouts that the default 64 leave out), named with
 //! ` sSEED` at the end, so that the cases of several draws (and of the default one) can be
 //! concatenated into one file (the listed cases then appear once per draw, alike).
+//! With `TILED_VARIANTS_NO_NARROW` set, each plan that a narrow kernel would run names the
+//! tiled kernel that runs the same tiles otherwise (to time the two on the same plans).
 //! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
 
 use std::fmt::Write;
@@ -91,8 +93,13 @@ fn emit_flipped(
     let sstr: Vec<isize> = perm.iter().map(|&p| cs[p]).collect();
     let dstr = cstrides(&dshape);
     let n: usize = shape.iter().product();
+    let grid = devspan::internals::GridOptions {
+        no_narrow: std::env::var_os("TILED_VARIANTS_NO_NARROW").is_some(),
+        ..Default::default()
+    };
     let l =
-        devspan::internals::tiled_launch(0, &dstr, to, src0, &sstr, from, &dshape, cap).unwrap();
+        devspan::internals::tiled_launch_with(0, &dstr, to, src0, &sstr, from, &dshape, cap, grid)
+            .unwrap();
     let Some(l) = l else {
         eprintln!("no tiled plan: {name}");
         return;
