@@ -36,7 +36,8 @@ use super::permute::fastest;
 use super::{Normalized, PAxis};
 use devspan_kernels::abi::{
     NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES, TiledArgs, TiledAxis,
-    tiled_ew_max_volume, tiled_max_volume, tiled_narrow, tiled_vectors, tiled_wide_elements,
+    narrow_shifted_exists, tiled_ew_max_volume, tiled_max_volume, tiled_narrow, tiled_vectors,
+    tiled_wide_elements,
 };
 
 /// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
@@ -542,12 +543,15 @@ fn shifted_narrow(
 /// channels 0.07-1.07 against 0.37-1.07, behind on 70 of 85 (CHW -> HWC f32 with odd planes
 /// 0.86 against 0.94), 5 to 8 channels with runs of 1 KiB or more 0.91-0.99 against
 /// 0.89-0.97 (9 of 9 ahead), other runs 0.12-0.83 against 0.67-0.92.
+/// (The kernels of 4- and 8-byte units of fewer channels do not exist:
+/// [`narrow_shifted_exists`].)
 pub(super) fn shifted_pays(size: usize, channels: u32, pixels: u64) -> bool {
-    match size {
-        1 => true,
-        2 => pixels >= 512,
-        _ => channels >= 5 && pixels >= 1024,
-    }
+    narrow_shifted_exists(size, channels)
+        && match size {
+            1 => true,
+            2 => pixels >= 512,
+            _ => pixels >= 1024,
+        }
 }
 
 /// [`tiled_plan_of`] of a copy where the element sizes are equal.

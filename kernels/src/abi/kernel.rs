@@ -5,7 +5,8 @@ use super::{
     NARROW_SIZES, NARROW_THREADS, Narrow, PERMUTE_BLOCK, PERMUTE_PACKED_BLOCK, PERMUTE_PACKED_TILE,
     PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
     PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, RowRuns, STRIDED_BLOCK,
-    TILED_EW_SIZES, TILED_WIDE_THREADS, TRANSPOSE_BLOCK, WideKernel, tiled_max_threads,
+    TILED_EW_SIZES, TILED_WIDE_THREADS, TRANSPOSE_BLOCK, WideKernel, narrow_shifted_exists,
+    tiled_max_threads,
 };
 
 /// What a kernel does with its operands, and so its argument list: with the element types,
@@ -358,6 +359,9 @@ impl Kernel {
                     continue;
                 }
                 for channels in NARROW_MIN_CHANNELS..=NARROW_MAX_CHANNELS {
+                    if shifted && !narrow_shifted_exists(size, channels) {
+                        continue;
+                    }
                     let narrow = Narrow {
                         channels,
                         join,
@@ -528,9 +532,14 @@ mod tests {
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
-        // elements shifted only.
-        assert_eq!(narrow, 3 * 4 * 15 + 2 * 15);
-        assert_eq!(all.len(), 1320 + 4 + 132 + 210 + 3);
+        // elements shifted only; no shifted kernels of 4- and 8-byte units under 5 channels
+        // (2 sizes, 2 directions, 3 channel counts).
+        assert_eq!(narrow, 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3);
+        assert_eq!(all.len(), 1320 + 4 + 132 + 210 + 3 - 12);
+        assert!(!narrow_shifted_exists(4, 4) && !narrow_shifted_exists(8, 2));
+        assert!(narrow_shifted_exists(8, 5) && narrow_shifted_exists(2, 2));
+        assert!(narrow_shifted_exists(1, 16) && !narrow_shifted_exists(1, 17));
+        assert!(!narrow_shifted_exists(16, 5) && !narrow_shifted_exists(1, 1));
     }
 
     #[test]

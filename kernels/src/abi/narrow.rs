@@ -18,7 +18,8 @@
 //!
 //! `copy_join_shifted_cC_bN` and `copy_split_shifted_cC_bN` take planes at any alignment
 //! beside an aligned interleaved side ([`Narrow::shifted`], plans of
-//! [`TiledArgs::new_shifted`]). The misalignment is the same for every lane of a warp (its
+//! [`TiledArgs::new_shifted`]), for 4- and 8-byte units from 5 channels on only
+//! ([`narrow_shifted_exists`]). The misalignment is the same for every lane of a warp (its
 //! vectors of one plane lie 16 bytes apart), so a join's lane shifts its vector out of the
 //! aligned 16-byte block that holds its first byte and the next block, and a split's lane stores the aligned block made of its
 //! neighbour's vector (`shfl.sync.up`) and its own, the bytes at the two ends of the warp's
@@ -54,6 +55,30 @@ const _: () = {
         i += 1;
     }
 };
+/// Fewest channels of a shifted narrow kernel of 4- or 8-byte units: with fewer, the
+/// element-wise tiles ran those copies faster (the planner's `shifted_pays`), so there are no
+/// such kernels.
+pub const NARROW_SHIFTED_MIN_CHANNELS_B4: u32 = 5;
+
+/// Whether a shifted narrow kernel ([`Narrow::shifted`]) of `channels` channels of `size`-byte
+/// units exists: every size of [`NARROW_SHIFTED_SIZES`] from [`NARROW_MIN_CHANNELS`] to
+/// [`NARROW_MAX_CHANNELS`] channels, but 4- and 8-byte units only from
+/// [`NARROW_SHIFTED_MIN_CHANNELS_B4`].
+pub const fn narrow_shifted_exists(size: usize, channels: u32) -> bool {
+    let least = if size >= 4 {
+        NARROW_SHIFTED_MIN_CHANNELS_B4
+    } else {
+        NARROW_MIN_CHANNELS
+    };
+    let mut i = 0;
+    let mut sized = false;
+    while i < NARROW_SHIFTED_SIZES.len() {
+        sized |= NARROW_SHIFTED_SIZES[i] == size;
+        i += 1;
+    }
+    sized && channels >= least && channels <= NARROW_MAX_CHANNELS
+}
+
 /// Fewest channels of a narrow kernel.
 pub const NARROW_MIN_CHANNELS: u32 = 2;
 /// Most channels of a narrow kernel: a lane holds `2 C` vectors in registers, and a block
@@ -169,6 +194,9 @@ pub fn tiled_narrow(args: &TiledArgs, size: usize) -> Option<Narrow> {
     } else {
         return None;
     };
+    if narrow.shifted && !narrow_shifted_exists(size, narrow.channels) {
+        return None;
+    }
     // Wrapping: the residue modulo 16 of the product survives it.
     let aligned = |elems: i64| elems.wrapping_mul(s) % 16 == 0;
     let batch = &args.batch[..args.batch_rank as usize];
