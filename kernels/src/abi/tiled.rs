@@ -138,7 +138,11 @@ pub const fn tiled_vectors(vector: bool, src_size: usize, dst_size: usize) -> (u
 /// 44 for the vector copy of 1-byte elements (56 without), 40 for the vector casts from
 /// elements of at most 4 bytes to 4-byte ones and from 4-byte elements to 2-byte ones (43 to
 /// 52 without), 80 for the element-wise copy of 8-byte elements (84 without, which the
-/// hardware allocates as 88); `None` for the others (their limits spill).
+/// hardware allocates as 88); `None` for the others: their limits spill, but for the
+/// element-wise copies of 1- and 2-byte elements, which a limit of 56 (no spill) ran faster
+/// on the whole (1.031 and 1.013 times over 1119 and 961 drawn launches on the H100) and
+/// slower on bench layouts (u8 `[2, 3^17]` under a random permutation 0.43 -> 0.39 of a device
+/// copy). The wide element-wise copies: [`tiled_ew_max_registers`].
 pub const fn tiled_max_registers(
     vector: bool,
     copy: bool,
@@ -158,6 +162,19 @@ pub const fn tiled_max_registers(
     } else {
         None
     }
+}
+
+/// The register limit (`.maxnreg`) of the wide element-wise copy [`Kind::TiledEW`] of
+/// elements of `size` bytes: 56 for 1-byte elements (64 without, with no spill at 56), so that
+/// two blocks of up to 585 threads stay resident where one did. On the H100, the 642 launches
+/// of `copy_tiled_ew_b1` among the 8834 layouts drawn for `tools/tiled-variants` ran 1.045
+/// times as fast (geometric mean; 397 faster and 37 slower by more than 2%, down to 0.78):
+/// 1.24-1.33 on blocks of 544 and 576 threads (`[2, 3^17]` reversed 0.31 -> 0.43 of a device
+/// copy), 1.02-1.05 on larger ones. `None` for 2- and 4-byte elements, whose copies the limit
+/// sped up less and slowed more (1.018 and 0.989 over 662 and 249 launches; an f16 `[2, 3^17]`
+/// permutation 0.50 -> 0.42).
+pub const fn tiled_ew_max_registers(size: usize) -> Option<u32> {
+    if size == 1 { Some(56) } else { None }
 }
 
 /// The register limit (`.maxnreg`) of the pipelined kernel [`Kind::TiledA`] for elements of
@@ -973,6 +990,9 @@ mod tests {
         assert_eq!(tiled_max_registers(false, true, 8, 8), Some(80));
         assert_eq!(tiled_max_registers(false, false, 8, 8), None);
         assert_eq!(tiled_async_max_registers(1), Some(56));
+        assert_eq!(tiled_ew_max_registers(1), Some(56));
+        assert_eq!(tiled_ew_max_registers(2), None);
+        assert_eq!(tiled_ew_max_registers(4), None);
         assert_eq!(tiled_async_max_registers(2), None);
     }
 

@@ -10,9 +10,9 @@ use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
     TILED_ASYNC_BUFFERS, TILED_WIDE_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis,
-    TiledWriteAxis, tiled_async_max_registers, tiled_ew_max_volume, tiled_max_registers,
-    tiled_max_threads, tiled_per_thread, tiled_smem_bytes, tiled_smem_shifts, tiled_smem_unit,
-    tiled_vectors,
+    TiledWriteAxis, tiled_async_max_registers, tiled_ew_max_registers, tiled_ew_max_volume,
+    tiled_max_registers, tiled_max_threads, tiled_per_thread, tiled_smem_bytes, tiled_smem_shifts,
+    tiled_smem_unit, tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -514,8 +514,12 @@ pub(super) fn tiled_kernel(
             ("MAX_THREADS", max_threads.to_string()),
             (
                 "MAXNREG",
-                tiled_max_registers(vector, copy, ss, ds)
-                    .map_or(String::new(), |n| format!(".maxnreg {n}\n")),
+                if wide {
+                    tiled_ew_max_registers(ds)
+                } else {
+                    tiled_max_registers(vector, copy, ss, ds)
+                }
+                .map_or(String::new(), |n| format!(".maxnreg {n}\n")),
             ),
             ("TILE_BYTES", tile_bytes.to_string()),
             ("DECLS", g.decls()),
