@@ -165,7 +165,8 @@ pub const fn tiled_max_registers(
 }
 
 /// The register limit (`.maxnreg`) of the wide element-wise copy [`Kind::TiledEW`] of
-/// elements of `size` bytes: 56 for 1-byte elements (64 without, with no spill at 56), so that
+/// elements of `size` bytes: 56 for 1-byte elements (64 without; at 56 no spill on sm_90, 4
+/// bytes on sm_80 to sm_89, where the limit is unmeasured), so that
 /// two blocks of up to 585 threads stay resident where one did. On the H100, the 642 launches
 /// of `copy_tiled_ew_b1` among the 8834 layouts drawn for `tools/tiled-variants` ran 1.045
 /// times as fast (geometric mean; 397 faster and 37 slower by more than 2%, down to 0.78):
