@@ -57,8 +57,8 @@ const STRICT_ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 /// frame) on the strict architectures: the reversed row kernels of groups of three vectors
 /// (`.maxnreg` 80, `ROW_STAGED_MAX_REGISTERS`; about 200 bytes with CUDA 12.9's `ptxas`), and
 /// the wide element-wise copy of 1-byte elements (`.maxnreg` 56, `tiled_ew_max_registers`: an
-/// 8-byte stack frame and 4 bytes spilled on sm_80 with the `ptxas` of CUDA 12.9 and 13.0,
-/// none on sm_90, for which the limit was measured).
+/// 8-byte stack frame and 4 bytes spilled on sm_80 with the `ptxas` of CUDA 12.9 and 13.0, none
+/// on sm_90).
 const SPILL_BUDGETS: [(&str, u32); 3] = [
     ("copy_rows_rev3_", 256),
     ("copy_runs_rev3_", 256),

@@ -271,7 +271,8 @@ pub enum Kernel {
     /// `copy_{split,join}[_shifted]_cC_bN` ([`Kind::Narrow`]): copies bit patterns of
     /// `size` = N bytes between `C` interleaved channels and `C` planes.
     Narrow {
-        /// Element size in bytes: 1, 4 or 8.
+        /// Element size in bytes: 1, 4 or 8 ([`NARROW_SIZES`]); 2 too for the shifted kernels
+        /// ([`NARROW_SHIFTED_SIZES`]).
         size: usize,
         /// Channels and direction.
         narrow: Narrow,

@@ -55,6 +55,7 @@ const _: () = {
         i += 1;
     }
 };
+
 /// Fewest channels of a shifted narrow kernel of 4- or 8-byte units: with fewer, the
 /// element-wise tiles ran those copies faster (the planner's `shifted_pays`), so there are no
 /// such kernels.
@@ -134,7 +135,9 @@ pub const fn narrow_smem_bytes(channels: u32) -> u32 {
 /// cast), if one takes it: elements of 1, 4 or 8 bytes ([`NARROW_SIZES`]; 2 bytes too for the
 /// shifted kernels, [`NARROW_SHIFTED_SIZES`]), a tile of exactly
 /// two axes, a channel axis of
-/// [`NARROW_MIN_CHANNELS`] to [`NARROW_MAX_CHANNELS`] elements and a pixel axis whose piece is
+/// [`NARROW_MIN_CHANNELS`] to [`NARROW_MAX_CHANNELS`] elements (for the shifted kernels of 4-
+/// and 8-byte elements, from [`NARROW_SHIFTED_MIN_CHANNELS_B4`]: [`narrow_shifted_exists`])
+/// and a pixel axis whose piece is
 /// a multiple of the pixels of one 16-byte vector, where
 /// - split: the source holds each tile as `piece` pixels of `C` consecutive channels
 ///   (channel stride 1, pixel stride `C`) and the destination as `C` planes of consecutive
@@ -364,6 +367,28 @@ mod tests {
         let batch = [ax(p / 252, 252 * 4, 252)];
         let a = TiledArgs::new_shifted(0x1000, 0x8002, &read, &[1, 0], &batch, 2, 2, true).unwrap();
         assert_eq!(tiled_narrow(&a, 2), None);
+    }
+
+    #[test]
+    fn shifted_tiles_of_wide_units_need_five_channels() {
+        // Planes one element off their alignment beside an aligned interleaved side, f64:
+        // 5 channels take the shifted join kernel, 3 channels none (the element-wise tiles
+        // run them).
+        let (p, piece) = (4095u64, 256u64);
+        let shifted_join = |c: u64| {
+            let read = [ax(piece, c as i64, 1), ax(c, 1, p as i64)];
+            let batch = [ax(p / piece, (piece * c) as i64, piece as i64)];
+            let a =
+                TiledArgs::new_shifted(0x1000, 0x8008, &read, &[1, 0], &batch, 8, 8, true).unwrap();
+            tiled_narrow(&a, 8)
+        };
+        let five = Narrow {
+            channels: 5,
+            join: true,
+            shifted: true,
+        };
+        assert_eq!(shifted_join(5), Some(five));
+        assert_eq!(shifted_join(3), None);
     }
 
     #[test]

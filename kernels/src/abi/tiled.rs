@@ -139,10 +139,11 @@ pub const fn tiled_vectors(vector: bool, src_size: usize, dst_size: usize) -> (u
 /// elements of at most 4 bytes to 4-byte ones and from 4-byte elements to 2-byte ones (43 to
 /// 52 without), 80 for the element-wise copy of 8-byte elements (84 without, which the
 /// hardware allocates as 88); `None` for the others: their limits spill, but for the
-/// element-wise copies of 1- and 2-byte elements, which a limit of 56 (no spill) ran faster
-/// on the whole (1.031 and 1.013 times over 1119 and 961 drawn launches on the H100) and
-/// slower on bench layouts (u8 `[2, 3^17]` under a random permutation 0.43 -> 0.39 of a device
-/// copy). The wide element-wise copies: [`tiled_ew_max_registers`].
+/// element-wise copies of 1- and 2-byte elements, for which 56 does not spill but is left
+/// off: it ran them faster on the whole (1.031 and 1.013 times over 1119 and 961 drawn
+/// launches on the H100) and slower on bench layouts (u8 `[2, 3^17]` under a random
+/// permutation 0.43 -> 0.39 of a device copy). The wide element-wise copies:
+/// [`tiled_ew_max_registers`].
 pub const fn tiled_max_registers(
     vector: bool,
     copy: bool,
@@ -165,9 +166,10 @@ pub const fn tiled_max_registers(
 }
 
 /// The register limit (`.maxnreg`) of the wide element-wise copy [`Kind::TiledEW`] of
-/// elements of `size` bytes: 56 for 1-byte elements (64 without; at 56 no spill on sm_90, 4
-/// bytes on sm_80 to sm_89, where the limit is unmeasured), so that
-/// two blocks of up to 585 threads stay resident where one did. On the H100, the 642 launches
+/// elements of `size` bytes: 56 for 1-byte elements (64 without), so that two blocks of up to
+/// 576 threads (18 warps; registers go to warps in units of 256) stay resident where one did.
+/// At 56, `ptxas` spills nothing on sm_90 and 4 bytes (an 8-byte stack frame) on sm_80, sm_86
+/// and sm_89, where the limit is unmeasured. On the H100, the 642 launches
 /// of `copy_tiled_ew_b1` among the 8834 layouts drawn for `tools/tiled-variants` ran 1.045
 /// times as fast (geometric mean; 397 faster and 37 slower by more than 2%, down to 0.78):
 /// 1.24-1.33 on blocks of 544 and 576 threads (`[2, 3^17]` reversed 0.31 -> 0.43 of a device
