@@ -121,15 +121,12 @@ pub(crate) fn tiled_plan_of(
         // Runs of one line or less on one side and of RUN_BYTES or more on the other, or
         // writes of less than a sector beside reads of more than a line: the long side's
         // target lowered to a line leaves the short side room, and that plan is taken where
-        // its short side's run grows.
-        // Runs in bytes, `[write, read]`: the sector rule counts them either direction
-        // ([`side_runs`]), as the gate that sends a plan here does, so that tiles read
-        // backwards are weighed as those read forwards; the line rule counts them forwards
-        // ([`tile_runs`]).
+        // its short side's run grows. Runs in bytes, `[write, read]`: the sector rule counts
+        // them either direction ([`sector_runs`], as the gate that sends a plan here does),
+        // the line rule forwards ([`tile_runs`]).
         let runs = |a: &TiledArgs, sided: bool| {
             if sided {
-                let [r, w] = side_runs(a, src_size, dst_size);
-                [w as usize, r as usize]
+                sector_runs(a, src_size, dst_size)
             } else {
                 let (w, r) = tile_runs(a);
                 [w as usize * dst_size, r as usize * src_size]
@@ -194,13 +191,12 @@ pub(crate) fn tiled_plan_of(
         })
     };
     // An element-wise plan whose write run is shorter than a sector is planned again with
-    // the sector rule in every attempt ([`SECTOR_BYTES`]). Its runs are counted either
-    // direction ([`side_runs`]), here and in the attempts, so that a tile read backwards is
-    // planned again as one read forwards.
+    // the sector rule in every attempt ([`SECTOR_BYTES`]), its runs counted either direction
+    // here and in the attempts ([`sector_runs`]), so that a tile read backwards is planned
+    // again as one read forwards.
     let element_wise = || {
         let t = element_wise(false)?;
-        let [r, w] = side_runs(&t.args, src_size, dst_size);
-        if short_of_a_sector([w as usize, r as usize]) {
+        if short_of_a_sector(sector_runs(&t.args, src_size, dst_size)) {
             return element_wise(true).or(Some(t));
         }
         Some(t)
@@ -620,6 +616,13 @@ fn piece(len: usize, room: usize, g: usize) -> Option<usize> {
 /// Lowering the target wherever one run was under a line and the other between a line and
 /// [`RUN_BYTES`] slowed about as many plans as it sped up.
 const SECTOR_BYTES: usize = 32;
+
+/// The runs `[write, read]` (bytes) of a tile of `ss`- to `ds`-byte elements that the sector
+/// rule weighs: [`side_runs`], counted either direction.
+fn sector_runs(a: &TiledArgs, ss: usize, ds: usize) -> [usize; 2] {
+    let [read, write] = side_runs(a, ss, ds);
+    [write as usize, read as usize]
+}
 
 /// Whether runs of `[write, read]` bytes are shorter than a sector ([`SECTOR_BYTES`]) on the
 /// write side and longer than a line ([`LINE_BYTES`]) on the read side (not the reverse:

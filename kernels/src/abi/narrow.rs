@@ -65,19 +65,13 @@ pub const NARROW_SHIFTED_MIN_CHANNELS_B4: u32 = 5;
 /// units exists: every size of [`NARROW_SHIFTED_SIZES`] from [`NARROW_MIN_CHANNELS`] to
 /// [`NARROW_MAX_CHANNELS`] channels, but 4- and 8-byte units only from
 /// [`NARROW_SHIFTED_MIN_CHANNELS_B4`].
-pub const fn narrow_shifted_exists(size: usize, channels: u32) -> bool {
+pub fn narrow_shifted_exists(size: usize, channels: u32) -> bool {
     let least = if size >= 4 {
         NARROW_SHIFTED_MIN_CHANNELS_B4
     } else {
         NARROW_MIN_CHANNELS
     };
-    let mut i = 0;
-    let mut sized = false;
-    while i < NARROW_SHIFTED_SIZES.len() {
-        sized |= NARROW_SHIFTED_SIZES[i] == size;
-        i += 1;
-    }
-    sized && channels >= least && channels <= NARROW_MAX_CHANNELS
+    NARROW_SHIFTED_SIZES.contains(&size) && (least..=NARROW_MAX_CHANNELS).contains(&channels)
 }
 
 /// Fewest channels of a narrow kernel.
