@@ -1285,6 +1285,57 @@ fn fill_workloads(b: &mut Bench) {
     one::<f16>(b, &stream, f16::from_f32(-2.5));
     one::<u8>(b, &stream, 0x5a);
     one::<f64>(b, &stream, 3.5);
+
+    // Views whose elements lie in rows at a pitch, or along one strided axis (rows of one
+    // element): each by the planner's path (the driver's 2-D memset for elements of up to 4
+    // bytes) and on the kernels alone, as a ratio to a memcpy of the bytes written.
+    fn steered<T: DeviceElement, D: ndarray::Dimension>(
+        b: &mut Bench,
+        stream: &Arc<CudaStream>,
+        name: String,
+        v: &mut devspan::DeviceViewMut<'_, T, D>,
+        value: T,
+    ) {
+        let bytes = v.len() * std::mem::size_of::<T>();
+        for kernels_only in [false, true] {
+            let mut path = String::new();
+            let ms = b.time(|| {
+                path = devspan::internals::fill_steered(v, stream, value, kernels_only).unwrap()
+            });
+            let suffix = if kernels_only { " (kernels)" } else { "" };
+            b.record("fill", format!("{name}{suffix}"), path, bytes, ms, None);
+        }
+    }
+    fn strided<T: DeviceElement>(b: &mut Bench, stream: &Arc<CudaStream>, value: T) {
+        let size = std::mem::size_of::<T>();
+        let n = GIB / size;
+        let mut a = random_device::<T>(stream, n);
+        let name = format!("fill every 2 {} of 1 GiB", T::DTYPE);
+        let mut v = devspan::DeviceViewMut::<T, Ix1>::from(&mut a);
+        steered(b, stream, name, &mut v.slice_mut(s![..;2]), value);
+        // Rows of 1 to 32 KiB, 64 bytes apart.
+        for row in [1024usize, 2048, 4096, 8192, 32768] {
+            let cols = (row + 64) / size;
+            let mut v = devspan::DeviceViewMut::<T, Ix1>::from(&mut a)
+                .into_shape_with_order((n / cols, cols))
+                .unwrap();
+            let name = format!(
+                "fill rows of {row} bytes of {} {} x {cols}",
+                T::DTYPE,
+                n / cols
+            );
+            steered(
+                b,
+                stream,
+                name,
+                &mut v.slice_mut(s![.., ..row / size]),
+                value,
+            );
+        }
+    }
+    strided::<f32>(b, &stream, 1.25);
+    strided::<f16>(b, &stream, f16::from_f32(-2.5));
+    strided::<u8>(b, &stream, 0x5a);
 }
 
 fn cast_workloads(b: &mut Bench) {

@@ -196,6 +196,32 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     Ok(path)
 }
 
+/// `fill_on` of `dst` with `value`, on the kernels alone when `kernels_only` (no driver
+/// memset, 1-D or 2-D); returns the path taken.
+pub fn fill_steered<T: DeviceElement, D: Dimension>(
+    dst: &mut DeviceViewMut<'_, T, D>,
+    stream: &Arc<CudaStream>,
+    value: T,
+    kernels_only: bool,
+) -> Result<String> {
+    let opt = PlanOptions {
+        no_driver: kernels_only,
+        ..PlanOptions::default()
+    };
+    let path = plan::plan_fill(
+        dst.device_ptr(),
+        dst.shape(),
+        dst.strides(),
+        std::mem::size_of::<T>(),
+        0,
+        opt,
+    )?
+    .kernel_path()
+    .to_string();
+    dst.fill_with(stream, value, opt)?;
+    Ok(path)
+}
+
 /// The path `fill` on `dst` takes.
 pub fn fill_path<T: DeviceElement, D: Dimension>(dst: &DeviceViewMut<'_, T, D>) -> String {
     match plan::plan_fill(

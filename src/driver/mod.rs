@@ -340,6 +340,37 @@ pub(crate) unsafe fn copy_dtod(dst: u64, src: u64, bytes: usize, stream: CUstrea
     Ok(unsafe { result::memcpy_dtod_async(dst, src, bytes, stream) }?)
 }
 
+/// Enqueues a fill of `height` rows of `width` elements of `size` bytes (1, 2 or 4) with the
+/// low `size` bytes of `bits`, row `r` at `dst + r * pitch`, on `stream`.
+///
+/// # Safety
+/// Every row must lie in a live allocation of the current context (`dst` and `pitch` multiples
+/// of `size`), and `stream` must be live in it.
+pub(crate) unsafe fn memset_2d(
+    dst: u64,
+    pitch: usize,
+    bits: u64,
+    width: usize,
+    height: usize,
+    size: usize,
+    stream: CUstream,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let r = unsafe {
+        match size {
+            1 => sys::cuMemsetD2D8Async(dst, pitch, bits as u8, width, height, stream),
+            2 => sys::cuMemsetD2D16Async(dst, pitch, bits as u16, width, height, stream),
+            4 => sys::cuMemsetD2D32Async(dst, pitch, bits as u32, width, height, stream),
+            _ => {
+                return Err(crate::error::Error::invalid(format!(
+                    "2-D memset of {size}-byte elements"
+                )));
+            }
+        }
+    };
+    check(r)
+}
+
 /// Enqueues a fill of `n` elements of `size` bytes (1, 2 or 4) at `dst` with the low `size`
 /// bytes of `bits`, on `stream`.
 ///

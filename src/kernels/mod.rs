@@ -244,6 +244,19 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             // context bound above, whose stream `cs` is.
             unsafe { driver::memset(*dst, *bits, *n, *size, cs) }
         }
+        Plan::Memset2D {
+            dst,
+            pitch,
+            width,
+            height,
+            size,
+            bits,
+        } => {
+            // SAFETY: every row lies in a live allocation (function contract; the planner
+            // aligns `dst` and `pitch` to the element size) of the context bound above, whose
+            // stream `cs` is.
+            unsafe { driver::memset_2d(*dst, *pitch, *bits, *width, *height, *size, cs) }
+        }
         Plan::Memcpy { dst, src, bytes } => {
             // SAFETY: both ranges lie in live allocations and do not overlap (contract).
             unsafe { driver::copy_dtod(*dst, *src, *bytes, cs) }

@@ -85,6 +85,24 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
                 mem.write(dst + (i * size) as u64, &bits.to_le_bytes()[..size]);
             }
         }
+        Plan::Memset2D {
+            dst,
+            pitch,
+            width,
+            height,
+            size,
+            bits,
+        } => {
+            assert_eq!(dst % size as u64, 0, "2-D memset destination misaligned");
+            assert_eq!(pitch % size, 0, "2-D memset pitch misaligned");
+            assert!(pitch >= width * size, "2-D memset rows overlap");
+            for r in 0..height {
+                for i in 0..width {
+                    let at = dst + (r * pitch + i * size) as u64;
+                    mem.write(at, &bits.to_le_bytes()[..size]);
+                }
+            }
+        }
         Plan::Memcpy { dst, src, bytes } => {
             let v = mem.read(src, bytes);
             mem.write(dst, &v);

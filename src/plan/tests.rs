@@ -16,8 +16,8 @@ use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{
-    GATHER_SHIFTED_MIN_SIZE, Plan, PlanOptions, SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy,
-    plan_fill, reversed_rows_shift,
+    GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES, Plan, PlanOptions, SCATTER_MIN_ROW_BYTES,
+    SCATTER_MIN_SIZE, plan_copy, plan_fill, reversed_rows_shift,
 };
 use crate::element::DType;
 use crate::layout::Layout;
@@ -367,6 +367,43 @@ fn copy_and_cast_plans_match_reference() {
 #[test]
 fn fill_plans_match_reference() {
     for_each_case(CASES, random_case, check_fill);
+}
+
+/// Fills of wide rows at a pitch (rows reversed, a misaligned start) take the driver's 2-D
+/// memset for elements of up to 4 bytes and write what ndarray's fill writes.
+#[test]
+fn fills_of_wide_rows_take_the_2d_memset() {
+    for to in [DType::U8, DType::F16, DType::F32, DType::F64] {
+        let c = Case {
+            shape: vec![5, 8200],
+            dst: OperandSpec {
+                steps: vec![-1, 1],
+                pads: vec![1, 40],
+                starts: vec![0, 3],
+                misalign: 1,
+                ..standard_spec(2)
+            },
+            src: standard_spec(2),
+            bcast: vec![false, false],
+            from: to,
+            to,
+            seed: 7,
+            opt: PlanOptions::default(),
+        };
+        let (dl, _) = build(&c.shape, &c.dst);
+        let ds = to.size();
+        let dst = DST_BASE + c.dst.misalign * ds as u64 + (dl.offset() * ds) as u64;
+        let plan = plan_fill(dst, dl.shape(), dl.strides(), ds, 1, c.opt).unwrap();
+        let want = if ds <= 4 {
+            "memset2d"
+        } else {
+            "fill_strided32"
+        };
+        assert_eq!(plan.path(), want, "{to:?} {dl:?}");
+        if let Err(e) = check_fill(&c) {
+            panic!("{e}\ninput: {c:?}");
+        }
+    }
 }
 
 /// A minimal failing case of `copy_and_cast_plans_match_reference`, kept as a fixed test: a copy
@@ -1171,16 +1208,35 @@ fn paths_are_chosen_as_documented() {
     };
     assert_eq!(f(4, &[1], &[1000]).path(), "memset");
     assert_eq!(f(8, &[1], &[1000]).path(), "fill_contig");
-    assert_eq!(f(2, &[20, 2], &[10, 10]).path(), "fill_strided32");
     assert_eq!(f(1, &[0], &[0]).path(), "nothing");
+    // Rows of at least MEMSET_2D_MIN_ROW_BYTES at a pitch (either direction): the driver's
+    // 2-D memset for elements of up to 4 bytes; shorter rows, strided axes and wider elements
+    // stay on the strided kernels.
+    assert_eq!(MEMSET_2D_MIN_ROW_BYTES, 8192);
+    assert_eq!(f(4, &[2100, 1], &[10, 2048]).path(), "memset2d");
+    assert_eq!(f(1, &[-9000, 1], &[10, 8192]).path(), "memset2d");
+    assert_eq!(f(2, &[4100, 1], &[10, 4096]).path(), "memset2d");
+    assert_eq!(f(4, &[2100, 1], &[10, 2047]).path(), "fill_strided32");
+    assert_eq!(f(2, &[20, 2], &[10, 10]).path(), "fill_strided32");
+    assert_eq!(f(1, &[-3], &[1000]).path(), "fill_strided32");
+    assert_eq!(f(8, &[2100, 1], &[10, 2048]).path(), "fill_strided32");
+    assert_eq!(
+        f(4, &[21000, 2100, 1], &[10, 5, 2048]).path(),
+        "fill_strided32"
+    );
+    // A pitch of 2^31 bytes or more stays on the kernels.
+    assert_eq!(f(1, &[1 << 31, 1], &[3, 8192]).path(), "fill_strided64");
+    let kernels = PlanOptions {
+        no_driver: true,
+        ..PlanOptions::default()
+    };
+    let g = |size, strides: &[isize], shape: &[usize]| {
+        plan_fill(DST_BASE, shape, strides, size, 0, kernels).unwrap()
+    };
+    assert_eq!(g(2, &[20, 2], &[10, 10]).path(), "fill_strided32");
     // Elements past 2^31: 64-bit indexing.
     let n = 3usize << 30;
-    assert_eq!(
-        plan_fill(DST_BASE, &[n], &[2], 1, 0, PlanOptions::default())
-            .unwrap()
-            .path(),
-        "fill_strided64"
-    );
+    assert_eq!(g(1, &[2], &[n]).path(), "fill_strided64");
 }
 
 #[test]

@@ -429,8 +429,8 @@ fn fill_on_a_fresh_stream_in_relaxed_mode() {
     assert!(a.to_host_on(&fresh).unwrap().iter().all(|&x| x == -2.0));
 }
 
-/// Fills by every path (driver memset of 1-, 2- and 4-byte elements, the contiguous fill kernel,
-/// the strided fill kernel), in every capture mode.
+/// Fills by every path (driver memset of 1-, 2- and 4-byte elements, 1-D and 2-D, the
+/// contiguous fill kernel, the strided fill kernel), in every capture mode.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fill_every_path_in_every_mode() {
@@ -440,6 +440,7 @@ fn fill_every_path_in_every_mode() {
     let mut paths = BTreeSet::new();
     let contiguous = [full(), full()];
     let strided = [step(1, 2), step(0, -3)];
+    let pitched = [step(0, -1), step(1, 1)];
     for mode in MODES {
         paths.insert(fill_case(
             &stream,
@@ -489,9 +490,17 @@ fn fill_every_path_in_every_mode() {
             &strided,
             3u16,
         ));
+        paths.insert(fill_case(
+            &stream,
+            &mut rng,
+            mode,
+            &[9, 8300],
+            &pitched,
+            9u8,
+        ));
     }
     println!("fill paths captured: {paths:?}");
-    for p in ["memset", "fill_contig", "fill_strided32"] {
+    for p in ["memset", "memset2d", "fill_contig", "fill_strided32"] {
         assert!(
             paths.contains(p),
             "no captured fill took the {p} path: {paths:?}"

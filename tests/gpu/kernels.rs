@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
+use devspan::internals::fill_path;
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement, ErrorKind};
 use half::{bf16, f16};
@@ -405,16 +406,22 @@ fn cast_edge_values_all_pairs() {
     for_each_type!(outer);
 }
 
-fn fill_cases<T: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng) {
+/// Fills of every layout of the cases with elements `T`; adds the paths taken to `paths`.
+fn fill_cases<T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    paths: &mut std::collections::BTreeSet<String>,
+) {
     for (shape, name) in [
         (vec![1000003], "odd 1-d"),
         (vec![7, 9, 130], "3-d"),
+        (vec![3, 2, 8200], "3-d, rows of 8200"),
         (vec![0, 5], "empty"),
         (vec![1, 1, 1], "one"),
     ] {
         let host = random::<T>(rng, &shape);
         let value = random::<T>(rng, &[1])[[0]];
-        let views: Vec<(&str, Vec<SliceInfoElem>)> = if name == "3-d" {
+        let views: Vec<(&str, Vec<SliceInfoElem>)> = if name.starts_with("3-d") {
             slicings()
         } else {
             use SliceInfoElem::*;
@@ -499,15 +506,19 @@ fn fill_cases<T: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng) {
                 let mut hv = ev.slice_mut(info);
                 hv.fill(value);
             }
-            {
+            let path = {
                 let mut dv = dev.view_mut();
                 let info = ndarray::SliceInfo::<_, IxDyn, IxDyn>::try_from(sl).unwrap();
-                dv.slice_mut(info).fill_on(stream, value).unwrap();
-            }
+                let mut dv = dv.slice_mut(info);
+                let path = fill_path(&dv);
+                dv.fill_on(stream, value).unwrap();
+                path
+            };
+            paths.insert(path.clone());
             assert_same(
                 &dev.to_host_on(stream).unwrap().view(),
                 &expect.view(),
-                &format!("fill {} {name} {vname}", T::DTYPE),
+                &format!("fill {} {name} {vname} ({path})", T::DTYPE),
             );
         }
     }
@@ -519,12 +530,16 @@ fn fill_every_type_every_layout() {
     let _gpu = gpu_shared();
     let stream = gpu_stream();
     let mut rng = StdRng::seed_from_u64(5);
+    let mut paths = std::collections::BTreeSet::new();
     macro_rules! run {
         ($t:ty) => {
-            fill_cases::<$t>(&stream, &mut rng);
+            fill_cases::<$t>(&stream, &mut rng, &mut paths);
         };
     }
     for_each_type!(run);
+    for p in ["memset", "memset2d", "fill_contig", "fill_strided32"] {
+        assert!(paths.contains(p), "no fill took the {p} path: {paths:?}");
+    }
 }
 
 #[test]
