@@ -3,7 +3,7 @@
 //!
 //! They steer the copy planner towards chosen kernels ([`Steer`]), override how many blocks
 //! the permute kernels launch ([`GridOptions`]; both together: [`Tuning`], taken by
-//! [`assign_cast_steered`]), name the path that a copy, fill or transfer takes
+//! [`assign_cast_steered`]; fills: [`fill_steered`]), name the path that a copy, fill or transfer takes
 //! ([`copy_path`], [`fill_path`], [`transfer_path`]) and list the embedded PTX
 //! ([`ptx_modules`]). None of them changes what an operation writes, only which kernel writes
 //! it and with how many blocks. [`inject`] arms a one-shot [`Fault`] at the driver boundary:
@@ -196,16 +196,29 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     Ok(path)
 }
 
-/// `fill_on` of `dst` with `value`, on the kernels alone when `kernels_only` (no driver
-/// memset, 1-D or 2-D); returns the path taken.
+/// Which path [`fill_steered`] may take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FillSteer {
+    /// The planner's own choice.
+    #[default]
+    Default,
+    /// The kernels alone: no driver memset, 1-D or 2-D.
+    KernelsOnly,
+    /// The driver's 2-D memset for pitched rows of any length (by default only for rows of
+    /// 8 KiB or more).
+    AnyMemset2D,
+}
+
+/// `fill_on` of `dst` with `value` on the path that `steer` allows; returns the path taken.
 pub fn fill_steered<T: DeviceElement, D: Dimension>(
     dst: &mut DeviceViewMut<'_, T, D>,
     stream: &Arc<CudaStream>,
     value: T,
-    kernels_only: bool,
+    steer: FillSteer,
 ) -> Result<String> {
     let opt = PlanOptions {
-        no_driver: kernels_only,
+        no_driver: steer == FillSteer::KernelsOnly,
+        any_memset_2d: steer == FillSteer::AnyMemset2D,
         ..PlanOptions::default()
     };
     let path = plan::plan_fill(

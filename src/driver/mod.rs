@@ -343,9 +343,11 @@ pub(crate) unsafe fn copy_dtod(dst: u64, src: u64, bytes: usize, stream: CUstrea
 /// Enqueues a fill of `height` rows of `width` elements of `size` bytes (1, 2 or 4) with the
 /// low `size` bytes of `bits`, row `r` at `dst + r * pitch`, on `stream`.
 ///
+/// The driver returns an error for a `dst` or `pitch` that is not a multiple of `size`.
+///
 /// # Safety
-/// Every row must lie in a live allocation of the current context (`dst` and `pitch` multiples
-/// of `size`), and `stream` must be live in it.
+/// Every row must lie in a live allocation of the current context, and `stream` must be live
+/// in it.
 pub(crate) unsafe fn memset_2d(
     dst: u64,
     pitch: usize,

@@ -252,9 +252,10 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             size,
             bits,
         } => {
-            // SAFETY: every row lies in a live allocation (function contract; the planner
-            // aligns `dst` and `pitch` to the element size) of the context bound above, whose
-            // stream `cs` is.
+            // SAFETY: every row lies in a live allocation (function contract) of the context
+            // bound above, whose stream `cs` is. (`dst` is element-aligned as every typed
+            // span's elements are, and `pitch` a whole number of elements; the driver rejects
+            // misaligned ones with an error.)
             unsafe { driver::memset_2d(*dst, *pitch, *bits, *width, *height, *size, cs) }
         }
         Plan::Memcpy { dst, src, bytes } => {

@@ -96,6 +96,10 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             assert_eq!(dst % size as u64, 0, "2-D memset destination misaligned");
             assert_eq!(pitch % size, 0, "2-D memset pitch misaligned");
             assert!(pitch >= width * size, "2-D memset rows overlap");
+            assert!(
+                pitch <= i32::MAX as usize,
+                "2-D memset pitch of 2^31 bytes or more"
+            );
             for r in 0..height {
                 for i in 0..width {
                     let at = dst + (r * pitch + i * size) as u64;

@@ -417,6 +417,10 @@ pub(crate) struct PlanOptions {
     /// along the destination's fastest axis, but contiguous ones (by default only copies of
     /// wide elements from a source that joins the rows: [`SCATTER_MIN_SIZE`]).
     pub prefer_scatter: bool,
+    /// Fill pitched rows of any length with the driver's 2-D memset (by default only rows of
+    /// [`MEMSET_2D_MIN_ROW_BYTES`] or more); for checks and benches of the 2-D memset on
+    /// narrow rows.
+    pub any_memset_2d: bool,
 }
 
 /// The address `off_elems` elements of `size` bytes from `base`, computed modulo 2^64 (the
@@ -520,7 +524,7 @@ pub(crate) fn plan_fill(
     }
     if size <= 4
         && !opt.no_driver
-        && let Some(p) = memset_2d(&norm, d, size, bits)
+        && let Some(p) = memset_2d(&norm, d, size, bits, opt.any_memset_2d)
     {
         return Ok(p);
     }
@@ -530,27 +534,29 @@ pub(crate) fn plan_fill(
     })
 }
 
-/// Fewest bytes per row of a fill that the driver's 2-D memset takes ([`memset_2d`]). On an
-/// H100 with driver 580 it moved rows of 8000 bytes and more at memset speed (0.97-1.08 of a
-/// memcpy of the bytes written, where the strided kernel, writing elements one by one,
+/// Fewest bytes per row of a fill that the driver's 2-D memset takes ([`memset_2d`]): 8 KiB.
+/// On an H100 with driver 580 it moved rows of 8000 to 65532 bytes at memset speed (0.97-1.08
+/// of a memcpy of the bytes written, where the strided kernel, writing elements one by one,
 /// reached 0.32-0.33 for u8, 0.63-0.64 for f16, 0.88-1.07 for f32), but costs about 0.6 ns
 /// per row besides: rows of 400 bytes took twice a simple kernel's time, rows of a few
 /// elements 0.002-0.006 of a memcpy's rate. Rows between 400 and 8000 bytes were not
-/// measured.
+/// measured ([`PlanOptions::any_memset_2d`] lets a bench take them there).
 pub(crate) const MEMSET_2D_MIN_ROW_BYTES: usize = 8192;
 
 /// The driver's 2-D memset of a fill whose normalised axes are rows of elements one after
 /// another (stride 1) at a constant pitch: `None` for other layouts, for rows shorter than
-/// [`MEMSET_2D_MIN_ROW_BYTES`], rows that would overlap or a pitch of 2^31 bytes or more.
-fn memset_2d(norm: &Normalized, dst: u64, size: usize, bits: u64) -> Option<Plan> {
+/// [`MEMSET_2D_MIN_ROW_BYTES`] (unless `any_rows`), rows that would overlap or a pitch of 2^31
+/// bytes or more.
+fn memset_2d(norm: &Normalized, dst: u64, size: usize, bits: u64, any_rows: bool) -> Option<Plan> {
     let [row, rows] = norm.axes.as_slice() else {
         return None;
     };
     let width = row.len;
+    let row_bytes = width.checked_mul(size)?;
     let pitch = usize::try_from(rows.dst).ok()?.checked_mul(size)?;
     if row.dst != 1
-        || width * size < MEMSET_2D_MIN_ROW_BYTES
-        || pitch < width * size
+        || (row_bytes < MEMSET_2D_MIN_ROW_BYTES && !any_rows)
+        || pitch < row_bytes
         || pitch > i32::MAX as usize
     {
         return None;

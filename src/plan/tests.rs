@@ -222,6 +222,7 @@ fn random_case(rng: &mut StdRng) -> Case {
             short_rows: seed % 3 == 0,
             shifted_rows: seed % 2 == 0,
             prefer_scatter: seed % 11 == 3,
+            any_memset_2d: seed % 5 == 2,
         },
     }
 }
@@ -443,6 +444,7 @@ fn pinned_copy_of_five_f16_from_a_misaligned_source() {
                 short_rows: false,
                 shifted_rows: false,
                 prefer_scatter: false,
+                any_memset_2d: false,
             },
         };
         if let Err(e) = check_copy(&c).and_then(|()| check_fill(&c)) {
@@ -1001,6 +1003,7 @@ const KERNEL_FAMILY_OPTIONS: PlanOptions = PlanOptions {
     short_rows: false,
     shifted_rows: false,
     prefer_scatter: false,
+    any_memset_2d: false,
 };
 
 /// [`KERNEL_FAMILY_OPTIONS`] that keep rows on the row kernel wherever it applies, for the
@@ -1224,8 +1227,17 @@ fn paths_are_chosen_as_documented() {
         f(4, &[21000, 2100, 1], &[10, 5, 2048]).path(),
         "fill_strided32"
     );
-    // A pitch of 2^31 bytes or more stays on the kernels.
+    // Rows that overlap, or a pitch of 2^31 bytes or more, stay on the kernels.
+    assert_eq!(f(1, &[100, 1], &[10, 8192]).path(), "fill_strided32");
+    assert_eq!(f(1, &[i32::MAX as isize, 1], &[2, 8192]).path(), "memset2d");
     assert_eq!(f(1, &[1 << 31, 1], &[3, 8192]).path(), "fill_strided64");
+    // Narrow rows too when asked.
+    let any = PlanOptions {
+        any_memset_2d: true,
+        ..PlanOptions::default()
+    };
+    let narrow = plan_fill(DST_BASE, &[10, 3], &[4, 1], 2, 0, any).unwrap();
+    assert_eq!(narrow.path(), "memset2d");
     let kernels = PlanOptions {
         no_driver: true,
         ..PlanOptions::default()
@@ -2461,6 +2473,7 @@ fn planning_layouts_with_huge_strides_never_panics() {
             short_rows: bits & 4096 != 0,
             shifted_rows: bits & 8192 != 0,
             prefer_scatter: bits & 16384 != 0,
+            any_memset_2d: bits & 32768 != 0,
         };
         let base = (rnd() % 64) * 16;
         let case = format!("shape {shape:?} dst {dst:?} src {src:?} {from:?} -> {to:?} {opt:?}");

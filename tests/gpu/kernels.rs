@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use devspan::internals::fill_path;
+use devspan::internals::{FillSteer, fill_path, fill_steered};
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement, ErrorKind};
 use half::{bf16, f16};
@@ -522,6 +522,38 @@ fn fill_cases<T: DeviceElement>(
             );
         }
     }
+}
+
+/// The driver's 2-D memset steered onto many narrow rows (more rows than a grid's y extent
+/// allows, rows read backwards), against ndarray's fill.
+fn memset_2d_case<T: DeviceElement>(stream: &Arc<CudaStream>, rng: &mut StdRng) {
+    let host = random::<T>(rng, &[100_003, 5]);
+    let value = random::<T>(rng, &[1])[[0]];
+    let mut dev = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let path = {
+        let mut v = dev.view_mut();
+        let mut v = v.slice_mut(s![..;-1, 1..4]);
+        fill_steered(&mut v, stream, value, FillSteer::AnyMemset2D).unwrap()
+    };
+    assert_eq!(path, "memset2d", "{}", T::DTYPE);
+    let mut expect = host.clone();
+    expect.slice_mut(s![..;-1, 1..4]).fill(value);
+    assert_same(
+        &dev.to_host_on(stream).unwrap().view(),
+        &expect.view(),
+        &format!("2-D memset of 100003 rows of 3 {}", T::DTYPE),
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_2d_memset_fills_many_narrow_rows() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut rng = StdRng::seed_from_u64(17);
+    memset_2d_case::<u8>(&stream, &mut rng);
+    memset_2d_case::<f16>(&stream, &mut rng);
+    memset_2d_case::<f32>(&stream, &mut rng);
 }
 
 #[test]
