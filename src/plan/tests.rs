@@ -373,6 +373,10 @@ fn fill_plans_match_reference() {
 /// Fills of wide rows at a pitch (rows reversed, a misaligned start) take the driver's 2-D
 /// memset for elements of up to 4 bytes and write what ndarray's fill writes.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "four fills of 41,000 elements through the interpreter, minutes under Miri; the planner and the interpreter have no unsafe code"
+)]
 fn fills_of_wide_rows_take_the_2d_memset() {
     for to in [DType::U8, DType::F16, DType::F32, DType::F64] {
         let c = Case {
