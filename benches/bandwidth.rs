@@ -45,7 +45,7 @@ use std::time::Instant;
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use devspan::internals::{GridOptions, Steer, Tuning};
+use devspan::internals::{FillSteer, GridOptions, Steer, Tuning};
 use devspan::{DeviceArray, DeviceElement, DeviceView};
 use half::{bf16, f16};
 use ndarray::{Ix1, Ix2, IxDyn, s};
@@ -1286,44 +1286,51 @@ fn fill_workloads(b: &mut Bench) {
     one::<u8>(b, &stream, 0x5a);
     one::<f64>(b, &stream, 3.5);
 
-    // Views whose elements lie in rows at a pitch, or along one strided axis: each by the
-    // planner's path and by the other one (the kernels alone where the planner took the
-    // driver's 2-D memset, else the 2-D memset; not for rows of one element, which it moves
-    // at about 0.002 of a memcpy's rate), as a ratio to a memcpy of the bytes written.
+    // Views whose elements lie in rows at a pitch, in boxes, or along one strided axis: each by
+    // the planner's path and by the others that can take it (the strided kernel; the row
+    // kernel where the planner took the driver's 2-D memset; the 2-D memset on rows at a pitch,
+    // not for rows of one element, which it moves at about 0.002 of a memcpy's rate), as a
+    // ratio to a memcpy of the bytes written.
     fn steered<T: DeviceElement, D: ndarray::Dimension>(
         b: &mut Bench,
         stream: &Arc<CudaStream>,
         name: String,
         v: &mut devspan::DeviceViewMut<'_, T, D>,
         value: T,
-        other: bool,
+        others: &[FillSteer],
     ) {
-        use devspan::internals::{FillSteer, fill_path, fill_steered};
+        use devspan::internals::{fill_path, fill_steered};
         let bytes = v.len() * std::mem::size_of::<T>();
         let planned = fill_path(v);
-        let mut runs = vec![(FillSteer::Default, String::new())];
-        if other {
-            runs.push(if planned == "memset2d" {
-                (FillSteer::KernelsOnly, " (kernels)".to_string())
-            } else {
-                (FillSteer::AnyMemset2D, " (2-D memset)".to_string())
-            });
-        }
-        for (steer, suffix) in runs {
+        let mut runs = vec![FillSteer::Default];
+        runs.extend(others.iter().copied().filter(|s| match s {
+            FillSteer::KernelsOnly => planned == "memset2d",
+            FillSteer::AnyMemset2D => planned != "memset2d",
+            FillSteer::StridedOnly => !planned.starts_with("fill_strided"),
+            FillSteer::Default => false,
+        }));
+        for steer in runs {
+            let suffix = match steer {
+                FillSteer::Default => "",
+                FillSteer::KernelsOnly => " (kernels)",
+                FillSteer::StridedOnly => " (strided kernel)",
+                FillSteer::AnyMemset2D => " (2-D memset)",
+            };
             let mut path = String::new();
             let ms = b.time(|| path = fill_steered(v, stream, value, steer).unwrap());
             b.record("fill", format!("{name}{suffix}"), path, bytes, ms, None);
         }
     }
     fn strided<T: DeviceElement>(b: &mut Bench, stream: &Arc<CudaStream>, value: T) {
+        use FillSteer::{AnyMemset2D, KernelsOnly, StridedOnly};
         let size = std::mem::size_of::<T>();
         let n = GIB / size;
         let mut a = random_device::<T>(stream, n);
         let name = format!("fill every 2 {} of 1 GiB", T::DTYPE);
         let mut v = devspan::DeviceViewMut::<T, Ix1>::from(&mut a);
-        steered(b, stream, name, &mut v.slice_mut(s![..;2]), value, false);
-        // Rows of 1 to 32 KiB, 64 bytes apart.
-        for row in [1024usize, 2048, 4096, 8192, 32768] {
+        steered(b, stream, name, &mut v.slice_mut(s![..;2]), value, &[]);
+        // Rows of 64 bytes to 32 KiB, 64 bytes apart.
+        for row in [64usize, 256, 1024, 4096, 8192, 32768] {
             let cols = (row + 64) / size;
             let rows = n / cols;
             let mut v = devspan::DeviceViewMut::<T, Ix1>::from(&mut a)
@@ -1337,9 +1344,29 @@ fn fill_workloads(b: &mut Bench) {
                 name,
                 &mut v.slice_mut(s![.., ..row / size]),
                 value,
-                true,
+                &[KernelsOnly, StridedOnly, AnyMemset2D],
             );
         }
+        // The inside of images with a border of one element (rows of 1022 elements in boxes:
+        // two outer axes, which the 2-D memset does not take).
+        let side = 1024;
+        let images = n / (side * side);
+        let mut v = devspan::DeviceViewMut::<T, Ix1>::from(&mut a)
+            .slice_move(s![..images * side * side])
+            .into_shape_with_order((images, side, side))
+            .unwrap();
+        let name = format!(
+            "fill the inside of {images} images of {side} x {side} {}",
+            T::DTYPE
+        );
+        steered(
+            b,
+            stream,
+            name,
+            &mut v.slice_mut(s![.., 1..side - 1, 1..side - 1]),
+            value,
+            &[StridedOnly],
+        );
     }
     strided::<f32>(b, &stream, 1.25);
     strided::<f16>(b, &stream, f16::from_f32(-2.5));

@@ -204,6 +204,8 @@ pub enum FillSteer {
     Default,
     /// The kernels alone: no driver memset, 1-D or 2-D.
     KernelsOnly,
+    /// The strided kernels alone: no driver memset and no row kernel.
+    StridedOnly,
     /// The driver's 2-D memset for pitched rows of any length (by default only for rows of
     /// 8 KiB or more).
     AnyMemset2D,
@@ -217,7 +219,8 @@ pub fn fill_steered<T: DeviceElement, D: Dimension>(
     steer: FillSteer,
 ) -> Result<String> {
     let opt = PlanOptions {
-        no_driver: steer == FillSteer::KernelsOnly,
+        no_driver: matches!(steer, FillSteer::KernelsOnly | FillSteer::StridedOnly),
+        no_rows: steer == FillSteer::StridedOnly,
         any_memset_2d: steer == FillSteer::AnyMemset2D,
         ..PlanOptions::default()
     };
@@ -454,7 +457,8 @@ pub struct RowLaunch {
     /// The kernel's module and entry point name (`cast_rows_u8_f32`,
     /// `cast_rows_gather_u8_f32`, `copy_rows_gather_b1`, ...).
     pub kernel: String,
-    /// The bytes of its parameter block (`RowArgs`, `RowGatherArgs`).
+    /// The bytes of its parameter block (`RowArgs`, `RowGatherArgs`; for a fill, followed
+    /// by the value's).
     pub params: Vec<u8>,
     /// Threads per block.
     pub threads: u32,
@@ -516,6 +520,35 @@ pub fn row_launch(
         plan::Plan::Rows { .. } | plan::Plan::RowsGather { .. } => row_launch_of(&p),
         _ => None,
     })
+}
+
+/// The launch of the row fill kernel (`fill_rows_bN`) for a fill of `shape` of `size`-byte
+/// elements with the bits `bits` at a raw destination (element zero at byte address `dst`,
+/// strides in elements), planned as `fill` plans it; `None` when it plans to another path.
+/// Its `params` are the kernel's two parameters as a launch lays them out: the `RowArgs`
+/// block, then the value's 8 bytes.
+pub fn fill_row_launch(
+    dst: u64,
+    dst_strides: &[isize],
+    size: usize,
+    shape: &[usize],
+    bits: u64,
+) -> Result<Option<RowLaunch>> {
+    use devspan_kernels::abi::{Kernel, Kind, row_grid};
+    let p = plan::plan_fill(dst, shape, dst_strides, size, bits, PlanOptions::default())?;
+    let plan::Plan::FillRows { args, size, bits } = p else {
+        return Ok(None);
+    };
+    let kernel = Kernel::fill(Kind::Rows, size);
+    let mut params = param_bytes(&args);
+    params.resize(params.len().next_multiple_of(8), 0);
+    params.extend_from_slice(&bits.to_le_bytes());
+    Ok(Some(RowLaunch {
+        kernel: kernel.module_name(),
+        params,
+        threads: kernel.block().0,
+        grid: row_grid(&args, size, size),
+    }))
 }
 
 /// The launch of a plan of the row kernel, the gathered or the scattered row kernel; `None`

@@ -93,6 +93,24 @@ def shared_decls(text,dyn_smem=0):
 # (%r + N - PARAM_BASE) of it.
 PARAM_BASE=1<<62
 
+def param_offsets(text):
+    """Where each of the entry's parameters lies in the launch's parameter bytes: in the
+    order of the list, each at the next multiple of its alignment (`.align N`, else its
+    type's size), as the parameter bytes of a case lay them out (a kernel's argument block
+    `p_args` first, then any scalars such as a fill's `p_value`)."""
+    head=text[text.index('.entry'):]
+    head=head[head.index('(')+1:head.index(')')]
+    offs={}; off=0
+    for p in head.split(','):
+        m=re.fullmatch(r'\.param\s+(?:\.align\s+(\d+)\s+)?\.[a-z](\d+)\s+(\w+)(?:\[(\d+)\])?',p.strip())
+        assert m,('parameter form',p)
+        width=int(m.group(2))//8
+        align=int(m.group(1)) if m.group(1) else width
+        size=width*(int(m.group(4)) if m.group(4) else 1)
+        off=-(-off//align)*align
+        offs[m.group(3)]=off; off+=size
+    return offs
+
 # IEEE binary formats: (exponent bits, mantissa bits without the hidden one).
 FLOATS={'f16':(5,10),'f32':(8,23),'f64':(11,52)}
 
@@ -182,6 +200,7 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
     """
     ins,labels=parse(text)
     shared_names,shared_size=shared_decls(text,dyn_smem)
+    poffs=param_offsets(text)
     # Parameter loads read the same bytes in every thread: each is read once, by instruction
     # and address.
     param_loads={}
@@ -208,9 +227,9 @@ def run_kernel(text, params, glob, tid_dims, nblocks, log, shared_fill=0xcc, und
             o=o.strip('[]')
             if '+' in o:
                 a,b=o.split('+')
-                if a=='p_args': return ('p',int(b))
+                if a in poffs: return ('p',poffs[a]+int(b))
                 return val(a)+int(b)
-            if o=='p_args': return ('p',0)
+            if o in poffs: return ('p',poffs[o])
             return val(o)
         # cp.async copies not landed yet: [group (None until committed), address, bytes].
         pend=[]; groups=0

@@ -299,6 +299,19 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             unsafe { b.launch(config(k, (strided_grid(args.0.n), 1, 1)))? };
             Ok(())
         }
+        Plan::FillRows { args, size, bits } => {
+            let k = Kernel::fill(Kind::Rows, *size);
+            let f = kernel(stream.context(), k)?;
+            let (gx, gy) = row_grid(args, *size, *size);
+            let args = Param(*args);
+            let mut b = stream.launch_builder(&f);
+            b.arg(&args).arg(bits);
+            // SAFETY: every element of every row the arguments describe is in bounds of the
+            // destination (contract); the kernel reads no source. `RowArgs` and the value's
+            // bits are the kernel's parameters.
+            unsafe { b.launch(config(k, (gx, gy, 1)))? };
+            Ok(())
+        }
         Plan::Contig {
             dst,
             src,

@@ -227,6 +227,14 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             let (gx, gy) = row_grid(args, from.size(), to.size());
             run_rows(args, from, to, (gx.max(1), gy.max(1)), mem);
         }
+        Plan::FillRows {
+            ref args,
+            size,
+            bits,
+        } => {
+            let (gx, gy) = row_grid(args, size, size);
+            run_fill_rows(args, size, bits, (gx.max(1), gy.max(1)), mem);
+        }
         Plan::RowsRev {
             ref args,
             elem,
@@ -816,6 +824,39 @@ pub(crate) fn run_rows(
             assert_eq!(da % (unit * ds), 0, "row unit: dst vector misaligned");
             for e in 0..unit {
                 copy_elem(mem, da + e * ds, to, sa + e * ss, from);
+            }
+        });
+    });
+}
+
+/// The row fill kernel (`fill_rows_bN`) over `mem` on `grid`, thread by thread with the
+/// kernel's index math: each row's elements from its first 16-byte boundary on as aligned
+/// vectors of `16 / size` elements, the others one by one; panics if a vector is misaligned.
+pub(crate) fn run_fill_rows(
+    args: &RowArgs,
+    size: usize,
+    bits: u64,
+    grid: (u32, u32),
+    mem: &mut HostMem,
+) {
+    let s = size as u64;
+    let v = contig_group_elems(size, size) as u64;
+    let value = &bits.to_le_bytes()[..size];
+    let units = row_units_per_lane(size, size);
+    for_each_row_lane(args, units, grid, |l, row| {
+        let (od, _) = args.row_offsets(row);
+        let dr = at(args.dst, od, size);
+        let len = args.row_len;
+        let head = row_head(dr, size, dr, size, len);
+        let rem = len - head;
+        let ngroups = rem / v;
+        let nscalar = head + rem % v;
+        l.scalars(head, ngroups * v, nscalar, |e| mem.write(dr + e * s, value));
+        l.units(ngroups, units, |u| {
+            let da = dr + (head + u * v) * s;
+            assert_eq!(da % CONTIG_ALIGN, 0, "row fill: vector misaligned");
+            for e in 0..v {
+                mem.write(da + e * s, value);
             }
         });
     });

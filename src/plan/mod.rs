@@ -213,6 +213,12 @@ pub(crate) enum Plan {
         size: usize,
         bits: u64,
     },
+    /// `fill_rows_bN`: rows contiguous in the destination (the source's fields unused).
+    FillRows {
+        args: RowArgs,
+        size: usize,
+        bits: u64,
+    },
     /// `copy_contig_bN` / `cast_contig_S_D`.
     Contig {
         dst: u64,
@@ -344,6 +350,7 @@ impl Plan {
             Plan::FillContig { .. } => "fill_contig",
             Plan::FillStrided32 { .. } => "fill_strided32",
             Plan::FillStrided64 { .. } => "fill_strided64",
+            Plan::FillRows { .. } => "fill_rows",
             Plan::Contig { .. } => "contig",
             Plan::Strided32 { .. } => "strided32",
             Plan::Strided64 { .. } => "strided64",
@@ -528,10 +535,43 @@ pub(crate) fn plan_fill(
     {
         return Ok(p);
     }
+    if !opt.no_rows
+        && let Some(args) = fill_row_args(&norm, d, size)
+    {
+        return Ok(Plan::FillRows { args, size, bits });
+    }
     Ok(match strided_args(&norm, d, 0, opt)? {
         Ok(args) => Plan::FillStrided32 { args, size, bits },
         Err(args) => Plan::FillStrided64 { args, size, bits },
     })
+}
+
+/// Fewest bytes per row of a fill that the row kernel takes ([`fill_row_args`]): shorter rows
+/// stay on the strided kernel, which stores one element per access either way.
+pub(crate) const FILL_ROW_MIN_BYTES: usize = 64;
+
+/// The row kernel's arguments for a fill whose normalised axis 0 is a row of stride 1 at
+/// least [`FILL_ROW_MIN_BYTES`] long, with 1 to `MAX_ROW_OUTER` outer axes (the source's
+/// fields 0, unused): `None` for other layouts. The kernel stores each row's elements from
+/// its first 16-byte boundary to its last as aligned 16-byte vectors, the others one by one.
+fn fill_row_args(norm: &Normalized, dst: u64, size: usize) -> Option<RowArgs> {
+    let row = norm.axes.first()?;
+    if norm.axes.len() < 2 || row.dst != 1 || row.len.checked_mul(size)? < FILL_ROW_MIN_BYTES {
+        return None;
+    }
+    let outer = &norm.axes[1..];
+    let shape: Vec<u64> = outer.iter().map(|a| a.len as u64).collect();
+    let ds: Vec<i64> = outer.iter().map(|a| a.dst as i64).collect();
+    RowArgs::new(
+        dst,
+        0,
+        row.len as u64,
+        &shape,
+        &ds,
+        &vec![0; ds.len()],
+        size,
+        size,
+    )
 }
 
 /// Fewest bytes per row of a fill that the driver's 2-D memset takes ([`memset_2d`]): 8 KiB.

@@ -16,8 +16,8 @@ use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{
-    GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES, Plan, PlanOptions, SCATTER_MIN_ROW_BYTES,
-    SCATTER_MIN_SIZE, plan_copy, plan_fill, reversed_rows_shift,
+    FILL_ROW_MIN_BYTES, GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES, Plan, PlanOptions,
+    SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy, plan_fill, reversed_rows_shift,
 };
 use crate::element::DType;
 use crate::layout::Layout;
@@ -399,11 +399,7 @@ fn fills_of_wide_rows_take_the_2d_memset() {
         let ds = to.size();
         let dst = DST_BASE + c.dst.misalign * ds as u64 + (dl.offset() * ds) as u64;
         let plan = plan_fill(dst, dl.shape(), dl.strides(), ds, 1, c.opt).unwrap();
-        let want = if ds <= 4 {
-            "memset2d"
-        } else {
-            "fill_strided32"
-        };
+        let want = if ds <= 4 { "memset2d" } else { "fill_rows" };
         assert_eq!(plan.path(), want, "{to:?} {dl:?}");
         if let Err(e) = check_fill(&c) {
             panic!("{e}\ninput: {c:?}");
@@ -1217,24 +1213,39 @@ fn paths_are_chosen_as_documented() {
     assert_eq!(f(8, &[1], &[1000]).path(), "fill_contig");
     assert_eq!(f(1, &[0], &[0]).path(), "nothing");
     // Rows of at least MEMSET_2D_MIN_ROW_BYTES at a pitch (either direction): the driver's
-    // 2-D memset for elements of up to 4 bytes; shorter rows, strided axes and wider elements
-    // stay on the strided kernels.
+    // 2-D memset for elements of up to 4 bytes. Rows of at least FILL_ROW_MIN_BYTES otherwise
+    // (shorter rows, wider elements, more outer axes, rows that overlap or lie 2^31 bytes or
+    // more apart): the row kernel. Strided axes and short rows: the strided kernels.
     assert_eq!(MEMSET_2D_MIN_ROW_BYTES, 8192);
+    assert_eq!(FILL_ROW_MIN_BYTES, 64);
     assert_eq!(f(4, &[2100, 1], &[10, 2048]).path(), "memset2d");
     assert_eq!(f(1, &[-9000, 1], &[10, 8192]).path(), "memset2d");
     assert_eq!(f(2, &[4100, 1], &[10, 4096]).path(), "memset2d");
-    assert_eq!(f(4, &[2100, 1], &[10, 2047]).path(), "fill_strided32");
+    assert_eq!(f(4, &[2100, 1], &[10, 2047]).path(), "fill_rows");
+    assert_eq!(f(1, &[-100, 1], &[10, 64]).path(), "fill_rows");
+    assert_eq!(f(8, &[9, 1], &[3, 8]).path(), "fill_rows");
+    assert_eq!(f(1, &[100, 1], &[10, 63]).path(), "fill_strided32");
     assert_eq!(f(2, &[20, 2], &[10, 10]).path(), "fill_strided32");
     assert_eq!(f(1, &[-3], &[1000]).path(), "fill_strided32");
-    assert_eq!(f(8, &[2100, 1], &[10, 2048]).path(), "fill_strided32");
-    assert_eq!(
-        f(4, &[21000, 2100, 1], &[10, 5, 2048]).path(),
-        "fill_strided32"
-    );
-    // Rows that overlap, or a pitch of 2^31 bytes or more, stay on the kernels.
-    assert_eq!(f(1, &[100, 1], &[10, 8192]).path(), "fill_strided32");
+    assert_eq!(f(8, &[2100, 1], &[10, 2048]).path(), "fill_rows");
+    assert_eq!(f(4, &[21000, 2100, 1], &[10, 5, 2048]).path(), "fill_rows");
+    assert_eq!(f(1, &[100, 1], &[10, 8192]).path(), "fill_rows");
     assert_eq!(f(1, &[i32::MAX as isize, 1], &[2, 8192]).path(), "memset2d");
-    assert_eq!(f(1, &[1 << 31, 1], &[3, 8192]).path(), "fill_strided64");
+    assert_eq!(f(1, &[1 << 31, 1], &[3, 8192]).path(), "fill_rows");
+    // Rows of seven outer axes (every axis that the fixed-rank kernels take).
+    let strides: Vec<isize> = (1..8)
+        .rev()
+        .map(|i| 200 * 3isize.pow(i))
+        .chain([1])
+        .collect();
+    let f8 = f(1, &strides, &[2, 2, 2, 2, 2, 2, 2, 64]);
+    assert_eq!(f8.path(), "fill_rows");
+    let no_rows = PlanOptions {
+        no_rows: true,
+        ..PlanOptions::default()
+    };
+    let rows_off = plan_fill(DST_BASE, &[10, 2047], &[2100, 1], 4, 0, no_rows).unwrap();
+    assert_eq!(rows_off.path(), "fill_strided32");
     // Narrow rows too when asked.
     let any = PlanOptions {
         any_memset_2d: true,

@@ -430,7 +430,8 @@ fn fill_on_a_fresh_stream_in_relaxed_mode() {
 }
 
 /// Fills by every path (driver memset of 1-, 2- and 4-byte elements, 1-D and 2-D, the
-/// contiguous fill kernel, the strided fill kernel), in every capture mode.
+/// contiguous fill kernel, the row fill kernel, the strided fill kernel), in every capture
+/// mode.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fill_every_path_in_every_mode() {
@@ -498,9 +499,24 @@ fn fill_every_path_in_every_mode() {
             &pitched,
             9u8,
         ));
+        // Rows of 1-byte elements shorter than the 2-D memset takes, at a pitch, reversed.
+        paths.insert(fill_case(
+            &stream,
+            &mut rng,
+            mode,
+            &[17, 301],
+            &pitched,
+            0xa7u8,
+        ));
     }
     println!("fill paths captured: {paths:?}");
-    for p in ["memset", "memset2d", "fill_contig", "fill_strided32"] {
+    for p in [
+        "memset",
+        "memset2d",
+        "fill_contig",
+        "fill_strided32",
+        "fill_rows",
+    ] {
         assert!(
             paths.contains(p),
             "no captured fill took the {p} path: {paths:?}"

@@ -569,7 +569,13 @@ fn fill_every_type_every_layout() {
         };
     }
     for_each_type!(run);
-    for p in ["memset", "memset2d", "fill_contig", "fill_strided32"] {
+    for p in [
+        "memset",
+        "memset2d",
+        "fill_contig",
+        "fill_rows",
+        "fill_strided32",
+    ] {
         assert!(paths.contains(p), "no fill took the {p} path: {paths:?}");
     }
 }

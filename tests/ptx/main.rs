@@ -1,7 +1,7 @@
 //! Checks of the embedded PTX that need an outside tool: NVIDIA's `ptxas` assembles the modules
 //! (`ptxas.rs`) and a PTX interpreter in Python runs the wide permute kernels (`ptx_sim.rs`), the
-//! tiled copy kernels (`tiled_sim.rs`), the reversed row kernels (`rows_sim.rs`) and the gathered
-//! row kernels (`gather_sim.rs`).
+//! tiled copy kernels (`tiled_sim.rs`), the reversed row kernels (`rows_sim.rs`), the gathered
+//! row kernels (`gather_sim.rs`) and the row fill kernels (`fill_sim.rs`).
 //!
 //! Each check has a sample that plain `cargo test` runs and a full form. The full forms run when
 //! `DEVSPAN_FULL_PTX_CHECKS=1` is set (the samples are then skipped: the full forms cover them)
@@ -18,6 +18,7 @@
 //! each spread over the machine's cores). Per-module details print with `--nocapture`; a
 //! check's summary lines always print.
 
+mod fill_sim;
 mod gather_sim;
 mod ptx_sim;
 mod ptxas;
@@ -69,6 +70,7 @@ fn checks() -> Vec<Check> {
     all.extend(rows_sim::checks());
     all.extend(gather_sim::checks());
     all.extend(scatter_sim::checks());
+    all.extend(fill_sim::checks());
     all.extend(ptxas::checks());
     all
 }

@@ -23,7 +23,8 @@ pub enum Kind {
     Strided64,
     /// Tiled transpose of the two innermost axes: [`TransposeArgs`](super::TransposeArgs).
     Transpose,
-    /// Rows contiguous on both sides: [`RowArgs`](super::RowArgs).
+    /// Rows contiguous on both sides: [`RowArgs`](super::RowArgs) (fills: rows contiguous in
+    /// the destination, the source's fields unused, and `value_bits`).
     Rows,
     /// Rows read backwards: the destination's run forwards, the source's backwards (element
     /// `i` of a row from `src - i`), moved as 16-byte vectors whose elements are reversed in
@@ -139,10 +140,11 @@ impl Kind {
     ];
 
     /// The kinds of the fill kernels.
-    pub const FILL: [Kind; 4] = [
+    pub const FILL: [Kind; 5] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
+        Kind::Rows,
         Kind::StridedN,
     ];
 
@@ -245,7 +247,7 @@ impl std::fmt::Display for Kind {
 pub enum Kernel {
     /// `fill_{kind}_bN`: stores a bit pattern of `size` = N bytes.
     Fill {
-        /// [`Kind::Contig`], [`Kind::Strided32`] or [`Kind::Strided64`].
+        /// One of [`Kind::FILL`].
         kind: Kind,
         /// Element size in bytes: 1, 2, 4 or 8.
         size: usize,
@@ -523,7 +525,8 @@ mod tests {
             .iter()
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
-        assert_eq!(fills, 4 * 4);
+        // Contiguous, strided (32- and 64-bit), rows and rank-generic, per size.
+        assert_eq!(fills, 5 * 4);
         // Ten kinds, reversed, shifted, gathered and scattered rows per size, reversed rows of runs of 3
         // (1 and 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2
         // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2, tiled_ew b1,
@@ -536,7 +539,7 @@ mod tests {
         // elements shifted only; no shifted kernels of 4- and 8-byte units under 5 channels
         // (2 sizes, 2 directions, 3 channel counts).
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3);
-        assert_eq!(all.len(), 1320 + 4 + 132 + 210 + 3 - 12);
+        assert_eq!(all.len(), 1320 + 8 + 132 + 210 + 3 - 12);
         assert!(!narrow_shifted_exists(4, 4) && !narrow_shifted_exists(8, 2));
         assert!(narrow_shifted_exists(8, 5) && narrow_shifted_exists(2, 2));
         assert!(narrow_shifted_exists(1, 16) && !narrow_shifted_exists(1, 17));

@@ -220,34 +220,46 @@ fn contig_widen_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
     )
 }
 
+/// Emits into `code` the fill value's patterns from `value` (a `.b64` register holding the
+/// element's bits in its low `e.size` bytes), using the `.b32` registers `val` and `word`
+/// (`regs` = `(value, val, word)`); returns the register to store as one element, the vector
+/// type of a 16-byte store (`v4.u32` or `v2.u64`) and its operand (the element repeated).
+pub(super) fn fill_pattern(
+    code: &mut Code,
+    e: Ty,
+    (value, val, word): (&str, &str, &str),
+) -> (String, &'static str, String) {
+    let words = format!("{{{word}, {word}, {word}, {word}}}");
+    match e.size {
+        1 | 2 => {
+            let (mask, times) = if e.size == 1 {
+                (255, 0x0101_0101)
+            } else {
+                (65535, 0x0001_0001)
+            };
+            code.line(format!("cvt.u32.u64 {val}, {value};"));
+            code.line(format!("and.b32 {val}, {val}, {mask};"));
+            code.line(format!("mul.lo.u32 {word}, {val}, {times};"));
+            (val.to_string(), "v4.u32", words)
+        }
+        4 => {
+            code.line(format!("cvt.u32.u64 {val}, {value};"));
+            code.line(format!("mov.b32 {word}, {val};"));
+            (val.to_string(), "v4.u32", words)
+        }
+        8 => (value.to_string(), "v2.u64", format!("{{{value}, {value}}}")),
+        _ => unreachable!("no element of {} bytes", e.size),
+    }
+}
+
 pub(super) fn fill_contig_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
     const BLOCK: u64 = CONTIG_BLOCK as u64;
     let v = 16 / e.size;
     let mut g = Gen::default();
     let mut pattern = Code::default();
-    let (val, vec_ty, vec_regs) = match e.size {
-        1 => {
-            pattern.line("cvt.u32.u64 %val, %value;");
-            pattern.line("and.b32 %val, %val, 255;");
-            pattern.line("mul.lo.u32 %word, %val, 16843009;");
-            ("%val", "v4.u32", "{%word, %word, %word, %word}")
-        }
-        2 => {
-            pattern.line("cvt.u32.u64 %val, %value;");
-            pattern.line("and.b32 %val, %val, 65535;");
-            pattern.line("mul.lo.u32 %word, %val, 65537;");
-            ("%val", "v4.u32", "{%word, %word, %word, %word}")
-        }
-        4 => {
-            pattern.line("cvt.u32.u64 %val, %value;");
-            pattern.line("mov.b32 %word, %val;");
-            ("%val", "v4.u32", "{%word, %word, %word, %word}")
-        }
-        8 => ("%value", "v2.u64", "{%value, %value}"),
-        _ => unreachable!(),
-    };
+    let (val, vec_ty, vec_regs) = fill_pattern(&mut pattern, e, ("%value", "%val", "%word"));
     let mut scalar = Code::default();
-    store_scalar(&mut scalar, e, Space::Global, "[%da]", val, None);
+    store_scalar(&mut scalar, e, Space::Global, "[%da]", &val, None);
 
     let mut body = Code::default();
     for j in 0..FILL_GROUPS {

@@ -107,6 +107,7 @@ fn kernel(t: &mut Templates, k: Kernel) -> String {
                 Kind::Contig => fill_contig_kernel(t, &name, e),
                 Kind::Strided32 => strided_kernel(t, &name, Op::Fill(e), &STRIDED32),
                 Kind::Strided64 => strided_kernel(t, &name, Op::Fill(e), &STRIDED64),
+                Kind::Rows => rows::fill_row_kernel(t, &name, e),
                 Kind::StridedN => stridedn::stridedn_kernel(t, &name, Op::Fill(e)),
                 _ => panic!("no fill kernel {name}"),
             }

@@ -1,6 +1,7 @@
 //! The row kernels (`*_rows_*`): rows contiguous on both sides, a team of lanes per row.
 
 use super::code::{Class, Code, Gen, addr, pfx};
+use super::contig::fill_pattern;
 use super::convert::convert;
 use super::layout::ROWS_OUTER;
 use super::load_store::{Space, load_scalar, load_vec, store_scalar, store_vec};
@@ -218,6 +219,7 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
         "rows.ptx",
         &[
             ("NAME", name.to_string()),
+            ("EXTRA_PARAMS", String::new()),
             ("BLOCK", BLOCK.to_string()),
             ("LOG2_BLOCK", log2(BLOCK).to_string()),
             ("UNROLL", ROW_UNROLL.to_string()),
@@ -238,6 +240,105 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
             ("NARROW_SHIFT", log2(narrow_size).to_string()),
             ("OTHER", other.to_string()),
             ("OTHER_SHIFT", log2(other_size).to_string()),
+            ("SCALAR", scalar.text()),
+            ("UNIT_BODY", body.text()),
+        ],
+    )
+}
+
+/// Row fill (`fill_rows_bN`): the row copy's frame (`templates/rows.ptx`, a team of lanes per
+/// row, 16-byte units from the element where the row reaches a 16-byte boundary, the elements
+/// before it and after the last whole unit one at a time) storing the value of `p_value`
+/// (the element's bits) into rows contiguous in the destination. The source's fields of the
+/// arguments are unused (the frame's source offsets stay 0).
+pub(super) fn fill_row_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
+    const BLOCK: u64 = ROW_BLOCK as u64;
+    let v = group_elems(e, e);
+    let mut g = Gen::default();
+
+    let lay = &ROWS_OUTER;
+    let mut prologue = Code::default();
+    lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", None);
+    let value = g.reg(Class::B64);
+    let (val, word) = (g.reg(Class::B32), g.reg(Class::B32));
+    prologue.line(format!("ld.param.u64 {value}, [p_value];"));
+    let (val, vec_ty, vec_regs) = fill_pattern(&mut prologue, e, (&value, &val, &word));
+    let mut offsets = Code::default();
+    lay.decompose(
+        &mut g,
+        &mut offsets,
+        "%rank",
+        &["%x".to_string()],
+        &["%od".to_string()],
+        None,
+        "%lds",
+        None,
+        "$ROW_FIN",
+    );
+
+    // Scalar elements `%j + k * %sstride` (k < ROW_UNROLL), at `%dr + e * size`.
+    let mut scalar = Code::default();
+    let mut jk = "%j".to_string();
+    for k in 0..ROW_UNROLL {
+        let (el, pred) = scalar_index(&mut g, &mut scalar, k, &mut jk);
+        let da = g.reg(Class::B64);
+        scalar.line(format!("shl.b64 {da}, {el}, {};", log2(e.size)));
+        scalar.line(format!("add.s64 {da}, %dr, {da};"));
+        store_scalar(
+            &mut scalar,
+            e,
+            Space::Global,
+            &addr(&da, 0),
+            &val,
+            pred.as_deref(),
+        );
+    }
+
+    // Units `%g + j * team` (j < units), `%dstep` bytes apart from `%gd`.
+    let units = row_units_per_lane(e, e);
+    let mut body = Code::default();
+    let preds = unit_preds(&mut g, &mut body, units);
+    let mut at = "%gd".to_string();
+    for (j, p) in preds.iter().enumerate() {
+        if j > 0 {
+            let a = g.reg(Class::B64);
+            body.line(format!("add.s64 {a}, {at}, %dstep;"));
+            at = a;
+        }
+        body.line(format!(
+            "{}st.global.{vec_ty} {}, {vec_regs};",
+            pfx(p.as_deref()),
+            addr(&at, 0)
+        ));
+    }
+
+    let shift = log2(e.size).to_string();
+    let unit_shift = log2(16).to_string();
+    t.render(
+        "rows.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("EXTRA_PARAMS", ",\n\t.param .u64 p_value".to_string()),
+            ("BLOCK", BLOCK.to_string()),
+            ("LOG2_BLOCK", log2(BLOCK).to_string()),
+            ("UNROLL", ROW_UNROLL.to_string()),
+            ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
+            ("DECLS", g.decls()),
+            ("PROLOGUE", prologue.text()),
+            ("OFFSETS", offsets.text()),
+            ("LOG2_V", log2(v).to_string()),
+            ("V_MASK", (v - 1).to_string()),
+            ("LOG2_R", "0".to_string()),
+            ("UNITS", units.to_string()),
+            ("LOG2_UNITS", log2(units).to_string()),
+            ("SRC_SHIFT", shift.clone()),
+            ("DST_SHIFT", shift.clone()),
+            ("SRC_UNIT_SHIFT", unit_shift.clone()),
+            ("DST_UNIT_SHIFT", unit_shift),
+            ("NARROW", "%dr".to_string()),
+            ("NARROW_SHIFT", shift.clone()),
+            ("OTHER", "%dr".to_string()),
+            ("OTHER_SHIFT", shift),
             ("SCALAR", scalar.text()),
             ("UNIT_BODY", body.text()),
         ],
