@@ -16,8 +16,9 @@ use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{
-    FILL_ROW_MIN_BYTES, GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES, Plan, PlanOptions,
-    SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy, plan_fill, reversed_rows_shift,
+    FILL_ROW_MIN_BYTES, FILL_ROWS_MAX_SIZE, GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES, Plan,
+    PlanOptions, SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy, plan_fill,
+    reversed_rows_shift,
 };
 use crate::element::DType;
 use crate::layout::Layout;
@@ -399,7 +400,11 @@ fn fills_of_wide_rows_take_the_2d_memset() {
         let ds = to.size();
         let dst = DST_BASE + c.dst.misalign * ds as u64 + (dl.offset() * ds) as u64;
         let plan = plan_fill(dst, dl.shape(), dl.strides(), ds, 1, c.opt).unwrap();
-        let want = if ds <= 4 { "memset2d" } else { "fill_rows" };
+        let want = if ds <= 4 {
+            "memset2d"
+        } else {
+            "fill_strided32"
+        };
         assert_eq!(plan.path(), want, "{to:?} {dl:?}");
         if let Err(e) = check_fill(&c) {
             panic!("{e}\ninput: {c:?}");
@@ -1213,25 +1218,33 @@ fn paths_are_chosen_as_documented() {
     assert_eq!(f(8, &[1], &[1000]).path(), "fill_contig");
     assert_eq!(f(1, &[0], &[0]).path(), "nothing");
     // Rows of at least MEMSET_2D_MIN_ROW_BYTES at a pitch (either direction): the driver's
-    // 2-D memset for elements of up to 4 bytes. Rows of at least FILL_ROW_MIN_BYTES otherwise
-    // (shorter rows, wider elements, more outer axes, rows that overlap or lie 2^31 bytes or
-    // more apart): the row kernel. Strided axes and short rows: the strided kernels.
+    // 2-D memset for elements of up to 4 bytes. Other rows of 1- and 2-byte elements of at
+    // least FILL_ROW_MIN_BYTES (shorter rows, more outer axes, rows that overlap or lie 2^31
+    // bytes or more apart): the row kernel. Strided axes, short rows and the other rows of 4-
+    // and 8-byte elements: the strided kernels.
     assert_eq!(MEMSET_2D_MIN_ROW_BYTES, 8192);
-    assert_eq!(FILL_ROW_MIN_BYTES, 64);
+    assert_eq!((FILL_ROW_MIN_BYTES, FILL_ROWS_MAX_SIZE), (64, 2));
     assert_eq!(f(4, &[2100, 1], &[10, 2048]).path(), "memset2d");
     assert_eq!(f(1, &[-9000, 1], &[10, 8192]).path(), "memset2d");
     assert_eq!(f(2, &[4100, 1], &[10, 4096]).path(), "memset2d");
-    assert_eq!(f(4, &[2100, 1], &[10, 2047]).path(), "fill_rows");
+    assert_eq!(f(2, &[4100, 1], &[10, 4095]).path(), "fill_rows");
     assert_eq!(f(1, &[-100, 1], &[10, 64]).path(), "fill_rows");
-    assert_eq!(f(8, &[9, 1], &[3, 8]).path(), "fill_rows");
+    assert_eq!(f(2, &[-40, 1], &[10, 32]).path(), "fill_rows");
     assert_eq!(f(1, &[100, 1], &[10, 63]).path(), "fill_strided32");
+    assert_eq!(f(4, &[2100, 1], &[10, 2047]).path(), "fill_strided32");
     assert_eq!(f(2, &[20, 2], &[10, 10]).path(), "fill_strided32");
     assert_eq!(f(1, &[-3], &[1000]).path(), "fill_strided32");
-    assert_eq!(f(8, &[2100, 1], &[10, 2048]).path(), "fill_rows");
-    assert_eq!(f(4, &[21000, 2100, 1], &[10, 5, 2048]).path(), "fill_rows");
+    assert_eq!(f(8, &[2100, 1], &[10, 2048]).path(), "fill_strided32");
+    assert_eq!(
+        f(4, &[21000, 2100, 1], &[10, 5, 2048]).path(),
+        "fill_strided32"
+    );
+    assert_eq!(f(1, &[21000, 2100, 1], &[10, 5, 2048]).path(), "fill_rows");
     assert_eq!(f(1, &[100, 1], &[10, 8192]).path(), "fill_rows");
+    assert_eq!(f(4, &[100, 1], &[10, 8192]).path(), "fill_strided32");
     assert_eq!(f(1, &[i32::MAX as isize, 1], &[2, 8192]).path(), "memset2d");
     assert_eq!(f(1, &[1 << 31, 1], &[3, 8192]).path(), "fill_rows");
+    assert_eq!(f(4, &[1 << 31, 1], &[3, 8192]).path(), "fill_strided64");
     // Rows of seven outer axes (every axis that the fixed-rank kernels take).
     let strides: Vec<isize> = (1..8)
         .rev()
@@ -1244,7 +1257,7 @@ fn paths_are_chosen_as_documented() {
         no_rows: true,
         ..PlanOptions::default()
     };
-    let rows_off = plan_fill(DST_BASE, &[10, 2047], &[2100, 1], 4, 0, no_rows).unwrap();
+    let rows_off = plan_fill(DST_BASE, &[10, 4095], &[4100, 1], 2, 0, no_rows).unwrap();
     assert_eq!(rows_off.path(), "fill_strided32");
     // Narrow rows too when asked.
     let any = PlanOptions {

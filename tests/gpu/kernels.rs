@@ -415,7 +415,7 @@ fn fill_cases<T: DeviceElement>(
     for (shape, name) in [
         (vec![1000003], "odd 1-d"),
         (vec![7, 9, 130], "3-d"),
-        (vec![3, 2, 8200], "3-d, rows of 8200"),
+        (vec![3, 3, 8200], "3-d, rows of 8200"),
         (vec![0, 5], "empty"),
         (vec![1, 1, 1], "one"),
     ] {

@@ -15,7 +15,7 @@ pub mod tiled;
 
 pub use args::*;
 pub use dtype::DType;
-pub use kernel::{Kernel, Kind};
+pub use kernel::{FILL_ROWS_MAX_SIZE, Kernel, Kind};
 pub use narrow::*;
 pub use permute::*;
 pub use tiled::*;
