@@ -1367,6 +1367,21 @@ fn fill_workloads(b: &mut Bench) {
             value,
             &[StridedOnly],
         );
+        // The same with a border of 16 bytes left and right: rows that start and end on
+        // 16-byte boundaries, so that no 32-byte sector is written in part.
+        let b16 = 16 / size;
+        let name = format!(
+            "fill the inside of {images} images of {side} x {side} {}, 16-byte side borders",
+            T::DTYPE
+        );
+        steered(
+            b,
+            stream,
+            name,
+            &mut v.slice_mut(s![.., 1..side - 1, b16..side - b16]),
+            value,
+            &[StridedOnly],
+        );
     }
     strided::<f32>(b, &stream, 1.25);
     strided::<f16>(b, &stream, f16::from_f32(-2.5));
