@@ -1287,10 +1287,11 @@ fn fill_workloads(b: &mut Bench) {
     one::<f64>(b, &stream, 3.5);
 
     // Views whose elements lie in rows at a pitch, in boxes, or along one strided axis: each by
-    // the planner's path and by the others that can take it (the strided kernel; the row
-    // kernel where the planner took the driver's 2-D memset; the 2-D memset on rows at a pitch,
-    // not for rows of one element, which it moves at about 0.002 of a memcpy's rate), as a
-    // ratio to a memcpy of the bytes written.
+    // the planner's path and by the others that can take it: the kernels alone where the
+    // planner took the driver's 2-D memset (`(kernels)`: the row kernel for 1- and 2-byte
+    // elements, else the strided kernel), the strided kernel where the planner took the row
+    // kernel, and the 2-D memset on rows at a pitch (not for rows of one element, which it
+    // moves at about 0.002 of a memcpy's rate), as a ratio to a memcpy of the bytes written.
     fn steered<T: DeviceElement, D: ndarray::Dimension>(
         b: &mut Bench,
         stream: &Arc<CudaStream>,
@@ -1306,7 +1307,10 @@ fn fill_workloads(b: &mut Bench) {
         runs.extend(others.iter().copied().filter(|s| match s {
             FillSteer::KernelsOnly => planned == "memset2d",
             FillSteer::AnyMemset2D => planned != "memset2d",
-            FillSteer::StridedOnly => !planned.starts_with("fill_strided"),
+            FillSteer::StridedOnly => {
+                !planned.starts_with("fill_strided")
+                    && std::mem::size_of::<T>() <= devspan_kernels::abi::FILL_ROWS_MAX_SIZE
+            }
             FillSteer::Default => false,
         }));
         for steer in runs {

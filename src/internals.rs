@@ -204,7 +204,8 @@ pub enum FillSteer {
     Default,
     /// The kernels alone: no driver memset, 1-D or 2-D.
     KernelsOnly,
-    /// The strided kernels alone: no driver memset and no row kernel.
+    /// No driver memset and no row kernel: the strided kernels (contiguous views still take
+    /// the contiguous fill kernel).
     StridedOnly,
     /// The driver's 2-D memset for pitched rows of any length (by default only for rows of
     /// 8 KiB or more).
@@ -450,8 +451,8 @@ fn param_bytes<T: devspan_kernels::abi::ParamBlock>(args: &T) -> Vec<u8> {
         .to_vec()
 }
 
-/// The launch of the row kernel or the gathered row kernel that a copy or cast plans to, for
-/// checks that run it outside a GPU (a PTX interpreter).
+/// The launch of a row kernel (plain, gathered or scattered rows of a copy or cast, or the rows
+/// of a fill), for checks that run it outside a GPU (a PTX interpreter).
 #[derive(Clone, Debug)]
 pub struct RowLaunch {
     /// The kernel's module and entry point name (`cast_rows_u8_f32`,

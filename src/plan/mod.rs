@@ -550,10 +550,10 @@ pub(crate) fn plan_fill(
 /// stay on the strided kernel. On an H100 rows of 64 bytes at a pitch filled at 0.81-0.82 of
 /// a memcpy of the bytes written on the row kernel, against 0.33 (u8) and 0.64 (f16) on the
 /// strided kernel; from 256 bytes on at 1.07-1.13 against the same 0.33 and 0.64.
-pub(crate) const FILL_ROW_MIN_BYTES: usize = 64;
+pub(crate) const FILL_ROWS_MIN_BYTES: usize = 64;
 
 /// The row kernel's arguments for a fill of elements of up to [`FILL_ROWS_MAX_SIZE`] bytes
-/// whose normalised axis 0 is a row of stride 1 at least [`FILL_ROW_MIN_BYTES`] long, with 1
+/// whose normalised axis 0 is a row of stride 1 at least [`FILL_ROWS_MIN_BYTES`] long, with 1
 /// to `MAX_ROW_OUTER` outer axes (the source's fields 0, unused): `None` for other layouts.
 /// The kernel stores each row's elements from its first 16-byte boundary to its last as
 /// aligned 16-byte vectors, the others one by one.
@@ -562,7 +562,7 @@ fn fill_row_args(norm: &Normalized, dst: u64, size: usize) -> Option<RowArgs> {
     if size > FILL_ROWS_MAX_SIZE
         || norm.axes.len() < 2
         || row.dst != 1
-        || row.len.checked_mul(size)? < FILL_ROW_MIN_BYTES
+        || row.len.checked_mul(size)? < FILL_ROWS_MIN_BYTES
     {
         return None;
     }

@@ -16,8 +16,8 @@ use cases::{for_each_case, pick, vec_of, weighted};
 
 use super::interp::{HostMem, element, run, run_rows, run_rows_gather, run_rows_rev};
 use super::{
-    FILL_ROW_MIN_BYTES, FILL_ROWS_MAX_SIZE, GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES, Plan,
-    PlanOptions, SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy, plan_fill,
+    FILL_ROWS_MAX_SIZE, FILL_ROWS_MIN_BYTES, GATHER_SHIFTED_MIN_SIZE, MEMSET_2D_MIN_ROW_BYTES,
+    Plan, PlanOptions, SCATTER_MIN_ROW_BYTES, SCATTER_MIN_SIZE, plan_copy, plan_fill,
     reversed_rows_shift,
 };
 use crate::element::DType;
@@ -325,12 +325,12 @@ fn check_copy(c: &Case) -> Result<(), String> {
     Ok(())
 }
 
-fn check_fill(c: &Case) -> Result<(), String> {
+/// The fill of case `c`'s destination with its value's bits: the destination's layout and
+/// length, its base address, the bits and the plan.
+fn fill_plan(c: &Case) -> Result<(Layout<IxDyn>, usize, u64, u64, Plan), String> {
     let (dl, dlen) = build(&c.shape, &c.dst);
     let ds = c.to.size();
     let dbase = DST_BASE + c.dst.misalign * ds as u64;
-    let mut mem = HostMem::default();
-    mem.add(dbase, vec![POISON; dlen * ds]);
     let bits = u64::from_le_bytes(rand_bytes(8, c.seed | 1).try_into().unwrap())
         & (u64::MAX >> (64 - 8 * ds));
     let plan = plan_fill(
@@ -342,6 +342,14 @@ fn check_fill(c: &Case) -> Result<(), String> {
         c.opt,
     )
     .map_err(|e| e.to_string())?;
+    Ok((dl, dlen, dbase, bits, plan))
+}
+
+fn check_fill(c: &Case) -> Result<(), String> {
+    let (dl, dlen, dbase, bits, plan) = fill_plan(c)?;
+    let ds = c.to.size();
+    let mut mem = HostMem::default();
+    mem.add(dbase, vec![POISON; dlen * ds]);
     run(&plan, &mut mem);
     let mut expect = vec![POISON; dlen * ds];
     for idx in indices(&c.shape) {
@@ -1219,11 +1227,11 @@ fn paths_are_chosen_as_documented() {
     assert_eq!(f(1, &[0], &[0]).path(), "nothing");
     // Rows of at least MEMSET_2D_MIN_ROW_BYTES at a pitch (either direction): the driver's
     // 2-D memset for elements of up to 4 bytes. Other rows of 1- and 2-byte elements of at
-    // least FILL_ROW_MIN_BYTES (shorter rows, more outer axes, rows that overlap or lie 2^31
+    // least FILL_ROWS_MIN_BYTES (shorter rows, more outer axes, rows that overlap or lie 2^31
     // bytes or more apart): the row kernel. Strided axes, short rows and the other rows of 4-
     // and 8-byte elements: the strided kernels.
     assert_eq!(MEMSET_2D_MIN_ROW_BYTES, 8192);
-    assert_eq!((FILL_ROW_MIN_BYTES, FILL_ROWS_MAX_SIZE), (64, 2));
+    assert_eq!((FILL_ROWS_MIN_BYTES, FILL_ROWS_MAX_SIZE), (64, 2));
     assert_eq!(f(4, &[2100, 1], &[10, 2048]).path(), "memset2d");
     assert_eq!(f(1, &[-9000, 1], &[10, 8192]).path(), "memset2d");
     assert_eq!(f(2, &[4100, 1], &[10, 4096]).path(), "memset2d");
@@ -1711,6 +1719,45 @@ fn random_cases_reach_every_copy_path() {
     assert!(
         vector_rows >= 120 && scalar_rows >= 200 && head_rows >= 200,
         "aligned rows {vector_rows}, rows with a head {head_rows}, scalar rows {scalar_rows}; {paths:?}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "path statistics over 4,000 plans; the property tests cover the planner under Miri"
+)]
+fn random_cases_reach_every_fill_path() {
+    use std::collections::BTreeMap;
+    let mut rng = StdRng::seed_from_u64(STATISTICS_SEED);
+    let mut paths: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let (mut aligned_rows, mut head_rows) = (0, 0);
+    for _ in 0..4000 {
+        let c = random_case(&mut rng);
+        let Ok((.., p)) = fill_plan(&c) else { continue };
+        *paths.entry(p.path()).or_default() += 1;
+        if let Plan::FillRows { args, size, .. } = &p {
+            for q in 0..args.rows {
+                let dr = args
+                    .dst
+                    .wrapping_add((args.row_offsets(q).0 * *size as i64) as u64);
+                if row_head(dr, *size, dr, *size, args.row_len) == 0 {
+                    aligned_rows += 1;
+                } else {
+                    head_rows += 1;
+                }
+            }
+        }
+    }
+    for path in ["memset", "fill_contig", "fill_strided32", "fill_rows"] {
+        assert!(
+            paths.get(path).copied().unwrap_or(0) >= 20,
+            "{path}: {paths:?}"
+        );
+    }
+    assert!(
+        aligned_rows >= 20 && head_rows >= 100,
+        "filled rows aligned {aligned_rows}, with a head {head_rows}; {paths:?}"
     );
 }
 

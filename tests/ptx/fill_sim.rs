@@ -2,9 +2,10 @@
 //! (`tools/ptxsim_tiled.py` over `tools/ptxsim_wide.py`) on fills that devspan's planner gives
 //! them: rows of a matrix at a pitch (rows in order and in reverse order), boxes of a 3-D array
 //! (two outer axes, one of them reversed), rows just long enough for the kernel and rows of
-//! several thousand elements, for both element sizes (1 and 2 bytes), each with its destination on a 16-byte
-//! boundary and off it by one element and by a few (the row kernel then stores a head one
-//! element at a time, then aligned vectors). Some cases run grids of more than one block
+//! several thousand elements, for both element sizes (1 and 2 bytes). Each case's array starts
+//! on a 16-byte boundary and one and three elements past one; the view starts inside it, on
+//! some rows at a 16-byte boundary (whole vectors from the row's first element) and on others
+//! after a head that the kernel stores one element at a time. Some cases run grids of more than one block
 //! along rows, some over rows. The whole array behind the view is poisoned and mapped: each
 //! case's array must equal a reference byte for byte (the value at the view's elements, the
 //! poison between its rows), every store must be aligned and inside the array, and the kernel
@@ -42,12 +43,14 @@ pub fn checks() -> Vec<Check> {
 }
 
 /// One fill: a view of `shape` into a standard-layout array of `shape` plus `pad` elements
-/// along each axis (the view starts at element 1 of each padded axis), read backwards along
-/// `flip`, of `size`-byte elements, the array starting `mis` elements past a 16-byte boundary.
+/// along each axis (the view starts at element `start` of each padded axis), read backwards
+/// along `flip`, of `size`-byte elements, the array starting `mis` elements past a 16-byte
+/// boundary.
 struct Layout {
     name: String,
     shape: Vec<usize>,
     pad: Vec<usize>,
+    start: usize,
     flip: Vec<usize>,
     size: usize,
     mis: u64,
@@ -58,24 +61,27 @@ fn layouts() -> Vec<Layout> {
         &'static str,
         &'static [usize],
         &'static [usize],
+        usize,
         &'static [usize],
     );
-    let shapes: [Shape; 8] = [
-        ("pitch", &[7, 70], &[0, 9], &[]),
-        ("pitch", &[5, 129], &[1, 3], &[0]),
+    let shapes: [Shape; 9] = [
+        ("pitch", &[7, 70], &[0, 9], 1, &[]),
+        ("pitch", &[5, 129], &[1, 3], 1, &[0]),
         // Many short rows (grids of more than one block over rows).
-        ("pitch", &[300, 64], &[0, 1], &[]),
+        ("pitch", &[300, 64], &[0, 1], 1, &[]),
         // Long rows (grids of more than one block along rows; two outer axes, so that the
         // driver's 2-D memset does not take them).
-        ("box", &[2, 2, 9000], &[0, 1, 5], &[0]),
-        ("box", &[3, 4, 40], &[0, 2, 5], &[]),
-        ("box", &[2, 3, 100], &[1, 1, 3], &[1]),
-        ("box", &[3, 2, 33], &[0, 0, 1], &[0, 1]),
-        // Rows of exactly 64 bytes for 1-byte elements, a whole number of vectors.
-        ("rows", &[40, 64], &[0, 64], &[]),
+        ("box", &[2, 2, 9000], &[0, 1, 5], 1, &[0]),
+        ("box", &[3, 4, 40], &[0, 2, 5], 1, &[]),
+        ("box", &[2, 3, 100], &[1, 1, 3], 1, &[1]),
+        ("box", &[3, 2, 33], &[0, 0, 1], 1, &[0, 1]),
+        // Rows of 64 and 96 bytes (1-byte elements) at a pitch of 128 bytes from the array's
+        // first element: whole vectors on every row where the array is aligned.
+        ("rows", &[40, 64], &[0, 64], 0, &[]),
+        ("rows", &[9, 96], &[0, 32], 0, &[0]),
     ];
     let mut all = Vec::new();
-    for (name, shape, pad, flip) in shapes {
+    for (name, shape, pad, start, flip) in shapes {
         for size in [1usize, 2] {
             // Rows shorter than 64 bytes go to the strided kernel.
             if shape[shape.len() - 1] * size < 64 {
@@ -92,6 +98,7 @@ fn layouts() -> Vec<Layout> {
                     ),
                     shape: shape.to_vec(),
                     pad: pad.to_vec(),
+                    start,
                     flip: flip.to_vec(),
                     size,
                     mis,
@@ -112,12 +119,12 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let size = l.size;
     let array: Vec<usize> = l.shape.iter().zip(&l.pad).map(|(s, p)| s + p).collect();
     let astrides = standard(&array);
-    // Element offsets in the array: the view starts at 1 along padded axes, and along a
-    // flipped axis at its last element, stepping backwards.
+    // Element offsets in the array: the view starts at `l.start` along padded axes, and along
+    // a flipped axis at its last element, stepping backwards.
     let mut strides = astrides.clone();
     let mut off = 0isize;
     for k in 0..l.shape.len() {
-        let start = isize::from(l.pad[k] > 0);
+        let start = if l.pad[k] > 0 { l.start as isize } else { 0 };
         off += start * astrides[k];
         if l.flip.contains(&k) {
             off += (l.shape[k] as isize - 1) * astrides[k];
@@ -130,12 +137,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         .into_iter()
         .map(|b| if b == 0xA5 { 0x5A } else { b })
         .collect();
-    let bits = u64::from_le_bytes(value.clone().try_into().unwrap());
-    let bits = if size == 8 {
-        bits
-    } else {
-        bits & ((1u64 << (8 * size)) - 1)
-    };
+    let bits = u64::from_le_bytes(value.clone().try_into().unwrap()) & ((1u64 << (8 * size)) - 1);
     let e0 = base + (off * size as isize) as u64;
     let launch = devspan::internals::fill_row_launch(e0, &strides, size, &l.shape, bits)
         .map_err(|e| format!("{}: {e}", l.name))?;

@@ -9,11 +9,11 @@ use super::{
     tiled_max_threads,
 };
 
-/// The largest element of the row fill kernels (`fill_rows_b1`, `fill_rows_b2`): the strided
-/// fill kernel stores 4- and 8-byte elements as fast (on an H100, rows of 64 to 256 bytes of
-/// f32 at 0.92-1.16 of a memcpy of the bytes written, where the row kernel read 0.82-1.07,
-/// and the same from rows of 1 KiB on), while it stores 1- and 2-byte elements at about 0.32
-/// and 0.64.
+/// The largest element of the row fill kernels (`fill_rows_b1`, `fill_rows_b2`). On an H100
+/// the strided fill kernel stored 4-byte elements as fast as the row kernel or faster (rows
+/// of 64 to 256 bytes of f32 at 0.92-1.16 of a memcpy of the bytes written, where the row
+/// kernel ran at 0.82-1.07; the same from rows of 1 KiB on; 8-byte elements were not
+/// measured), while it stored 1- and 2-byte elements at about 0.32 and 0.64.
 pub const FILL_ROWS_MAX_SIZE: usize = 2;
 
 /// What a kernel does with its operands, and so its argument list: with the element types,

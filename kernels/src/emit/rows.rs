@@ -260,9 +260,9 @@ pub(super) fn fill_row_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
     let mut prologue = Code::default();
     lay.last_axis(&mut g, &mut prologue, "%rank", "%lds", None);
     let value = g.reg(Class::B64);
-    let (val, word) = (g.reg(Class::B32), g.reg(Class::B32));
+    let (low, word) = (g.reg(Class::B32), g.reg(Class::B32));
     prologue.line(format!("ld.param.u64 {value}, [p_value];"));
-    let (val, vec_ty, vec_regs) = fill_pattern(&mut prologue, e, (&value, &val, &word));
+    let (val, vec_ty, vec_regs) = fill_pattern(&mut prologue, e, (&value, &low, &word));
     let mut offsets = Code::default();
     lay.decompose(
         &mut g,

@@ -60,6 +60,12 @@
 //! loads before the stores) and [`ROW_SCALAR_UNROLL`] scalar elements per
 //! iteration. Rows must hold at least one group for the kernels to pay off
 //! (the planner's rule), but any `row_len`, including 0, is correct.
+//!
+//! `fill_rows_bN(args: RowArgs, value_bits: u64)` (N = 1 or 2,
+//! [`FILL_ROWS_MAX_SIZE`](crate::abi::FILL_ROWS_MAX_SIZE)) stores the low N bytes of
+//! `value_bits` into the same rows of the destination, with the same block, teams and grid:
+//! each row's `head` from its destination alone, whole groups as aligned 16-byte stores,
+//! the others one element at a time. The source fields (`src`, `src_strides`) are unused.
 
 mod contig;
 mod fast_div;
