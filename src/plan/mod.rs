@@ -582,12 +582,13 @@ fn fill_row_args(norm: &Normalized, dst: u64, size: usize) -> Option<RowArgs> {
 }
 
 /// Fewest bytes per row of a fill that the driver's 2-D memset takes ([`memset_2d`]): 8 KiB.
-/// On an H100 with driver 580 it moved rows of 8000 to 65532 bytes at memset speed (0.97-1.08
+/// On an H100 with driver 580 it moved rows of 8000 to 65532 bytes at memset speed (0.97-1.09
 /// of a memcpy of the bytes written, where the strided kernel, writing elements one by one,
-/// reached 0.32-0.33 for u8, 0.63-0.64 for f16, 0.88-1.07 for f32), but costs about 0.6 ns
-/// per row besides: rows of 400 bytes took twice a simple kernel's time, rows of a few
-/// elements 0.002-0.006 of a memcpy's rate. Rows between 400 and 8000 bytes were not
-/// measured ([`PlanOptions::any_memset_2d`] lets a bench take them there).
+/// reached 0.32-0.33 for u8, 0.63-0.64 for f16, 0.88-1.09 for f32, and the row fill kernel
+/// the same as the 2-D memset), but costs about 0.6 ns per row besides: rows of 4 KiB at
+/// 1.06-1.07 (the row kernel 1.08-1.13 for u8 and f16, the strided kernel 1.09 for f32), of
+/// 1 KiB at 0.53-0.54 (the kernels 1.09), of 64 to 256 bytes at 0.03-0.14, rows of a few
+/// elements at 0.002-0.006 ([`PlanOptions::any_memset_2d`] lets a bench take them there).
 pub(crate) const MEMSET_2D_MIN_ROW_BYTES: usize = 8192;
 
 /// The driver's 2-D memset of a fill whose normalised axes are rows of elements one after
