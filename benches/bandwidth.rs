@@ -1371,18 +1371,18 @@ fn fill_workloads(b: &mut Bench) {
             value,
             &[StridedOnly],
         );
-        // The same with a border of 16 bytes left and right: rows that start and end on
-        // 16-byte boundaries, so that no 32-byte sector is written in part.
-        let b16 = 16 / size;
+        // The same with a border of 32 bytes left and right: rows that start and end on
+        // 32-byte boundaries, so that no 32-byte sector is written in part.
+        let b32 = 32 / size;
         let name = format!(
-            "fill the inside of {images} images of {side} x {side} {}, 16-byte side borders",
+            "fill the inside of {images} images of {side} x {side} {}, 32-byte side borders",
             T::DTYPE
         );
         steered(
             b,
             stream,
             name,
-            &mut v.slice_mut(s![.., 1..side - 1, b16..side - b16]),
+            &mut v.slice_mut(s![.., 1..side - 1, b32..side - b32]),
             value,
             &[StridedOnly],
         );

@@ -16,6 +16,7 @@ use cudarc::driver::sys;
 const DEFAULT: &[&str] = &[
     "fill_contig_b4",
     "fill_strided32_b4",
+    "fill_strided1_b4",
     "fill_strided64_b4",
     "fill_stridedn_b4",
     "copy_contig_b4",

@@ -523,32 +523,41 @@ pub fn row_launch(
     })
 }
 
-/// The launch of the row fill kernel (`fill_rows_bN`) for a fill of `shape` of `size`-byte
-/// elements with the bits `bits` at a raw destination (element zero at byte address `dst`,
-/// strides in elements), planned as `fill` plans it; `None` when it plans to another path.
-/// Its `params` are the kernel's two parameters as a launch lays them out: the `RowArgs`
-/// block, then the value's 8 bytes.
-pub fn fill_row_launch(
+/// The launch of the row fill kernel (`fill_rows_bN`) or of the one-axis strided fill kernel
+/// (`fill_strided1_bN`) for a fill of `shape` of `size`-byte elements with the bits `bits` at a
+/// raw destination (element zero at byte address `dst`, strides in elements), planned as
+/// `fill` plans it; `None` when it plans to another path. Its `params` are the kernel's two
+/// parameters as a launch lays them out: the argument block (`RowArgs`, `StridedArgs32`),
+/// then the value's 8 bytes; the grid's y is 1 for the strided kernel.
+pub fn fill_launch(
     dst: u64,
     dst_strides: &[isize],
     size: usize,
     shape: &[usize],
     bits: u64,
 ) -> Result<Option<RowLaunch>> {
-    use devspan_kernels::abi::{Kernel, Kind, row_grid};
+    use devspan_kernels::abi::{Kernel, Kind, row_grid, strided_grid};
     let p = plan::plan_fill(dst, shape, dst_strides, size, bits, PlanOptions::default())?;
-    let plan::Plan::FillRows { args, size, bits } = p else {
-        return Ok(None);
+    let (kernel, mut params, grid) = match p {
+        plan::Plan::FillRows { args, size, .. } => (
+            Kernel::fill(Kind::Rows, size),
+            param_bytes(&args),
+            row_grid(&args, size, size),
+        ),
+        plan::Plan::FillStrided32 { args, size, .. } if args.rank == 1 => (
+            Kernel::fill(Kind::Strided1, size),
+            param_bytes(&args),
+            (strided_grid(u64::from(args.n)), 1),
+        ),
+        _ => return Ok(None),
     };
-    let kernel = Kernel::fill(Kind::Rows, size);
-    let mut params = param_bytes(&args);
     params.resize(params.len().next_multiple_of(8), 0);
     params.extend_from_slice(&bits.to_le_bytes());
     Ok(Some(RowLaunch {
         kernel: kernel.module_name(),
         params,
         threads: kernel.block().0,
-        grid: row_grid(&args, size, size),
+        grid,
     }))
 }
 

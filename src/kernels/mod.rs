@@ -12,10 +12,10 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
 use devspan_kernels::abi::{
-    DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, TiledArgs, contig_grid, fill_grid,
-    narrow_grid, narrow_items, permute_grid, permute_kind, row_grid, strided_grid,
-    tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_e_wide, tiled_grid, tiled_kind,
-    tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
+    DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, StridedArgs32, TiledArgs,
+    contig_grid, fill_grid, narrow_grid, narrow_items, permute_grid, permute_kind, row_grid,
+    strided_grid, tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_e_wide, tiled_grid,
+    tiled_kind, tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -216,6 +216,16 @@ pub(crate) fn tiled_kernel(
     (Kernel::copy(kind, from, to), smem)
 }
 
+/// The strided kind that runs `args`: [`Kind::Strided1`] for one axis, else
+/// [`Kind::Strided32`].
+fn strided32_kind(args: &StridedArgs32) -> Kind {
+    if args.rank == 1 {
+        Kind::Strided1
+    } else {
+        Kind::Strided32
+    }
+}
+
 /// The launch configuration of kernel `k` with grid `grid` (at least one block on each
 /// axis) and no dynamic shared memory.
 fn config(k: Kernel, (gx, gy, gz): (u32, u32, u32)) -> LaunchConfig {
@@ -280,7 +290,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             Ok(())
         }
         Plan::FillStrided32 { args, size, bits } => {
-            let k = Kernel::fill(Kind::Strided32, *size);
+            let k = Kernel::fill(strided32_kind(args), *size);
             let f = kernel(stream.context(), k)?;
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
@@ -330,7 +340,14 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             Ok(())
         }
         Plan::Strided32 { args, from, to } => {
-            let k = Kernel::copy(Kind::Strided32, *from, *to);
+            // One axis: the one-axis kernel, which exists for copies (casts take the general
+            // kernel).
+            let kind = if from.same_bits(*to) {
+                strided32_kind(args)
+            } else {
+                Kind::Strided32
+            };
+            let k = Kernel::copy(kind, *from, *to);
             let f = kernel(stream.context(), k)?;
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
@@ -541,6 +558,10 @@ mod tests {
                 for kind in Kind::ELEMENTWISE {
                     assert!(Kernel::copy(kind, from, to).exists());
                 }
+                // The one-axis strided kernel of copies (the launcher's choice for copies of
+                // one bit type).
+                let one = Kernel::copy(Kind::Strided1, from, to);
+                assert_eq!(one.exists(), from.same_bits(to), "{one:?}");
             }
             // The reversed rows copy every element type (the plans name their bit type).
             for runs in RowRuns::ALL {

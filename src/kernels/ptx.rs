@@ -125,18 +125,19 @@ mod tests {
     #[test]
     fn every_module_is_present_sorted_and_versioned() {
         let names: Vec<&str> = modules().iter().map(|(n, _)| *n).collect();
-        // Fills (four kinds per size; rows of 1 and 2 bytes), ten copy kinds, reversed rows and
-        // gathered rows per size, reversed rows of runs of 3 for 1 and 2 bytes, runs reversed of 2
-        // per size, of 3 for 1 and 2 bytes and of 4 for 1, 2 and 4 bytes, shifted and scattered
-        // rows per size, packed b1 and b2, packed128 b1, vec b1, tiled_a b1 and b2, tiled_ew b1,
-        // b2 and b4, three wide copies, casts that change bits (ten kinds and the gathered rows),
-        // narrow splits and joins, aligned and shifted, of 2 to 16 channels (2-byte elements
-        // shifted only; no shifted ones of 4- and 8-byte units under 5 channels).
+        // Fills (five kinds per size; rows of 1 and 2 bytes), ten copy kinds and the one-axis
+        // strided copy, reversed rows and gathered rows per size, reversed rows of runs of 3 for 1
+        // and 2 bytes, runs reversed of 2 per size, of 3 for 1 and 2 bytes and of 4 for 1, 2 and 4
+        // bytes, shifted and scattered rows per size, packed b1 and b2, packed128 b1, vec b1,
+        // tiled_a b1 and b2, tiled_ew b1, b2 and b4, three wide copies, casts that change bits
+        // (ten kinds and the gathered rows), narrow splits and joins, aligned and shifted, of 2 to
+        // 16 channels (2-byte elements shifted only; no shifted ones of 4- and 8-byte units under
+        // 5 channels).
         let reversed = 4 + 2 + 4 + 2 + 3 + 4 + 4;
-        let copies = 4 * 10 + 4 + reversed + 2 + 1 + 1 + 2 + 3 + 3;
+        let copies = 4 * 11 + 4 + reversed + 2 + 1 + 1 + 2 + 3 + 3;
         let casts = (12 * 11 - 8) * 11;
         let narrow = 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3;
-        assert_eq!(names.len(), 4 * 4 + 2 + copies + casts + narrow);
+        assert_eq!(names.len(), 5 * 4 + 2 + copies + casts + narrow);
         assert!(names.windows(2).all(|w| w[0] < w[1]));
         for (name, text) in modules() {
             // The cp.async kernels (`*_tiled_a_*`) target sm_80, every other sm_52.

@@ -42,7 +42,8 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-/// One fill: a view of `shape` into a standard-layout array of `shape` plus `pad` elements
+/// One fill: a view of `shape` (taking every `step`-th element along the last axis) into a
+/// standard-layout array of `shape` (the last axis `step` times longer) plus `pad` elements
 /// along each axis (the view starts at element `start` of each padded axis), read backwards
 /// along `flip`, of `size`-byte elements, the array starting `mis` elements past a 16-byte
 /// boundary.
@@ -51,6 +52,7 @@ struct Layout {
     shape: Vec<usize>,
     pad: Vec<usize>,
     start: usize,
+    step: usize,
     flip: Vec<usize>,
     size: usize,
     mis: u64,
@@ -80,11 +82,36 @@ fn layouts() -> Vec<Layout> {
         ("rows", &[40, 64], &[0, 64], 0, &[]),
         ("rows", &[9, 96], &[0, 32], 0, &[0]),
     ];
+    // One strided axis (the one-axis strided kernel), for every element size: every second,
+    // third and fifth element, also read backwards, and a column of a matrix (its other axis
+    // of one element merges away). (name, shape, pad, start, flip, step)
+    type Strided = (
+        &'static str,
+        &'static [usize],
+        &'static [usize],
+        usize,
+        &'static [usize],
+        usize,
+    );
+    let strided: [Strided; 5] = [
+        ("step", &[1000], &[3], 1, &[], 2),
+        ("step", &[701], &[0], 0, &[], 3),
+        ("step", &[4000], &[1], 1, &[0], 2),
+        ("step", &[333], &[2], 2, &[0], 5),
+        ("column", &[300, 1], &[0, 6], 2, &[], 1),
+    ];
+    let rows = shapes
+        .iter()
+        .map(|&(n, s, p, st, f)| (n, s, p, st, f, 1, &[1usize, 2][..]));
+    let steps = strided
+        .iter()
+        .map(|&(n, s, p, st, f, k)| (n, s, p, st, f, k, &[1usize, 2, 4, 8][..]));
     let mut all = Vec::new();
-    for (name, shape, pad, start, flip) in shapes {
-        for size in [1usize, 2] {
-            // Rows shorter than 64 bytes go to the strided kernel.
-            if shape[shape.len() - 1] * size < 64 {
+    for (name, shape, pad, start, flip, step, sizes) in rows.chain(steps) {
+        for &size in sizes {
+            // Rows of the row layouts shorter than 64 bytes go to the strided kernel.
+            let row_layout = sizes.len() == 2;
+            if row_layout && shape[shape.len() - 1] * size < 64 {
                 continue;
             }
             for mis in [0u64, 1, 3] {
@@ -99,6 +126,7 @@ fn layouts() -> Vec<Layout> {
                     shape: shape.to_vec(),
                     pad: pad.to_vec(),
                     start,
+                    step,
                     flip: flip.to_vec(),
                     size,
                     mis,
@@ -117,15 +145,20 @@ type Written = (String, (u32, u32));
 fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, String> {
     const DST: u64 = 0x10_0000;
     let size = l.size;
-    let array: Vec<usize> = l.shape.iter().zip(&l.pad).map(|(s, p)| s + p).collect();
-    let astrides = standard(&array);
+    let last = l.shape.len() - 1;
+    let mut array: Vec<usize> = l.shape.iter().zip(&l.pad).map(|(s, p)| s + p).collect();
+    array[last] = l.shape[last] * l.step + l.pad[last];
+    // The array's strides (for where the view starts) and the view's steps through it.
+    let element = standard(&array);
+    let mut astrides = element.clone();
+    astrides[last] *= l.step as isize;
     // Element offsets in the array: the view starts at `l.start` along padded axes, and along
     // a flipped axis at its last element, stepping backwards.
     let mut strides = astrides.clone();
     let mut off = 0isize;
     for k in 0..l.shape.len() {
         let start = if l.pad[k] > 0 { l.start as isize } else { 0 };
-        off += start * astrides[k];
+        off += start * element[k];
         if l.flip.contains(&k) {
             off += (l.shape[k] as isize - 1) * astrides[k];
             strides[k] = -astrides[k];
@@ -137,9 +170,10 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         .into_iter()
         .map(|b| if b == 0xA5 { 0x5A } else { b })
         .collect();
-    let bits = u64::from_le_bytes(value.clone().try_into().unwrap()) & ((1u64 << (8 * size)) - 1);
+    let bits =
+        u64::from_le_bytes(value.clone().try_into().unwrap()) & (u64::MAX >> (64 - 8 * size));
     let e0 = base + (off * size as isize) as u64;
-    let launch = devspan::internals::fill_row_launch(e0, &strides, size, &l.shape, bits)
+    let launch = devspan::internals::fill_launch(e0, &strides, size, &l.shape, bits)
         .map_err(|e| format!("{}: {e}", l.name))?;
     let Some(launch) = launch else {
         return Ok(None);
@@ -197,7 +231,9 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
         }
     }
     if !other.is_empty() {
-        return Err(format!("not planned to the row fill kernels: {other:?}"));
+        return Err(format!(
+            "not planned to the row or one-axis strided fill kernels: {other:?}"
+        ));
     }
     if sample && files.len() != SAMPLE.len() {
         return Err(format!("sample cases found: {}", files.len()));
@@ -209,12 +245,19 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
         ));
     }
     let lines = run_cases(dir, &files)?;
-    // Cases whose stores are fewer than their elements stored 16-byte vectors: some of each
-    // element size must.
+    // Cases of the row kernels whose stores are fewer than their elements stored 16-byte
+    // vectors: some of each element size must. The one-axis strided kernel takes the strided
+    // cases of every element size.
     let mut vectors = [0usize; 2];
+    let mut strided = [0usize; 4];
     for line in &lines {
         out.detail(line);
         let (name, kernel, stores) = case_line(line);
+        if let Some(size) = kernel.strip_prefix("fill_strided1_b") {
+            let size: usize = size.parse().map_err(|_| format!("kernel {kernel}"))?;
+            strided[size.trailing_zeros() as usize] += 1;
+            continue;
+        }
         let size: Option<usize> = kernel.rsplit("_b").next().and_then(|x| x.parse().ok());
         if let (Some(l), Some(stores), Some(size)) =
             (all.iter().find(|l| l.name == name), stores, size)
@@ -223,13 +266,14 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             vectors[size.trailing_zeros() as usize] += 1;
         }
     }
-    if !sample && vectors.contains(&0) {
+    if !sample && (vectors.contains(&0) || strided.contains(&0)) {
         return Err(format!(
-            "cases that stored vectors, by element size 1 and 2: {vectors:?}"
+            "row cases that stored vectors, by element size 1 and 2: {vectors:?}; one-axis \
+             strided cases by element size 1, 2, 4 and 8: {strided:?}"
         ));
     }
     out.summary(&format!(
-        "ptx_sim: {} row-fill interpreter cases passed{}",
+        "ptx_sim: {} row-fill and one-axis strided fill interpreter cases passed{}",
         lines.len(),
         if sample { " (sample)" } else { "" }
     ));

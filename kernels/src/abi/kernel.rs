@@ -28,6 +28,9 @@ pub enum Kind {
     /// Any strides, 64-bit index math: [`StridedArgs64`](super::StridedArgs64) (fills: and
     /// `value_bits`).
     Strided64,
+    /// [`Kind::Strided32`] of one axis (`rank` 1; its code splits no index): fills and copies,
+    /// whose first use in a process JIT-compiles a fraction of the general kernel's code.
+    Strided1,
     /// Tiled transpose of the two innermost axes: [`TransposeArgs`](super::TransposeArgs).
     Transpose,
     /// Rows contiguous on both sides: [`RowArgs`](super::RowArgs) (fills: rows contiguous in
@@ -116,10 +119,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 27] = [
+    pub const ALL: [Kind; 28] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
+        Kind::Strided1,
         Kind::Transpose,
         Kind::Rows,
         Kind::RowsRev,
@@ -148,10 +152,11 @@ impl Kind {
 
     /// The kinds of the fill kernels ([`Kind::Rows`] for elements of up to
     /// [`FILL_ROWS_MAX_SIZE`] bytes).
-    pub const FILL: [Kind; 5] = [
+    pub const FILL: [Kind; 6] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
+        Kind::Strided1,
         Kind::Rows,
         Kind::StridedN,
     ];
@@ -197,6 +202,7 @@ impl Kind {
             Kind::Contig => "contig",
             Kind::Strided32 => "strided32",
             Kind::Strided64 => "strided64",
+            Kind::Strided1 => "strided1",
             Kind::Transpose => "transpose",
             Kind::Rows => "rows",
             Kind::RowsRev => "rows_rev",
@@ -328,7 +334,7 @@ impl Kernel {
             for kind in Kind::ELEMENTWISE {
                 all.push(Kernel::Copy { kind, size });
             }
-            for kind in [Kind::RowsGather, Kind::RowsScatter] {
+            for kind in [Kind::Strided1, Kind::RowsGather, Kind::RowsScatter] {
                 all.push(Kernel::Copy { kind, size });
             }
             for runs in RowRuns::ALL {
@@ -462,7 +468,9 @@ impl Kernel {
         let kind = self.kind();
         match kind {
             Kind::Contig => (CONTIG_BLOCK, 1, 1),
-            Kind::Strided32 | Kind::Strided64 | Kind::StridedN => (STRIDED_BLOCK, 1, 1),
+            Kind::Strided32 | Kind::Strided64 | Kind::Strided1 | Kind::StridedN => {
+                (STRIDED_BLOCK, 1, 1)
+            }
             Kind::Tiled | Kind::TiledE | Kind::TiledA => {
                 let (from, to) = self.sizes();
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
@@ -535,13 +543,15 @@ mod tests {
             .iter()
             .filter(|k| matches!(k, Kernel::Narrow { .. }))
             .count();
-        // Contiguous, strided (32- and 64-bit) and rank-generic per size; rows of 1 and 2 bytes.
-        assert_eq!(fills, 4 * 4 + 2);
-        // Ten kinds, reversed, shifted, gathered and scattered rows per size, reversed rows of runs of 3
+        // Contiguous, strided (32- and 64-bit, one axis) and rank-generic per size; rows of 1
+        // and 2 bytes.
+        assert_eq!(fills, 5 * 4 + 2);
+        // Ten kinds, one-axis strided, reversed, shifted, gathered and scattered rows per size,
+        // reversed rows of runs of 3
         // (1 and 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2
         // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2, tiled_ew b1,
         // b2, b4; three wide.
-        assert_eq!(copies, 4 * 14 + 2 + 4 + 2 + 3 + 5 + 1 + 3 + 3);
+        assert_eq!(copies, 4 * 15 + 2 + 4 + 2 + 3 + 5 + 1 + 3 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
@@ -549,7 +559,7 @@ mod tests {
         // elements shifted only; no shifted kernels of 4- and 8-byte units under 5 channels
         // (2 sizes, 2 directions, 3 channel counts).
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3);
-        assert_eq!(all.len(), 1320 + 6 + 132 + 210 + 3 - 12);
+        assert_eq!(all.len(), 1320 + 14 + 132 + 210 + 3 - 12);
         assert!(!narrow_shifted_exists(4, 4) && !narrow_shifted_exists(8, 2));
         assert!(narrow_shifted_exists(8, 5) && narrow_shifted_exists(2, 2));
         assert!(narrow_shifted_exists(1, 16) && !narrow_shifted_exists(1, 17));

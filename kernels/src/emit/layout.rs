@@ -64,6 +64,12 @@ pub(super) const STRIDED32: Layout = Layout {
     param: "p_args",
 };
 
+/// The first axis of [`StridedArgs32`] alone: the one-axis strided kernels.
+pub(super) const STRIDED32_RANK1: Layout = Layout {
+    axes: 1,
+    ..STRIDED32
+};
+
 /// The batch axes of [`TransposeArgs`].
 pub(super) const TRANSPOSE_BATCH: Layout = Layout {
     width: 64,

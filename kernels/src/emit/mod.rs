@@ -29,7 +29,7 @@ mod transpose;
 mod types;
 
 use contig::{contig_kernel, fill_contig_kernel};
-use layout::{STRIDED32, STRIDED64};
+use layout::{STRIDED32, STRIDED32_RANK1, STRIDED64};
 use rows::row_kernel;
 use strided::strided_kernel;
 use templates::Templates;
@@ -107,6 +107,7 @@ fn kernel(t: &mut Templates, k: Kernel) -> String {
                 Kind::Contig => fill_contig_kernel(t, &name, e),
                 Kind::Strided32 => strided_kernel(t, &name, Op::Fill(e), &STRIDED32),
                 Kind::Strided64 => strided_kernel(t, &name, Op::Fill(e), &STRIDED64),
+                Kind::Strided1 => strided_kernel(t, &name, Op::Fill(e), &STRIDED32_RANK1),
                 Kind::Rows => rows::fill_row_kernel(t, &name, e),
                 Kind::StridedN => stridedn::stridedn_kernel(t, &name, Op::Fill(e)),
                 _ => panic!("no fill kernel {name}"),
@@ -137,6 +138,7 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::Contig => contig_kernel(t, name, s, d),
         Kind::Strided32 => strided_kernel(t, name, Op::Cast(s, d), &STRIDED32),
         Kind::Strided64 => strided_kernel(t, name, Op::Cast(s, d), &STRIDED64),
+        Kind::Strided1 => strided_kernel(t, name, Op::Cast(s, d), &STRIDED32_RANK1),
         Kind::Transpose => transpose_kernel(t, name, s, d),
         Kind::Rows => row_kernel(t, name, s, d),
         Kind::RowsGather => rows::row_gather_kernel(t, name, s, d, false),

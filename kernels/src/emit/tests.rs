@@ -15,7 +15,7 @@ fn all() -> &'static [(String, String)] {
 fn block_size(k: Kernel) -> Option<usize> {
     match k.kind() {
         Kind::Contig => None,
-        Kind::Strided32 => Some(size_of::<StridedArgs32>()),
+        Kind::Strided32 | Kind::Strided1 => Some(size_of::<StridedArgs32>()),
         Kind::Strided64 => Some(size_of::<StridedArgs64>()),
         Kind::Transpose => Some(size_of::<TransposeArgs>()),
         Kind::Rows
