@@ -561,6 +561,36 @@ pub fn fill_launch(
     }))
 }
 
+/// The launch of the one-axis strided copy kernel (`copy_strided1_bN`) for a copy of `shape`
+/// of `dtype` between raw operands (element zero at byte address `dst` / `src`, strides in
+/// elements), planned as `assign` plans it; `None` when it plans to another path. The grid's
+/// y is 1.
+pub fn strided1_copy_launch(
+    dst: u64,
+    dst_strides: &[isize],
+    src: u64,
+    src_strides: &[isize],
+    dtype: crate::DType,
+    shape: &[usize],
+) -> Result<Option<RowLaunch>> {
+    use devspan_kernels::abi::{Kernel, Kind, strided_grid};
+    let opt = PlanOptions::default();
+    let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
+    let plan::Plan::Strided32 { args, .. } = p else {
+        return Ok(None);
+    };
+    if args.rank != 1 {
+        return Ok(None);
+    }
+    let kernel = Kernel::copy(Kind::Strided1, dtype, dtype);
+    Ok(Some(RowLaunch {
+        kernel: kernel.module_name(),
+        params: param_bytes(&args),
+        threads: kernel.block().0,
+        grid: (strided_grid(u64::from(args.n)), 1),
+    }))
+}
+
 /// The launch of a plan of the row kernel, the gathered or the scattered row kernel; `None`
 /// for other plans.
 fn row_launch_of(p: &plan::Plan) -> Option<RowLaunch> {

@@ -1,7 +1,8 @@
 //! Checks of the embedded PTX that need an outside tool: NVIDIA's `ptxas` assembles the modules
 //! (`ptxas.rs`) and a PTX interpreter in Python runs the wide permute kernels (`ptx_sim.rs`), the
 //! tiled copy kernels (`tiled_sim.rs`), the reversed row kernels (`rows_sim.rs`), the gathered
-//! row kernels (`gather_sim.rs`) and the row fill kernels (`fill_sim.rs`).
+//! row kernels (`gather_sim.rs`), the row fill and one-axis strided fill kernels (`fill_sim.rs`)
+//! and the one-axis strided copy kernels (`strided_sim.rs`).
 //!
 //! Each check has a sample that plain `cargo test` runs and a full form. The full forms run when
 //! `DEVSPAN_FULL_PTX_CHECKS=1` is set (the samples are then skipped: the full forms cover them)
@@ -24,6 +25,7 @@ mod ptx_sim;
 mod ptxas;
 mod rows_sim;
 mod scatter_sim;
+mod strided_sim;
 mod tiled_sim;
 
 use std::env;
@@ -71,6 +73,7 @@ fn checks() -> Vec<Check> {
     all.extend(gather_sim::checks());
     all.extend(scatter_sim::checks());
     all.extend(fill_sim::checks());
+    all.extend(strided_sim::checks());
     all.extend(ptxas::checks());
     all
 }
