@@ -452,7 +452,8 @@ fn param_bytes<T: devspan_kernels::abi::ParamBlock>(args: &T) -> Vec<u8> {
 }
 
 /// The launch of a row kernel (plain, gathered or scattered rows of a copy or cast, or the rows
-/// of a fill), for checks that run it outside a GPU (a PTX interpreter).
+/// of a fill) or of a one-axis strided kernel (grid y 1), for checks that run it outside a GPU
+/// (a PTX interpreter).
 #[derive(Clone, Debug)]
 pub struct RowLaunch {
     /// The kernel's module and entry point name (`cast_rows_u8_f32`,
@@ -544,11 +545,15 @@ pub fn fill_launch(
             param_bytes(&args),
             row_grid(&args, size, size),
         ),
-        plan::Plan::FillStrided32 { args, size, .. } if args.rank == 1 => (
-            Kernel::fill(Kind::Strided1, size),
-            param_bytes(&args),
-            (strided_grid(u64::from(args.n)), 1),
-        ),
+        plan::Plan::FillStrided32 { args, size, .. }
+            if crate::kernels::strided32_kind(&args) == Kind::Strided1 =>
+        {
+            (
+                Kernel::fill(Kind::Strided1, size),
+                param_bytes(&args),
+                (strided_grid(u64::from(args.n)), 1),
+            )
+        }
         _ => return Ok(None),
     };
     params.resize(params.len().next_multiple_of(8), 0);
@@ -579,7 +584,7 @@ pub fn strided1_copy_launch(
     let plan::Plan::Strided32 { args, .. } = p else {
         return Ok(None);
     };
-    if args.rank != 1 {
+    if crate::kernels::strided32_kind(&args) != Kind::Strided1 {
         return Ok(None);
     }
     let kernel = Kernel::copy(Kind::Strided1, dtype, dtype);

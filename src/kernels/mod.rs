@@ -218,7 +218,7 @@ pub(crate) fn tiled_kernel(
 
 /// The strided kind that runs `args`: [`Kind::Strided1`] for one axis, else
 /// [`Kind::Strided32`].
-fn strided32_kind(args: &StridedArgs32) -> Kind {
+pub(crate) fn strided32_kind(args: &StridedArgs32) -> Kind {
     if args.rank == 1 {
         Kind::Strided1
     } else {

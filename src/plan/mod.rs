@@ -554,31 +554,16 @@ pub(crate) const FILL_ROWS_MIN_BYTES: usize = 64;
 
 /// The row kernel's arguments for a fill of elements of up to [`FILL_ROWS_MAX_SIZE`] bytes
 /// whose normalised axis 0 is a row of stride 1 at least [`FILL_ROWS_MIN_BYTES`] long, with 1
-/// to `MAX_ROW_OUTER` outer axes (the source's fields 0, unused): `None` for other layouts.
-/// The kernel stores each row's elements from its first 16-byte boundary to its last as
-/// aligned 16-byte vectors, the others one by one.
+/// to `MAX_ROW_OUTER` outer axes (the source's fields 0, unused: a fill's normalised source
+/// strides are 0): `None` for other layouts. The kernel stores each row's elements from its
+/// first 16-byte boundary to its last as aligned 16-byte vectors, the others one by one.
 fn fill_row_args(norm: &Normalized, dst: u64, size: usize) -> Option<RowArgs> {
     let row = norm.axes.first()?;
-    if size > FILL_ROWS_MAX_SIZE
-        || norm.axes.len() < 2
-        || row.dst != 1
-        || row.len.checked_mul(size)? < FILL_ROWS_MIN_BYTES
+    if size > FILL_ROWS_MAX_SIZE || row.dst != 1 || row.len.checked_mul(size)? < FILL_ROWS_MIN_BYTES
     {
         return None;
     }
-    let outer = &norm.axes[1..];
-    let shape: Vec<u64> = outer.iter().map(|a| a.len as u64).collect();
-    let ds: Vec<i64> = outer.iter().map(|a| a.dst as i64).collect();
-    RowArgs::new(
-        dst,
-        0,
-        row.len as u64,
-        &shape,
-        &ds,
-        &vec![0; ds.len()],
-        size,
-        size,
-    )
+    row_args(norm, dst, 0, size, size)
 }
 
 /// Fewest bytes per row of a fill that the driver's 2-D memset takes ([`memset_2d`]): 8 KiB.

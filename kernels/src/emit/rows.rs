@@ -162,9 +162,6 @@ fn unit_addrs(
 /// units of 16 bytes of the wider side (as in the contiguous kernels, but
 /// with the team size known only at run time).
 pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String {
-    const BLOCK: u64 = ROW_BLOCK as u64;
-    let v = group_elems(s, d);
-    let r = size_ratio(s, d);
     let unit = 16 / s.size.max(d.size);
     let mut g = Gen::default();
 
@@ -210,16 +207,45 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
         }
     }
 
-    let (narrow, narrow_size, other, other_size) = if d.size <= s.size {
+    render_rows(
+        t,
+        name,
+        (s, d),
+        false,
+        &g,
+        [prologue, offsets, scalar, body],
+    )
+}
+
+/// `templates/rows.ptx` for kernel `name` from `s` to `d` (`sd`), with the parts `[prologue,
+/// offsets, scalar, body]` emitted with the registers of `g`. A row fill (`fill`) takes the
+/// value's parameter `p_value` and finds each row's head from the destination alone (the
+/// template's other side is the destination too).
+fn render_rows(
+    t: &mut Templates,
+    name: &str,
+    (s, d): (Ty, Ty),
+    fill: bool,
+    g: &Gen,
+    [prologue, offsets, scalar, body]: [Code; 4],
+) -> String {
+    const BLOCK: u64 = ROW_BLOCK as u64;
+    let v = group_elems(s, d);
+    let unit = 16 / s.size.max(d.size);
+    let units = row_units_per_lane(s, d);
+    let (narrow, narrow_size, other, other_size) = if fill {
+        ("%dr", d.size, "%dr", d.size)
+    } else if d.size <= s.size {
         ("%dr", d.size, "%sr", s.size)
     } else {
         ("%sr", s.size, "%dr", d.size)
     };
+    let extra = if fill { ",\n\t.param .u64 p_value" } else { "" };
     t.render(
         "rows.ptx",
         &[
             ("NAME", name.to_string()),
-            ("EXTRA_PARAMS", String::new()),
+            ("EXTRA_PARAMS", extra.to_string()),
             ("BLOCK", BLOCK.to_string()),
             ("LOG2_BLOCK", log2(BLOCK).to_string()),
             ("UNROLL", ROW_UNROLL.to_string()),
@@ -229,7 +255,7 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
             ("OFFSETS", offsets.text()),
             ("LOG2_V", log2(v).to_string()),
             ("V_MASK", (v - 1).to_string()),
-            ("LOG2_R", log2(r).to_string()),
+            ("LOG2_R", log2(size_ratio(s, d)).to_string()),
             ("UNITS", units.to_string()),
             ("LOG2_UNITS", log2(units).to_string()),
             ("SRC_SHIFT", log2(s.size).to_string()),
@@ -252,8 +278,6 @@ pub(super) fn row_kernel(t: &mut Templates, name: &str, s: Ty, d: Ty) -> String 
 /// (the element's bits) into rows contiguous in the destination. The source's fields of the
 /// arguments are unused (the frame's source offsets stay 0).
 pub(super) fn fill_row_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
-    const BLOCK: u64 = ROW_BLOCK as u64;
-    let v = group_elems(e, e);
     let mut g = Gen::default();
 
     let lay = &ROWS_OUTER;
@@ -312,37 +336,7 @@ pub(super) fn fill_row_kernel(t: &mut Templates, name: &str, e: Ty) -> String {
         ));
     }
 
-    let shift = log2(e.size).to_string();
-    let unit_shift = log2(16).to_string();
-    t.render(
-        "rows.ptx",
-        &[
-            ("NAME", name.to_string()),
-            ("EXTRA_PARAMS", ",\n\t.param .u64 p_value".to_string()),
-            ("BLOCK", BLOCK.to_string()),
-            ("LOG2_BLOCK", log2(BLOCK).to_string()),
-            ("UNROLL", ROW_UNROLL.to_string()),
-            ("LOG2_UNROLL", log2(ROW_UNROLL).to_string()),
-            ("DECLS", g.decls()),
-            ("PROLOGUE", prologue.text()),
-            ("OFFSETS", offsets.text()),
-            ("LOG2_V", log2(v).to_string()),
-            ("V_MASK", (v - 1).to_string()),
-            ("LOG2_R", "0".to_string()),
-            ("UNITS", units.to_string()),
-            ("LOG2_UNITS", log2(units).to_string()),
-            ("SRC_SHIFT", shift.clone()),
-            ("DST_SHIFT", shift.clone()),
-            ("SRC_UNIT_SHIFT", unit_shift.clone()),
-            ("DST_UNIT_SHIFT", unit_shift),
-            ("NARROW", "%dr".to_string()),
-            ("NARROW_SHIFT", shift.clone()),
-            ("OTHER", "%dr".to_string()),
-            ("OTHER_SHIFT", shift),
-            ("SCALAR", scalar.text()),
-            ("UNIT_BODY", body.text()),
-        ],
-    )
+    render_rows(t, name, (e, e), true, &g, [prologue, offsets, scalar, body])
 }
 
 /// The address `base + offset(e) * size(t)` of row element `e` (a `.b64` register) of a
