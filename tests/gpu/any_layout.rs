@@ -953,7 +953,7 @@ fn narrow_layouts() -> Vec<(String, Vec<usize>, Vec<usize>)> {
 /// {1, 2, 3, 4, 5, 8, 31} at 37 x 61 and 256 x 256, split <-> interleaved complex of 1 to 2^20
 /// elements, NCHW <-> NHWC; u8, f16, f32 (and f64 below 2^20 elements) into contiguous
 /// destinations, u8 and f32 into padded and randomly strided ones, f16 from reversed and offset
-/// sources, and the casts f32 -> f16 and u8 -> f32.
+/// sources, and the casts f32 -> f16, u8 -> f32 and f16 -> f32.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn narrow_axes_both_directions() {
@@ -1017,9 +1017,17 @@ fn narrow_axes_both_directions() {
             cast_case::<f32, f16>(&stream, s, i, &src, &dst, &mut paths);
             let (s, i) = next();
             cast_case::<u8, f32>(&stream, s, i, &src, &dst, &mut paths);
+            let (s, i) = next();
+            cast_case::<f16, f32>(&stream, s, i, &src, &dst, &mut paths);
         }
     }
     println!("narrow axes: paths {paths:?}");
+    // HWC -> CHW casts from u8 and f16 into planes of 37 x 61 (off their alignment): vector
+    // loads, element-wise stores.
+    assert!(
+        paths.keys().any(|p| p.starts_with("tiled_vs")),
+        "no cast into planes off their alignment took tiled_vs: {paths:?}"
+    );
     assert!(
         paths.keys().any(|p| p.starts_with("tiled")),
         "no narrow case took the tiled kernels: {paths:?}"

@@ -1,4 +1,5 @@
-//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`, the pipelined
+//! Runs the tiled copy kernels (`copy_tiled_bN`, `copy_tiled_e_bN`, the casts of vector loads
+//! `cast_tiled_vs_S_D`, the pipelined
 //! `copy_tiled_a_bN`, whose `cp.async` copies land as late and as early as the hardware may
 //! land them, and the narrow kernels
 //! `copy_split_cC_bN` / `copy_join_cC_bN` and their shifted kinds that run some of their
@@ -465,6 +466,32 @@ fn layouts() -> Vec<Layout> {
         l.misalign = size.max(to.size()) as u64;
         all.push(l);
     }
+    // Casts from 1- and 2-byte elements into planes off their alignment (odd images, with a
+    // batch axis too): vector loads, element-wise stores (`cast_tiled_vs_*`), with rests.
+    for (from, to) in [
+        (DType::U8, DType::F32),
+        (DType::F16, DType::F32),
+        (DType::I8, DType::F64),
+        (DType::BF16, DType::U64),
+        (DType::U8, DType::I16),
+    ] {
+        for (name, shape, perm, cap) in [
+            (
+                "hwc_chw_odd",
+                &[9usize, 7, 3][..],
+                &[2usize, 0, 1][..],
+                96u32,
+            ),
+            ("hwc_chw_odd", &[13, 11, 5], &[2, 0, 1], 200),
+            // Images of 16 channels: each image of the source starts aligned.
+            ("nhwc_nchw_odd", &[2, 3, 5, 16], &[0, 3, 1, 2], 128),
+        ] {
+            let name = format!("{name}/{}/{from}_{to}", shape[shape.len() - 1]);
+            let mut l = permuted(&name, shape, perm, from.size(), cap);
+            l.cast = Some((from, to));
+            all.push(l);
+        }
+    }
     all
 }
 
@@ -569,9 +596,6 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
     let Some(launch) = launch else {
         return Ok(None);
     };
-    if l.cast.is_some() && launch.has_rest() {
-        return Err(format!("{}: a cast case with a rest", l.name));
-    }
     let dbytes = ((dhi - dlo + 1) * dsize) as usize;
     let sbytes = ((shi - slo + 1) * size) as usize;
     let mut src = random_bytes(seed, sbytes);
@@ -591,12 +615,13 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, Strin
             for w in 0..a.volume {
                 let (d, r) = a.write_offset(w);
                 let s = a.read_offset(r);
-                let at = |base: u64, region: u64, e: i64| {
+                let at = |base: u64, region: u64, e: i64, size: isize| {
                     (base as i64 + e * size as i64 - region as i64) as usize
                 };
-                let d = at(a.dst, dbase, od + i64::from(d));
-                let s = at(a.src, sbase, os + i64::from(s));
-                expect[d..d + l.size].copy_from_slice(&src[s..s + l.size]);
+                let d = at(a.dst, dbase, od + i64::from(d), dsize);
+                let s = at(a.src, sbase, os + i64::from(s), size);
+                let v = devspan::internals::convert_bytes(from, to, &src[s..s + l.size]);
+                expect[d..d + v.len()].copy_from_slice(&v);
             }
         }
     }
@@ -864,13 +889,14 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "{joins} shifted joins and {splits} shifted splits among {kernels:?}"
         ));
     }
-    // The cast forms, vector and element-wise, are too.
+    // The cast forms, vector, element-wise and of vector loads, are too.
     let element_casts = shifted("cast_tiled_e_");
-    let vector_casts = shifted("cast_tiled_") - element_casts;
-    if !sample && (vector_casts == 0 || element_casts == 0) {
+    let load_casts = shifted("cast_tiled_vs_");
+    let vector_casts = shifted("cast_tiled_") - element_casts - load_casts;
+    if !sample && (vector_casts == 0 || element_casts == 0 || load_casts < 10) {
         return Err(format!(
-            "{vector_casts} vector and {element_casts} element-wise casts on the tiled kernels \
-             among {kernels:?}"
+            "{vector_casts} vector, {element_casts} element-wise and {load_casts} vector-load \
+             casts on the tiled kernels among {kernels:?}"
         ));
     }
     // So are the wide element-wise copies.
@@ -894,7 +920,8 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
-         {vector_casts} vector and {element_casts} element-wise casts, {wide} wide element-wise \
+         {vector_casts} vector, {element_casts} element-wise and {load_casts} vector-load \
+         casts, {wide} wide element-wise \
          copies, {} pipelined copies, {far} tiles across more than 2^30 bytes){}",
         lines.len(),
         joins + splits,
