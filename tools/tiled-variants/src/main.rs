@@ -17,6 +17,8 @@
 //! from SEED (to weigh a planner change on layouts that the default 64 leave out), named with
 //! ` sSEED` at the end, so that the cases of several draws (and of the default one) can be
 //! concatenated into one file (the listed cases then appear once per draw, alike).
+//! With `TILED_VARIANTS_CASTS` set, the unlisted layouts of 1-byte elements also come as casts
+//! from u8 and f16 to f32 (named `unlc ...`).
 //! With `TILED_VARIANTS_NO_NARROW` set, each plan that a narrow kernel would run names the
 //! tiled kernel that runs the same tiles otherwise (to time the two on the same plans).
 //! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
@@ -321,6 +323,17 @@ fn unlisted(out: &mut String, cap: u32) {
             .collect();
         let name = format!("neg {tn} r{rank} #{case}{drawn}");
         emit_flipped(out, &name, &shape, &perm, &flip, t, t, cap);
+        // With `TILED_VARIANTS_CASTS` set, the layout also as casts from u8 and f16 to f32
+        // (the same shape, sized for 1-byte elements up to 512 MiB of f32).
+        if std::env::var_os("TILED_VARIANTS_CASTS").is_some() && t.size() == 1 {
+            let n: usize = shape.iter().product();
+            if n * 4 <= 512 << 20 {
+                for (cn, f) in [("u8>f32", DType::U8), ("f16>f32", DType::F16)] {
+                    let name = format!("unlc {cn} r{rank} #{case}{drawn}");
+                    emit(out, &name, &shape, &perm, f, DType::F32, cap);
+                }
+            }
+        }
     }
 }
 
