@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs a tiled kernel (copy_tiled_bN, copy_tiled_e_bN, copy_tiled_a_bN, cast_tiled_*), a reversed row kernel
+"""Runs a tiled kernel (copy_tiled_bN, copy_tiled_e_bN, copy_tiled_a_bN), a reversed row kernel
 (copy_rows_rev_bN, copy_rows_rev3_bN, ...) or a gathered row kernel (copy_rows_gather_bN,
 cast_rows_gather_S_D) on the CPU with the PTX interpreter of ptxsim_wide.py, on a case that
 devspan's planner made (tests/ptx/tiled_sim.rs, rows_sim.rs and gather_sim.rs write them).

@@ -179,7 +179,7 @@ pub(crate) fn tiled_block(args: &TiledArgs, from: DType, to: DType, grid: GridOp
     if narrow_of(args, from, to, grid).is_some() {
         return NARROW_THREADS;
     }
-    let vector = matches!(tiled_kind(args, from, to), Kind::Tiled | Kind::TiledVS);
+    let vector = args.vector == 1;
     tiled_threads(u64::from(args.volume), vector, from.size(), to.size())
 }
 
@@ -204,7 +204,7 @@ pub(crate) fn tiled_kernel(
     }
     let threads = tiled_block(args, from, to, grid);
     let kind = if grid.no_async {
-        tiled_e_wide(tiled_kind(args, from, to), threads, from, to)
+        tiled_e_wide(tiled_kind(args), threads, from, to)
     } else {
         tiled_launch_kind(args, from, to, threads, major)
     };
@@ -530,12 +530,7 @@ mod tests {
             let (bx, by, bz) = k.block();
             let directive = if matches!(
                 k.kind(),
-                Kind::Tiled
-                    | Kind::TiledE
-                    | Kind::TiledEW
-                    | Kind::TiledVS
-                    | Kind::TiledA
-                    | Kind::Narrow
+                Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::Narrow
             ) {
                 "maxntid"
             } else {

@@ -5,10 +5,9 @@ use super::Plan;
 pub(crate) use crate::convert::convert_bytes as convert;
 use crate::element::DType;
 use devspan_kernels::abi::{
-    CONTIG_ALIGN, Kind, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
+    CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
     RowGatherArgs, RowRuns, TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs,
-    contig_group_elems, row_grid, row_head, row_rev_head, row_units_per_lane, tiled_kind,
-    tiled_vectors,
+    contig_group_elems, row_grid, row_head, row_rev_head, row_units_per_lane, tiled_vectors,
 };
 
 /// Host buffers standing in for device allocations at chosen addresses.
@@ -296,20 +295,14 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
 /// store is not `V` consecutive elements from an address aligned to its width (for a tile of
 /// shifted source vectors, [`TILED_SHIFTED_SOURCE`], if the two 16-byte blocks that a load
 /// reads end outside its allocation; the stores of a tile of shifted destination vectors,
-/// [`TILED_SHIFTED_DEST`], may start anywhere; those of a cast's [`Kind::TiledVS`] store one
-/// element each), or a store reads a place of the shared tile that no load filled.
+/// [`TILED_SHIFTED_DEST`], may start anywhere), or a store reads a place of the shared tile
+/// that no load filled.
 pub(crate) fn run_tiled(args: &TiledArgs, from: DType, to: DType, mem: &mut HostMem) {
     let vector = args.vector != 0;
     let shifted_src = args.vector == TILED_SHIFTED_SOURCE;
     let shifted_dst = args.vector == TILED_SHIFTED_DEST;
     let (ss, ds) = (from.size(), to.size());
     let (vs, vd) = tiled_vectors(vector, ss, ds);
-    // The kernels of vector loads store one element at a time.
-    let vd = if tiled_kind(args, from, to) == Kind::TiledVS {
-        1
-    } else {
-        vd
-    };
     let volume = args.volume;
     assert_eq!(volume % vs, 0, "volume {volume} is not whole loads of {vs}");
     assert_eq!(

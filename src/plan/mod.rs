@@ -310,9 +310,8 @@ impl Plan {
     /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels, wide
     /// kernels and word stores told apart (`permute_packed`, `permute_packed128`, `permute_vec`,
     /// `permute32`, `permute_w16`, `permute_w32`, `permute_w64`, `permute_words`), and the
-    /// tiled path's kernels (`tiled`, `tiled_e`, `tiled_vs`, `narrow`, each with `+rest` where
-    /// other plans take part of the copy, and `narrow_shifted` for planes at any alignment),
-    /// for diagnostics and benchmarks.
+    /// tiled path's kernels (`tiled`, `tiled_e`, `narrow`, each with `+rest` where other plans
+    /// take part of the copy, and `narrow_shifted` for planes at any alignment), for diagnostics and benchmarks.
     pub(crate) fn kernel_path(&self) -> &'static str {
         match self {
             Plan::Permute { args, .. } if args.words != 0 => "permute_words",
@@ -331,22 +330,12 @@ impl Plan {
                     (true, false) => "narrow_shifted+rest",
                 }
             }
-            Plan::Tiled {
-                args,
-                rest,
-                from,
-                to,
-            } => {
-                use devspan_kernels::abi::{Kind, tiled_kind};
-                match (tiled_kind(args, *from, *to), rest.is_empty()) {
-                    (Kind::Tiled, true) => "tiled",
-                    (Kind::Tiled, false) => "tiled+rest",
-                    (Kind::TiledVS, true) => "tiled_vs",
-                    (Kind::TiledVS, false) => "tiled_vs+rest",
-                    (_, true) => "tiled_e",
-                    (_, false) => "tiled_e+rest",
-                }
-            }
+            Plan::Tiled { args, rest, .. } => match (args.vector == 1, rest.is_empty()) {
+                (true, true) => "tiled",
+                (true, false) => "tiled+rest",
+                (false, true) => "tiled_e",
+                (false, false) => "tiled_e+rest",
+            },
             p => p.path(),
         }
     }

@@ -35,9 +35,9 @@
 use super::permute::fastest;
 use super::{Normalized, PAxis};
 use devspan_kernels::abi::{
-    NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES, TILED_SHIFTED_DEST, TiledArgs,
-    TiledAxis, narrow_shifted_exists, tiled_ew_max_volume, tiled_max_volume, tiled_narrow,
-    tiled_vectors, tiled_vs_exists, tiled_wide_elements,
+    NARROW_MAX_CHANNELS, NARROW_MIN_CHANNELS, NARROW_SHIFTED_SIZES, TiledArgs, TiledAxis,
+    narrow_shifted_exists, tiled_ew_max_volume, tiled_max_volume, tiled_narrow, tiled_vectors,
+    tiled_wide_elements,
 };
 
 /// A part of a copy that a tiled plan leaves to another plan: a box of the normalised
@@ -206,43 +206,8 @@ pub(crate) fn tiled_plan_of(
         .map(|(t, _)| t)
         .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, true))?)
         .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, false))?)
-        .or_else(|| (!copy).then(|| source_vectors(norm, &orders, dst, src, sizes, cap))?)
         .or_else(element_wise)
         .or_else(|| peeled(norm, dst, src, sizes, cap, copy))
-}
-
-/// The tiled plan of a cast whose tiles line up on the source side alone, for the kernels of
-/// vector loads and element-wise stores ([`Kind::TiledVS`](devspan_kernels::abi::Kind), casts
-/// of [`tiled_vs_exists`]): a vector plan whose pieces are whole source vectors, its
-/// destination at any alignment ([`TiledArgs::new_shifted`]); `None` where no such kernels
-/// exist or the source does not line up.
-fn source_vectors(
-    norm: &Normalized,
-    orders: &AxisOrders,
-    dst: u64,
-    src: u64,
-    sizes: (usize, usize),
-    cap: u32,
-) -> Option<Tiled> {
-    if !tiled_vs_exists(sizes.0, sizes.1) {
-        return None;
-    }
-    let (vs, _) = tiled_vectors(true, sizes.0, sizes.1);
-    let shifted = Some((false, vs as usize));
-    let t = tile_with(
-        norm,
-        orders,
-        dst,
-        src,
-        sizes,
-        true,
-        true,
-        cap,
-        [RUN_BYTES; 2],
-        shifted,
-        false,
-    )?;
-    (t.args.vector == TILED_SHIFTED_DEST).then_some(t)
 }
 
 /// Runs (bytes) shorter than this on both sides of an element-wise tile's pieces, and one of

@@ -6,7 +6,7 @@ use super::{
     PERMUTE_PACKED128_BLOCK, PERMUTE_SMALL_BLOCK, PERMUTE_SMALL_TILE, PERMUTE_TILE,
     PERMUTE_VEC_BLOCK, PERMUTE_VEC_TILE, PERMUTE_WIDE, ROW_BLOCK, RowRuns, STRIDED_BLOCK,
     TILED_EW_SIZES, TILED_WIDE_THREADS, TRANSPOSE_BLOCK, WideKernel, narrow_shifted_exists,
-    tiled_max_threads, tiled_vs_exists,
+    tiled_max_threads,
 };
 
 /// The largest element of the row fill kernels (`fill_rows_b1`, `fill_rows_b2`). On an H100
@@ -105,12 +105,6 @@ pub enum Kind {
     /// [`tiled_ew_max_volume`](super::tiled_ew_max_volume) elements:
     /// [`TiledArgs`](super::TiledArgs).
     TiledEW,
-    /// Tiles spanning several axes whose source side lines up and whose destination side
-    /// may start anywhere ([`TILED_SHIFTED_DEST`](super::TILED_SHIFTED_DEST) arguments):
-    /// vector loads as [`Kind::Tiled`]'s, one element per store as [`Kind::TiledE`]'s. Casts
-    /// from 1- and 2-byte elements to wider ones ([`tiled_vs_exists`](super::tiled_vs_exists)):
-    /// [`TiledArgs`](super::TiledArgs).
-    TiledVS,
     /// [`Kind::Tiled`] for copies of 1- and 2-byte elements with the source copied into
     /// shared memory by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles
     /// per block (sm_80 and later): [`TiledArgs`](super::TiledArgs).
@@ -125,7 +119,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 29] = [
+    pub const ALL: [Kind; 28] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -151,7 +145,6 @@ impl Kind {
         Kind::Tiled,
         Kind::TiledE,
         Kind::TiledEW,
-        Kind::TiledVS,
         Kind::TiledA,
         Kind::Narrow,
         Kind::StridedN,
@@ -231,7 +224,6 @@ impl Kind {
             Kind::Tiled => "tiled",
             Kind::TiledE => "tiled_e",
             Kind::TiledEW => "tiled_ew",
-            Kind::TiledVS => "tiled_vs",
             Kind::TiledA => "tiled_a",
             Kind::Narrow => "narrow",
             Kind::StridedN => "stridedn",
@@ -285,8 +277,7 @@ pub enum Kernel {
     /// `cast_{kind}_S_D`: converts `from` = S to `to` = D (casts that change bits: not
     /// [`DType::same_bits`]).
     Cast {
-        /// One of [`Kind::ELEMENTWISE`], or [`Kind::RowsGather`], or [`Kind::TiledVS`] where
-        /// [`tiled_vs_exists`].
+        /// One of [`Kind::ELEMENTWISE`], or [`Kind::RowsGather`].
         kind: Kind,
         /// Source element type.
         from: DType,
@@ -410,13 +401,6 @@ impl Kernel {
                         from,
                         to,
                     });
-                    if tiled_vs_exists(from.size(), to.size()) {
-                        all.push(Kernel::Cast {
-                            kind: Kind::TiledVS,
-                            from,
-                            to,
-                        });
-                    }
                 }
             }
         }
@@ -487,7 +471,7 @@ impl Kernel {
             Kind::Strided32 | Kind::Strided64 | Kind::Strided1 | Kind::StridedN => {
                 (STRIDED_BLOCK, 1, 1)
             }
-            Kind::Tiled | Kind::TiledE | Kind::TiledVS | Kind::TiledA => {
+            Kind::Tiled | Kind::TiledE | Kind::TiledA => {
                 let (from, to) = self.sizes();
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
             }
@@ -569,20 +553,17 @@ mod tests {
         // b2, b4; three wide.
         assert_eq!(copies, 4 * 15 + 2 + 4 + 2 + 3 + 5 + 1 + 3 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
-        // (copies), ten kinds each and the gathered rows; the tiles of vector loads from 1-byte
-        // elements to the 10 wider types and from 2-byte ones to the 6 wider types.
-        assert_eq!(casts, (12 * 11 - 8) * 11 + 2 * 10 + 4 * 6);
+        // (copies), ten kinds each and the gathered rows.
+        assert_eq!(casts, (12 * 11 - 8) * 11);
         // Three sizes, two directions, aligned and shifted, 2 to 16 channels; 2-byte
         // elements shifted only; no shifted kernels of 4- and 8-byte units under 5 channels
         // (2 sizes, 2 directions, 3 channel counts).
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3);
-        assert_eq!(all.len(), 1320 + 14 + 132 + 210 + 3 - 12 + 44);
+        assert_eq!(all.len(), 1320 + 14 + 132 + 210 + 3 - 12);
         assert!(!narrow_shifted_exists(4, 4) && !narrow_shifted_exists(8, 2));
         assert!(narrow_shifted_exists(8, 5) && narrow_shifted_exists(2, 2));
         assert!(narrow_shifted_exists(1, 16) && !narrow_shifted_exists(1, 17));
         assert!(!narrow_shifted_exists(16, 5) && !narrow_shifted_exists(1, 1));
-        assert!(tiled_vs_exists(1, 2) && tiled_vs_exists(2, 8) && !tiled_vs_exists(2, 2));
-        assert!(!tiled_vs_exists(4, 8) && !tiled_vs_exists(2, 1));
     }
 
     #[test]

@@ -292,27 +292,13 @@ pub const fn tiled_smem_offset(b: u64, vector: bool, src_size: usize, dst_size: 
     (line * per_line + (low ^ rot)) * u + b % u
 }
 
-/// Whether [`Kind::TiledVS`] kernels (vector loads, one element per store) exist for casts
-/// from `src_size`- to `dst_size`-byte elements: from 1- and 2-byte elements to wider ones,
-/// whose element-wise tiles would load 1 or 2 bytes per access for every 4 to 8 they store.
-pub const fn tiled_vs_exists(src_size: usize, dst_size: usize) -> bool {
-    src_size <= 2 && dst_size > src_size
-}
-
-/// The kind of tiled kernel that runs `args` from `from` to `to` elements: [`Kind::Tiled`]
-/// when its loads and stores are aligned 16-byte vectors, [`Kind::TiledVS`] for a tile whose
-/// source side alone lines up ([`TILED_SHIFTED_DEST`]) of a cast that has such kernels
-/// ([`tiled_vs_exists`]), else the element-wise [`Kind::TiledE`] (which also runs the other
+/// The kind of tiled kernel that runs `args`: [`Kind::Tiled`] when its loads and stores are
+/// aligned 16-byte vectors, else the element-wise [`Kind::TiledE`] (which also runs the
 /// tiles of shifted vectors, [`TILED_SHIFTED_SOURCE`] and [`TILED_SHIFTED_DEST`], that no
 /// narrow kernel takes).
-pub fn tiled_kind(args: &TiledArgs, from: DType, to: DType) -> Kind {
+pub fn tiled_kind(args: &TiledArgs) -> Kind {
     if args.vector == 1 {
         Kind::Tiled
-    } else if args.vector == TILED_SHIFTED_DEST
-        && !from.same_bits(to)
-        && tiled_vs_exists(from.size(), to.size())
-    {
-        Kind::TiledVS
     } else {
         Kind::TiledE
     }
@@ -332,7 +318,7 @@ pub fn tiled_launch_kind(
     threads: u32,
     major: u32,
 ) -> Kind {
-    let kind = tiled_kind(args, from, to);
+    let kind = tiled_kind(args);
     let least = match from.size() {
         _ if !from.same_bits(to) => u32::MAX,
         1 => TILED_ASYNC_MIN_THREADS,
@@ -607,9 +593,8 @@ impl TiledArgs {
     /// [`TiledArgs::new`] for a vector tile one of whose sides lines up
     /// ([`TiledArgs::vectors_line_up`], that side alone) while the other (the source where
     /// `shifted_source`, else the destination) may start anywhere: `vector` is
-    /// [`TILED_SHIFTED_SOURCE`] or [`TILED_SHIFTED_DEST`]. The narrow kernels of shifted
-    /// planes run such tiles ([`super::tiled_narrow`]), and [`Kind::TiledVS`] those of casts
-    /// whose source lines up ([`tiled_kind`]). A shifted join reads each source
+    /// [`TILED_SHIFTED_SOURCE`] or [`TILED_SHIFTED_DEST`]. Only the narrow kernels of shifted
+    /// planes run such tiles ([`super::tiled_narrow`]). A shifted join reads each source
     /// vector through the aligned 16-byte block that holds its first byte and the next block,
     /// so the caller leaves every
     /// source vector at least 16 bytes below the end of the source's allocation; a shifted

@@ -33,7 +33,6 @@ use layout::{STRIDED32, STRIDED32_RANK1, STRIDED64};
 use rows::row_kernel;
 use strided::strided_kernel;
 use templates::Templates;
-use tiled::Access;
 use transpose::transpose_kernel;
 use types::{Ty, bits_ty, elem_ty};
 
@@ -158,10 +157,9 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
             permute::permute_packed_kernel(t, name, s, tile())
         }
         Kind::PermuteVec => permute::permute_vec_kernel(t, name, tile()),
-        Kind::Tiled => tiled::tiled_kernel(t, name, s, d, Access::Vectors, false),
-        Kind::TiledE => tiled::tiled_kernel(t, name, s, d, Access::Elements, false),
-        Kind::TiledEW => tiled::tiled_kernel(t, name, s, d, Access::Elements, true),
-        Kind::TiledVS => tiled::tiled_kernel(t, name, s, d, Access::VectorLoads, false),
+        Kind::Tiled => tiled::tiled_kernel(t, name, s, d, true, false),
+        Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false, false),
+        Kind::TiledEW => tiled::tiled_kernel(t, name, s, d, false, true),
         Kind::TiledA => tiled::tiled_async_kernel(t, name, d),
         Kind::StridedN => stridedn::stridedn_kernel(t, name, Op::Cast(s, d)),
         Kind::Narrow => unreachable!("the narrow kernels are Kernel::Narrow"),

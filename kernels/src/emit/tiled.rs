@@ -327,34 +327,21 @@ pub(super) fn origin(label: &str, tile: &str) -> Code {
     c
 }
 
-/// How a tiled kernel accesses global memory.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Access {
-    /// 16-byte vectors on both sides ([`Kind::Tiled`](crate::abi::Kind)).
-    Vectors,
-    /// Vector loads, one element per store ([`Kind::TiledVS`](crate::abi::Kind)): the
-    /// geometry (elements per thread, block, tile) of the vector kernel.
-    VectorLoads,
-    /// One element per access ([`Kind::TiledE`](crate::abi::Kind)).
-    Elements,
-}
-
-/// The tiled kernel `name` from `s` to `d`, accessing memory as `access` says; with `wide`
-/// (element-wise, [`Kind::TiledEW`](crate::abi::Kind)), in blocks of up to
-/// [`TILED_WIDE_THREADS`] threads with a tile of up to [`tiled_ew_max_volume`] elements.
+/// The tiled kernel `name` from `s` to `d`: 16-byte vectors on both sides (`vector`) or one
+/// element per access; with `wide` (element-wise, [`Kind::TiledEW`](crate::abi::Kind)), in
+/// blocks of up to [`TILED_WIDE_THREADS`] threads with a tile of up to
+/// [`tiled_ew_max_volume`] elements.
 pub(super) fn tiled_kernel(
     t: &mut Templates,
     name: &str,
     s: Ty,
     d: Ty,
-    access: Access,
+    vector: bool,
     wide: bool,
 ) -> String {
     let (ss, ds) = (s.size as usize, d.size as usize);
-    let vector = access != Access::Elements;
     let k = u64::from(tiled_per_thread(vector, ss, ds));
     let (vs, vd) = tiled_vectors(vector, ss, ds);
-    let vd = if access == Access::VectorLoads { 1 } else { vd };
     let (vs, vd) = (u64::from(vs), u64::from(vd));
     let (reads, writes) = (k / vs, k / vd);
     let unit = tiled_smem_unit(ds);
