@@ -2715,10 +2715,10 @@ fn high_rank_copies_and_fills_match_reference() {
     );
 }
 
-/// Casts between element types of every size into planes off their 16-byte alignment
+/// Casts from 1-, 2- and 4-byte elements into planes at and off their 16-byte alignment
 /// (interleaved channels split into planes, HWC -> CHW and NHWC -> NCHW with odd images or a
 /// misaligned destination, sources aligned or not) take the tiled plans, element-wise where
-/// the planes break the vectors, and match the reference.
+/// the planes or the source break the vectors, and match the reference.
 #[test]
 #[cfg_attr(
     miri,
@@ -2735,7 +2735,7 @@ fn casts_into_planes_off_their_alignment() {
                 (vec![3, h, w, c], vec![0, 3, 1, 2]),
             ] {
                 let (out, dst, src) = permuted_layout(&shape, &perm);
-                for (k, (from, to)) in [
+                for (from, to) in [
                     (U8, F32),
                     (I8, F64),
                     (U8, F16),
@@ -2744,26 +2744,19 @@ fn casts_into_planes_off_their_alignment() {
                     (U16, I32),
                     (F32, F64),
                     (F32, F16),
-                ]
-                .into_iter()
-                .enumerate()
-                {
-                    let doff = if (n + k) % 3 == 0 {
-                        0
-                    } else {
-                        to.size() as u64
-                    };
-                    let soff = if (n + k) % 4 == 3 {
-                        from.size() as u64
-                    } else {
-                        0
-                    };
+                ] {
+                    // `n` counts the casts: a destination off its alignment two times in
+                    // three, a source one time in four.
+                    let doff = if n % 3 == 0 { 0 } else { to.size() as u64 };
+                    let soff = if n % 4 == 3 { from.size() as u64 } else { 0 };
                     let opt = PlanOptions::default();
                     let p = run_case_with(&out, &dst, doff, to, &src, soff, from, None, opt);
                     let path = p.kernel_path();
                     let what = format!("{shape:?} {perm:?} {from}->{to} +{doff}/+{soff}: {path}");
-                    if h * w > 1 {
-                        assert!(path.starts_with("tiled"), "{what}");
+                    assert!(path.starts_with("tiled"), "{what}");
+                    // A source off its alignment breaks the vector loads.
+                    if soff != 0 {
+                        assert!(path.starts_with("tiled_e"), "{what}");
                     }
                     element_wise += usize::from(path.starts_with("tiled_e"));
                     n += 1;
@@ -2771,8 +2764,10 @@ fn casts_into_planes_off_their_alignment() {
             }
         }
     }
+    assert_eq!(n, 400);
+    // Vector tiles take the casts whose planes and source line up.
     assert!(
-        n >= 300 && element_wise >= 100,
+        (150..n).contains(&element_wise),
         "{element_wise} of {n} plans element-wise"
     );
 }

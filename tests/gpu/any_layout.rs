@@ -953,7 +953,8 @@ fn narrow_layouts() -> Vec<(String, Vec<usize>, Vec<usize>)> {
 /// {1, 2, 3, 4, 5, 8, 31} at 37 x 61 and 256 x 256, split <-> interleaved complex of 1 to 2^20
 /// elements, NCHW <-> NHWC; u8, f16, f32 (and f64 below 2^20 elements) into contiguous
 /// destinations, u8 and f32 into padded and randomly strided ones, f16 from reversed and offset
-/// sources, and the casts f32 -> f16, u8 -> f32 and f16 -> f32.
+/// sources, and on the C = 3 and 4 and n = 1000 layouts the casts f32 -> f16, u8 -> f32 and
+/// f16 -> f32.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn narrow_axes_both_directions() {
@@ -1010,7 +1011,8 @@ fn narrow_axes_both_directions() {
         let (s, _) = next();
         let dst = Dst::contiguous(&sliced.shape());
         same_type_case::<f16>(&stream, s, 1, &sliced, &dst, &mut paths);
-        // Casts, half of them into a new array.
+        // Casts (assigned into an existing array, or into a new one where the case's index
+        // is odd).
         if name.contains("C=3") || name.contains("C=4") || name.contains("n=1000") {
             let dst = Dst::contiguous(&shape);
             let (s, i) = next();

@@ -466,7 +466,7 @@ fn layouts() -> Vec<Layout> {
         all.push(l);
     }
     // Casts from 1- and 2-byte elements into planes off their alignment (odd images, with a
-    // batch axis too): element-wise tiles, with rests.
+    // batch axis too): element-wise tiles, the last two layouts with rests.
     for (from, to) in [
         (DType::U8, DType::F32),
         (DType::F16, DType::F32),
@@ -482,8 +482,8 @@ fn layouts() -> Vec<Layout> {
                 96u32,
             ),
             ("hwc_chw_odd", &[13, 11, 5], &[2, 0, 1], 200),
-            // Images of 16 channels: each image of the source starts aligned.
-            ("nhwc_nchw_odd", &[2, 3, 5, 16], &[0, 3, 1, 2], 128),
+            // Pixels of 16 channels: every pixel of the source starts aligned.
+            ("nhwc_nchw_odd", &[2, 3, 5, 16], &[0, 3, 1, 2], 96),
         ] {
             let name = format!("{name}/{}/{from}_{to}", shape[shape.len() - 1]);
             let mut l = permuted(&name, shape, perm, from.size(), cap);

@@ -17,8 +17,8 @@
 //! from SEED (to weigh a planner change on layouts that the default 64 leave out), named with
 //! ` sSEED` at the end, so that the cases of several draws (and of the default one) can be
 //! concatenated into one file (the listed cases then appear once per draw, alike).
-//! With `TILED_VARIANTS_CASTS` set, the unlisted layouts of 1-byte elements also come as casts
-//! from u8 and f16 to f32 (named `unlc ...`).
+//! With `TILED_VARIANTS_CASTS` set, the unlisted layouts of 1-byte elements of at most 128 Mi
+//! elements (512 MiB of f32) also come as casts from u8 and f16 to f32 (named `unlc ...`).
 //! With `TILED_VARIANTS_NO_NARROW` set, each plan that a narrow kernel would run names the
 //! tiled kernel that runs the same tiles otherwise (to time the two on the same plans).
 //! `tiled-variants ptx DIR [MODULE...]`: the PTX of every module (or of those named) into DIR.
