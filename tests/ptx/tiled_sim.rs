@@ -441,6 +441,7 @@ fn layouts() -> Vec<Layout> {
         (DType::I8, DType::F64),
         (DType::F64, DType::BF16),
         (DType::BF16, DType::U16),
+        (DType::I16, DType::F32),
     ];
     for (from, to) in casts {
         let size = from.size();

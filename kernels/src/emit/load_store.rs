@@ -89,25 +89,55 @@ pub(super) fn load_vec(
         c.line(format!("{p}ld.global.nc{}.{vt} {regs}, {at};", vec(count)));
         return r;
     }
+    let w = load_vec_words(g, c, t, count, at, pred);
+    unpack_words(g, c, t, count, &w)
+}
+
+/// The load of [`load_vec`] for elements of `t` under 4 bytes, without the unpacking: the
+/// 32-bit word registers that hold the `count` elements (2, 4, 8 or 16 bytes in all; 2 bytes
+/// load into the low half of one word). [`unpack_words`] gives the elements, where the code
+/// places it: a kernel that unpacks only where it uses the elements keeps the load in flight
+/// until then.
+pub(super) fn load_vec_words(
+    g: &mut Gen,
+    c: &mut Code,
+    t: Ty,
+    count: u64,
+    at: &str,
+    pred: Option<&str>,
+) -> Vec<String> {
+    let p = pfx(pred);
+    let bytes = count * t.size;
+    assert!(t.size < 4 && matches!(bytes, 2 | 4 | 8 | 16));
     if bytes == 2 {
         let w = g.reg(Class::B32);
         c.line(format!("{p}ld.global.nc.u16 {w}, {at};"));
-        let mut e = unpack_word(g, c, t, &w);
-        e.truncate(count as usize);
-        return e;
+        return vec![w];
     }
     let nw = bytes / 4;
     let w: Vec<String> = (0..nw).map(|_| g.reg(Class::B32)).collect();
-    let regs = if nw == 1 {
-        w[0].clone()
+    let (regs, v) = if nw == 1 {
+        (w[0].clone(), String::new())
     } else {
-        format!("{{{}}}", w.join(", "))
+        (format!("{{{}}}", w.join(", ")), format!(".v{nw}"))
     };
-    c.line(format!("{p}ld.global.nc{}.u32 {regs}, {at};", vec(nw)));
+    c.line(format!("{p}ld.global.nc{v}.u32 {regs}, {at};"));
+    w
+}
+
+/// The `count` elements of `t` (under 4 bytes) held in the words `w` of [`load_vec_words`].
+pub(super) fn unpack_words(
+    g: &mut Gen,
+    c: &mut Code,
+    t: Ty,
+    count: u64,
+    w: &[String],
+) -> Vec<String> {
     let mut out = Vec::with_capacity(count as usize);
-    for w in &w {
+    for w in w {
         out.extend(unpack_word(g, c, t, w));
     }
+    out.truncate(count as usize);
     out
 }
 

@@ -5,7 +5,9 @@ use std::mem::{offset_of, size_of};
 
 use super::code::{Class, Code, Gen, addr, pfx};
 use super::convert::convert;
-use super::load_store::{Space, load_scalar, load_vec, pack_word, store_scalar, store_vec};
+use super::load_store::{
+    Space, load_scalar, load_vec, load_vec_words, pack_word, store_scalar, store_vec, unpack_words,
+};
 use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
@@ -400,7 +402,11 @@ pub(super) fn tiled_kernel(
     };
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
-    // --- Per tile: loads, from the tile's source base `%sb`.
+    // --- Per tile: loads, from the tile's source base `%sb`. Vector loads of casts from 1- and
+    // 2-byte elements load words, unpacked into elements where the stage uses them: the next
+    // tile's loads then stay in flight through the gather (unpacked in the loads, their first
+    // use came right after them).
+    let unpack_late = !copy && vs > 1 && s.size < 4;
     let mut loads = Code::default();
     let loaded: Vec<Vec<String>> = (0..reads as usize)
         .map(|i| {
@@ -413,6 +419,8 @@ pub(super) fn tiled_kernel(
                 vec![load_scalar(&mut g, &mut loads, s, Space::GlobalNc, &at, p)]
             } else if copy {
                 load_words(&mut g, &mut loads, vs * s.size, unit, &at, p)
+            } else if unpack_late {
+                load_vec_words(&mut g, &mut loads, s, vs, &at, p)
             } else {
                 load_vec(&mut g, &mut loads, s, vs, &at, p)
             }
@@ -431,7 +439,13 @@ pub(super) fn tiled_kernel(
         let stored: Vec<String> = if copy {
             vals.clone()
         } else {
-            vals.iter()
+            let elems = if unpack_late {
+                unpack_words(&mut g, &mut stage, s, vs, vals)
+            } else {
+                vals.clone()
+            };
+            elems
+                .iter()
                 .map(|x| convert(&mut g, &mut stage, s, d, x))
                 .collect()
         };
