@@ -468,6 +468,29 @@ pub struct RowLaunch {
     pub grid: (u32, u32),
 }
 
+impl RowLaunch {
+    /// The launch of `kernel` with the parameter block `params` on `grid`, in the kernel's
+    /// block.
+    fn new(kernel: devspan_kernels::abi::Kernel, params: Vec<u8>, grid: (u32, u32)) -> Self {
+        RowLaunch {
+            kernel: kernel.module_name(),
+            params,
+            threads: kernel.block().0,
+            grid,
+        }
+    }
+
+    /// The launch of the one-axis strided `kernel` (a fill or a copy) for `args`: the
+    /// launcher's grid over its elements, y 1.
+    fn strided1(
+        kernel: devspan_kernels::abi::Kernel,
+        args: &devspan_kernels::abi::StridedArgs32,
+    ) -> Self {
+        let grid = devspan_kernels::abi::strided_grid(u64::from(args.n));
+        RowLaunch::new(kernel, param_bytes(args), (grid, 1))
+    }
+}
+
 /// The launch of the scattered row kernel (`copy_rows_scatter_bN`) for a copy of `shape` of
 /// `dtype` between raw operands (element zero at byte address `dst` / `src`, strides in
 /// elements), planned as [`Steer::PreferScatter`] steers it; `None` when it plans to another
@@ -537,10 +560,10 @@ pub fn fill_launch(
     shape: &[usize],
     bits: u64,
 ) -> Result<Option<RowLaunch>> {
-    use devspan_kernels::abi::{Kernel, Kind, row_grid, strided_grid};
+    use devspan_kernels::abi::{Kernel, Kind, row_grid};
     let p = plan::plan_fill(dst, shape, dst_strides, size, bits, PlanOptions::default())?;
-    let (kernel, mut params, grid) = match p {
-        plan::Plan::FillRows { args, size, .. } => (
+    let mut l = match p {
+        plan::Plan::FillRows { args, size, .. } => RowLaunch::new(
             Kernel::fill(Kind::Rows, size),
             param_bytes(&args),
             row_grid(&args, size, size),
@@ -548,22 +571,13 @@ pub fn fill_launch(
         plan::Plan::FillStrided32 { args, size, .. }
             if crate::kernels::strided32_kind(&args) == Kind::Strided1 =>
         {
-            (
-                Kernel::fill(Kind::Strided1, size),
-                param_bytes(&args),
-                (strided_grid(u64::from(args.n)), 1),
-            )
+            RowLaunch::strided1(Kernel::fill(Kind::Strided1, size), &args)
         }
         _ => return Ok(None),
     };
-    params.resize(params.len().next_multiple_of(8), 0);
-    params.extend_from_slice(&bits.to_le_bytes());
-    Ok(Some(RowLaunch {
-        kernel: kernel.module_name(),
-        params,
-        threads: kernel.block().0,
-        grid,
-    }))
+    l.params.resize(l.params.len().next_multiple_of(8), 0);
+    l.params.extend_from_slice(&bits.to_le_bytes());
+    Ok(Some(l))
 }
 
 /// The launch of the one-axis strided copy kernel (`copy_strided1_bN`) for a copy of `shape`
@@ -578,7 +592,7 @@ pub fn strided1_copy_launch(
     dtype: crate::DType,
     shape: &[usize],
 ) -> Result<Option<RowLaunch>> {
-    use devspan_kernels::abi::{Kernel, Kind, strided_grid};
+    use devspan_kernels::abi::{Kernel, Kind};
     let opt = PlanOptions::default();
     let p = plan::plan_copy(dst, dst_strides, dtype, src, src_strides, dtype, shape, opt)?;
     let plan::Plan::Strided32 { args, .. } = p else {
@@ -588,12 +602,7 @@ pub fn strided1_copy_launch(
         return Ok(None);
     }
     let kernel = Kernel::copy(Kind::Strided1, dtype, dtype);
-    Ok(Some(RowLaunch {
-        kernel: kernel.module_name(),
-        params: param_bytes(&args),
-        threads: kernel.block().0,
-        grid: (strided_grid(u64::from(args.n)), 1),
-    }))
+    Ok(Some(RowLaunch::strided1(kernel, &args)))
 }
 
 /// The launch of a plan of the row kernel, the gathered or the scattered row kernel; `None`
@@ -611,10 +620,9 @@ fn row_launch_of(p: &plan::Plan) -> Option<RowLaunch> {
         _ => return None,
     };
     let kernel = Kernel::copy(kernel, *from, *to);
-    Some(RowLaunch {
-        kernel: kernel.module_name(),
+    Some(RowLaunch::new(
+        kernel,
         params,
-        threads: kernel.block().0,
-        grid: row_grid(row, from.size(), to.size()),
-    })
+        row_grid(row, from.size(), to.size()),
+    ))
 }

@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use crate::tiled_sim::{
-    SimCase, case_line, random_bytes, run_cases, standard, with_sim_dir, write_sim_case,
+    case_line, random_bytes, run_cases, standard, with_sim_dir, write_launch_case,
 };
 use crate::{Check, Out};
 
@@ -191,21 +191,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         let at = e as usize * size;
         expect[at..at + size].copy_from_slice(&value[..size]);
     }
-    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
-    let file = write_sim_case(
-        dir,
-        &SimCase {
-            name: &l.name,
-            kernel: &launch.kernel,
-            params: &launch.params,
-            threads: launch.threads,
-            grid: format!("[{gx}, {gy}]"),
-            dyn_smem: 0,
-            src: &[],
-            dst: base,
-            expect: &expect,
-        },
-    )?;
+    let file = write_launch_case(dir, &l.name, &launch, &[], base, &expect)?;
     Ok(Some((file, launch.grid)))
 }
 

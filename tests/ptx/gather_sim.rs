@@ -24,8 +24,8 @@ use std::path::Path;
 use devspan::DType;
 
 use crate::tiled_sim::{
-    SimCase, case_line, covered_regions, random_bytes, run_cases, standard, view_offsets,
-    with_sim_dir, without_nans, write_sim_case,
+    case_line, covered_regions, random_bytes, run_cases, standard, view_offsets, with_sim_dir,
+    without_nans, write_launch_case,
 };
 use crate::{Check, Out};
 
@@ -321,21 +321,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     }
     // The source's regions: the runs of bytes the view covers.
     let regions = covered_regions(SRC, &source, &covered);
-    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
-    let file = write_sim_case(
-        dir,
-        &SimCase {
-            name: &l.name,
-            kernel: &launch.kernel,
-            params: &launch.params,
-            threads: launch.threads,
-            grid: format!("[{gx}, {gy}]"),
-            dyn_smem: 0,
-            src: &regions,
-            dst: dbase,
-            expect: &expect,
-        },
-    )?;
+    let file = write_launch_case(dir, &l.name, &launch, &regions, dbase, &expect)?;
     Ok(Some((file, launch.grid)))
 }
 

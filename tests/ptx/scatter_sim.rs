@@ -17,8 +17,8 @@
 use std::path::Path;
 
 use crate::tiled_sim::{
-    SimCase, bits_of_size, case_line, random_bytes, run_cases, standard, view_offsets,
-    with_sim_dir, write_sim_case,
+    bits_of_size, case_line, random_bytes, run_cases, standard, view_offsets, with_sim_dir,
+    write_launch_case,
 };
 use crate::{Check, Out};
 
@@ -141,21 +141,7 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
         expect[d..d + l.size].copy_from_slice(&source[s..s + l.size]);
     }
     let regions = [(sbase, &source[..])];
-    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
-    let file = write_sim_case(
-        dir,
-        &SimCase {
-            name: &l.name,
-            kernel: &launch.kernel,
-            params: &launch.params,
-            threads: launch.threads,
-            grid: format!("[{gx}, {gy}]"),
-            dyn_smem: 0,
-            src: &regions,
-            dst: DST,
-            expect: &expect,
-        },
-    )?;
+    let file = write_launch_case(dir, &l.name, &launch, &regions, DST, &expect)?;
     Ok(Some((file, launch.grid)))
 }
 

@@ -13,8 +13,8 @@
 use std::path::Path;
 
 use crate::tiled_sim::{
-    SimCase, bits_of_size, case_line, covered_regions, random_bytes, run_cases, with_sim_dir,
-    write_sim_case,
+    bits_of_size, case_line, covered_regions, random_bytes, run_cases, with_sim_dir,
+    write_launch_case,
 };
 use crate::{Check, Out};
 
@@ -113,21 +113,7 @@ fn write_case(dir: &Path, c: &Case, seed: u64) -> Result<Option<Written>, String
         covered[s..s + size].fill(true);
     }
     let regions = covered_regions(sbase, &source, &covered);
-    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
-    let file = write_sim_case(
-        dir,
-        &SimCase {
-            name: &c.name,
-            kernel: &launch.kernel,
-            params: &launch.params,
-            threads: launch.threads,
-            grid: format!("[{gx}, {gy}]"),
-            dyn_smem: 0,
-            src: &regions,
-            dst: dbase,
-            expect: &expect,
-        },
-    )?;
+    let file = write_launch_case(dir, &c.name, &launch, &regions, dbase, &expect)?;
     Ok(Some((file, launch.grid)))
 }
 

@@ -534,6 +534,34 @@ pub struct SimCase<'a> {
     pub expect: &'a [u8],
 }
 
+/// [`write_sim_case`] of `launch` (a row or one-axis strided kernel): its kernel, parameters,
+/// threads and two-dimensional grid (at least one block on each axis), no dynamic shared
+/// memory.
+pub fn write_launch_case(
+    dir: &Path,
+    name: &str,
+    launch: &devspan::internals::RowLaunch,
+    src: &[(u64, &[u8])],
+    dst: u64,
+    expect: &[u8],
+) -> Result<String, String> {
+    let (gx, gy) = (launch.grid.0.max(1), launch.grid.1.max(1));
+    write_sim_case(
+        dir,
+        &SimCase {
+            name,
+            kernel: &launch.kernel,
+            params: &launch.params,
+            threads: launch.threads,
+            grid: format!("[{gx}, {gy}]"),
+            dyn_smem: 0,
+            src,
+            dst,
+            expect,
+        },
+    )
+}
+
 /// Writes `case` into `dir` as `NAME.json` (slashes in the name as `_`), with its kernel's
 /// PTX module beside it, and returns the file's path.
 pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> {

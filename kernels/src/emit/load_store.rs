@@ -55,6 +55,18 @@ pub(super) fn store_scalar(c: &mut Code, t: Ty, sp: Space, at: &str, v: &str, pr
     ));
 }
 
+/// The vector suffix (empty for one register, else `.vN`) and the register operand (`%r`, or
+/// `{%a, %b, ...}`) of one access of the registers `regs`.
+pub(super) fn vector_operand(regs: &[String]) -> (String, String) {
+    match regs {
+        [one] => (String::new(), one.clone()),
+        _ => (
+            format!(".v{}", regs.len()),
+            format!("{{{}}}", regs.join(", ")),
+        ),
+    }
+}
+
 /// Loads `count` consecutive elements of `t` (2, 4, 8 or 16 bytes in all,
 /// aligned to that size) with one vector load and unpacks them into element
 /// registers.
@@ -66,13 +78,8 @@ pub(super) fn load_vec(
     at: &str,
     pred: Option<&str>,
 ) -> Vec<String> {
-    let p = pfx(pred);
     let bytes = count * t.size;
     assert!(matches!(bytes, 2 | 4 | 8 | 16));
-    let vec = |n: u64| match n {
-        1 => String::new(),
-        n => format!(".v{n}"),
-    };
     if t.size >= 4 {
         let r: Vec<String> = (0..count).map(|_| g.reg(t.class())).collect();
         let vt = match (t.kind, t.size) {
@@ -81,12 +88,8 @@ pub(super) fn load_vec(
             (_, 8) => "u64",
             _ => "u32",
         };
-        let regs = if count == 1 {
-            r[0].clone()
-        } else {
-            format!("{{{}}}", r.join(", "))
-        };
-        c.line(format!("{p}ld.global.nc{}.{vt} {regs}, {at};", vec(count)));
+        let (v, regs) = vector_operand(&r);
+        c.line(format!("{}ld.global.nc{v}.{vt} {regs}, {at};", pfx(pred)));
         return r;
     }
     let w = load_vec_words(g, c, t, count, at, pred);
@@ -114,13 +117,8 @@ pub(super) fn load_vec_words(
         c.line(format!("{p}ld.global.nc.u16 {w}, {at};"));
         return vec![w];
     }
-    let nw = bytes / 4;
-    let w: Vec<String> = (0..nw).map(|_| g.reg(Class::B32)).collect();
-    let (regs, v) = if nw == 1 {
-        (w[0].clone(), String::new())
-    } else {
-        (format!("{{{}}}", w.join(", ")), format!(".v{nw}"))
-    };
+    let w: Vec<String> = (0..bytes / 4).map(|_| g.reg(Class::B32)).collect();
+    let (v, regs) = vector_operand(&w);
     c.line(format!("{p}ld.global.nc{v}.u32 {regs}, {at};"));
     w
 }
@@ -199,10 +197,6 @@ pub(super) fn store_vec(
     let count = vals.len() as u64;
     let bytes = count * t.size;
     assert!(matches!(bytes, 2 | 4 | 8 | 16));
-    let vec = |n: u64| match n {
-        1 => String::new(),
-        n => format!(".v{n}"),
-    };
     if t.size >= 4 {
         let vt = match (t.kind, t.size) {
             (Num::F64, _) => "f64",
@@ -210,12 +204,8 @@ pub(super) fn store_vec(
             (_, 8) => "u64",
             _ => "u32",
         };
-        let regs = if count == 1 {
-            vals[0].clone()
-        } else {
-            format!("{{{}}}", vals.join(", "))
-        };
-        c.line(format!("{p}{st}{}.{vt} {at}, {regs};", vec(count)));
+        let (v, regs) = vector_operand(vals);
+        c.line(format!("{p}{st}{v}.{vt} {at}, {regs};"));
         return;
     }
     if bytes == 2 {
@@ -230,15 +220,8 @@ pub(super) fn store_vec(
         .chunks(per_word)
         .map(|e| pack_word(g, c, t, e))
         .collect();
-    let regs = if words.len() == 1 {
-        words[0].clone()
-    } else {
-        format!("{{{}}}", words.join(", "))
-    };
-    c.line(format!(
-        "{p}{st}{}.u32 {at}, {regs};",
-        vec(words.len() as u64)
-    ));
+    let (v, regs) = vector_operand(&words);
+    c.line(format!("{p}{st}{v}.u32 {at}, {regs};"));
 }
 
 pub(super) fn pack_word(g: &mut Gen, c: &mut Code, t: Ty, e: &[String]) -> String {

@@ -7,6 +7,7 @@ use super::code::{Class, Code, Gen, addr, pfx};
 use super::convert::convert;
 use super::load_store::{
     Space, load_scalar, load_vec, load_vec_words, pack_word, store_scalar, store_vec, unpack_words,
+    vector_operand,
 };
 use super::templates::Templates;
 use super::types::{Ty, log2};
@@ -989,16 +990,7 @@ fn load_words(
         (Class::B32, "u32")
     };
     let r: Vec<String> = (0..n).map(|_| g.reg(cls)).collect();
-    let regs = if n == 1 {
-        r[0].clone()
-    } else {
-        format!("{{{}}}", r.join(", "))
-    };
-    let v = if n == 1 {
-        String::new()
-    } else {
-        format!(".v{n}")
-    };
+    let (v, regs) = vector_operand(&r);
     c.line(format!("{}ld.global.nc{v}.{ty} {regs}, {at};", pfx(pred)));
     r
 }
