@@ -10,7 +10,9 @@
 //! workloads), `wide-fill` (short runs in well and poorly filled wide tiles, against the row
 //! kernel), `narrow` (a narrow axis moved to or from the innermost position: CHW <-> HWC,
 //! NCHW <-> NHWC, split <-> interleaved complex), `narrow-cast` (the same layouts with C = 3
-//! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `rank` (ranks 9 to 30,
+//! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `join-cast` (casts that
+//! interleave C planes into channels last, on seeded layouts of 2 to 16 channels and eight type
+//! pairs), `rank` (ranks 9 to 30,
 //! extents mostly 2 to 4, under reversed, cyclic and seeded random permutations;
 //! `tools/any_layout_bench.py` times the `narrow`, `narrow-cast` and `rank` cases in PyTorch and
 //! CuPy too), `flip` (views read backwards along some axes, made contiguous: a reversed vector,
@@ -642,8 +644,8 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
-/// The steering of the `narrow`, `narrow-cast`, `rank`, `flip`, `flip-cast`, `flip-odd`,
-/// `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` = `no-tiled`,
+/// The steering of the `narrow`, `narrow-cast`, `join-cast`, `rank`, `flip`, `flip-cast`,
+/// `flip-odd`, `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` = `no-tiled`,
 /// `prefer-tiled`, `no-rows`, `prefer-gather` or `prefer-scatter` ([`Steer::NoTiled`],
 /// [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`],
 /// [`Steer::PreferScatter`]), else the planner's own choice.
@@ -736,6 +738,66 @@ fn narrow_cast_workloads(b: &mut Bench) {
     one_pair::<u8, f32>(b);
     one_pair::<f32, f16>(b);
     one_pair::<f16, f32>(b);
+}
+
+/// The `join-cast` group: casts that interleave `C` planes into channels last (CHW -> HWC and
+/// NCHW -> NHWC), the direction where the gathered rows (`rows_gather`) and the tiled kernels
+/// both apply, on layouts drawn from fixed seeds rather than listed: for each of eight type
+/// pairs, six draws of `C` in {2, 3, 4, 5, 6, 8, 12, 16}, alternately an image (`H` from 1024
+/// to 8191, `W` what makes the wider side 128 MiB to 1 GiB) and a batch of square images (`H =
+/// W` from {32, 64, 100, 128, 224, 256, 384, 512}, `N` what makes 128 MiB to 1 GiB). With
+/// `DEVSPAN_BENCH_STEER=prefer-gather` every row runs on the gathered rows.
+fn join_cast_workloads(b: &mut Bench) {
+    fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench, pair: u64) {
+        let stream = b.stream.clone();
+        let wide = F::DTYPE.size().max(T::DTYPE.size());
+        let n = GIB / wide;
+        let src = random_device::<F>(&stream, n);
+        let mut out = stream.alloc_zeros::<T>(n).unwrap();
+        let mut state = 9000 + 100 * pair;
+        let mut draw = |k: usize| (splitmix64(&mut state) % k as u64) as usize;
+        for k in 0..6 {
+            let c = [2usize, 3, 4, 5, 6, 8, 12, 16][draw(8)];
+            // Elements of the wider side: 128 MiB to 1 GiB.
+            let elems = ((128 << 20) + draw(7) * (128 << 20)) / wide;
+            let (name, shape, perm) = if k % 2 == 0 {
+                let h = 1024 + draw(8192 - 1024);
+                let w = elems / (c * h);
+                (
+                    format!("CHW -> HWC, C={c} H={h} W={w}"),
+                    vec![c, h, w],
+                    vec![1, 2, 0],
+                )
+            } else {
+                let side = [32usize, 64, 100, 128, 224, 256, 384, 512][draw(8)];
+                let batch = elems / (c * side * side);
+                (
+                    format!("NCHW -> NHWC, N={batch} C={c} H=W={side}"),
+                    vec![batch, c, side, side],
+                    vec![0, 2, 3, 1],
+                )
+            };
+            permute_one(
+                b,
+                "join-cast",
+                format!("{} -> {} {name}", F::DTYPE, T::DTYPE),
+                &src,
+                &mut out,
+                &shape,
+                &perm,
+                group_steer(),
+                Some(0.85),
+            );
+        }
+    }
+    one_pair::<f16, f32>(b, 0);
+    one_pair::<f32, f16>(b, 1);
+    one_pair::<bf16, f32>(b, 2);
+    one_pair::<f32, bf16>(b, 3);
+    one_pair::<f32, f64>(b, 4);
+    one_pair::<f64, f32>(b, 5);
+    one_pair::<u8, f32>(b, 6);
+    one_pair::<u16, f32>(b, 7);
 }
 
 /// The `rank` group's shapes: ranks 9 to 28, extents 2 to 4 (with two long axes at rank 9),
@@ -1818,6 +1880,9 @@ fn main() {
     if want("narrow-cast") {
         narrow_cast_workloads(&mut b);
     }
+    if want("join-cast") {
+        join_cast_workloads(&mut b);
+    }
     if want("rank") {
         rank_workloads(&mut b);
     }
@@ -1893,6 +1958,7 @@ fn main() {
     for (group, target) in [
         ("narrow", 0.85),
         ("narrow-cast", 0.85),
+        ("join-cast", 0.85),
         ("rank", 0.80),
         ("rank-large", 0.80),
         ("flip", 0.85),
