@@ -744,8 +744,8 @@ fn narrow_cast_workloads(b: &mut Bench) {
 /// NCHW -> NHWC), the direction where the gathered rows (`rows_gather`) and the tiled kernels
 /// both apply, on layouts drawn from fixed seeds rather than listed: for each of eight type
 /// pairs, six draws of `C` in {2, 3, 4, 5, 6, 8, 12, 16}, alternately an image (`H` from 1024
-/// to 8191, `W` what makes the wider side 128 MiB to 1 GiB) and a batch of square images (`H =
-/// W` from {32, 64, 100, 128, 224, 256, 384, 512}, `N` what makes 128 MiB to 1 GiB). With
+/// to 8191, `W` what makes the wider side 128 to 896 MiB) and a batch of square images (`H =
+/// W` from {32, 64, 100, 128, 224, 256, 384, 512}, `N` what makes 128 to 896 MiB). With
 /// `DEVSPAN_BENCH_STEER=prefer-gather` every row runs on the gathered rows.
 fn join_cast_workloads(b: &mut Bench) {
     fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench, pair: u64) {
@@ -758,7 +758,7 @@ fn join_cast_workloads(b: &mut Bench) {
         let mut draw = |k: usize| (splitmix64(&mut state) % k as u64) as usize;
         for k in 0..6 {
             let c = [2usize, 3, 4, 5, 6, 8, 12, 16][draw(8)];
-            // Elements of the wider side: 128 MiB to 1 GiB.
+            // Elements of the wider side: 128 to 896 MiB, in steps of 128 MiB.
             let elems = ((128 << 20) + draw(7) * (128 << 20)) / wide;
             let (name, shape, perm) = if k % 2 == 0 {
                 let h = 1024 + draw(8192 - 1024);
