@@ -2789,6 +2789,7 @@ fn narrow_axes_take_the_tiled_plans() {
     let mut n = 0;
     let mut shifted_joins = 0;
     let mut shifted_splits = 0;
+    let mut gathered_joins = 0;
     for c in [1usize, 2, 3, 4, 5, 8, 15] {
         for (h, w) in [(16, 16), (7, 13), (32, 64)] {
             for (shape, perm) in [
@@ -2864,8 +2865,19 @@ fn narrow_axes_take_the_tiled_plans() {
                         shifted_splits +=
                             usize::from(shifted_as_they_pay(&p, false, c, size, &what));
                     }
+                    // Casts from 2-byte elements or wider into channels last, planes of
+                    // 1024 pixels or more: the gathered rows (`joins_planes`).
+                    let gathered =
+                        join && from != to && size >= 2 && (2..16).contains(&c) && h * w >= 1024;
+                    assert_eq!(
+                        path == "rows_gather",
+                        gathered,
+                        "{shape:?} {perm:?} {from}->{to}: {path}"
+                    );
+                    gathered_joins += usize::from(gathered);
                     if c == 1 {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
+                    } else if gathered {
                     } else if c < 16 {
                         assert!(
                             path.starts_with("tiled") || path.starts_with("narrow"),
@@ -2894,6 +2906,7 @@ fn narrow_axes_take_the_tiled_plans() {
     assert!(n > 400);
     assert!(shifted_joins >= 8, "{shifted_joins} shifted joins");
     assert!(shifted_splits >= 15, "{shifted_splits} shifted splits");
+    assert_eq!(gathered_joins, 12);
 }
 
 /// Checks a plan of a copy between planes off their alignment and `channels` interleaved
