@@ -1136,11 +1136,12 @@ pub(crate) fn plan_copy(
         return Ok(Plan::RowsScatter { args, from, to });
     }
     // Casts that interleave a few planes into channels last (CHW -> HWC, NCHW -> NHWC) from
-    // elements of 2 bytes or more: the gathered rows ([`joins_planes`]).
+    // elements of 2 bytes or more into elements of 4 or less: the gathered rows
+    // ([`joins_planes`]).
     if !same
         && !opt.no_rows
         && !opt.prefer_tiled
-        && joins_planes(&norm.axes, ss)
+        && joins_planes(&norm.axes, ss, ds)
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
     {
         return Ok(Plan::RowsGather { args, from, to });
@@ -1383,22 +1384,33 @@ pub(crate) fn plan_copy(
 /// ([`joins_planes`]).
 const JOIN_MIN_PIXELS: usize = 1024;
 
-/// Whether normalised `axes` of a cast from `ss`-byte elements interleave 2 to 15 planes into
-/// channels last: axis 0, the channels, the destination's fastest (stride 1), and axis 1 the
-/// pixels of a plane, contiguous in the source (stride 1) and the channels' period in the
-/// destination, at least [`JOIN_MIN_PIXELS`] long; for sources of 2 bytes or more. The gathered
-/// rows take such casts (each lane loads its channels from the planes, coalesced across the
-/// warp, and stores the interleaved pixels as vectors): on the H100, f32 -> f16 CHW -> HWC and
-/// NCHW -> NHWC with C = 3 and 4 ran at 0.99-1.01 of a device copy there against 0.91-0.94 on
-/// the tiled kernels, and f16 -> f32 at 0.94-0.95 against 0.86-0.91. From u8 the tiled kernels
-/// are as fast or faster (0.85-0.90 against 0.86), and in the other direction (channels last
-/// into planes) the gathered rows' loads are strided and lose (0.34-0.68).
-fn joins_planes(axes: &[PAxis], ss: usize) -> bool {
+/// Most planes that a cast into channels last interleaves on the gathered rows
+/// ([`joins_planes`]).
+const JOIN_MAX_CHANNELS: usize = 16;
+
+/// Whether normalised `axes` of a cast from `ss`- to `ds`-byte elements interleave 2 to
+/// [`JOIN_MAX_CHANNELS`] planes into channels last (CHW -> HWC, NCHW -> NHWC): axis 0, the
+/// channels, the destination's fastest (stride 1), and axis 1 the pixels of a plane,
+/// contiguous in the source (stride 1) and the channels' period in the destination, at least
+/// [`JOIN_MIN_PIXELS`] long; for sources of 2 bytes or more and destinations of 4 bytes or
+/// less. The gathered rows take such casts: each lane loads its channels from the planes
+/// (coalesced across the warp) and stores the interleaved pixels as vectors.
+///
+/// On the H100 (the `narrow-cast` and `join-cast` bench groups, 46 such layouts of 2 to 16
+/// channels), f32 -> f16, f32 -> bf16 and f64 -> f32 ran at 0.96-1.02 of a device copy there
+/// against 0.88-0.95 on the tiled kernels, and f16, bf16 and u16 -> f32 at 0.91-0.97 against
+/// 0.83-0.92; images of 16 channels at 0.96-0.98 against 0.41-0.66 on the permute kernels.
+/// The others stay where they were: f32 -> f64 gained at most 2% and lost 1.5-2% on one
+/// layout; from u8 the tiled kernels are as fast or faster (0.83-0.90 against 0.81-0.86); and
+/// in the other direction (channels last into planes) the gathered rows' loads are strided and
+/// images lose (0.34-0.68).
+fn joins_planes(axes: &[PAxis], ss: usize, ds: usize) -> bool {
     let [c, px, ..] = axes else {
         return false;
     };
     ss >= 2
-        && (2..NARROW_AXIS).contains(&c.len)
+        && ds <= 4
+        && (2..=JOIN_MAX_CHANNELS).contains(&c.len)
         && c.dst == 1
         && px.src == 1
         && px.dst == c.len as isize

@@ -2865,10 +2865,15 @@ fn narrow_axes_take_the_tiled_plans() {
                         shifted_splits +=
                             usize::from(shifted_as_they_pay(&p, false, c, size, &what));
                     }
-                    // Casts from 2-byte elements or wider into channels last, planes of
-                    // 1024 pixels or more: the gathered rows (`joins_planes`).
-                    let gathered =
-                        join && from != to && size >= 2 && (2..16).contains(&c) && h * w >= 1024;
+                    // Casts from 2-byte elements or wider into 4-byte ones or narrower, into
+                    // channels last, planes of 1024 pixels or more: the gathered rows
+                    // (`joins_planes`).
+                    let gathered = join
+                        && from != to
+                        && size >= 2
+                        && to.size() <= 4
+                        && (2..=16).contains(&c)
+                        && h * w >= 1024;
                     assert_eq!(
                         path == "rows_gather",
                         gathered,

@@ -2682,13 +2682,13 @@ fn flipped_casts_take_the_gathered_rows() {
     println!("flipped casts: paths {paths:?}");
 }
 
-/// Casts that interleave 2 to 15 planes into channels last (CHW -> HWC, NCHW -> NHWC) from
-/// elements of 2 bytes or more, with planes of 1024 pixels or more contiguous in the source,
-/// take the gathered rows (`rows_gather`): planes of an odd number of pixels (off their 16-byte
-/// alignment), sources that start at a later plane, batches, and destinations that are windows
-/// of larger arrays, through `assign_cast` and `cast`, against ndarray. Casts from u8, planes
-/// of 1023 pixels, 16 channels, and planes read backwards along their rows take other paths,
-/// checked alike.
+/// Casts that interleave 2 to 16 planes into channels last (CHW -> HWC, NCHW -> NHWC) from
+/// elements of 2 bytes or more into elements of 4 bytes or less, with planes of 1024 pixels or
+/// more contiguous in the source, take the gathered rows (`rows_gather`): planes of an odd
+/// number of pixels (off their 16-byte alignment), sources that start at a later plane,
+/// batches, and destinations that are windows of larger arrays, through `assign_cast` and
+/// `cast`, against ndarray. Casts from u8 and into f64, planes of 1023 pixels, 17 channels,
+/// and planes read backwards along their rows take other paths, checked alike.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn casts_into_channels_last_take_the_gathered_rows() {
@@ -2698,15 +2698,16 @@ fn casts_into_channels_last_take_the_gathered_rows() {
     let mut index = 0;
     let mut gathered = 0;
     // (array, permutation into channels last, source from plane 1, rows read backwards)
-    let layouts: [(&[usize], &[usize], bool, bool); 9] = [
+    let layouts: [(&[usize], &[usize], bool, bool); 10] = [
         (&[3, 64, 64], &[1, 2, 0], false, false),
         (&[2, 37, 41], &[1, 2, 0], false, false),
         (&[16, 33, 35], &[1, 2, 0], true, false),
         (&[4, 2, 25, 45], &[0, 2, 3, 1], false, false),
         (&[2, 8, 32, 32], &[0, 2, 3, 1], false, false),
         (&[3, 5, 27, 41], &[0, 2, 3, 1], false, false),
+        (&[16, 32, 40], &[1, 2, 0], false, false),
         (&[3, 31, 33], &[1, 2, 0], false, false),
-        (&[16, 32, 32], &[1, 2, 0], false, false),
+        (&[17, 32, 32], &[1, 2, 0], false, false),
         (&[3, 64, 64], &[1, 2, 0], false, true),
     ];
     for (k, (base, perm, later, backwards)) in layouts.into_iter().enumerate() {
@@ -2734,22 +2735,25 @@ fn casts_into_channels_last_take_the_gathered_rows() {
                 let seed = case_seed(0xc1a, index);
                 let p = &mut paths;
                 let s = &stream;
-                let (path, from) = match (k + 2 * d + which) % 8 {
-                    0 => (cast_case::<f32, f16>(s, seed, which, &src, dst, p), 4),
-                    1 => (cast_case::<f16, f32>(s, seed, which, &src, dst, p), 2),
-                    2 => (cast_case::<bf16, f32>(s, seed, which, &src, dst, p), 2),
-                    3 => (cast_case::<f32, bf16>(s, seed, which, &src, dst, p), 4),
-                    4 => (cast_case::<f32, f64>(s, seed, which, &src, dst, p), 4),
-                    5 => (cast_case::<f64, f32>(s, seed, which, &src, dst, p), 8),
-                    6 => (cast_case::<u16, f32>(s, seed, which, &src, dst, p), 2),
-                    _ => (cast_case::<u8, f32>(s, seed, which, &src, dst, p), 1),
+                let (path, from, to) = match (k + 2 * d + which) % 8 {
+                    0 => (cast_case::<f32, f16>(s, seed, which, &src, dst, p), 4, 2),
+                    1 => (cast_case::<f16, f32>(s, seed, which, &src, dst, p), 2, 4),
+                    2 => (cast_case::<bf16, f32>(s, seed, which, &src, dst, p), 2, 4),
+                    3 => (cast_case::<f32, bf16>(s, seed, which, &src, dst, p), 4, 2),
+                    4 => (cast_case::<f32, f64>(s, seed, which, &src, dst, p), 4, 8),
+                    5 => (cast_case::<f64, f32>(s, seed, which, &src, dst, p), 8, 4),
+                    6 => (cast_case::<u16, f32>(s, seed, which, &src, dst, p), 2, 4),
+                    _ => (cast_case::<u8, f32>(s, seed, which, &src, dst, p), 1, 4),
                 };
-                let expect =
-                    from >= 2 && (2..16).contains(&channels) && pixels >= 1024 && !backwards;
+                let expect = from >= 2
+                    && to <= 4
+                    && (2..=16).contains(&channels)
+                    && pixels >= 1024
+                    && !backwards;
                 assert_eq!(
                     path == "rows_gather",
                     expect,
-                    "{} -> channels last, {from}-byte source: path {path}",
+                    "{} -> channels last, {from} -> {to} bytes: path {path}",
                     src.show()
                 );
                 gathered += usize::from(expect);

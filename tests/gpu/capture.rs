@@ -329,8 +329,8 @@ fn copy_case<From: DeviceElement, To: DeviceElement>(
     )
 }
 
-/// The tiled kernels (vector and element-wise, with a rest launch after them) and the
-/// rank-generic fill in every capture mode: their arguments travel by value, so the graph
+/// The tiled kernels (vector and element-wise, with a rest launch after them), the gathered
+/// rows of a cast into channels last and the rank-generic fill in every capture mode: their arguments travel by value, so the graph
 /// replays them on new data.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -341,13 +341,23 @@ fn tiled_and_rank_generic_paths_in_every_mode() {
     let mut paths = BTreeSet::new();
     let rev = |r: usize| (0..r).rev().collect::<Vec<usize>>();
     for mode in MODES {
-        // CHW -> HWC, C = 3: the vector kernel, then an odd pixel count's rest.
+        // CHW -> HWC, C = 3: the vector kernel; an odd pixel count's rest after the
+        // element-wise tiles of a cast from u8; the gathered rows of a cast from f32.
         let sl = [full(), full(), full()];
         paths.insert(copy_case::<u8, u8>(
             &stream,
             &mut rng,
             mode,
             &[3, 64, 64],
+            &sl,
+            &[1, 2, 0],
+            Steer::Default,
+        ));
+        paths.insert(copy_case::<u8, f32>(
+            &stream,
+            &mut rng,
+            mode,
+            &[3, 37, 61],
             &sl,
             &[1, 2, 0],
             Steer::Default,
@@ -393,7 +403,7 @@ fn tiled_and_rank_generic_paths_in_every_mode() {
             7.5f32,
         ));
     }
-    for want in ["tiled", "tiled_e", "fill_stridedn"] {
+    for want in ["tiled", "tiled_e", "fill_stridedn", "rows_gather"] {
         assert!(paths.contains(want), "no case took {want}: {paths:?}");
     }
     assert!(
