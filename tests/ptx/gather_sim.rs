@@ -93,9 +93,11 @@ type Shape = (&'static str, &'static [usize], &'static [usize], Pad, Pad);
 
 /// Layouts planned with `Steer::PreferGather`: name, shape, the source array's axis of each
 /// of the view's.
-const PERMUTED: [(&str, &[usize], &[usize]); 4] = [
-    // CHW -> HWC and NCHW -> NHWC: channels innermost, gathered from their planes.
+const PERMUTED: [(&str, &[usize], &[usize]); 5] = [
+    // CHW -> HWC and NCHW -> NHWC: channels innermost, gathered from their planes (3, 4 and
+    // 16 channels).
     ("chw_hwc", &[6, 20, 3], &[1, 2, 0]),
+    ("chw_hwc16", &[5, 9, 16], &[1, 2, 0]),
     ("nchw_nhwc", &[2, 5, 7, 4], &[0, 2, 3, 1]),
     // HWC -> CHW: planes from interleaved channels, read 3 apart.
     ("hwc_chw", &[3, 6, 40], &[2, 0, 1]),
