@@ -253,6 +253,15 @@ impl Dst {
         }
     }
 
+    /// A standard-layout view of `shape` into a larger array, one element of its outermost
+    /// axis in (so that it starts off a vector's alignment, and stays contiguous).
+    fn window(shape: &[usize]) -> Self {
+        let mut d = Dst::contiguous(shape);
+        d.base[0] += 2;
+        d.slice[0] = step(1, Some(shape[0] as isize + 1), 1);
+        d
+    }
+
     /// A view of `shape` into a larger array: its innermost axis padded by one element (an
     /// image with a spare channel, say).
     fn padded(shape: &[usize]) -> Self {
@@ -2616,12 +2625,11 @@ fn flipped_casts_take_the_gathered_rows() {
             src.slice[rank - 1] = step(1, None, -1);
         }
         let shape = src.shape();
-        // A standard-layout destination, and a window of a larger one, an outer slice in (so
-        // that the destination starts off a vector's alignment).
-        let mut window = Dst::contiguous(&shape);
-        window.base[0] += 2;
-        window.slice[0] = step(1, Some(shape[0] as isize + 1), 1);
-        for (d, dst) in [Dst::contiguous(&shape), window].iter().enumerate() {
+        // A standard-layout destination, and a window of a larger one.
+        for (d, dst) in [Dst::contiguous(&shape), Dst::window(&shape)]
+            .iter()
+            .enumerate()
+        {
             for which in 0..2 {
                 index += 1;
                 let seed = case_seed(0x9a7, index);
@@ -2724,12 +2732,11 @@ fn casts_into_channels_last_take_the_gathered_rows() {
         let shape = src.shape();
         let channels = shape[rank - 1];
         let pixels = base[rank - 2] * base[rank - 1];
-        // A standard-layout destination, and a window of a larger one, an outer slice in (so
-        // that the destination starts off a vector's alignment).
-        let mut window = Dst::contiguous(&shape);
-        window.base[0] += 2;
-        window.slice[0] = step(1, Some(shape[0] as isize + 1), 1);
-        for (d, dst) in [Dst::contiguous(&shape), window].iter().enumerate() {
+        // A standard-layout destination, and a window of a larger one.
+        for (d, dst) in [Dst::contiguous(&shape), Dst::window(&shape)]
+            .iter()
+            .enumerate()
+        {
             for which in 0..2 {
                 index += 1;
                 let seed = case_seed(0xc1a, index);
