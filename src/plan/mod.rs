@@ -1400,10 +1400,10 @@ const JOIN_MAX_CHANNELS: usize = 16;
 /// channels), f32 -> f16, f32 -> bf16 and f64 -> f32 ran at 0.96-1.02 of a device copy there
 /// against 0.88-0.95 on the tiled kernels, and f16, bf16 and u16 -> f32 at 0.91-0.97 against
 /// 0.83-0.92; images of 16 channels at 0.96-0.98 against 0.41-0.66 on the permute kernels.
-/// The others stay where they were: f32 -> f64 gained at most 2% and lost 1.5-2% on one
-/// layout; from u8 the tiled kernels are as fast or faster (0.83-0.90 against 0.81-0.86); and
-/// in the other direction (channels last into planes) the gathered rows' loads are strided and
-/// images lose (0.34-0.68).
+/// Not taken: f32 -> f64 (the gathered rows gained at most 2% and lost 1.5-2% on one
+/// layout); casts from u8 (the tiled kernels ran 10 of 11 layouts faster, 0.83-0.92 against
+/// 0.82-0.87); and the other direction, channels last into planes, where the gathered rows'
+/// loads are strided (images ran at 0.34-0.68).
 fn joins_planes(axes: &[PAxis], ss: usize, ds: usize) -> bool {
     let [c, px, ..] = axes else {
         return false;
