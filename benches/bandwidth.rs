@@ -12,7 +12,8 @@
 //! NCHW <-> NHWC, split <-> interleaved complex), `narrow-cast` (the same layouts with C = 3
 //! and 4 copied with a cast: u8 -> f32, f32 -> f16, f16 -> f32), `join-cast` (casts that
 //! interleave C planes into channels last, on seeded layouts of 2 to 16 channels and eight type
-//! pairs), `rank` (ranks 9 to 30,
+//! pairs), `channels` (16 to 64 channels between planes and channels last, both directions,
+//! copies and casts), `rank` (ranks 9 to 30,
 //! extents mostly 2 to 4, under reversed, cyclic and seeded random permutations;
 //! `tools/any_layout_bench.py` times the `narrow`, `narrow-cast` and `rank` cases in PyTorch and
 //! CuPy too), `flip` (views read backwards along some axes, made contiguous: a reversed vector,
@@ -644,7 +645,7 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
-/// The steering of the `narrow`, `narrow-cast`, `join-cast`, `rank`, `flip`, `flip-cast`,
+/// The steering of the `narrow`, `narrow-cast`, `join-cast`, `channels`, `rank`, `flip`, `flip-cast`,
 /// `flip-odd`, `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` = `no-tiled`,
 /// `prefer-tiled`, `no-rows`, `prefer-gather` or `prefer-scatter` ([`Steer::NoTiled`],
 /// [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`],
@@ -798,6 +799,68 @@ fn join_cast_workloads(b: &mut Bench) {
     one_pair::<f64, f32>(b, 5);
     one_pair::<u8, f32>(b, 6);
     one_pair::<u16, f32>(b, 7);
+}
+
+/// The `channels` group: 16 to 64 channels moved between planes and channels last, both
+/// directions, where the permute kernels take the copy (the narrow and tiled kernels take
+/// fewer channels): CHW <-> HWC of an image 4096 pixels high and as wide as makes the wider
+/// side 512 MiB, and NCHW <-> NHWC of 56 x 56 images in the batch that makes 512 MiB, with C in
+/// {16, 24, 32, 48, 64}, for copies of u8, f16 and f32 and casts u8 -> f32, f16 -> f32 and
+/// f32 -> f16 (120 rows). Rows are named by their type pair, copies too.
+fn channels_workloads(b: &mut Bench) {
+    fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench) {
+        let stream = b.stream.clone();
+        let wide = F::DTYPE.size().max(T::DTYPE.size());
+        let n = (512 << 20) / wide;
+        let src = random_device::<F>(&stream, n);
+        let mut out = stream.alloc_zeros::<T>(n).unwrap();
+        for c in [16usize, 24, 32, 48, 64] {
+            let (h, side) = (4096, 56);
+            let w = n / (c * h);
+            let batch = n / (c * side * side);
+            let layouts: [(String, Vec<usize>, Vec<usize>); 4] = [
+                (
+                    format!("CHW -> HWC, C={c} H={h} W={w}"),
+                    vec![c, h, w],
+                    vec![1, 2, 0],
+                ),
+                (
+                    format!("HWC -> CHW, C={c} H={h} W={w}"),
+                    vec![h, w, c],
+                    vec![2, 0, 1],
+                ),
+                (
+                    format!("NCHW -> NHWC, N={batch} C={c} H=W={side}"),
+                    vec![batch, c, side, side],
+                    vec![0, 2, 3, 1],
+                ),
+                (
+                    format!("NHWC -> NCHW, N={batch} C={c} H=W={side}"),
+                    vec![batch, side, side, c],
+                    vec![0, 3, 1, 2],
+                ),
+            ];
+            for (name, shape, perm) in layouts {
+                permute_one(
+                    b,
+                    "channels",
+                    format!("{} -> {} {name}", F::DTYPE, T::DTYPE),
+                    &src,
+                    &mut out,
+                    &shape,
+                    &perm,
+                    group_steer(),
+                    None,
+                );
+            }
+        }
+    }
+    one_pair::<u8, u8>(b);
+    one_pair::<f16, f16>(b);
+    one_pair::<f32, f32>(b);
+    one_pair::<u8, f32>(b);
+    one_pair::<f16, f32>(b);
+    one_pair::<f32, f16>(b);
 }
 
 /// The `rank` group's shapes: ranks 9 to 28, extents 2 to 4 (with two long axes at rank 9),
@@ -1882,6 +1945,9 @@ fn main() {
     }
     if want("join-cast") {
         join_cast_workloads(&mut b);
+    }
+    if want("channels") {
+        channels_workloads(&mut b);
     }
     if want("rank") {
         rank_workloads(&mut b);

@@ -36,11 +36,11 @@ END = "<!-- results: end -->"
 # Groups summarised by element type (the first word of a row's name; for the groups of
 # BY_PAIR, the pair "u8 -> f32"), and those summarised whole.
 BY_TYPE = (
-    "narrow", "narrow-cast", "join-cast", "flip-cast", "rank", "short-rows", "short-rows-cast",
+    "narrow", "narrow-cast", "join-cast", "channels", "flip-cast", "rank", "short-rows", "short-rows-cast",
     "sweep",
 )
 # Groups whose rows are named by a type pair ("u8 -> f32 ...").
-BY_PAIR = ("narrow-cast", "join-cast", "flip-cast", "short-rows-cast")
+BY_PAIR = ("narrow-cast", "join-cast", "channels", "flip-cast", "short-rows-cast")
 WHOLE = ("cast",)
 # Groups the sweep records for its alternative kernels: summarised whole, after the sweep.
 ALTERNATIVES = ("sweep-transpose", "sweep-unpacked", "sweep-rows", "sweep-novec", "sweep-packed64")
