@@ -804,9 +804,10 @@ fn join_cast_workloads(b: &mut Bench) {
 /// The `channels` group: 16 to 64 channels moved between planes and channels last, both
 /// directions, where the permute kernels take the copy (the narrow and tiled kernels take
 /// fewer channels): CHW <-> HWC of an image 4096 pixels high and as wide as makes the wider
-/// side 512 MiB, and NCHW <-> NHWC of 56 x 56 images in the batch that makes 512 MiB, with C in
+/// side 512 MiB, of an image 4095 pixels high and an odd number wide (planes off their 16-byte
+/// alignment), and NCHW <-> NHWC of 56 x 56 images in the batch that makes 512 MiB, with C in
 /// {16, 24, 32, 48, 64}, for copies of u8, f16 and f32 and casts u8 -> f32, f16 -> f32 and
-/// f32 -> f16 (120 rows). Rows are named by their type pair, copies too.
+/// f32 -> f16 (180 rows). Rows are named by their type pair, copies too.
 fn channels_workloads(b: &mut Bench) {
     fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench) {
         let stream = b.stream.clone();
@@ -815,31 +816,34 @@ fn channels_workloads(b: &mut Bench) {
         let src = random_device::<F>(&stream, n);
         let mut out = stream.alloc_zeros::<T>(n).unwrap();
         for c in [16usize, 24, 32, 48, 64] {
-            let (h, side) = (4096, 56);
-            let w = n / (c * h);
+            let side = 56;
             let batch = n / (c * side * side);
-            let layouts: [(String, Vec<usize>, Vec<usize>); 4] = [
-                (
+            let mut layouts = Vec::new();
+            for h in [4096usize, 4095] {
+                let w = n / (c * h);
+                // Odd images: an odd width too.
+                let w = if h % 2 == 1 && w % 2 == 0 { w - 1 } else { w };
+                layouts.push((
                     format!("CHW -> HWC, C={c} H={h} W={w}"),
                     vec![c, h, w],
                     vec![1, 2, 0],
-                ),
-                (
+                ));
+                layouts.push((
                     format!("HWC -> CHW, C={c} H={h} W={w}"),
                     vec![h, w, c],
                     vec![2, 0, 1],
-                ),
-                (
-                    format!("NCHW -> NHWC, N={batch} C={c} H=W={side}"),
-                    vec![batch, c, side, side],
-                    vec![0, 2, 3, 1],
-                ),
-                (
-                    format!("NHWC -> NCHW, N={batch} C={c} H=W={side}"),
-                    vec![batch, side, side, c],
-                    vec![0, 3, 1, 2],
-                ),
-            ];
+                ));
+            }
+            layouts.push((
+                format!("NCHW -> NHWC, N={batch} C={c} H=W={side}"),
+                vec![batch, c, side, side],
+                vec![0, 2, 3, 1],
+            ));
+            layouts.push((
+                format!("NHWC -> NCHW, N={batch} C={c} H=W={side}"),
+                vec![batch, side, side, c],
+                vec![0, 3, 1, 2],
+            ));
             for (name, shape, perm) in layouts {
                 permute_one(
                     b,
