@@ -645,10 +645,10 @@ fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
     out
 }
 
-/// The steering of the `narrow`, `narrow-cast`, `join-cast`, `channels`, `rank`, `flip`, `flip-cast`,
-/// `flip-odd`, `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` = `no-tiled`,
-/// `prefer-tiled`, `no-rows`, `prefer-gather` or `prefer-scatter` ([`Steer::NoTiled`],
-/// [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`],
+/// The steering of the `narrow`, `narrow-cast`, `join-cast`, `channels`, `rank`, `flip`,
+/// `flip-cast`, `flip-odd`, `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` =
+/// `no-tiled`, `prefer-tiled`, `no-rows`, `prefer-gather` or `prefer-scatter`
+/// ([`Steer::NoTiled`], [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`],
 /// [`Steer::PreferScatter`]), else the planner's own choice.
 fn group_steer() -> Steer {
     match std::env::var("DEVSPAN_BENCH_STEER").as_deref() {
@@ -802,8 +802,8 @@ fn join_cast_workloads(b: &mut Bench) {
 }
 
 /// The `channels` group: 16 to 64 channels moved between planes and channels last, both
-/// directions, where the permute kernels take the copy (the narrow and tiled kernels take
-/// fewer channels): CHW <-> HWC of an image 4096 pixels high and as wide as makes the wider
+/// directions, where the permute kernels take most copies (the narrow and tiled kernels take
+/// fewer channels, the gathered rows some casts into channels last): CHW <-> HWC of an image 4096 pixels high and as wide as makes the wider
 /// side 512 MiB, of an image 4095 pixels high and an odd number wide (planes off their 16-byte
 /// alignment), and NCHW <-> NHWC of 56 x 56 images in the batch that makes 512 MiB, with C in
 /// {16, 24, 32, 48, 64}, for copies of u8, f16 and f32 and casts u8 -> f32, f16 -> f32 and

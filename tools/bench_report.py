@@ -36,8 +36,8 @@ END = "<!-- results: end -->"
 # Groups summarised by element type (the first word of a row's name; for the groups of
 # BY_PAIR, the pair "u8 -> f32"), and those summarised whole.
 BY_TYPE = (
-    "narrow", "narrow-cast", "join-cast", "channels", "flip-cast", "rank", "short-rows", "short-rows-cast",
-    "sweep",
+    "narrow", "narrow-cast", "join-cast", "channels", "flip-cast", "rank", "short-rows",
+    "short-rows-cast", "sweep",
 )
 # Groups whose rows are named by a type pair ("u8 -> f32 ...").
 BY_PAIR = ("narrow-cast", "join-cast", "channels", "flip-cast", "short-rows-cast")

@@ -1135,9 +1135,8 @@ pub(crate) fn plan_copy(
     {
         return Ok(Plan::RowsScatter { args, from, to });
     }
-    // Casts that interleave a few planes into channels last (CHW -> HWC, NCHW -> NHWC) from
-    // elements of 2 bytes or more into elements of 4 or less: the gathered rows
-    // ([`joins_planes`]).
+    // Casts that interleave a few planes into channels last (CHW -> HWC, NCHW -> NHWC), 2- to
+    // 4-byte, 4- to 2-byte and 8- to 4-byte elements: the gathered rows ([`joins_planes`]).
     if !same
         && !opt.no_rows
         && !opt.prefer_tiled
@@ -1380,8 +1379,8 @@ pub(crate) fn plan_copy(
     })
 }
 
-/// Planes of at least this many pixels make a cast into channels last take the gathered rows
-/// ([`joins_planes`]).
+/// Runs of at least this many pixels, contiguous in the source, make a cast into channels last
+/// take the gathered rows ([`joins_planes`]).
 const JOIN_MIN_PIXELS: usize = 1024;
 
 /// Most planes that a cast into channels last interleaves on the gathered rows
@@ -1390,11 +1389,12 @@ const JOIN_MAX_CHANNELS: usize = 16;
 
 /// Whether normalised `axes` of a cast from `ss`- to `ds`-byte elements interleave 2 to
 /// [`JOIN_MAX_CHANNELS`] planes into channels last (CHW -> HWC, NCHW -> NHWC): axis 0, the
-/// channels, the destination's fastest (stride 1), and axis 1 the pixels of a plane,
-/// contiguous in the source (stride 1) and the channels' period in the destination, at least
-/// [`JOIN_MIN_PIXELS`] long; for sources of 2 bytes or more and destinations of 4 bytes or
-/// less. The gathered rows take such casts: each lane loads its channels from the planes
-/// (coalesced across the warp) and stores the interleaved pixels as vectors.
+/// channels, the destination's fastest (stride 1), and axis 1 a run of pixels contiguous in the
+/// source (stride 1; the whole plane where planes are contiguous) and the channels' period in
+/// the destination, at least [`JOIN_MIN_PIXELS`] long; for the element sizes measured, 2 to
+/// 4, 4 to 2 and 8 to 4 bytes. The gathered rows take such casts: each lane loads its
+/// channels from the planes (coalesced across the warp) and stores the interleaved pixels as
+/// 16-byte vectors.
 ///
 /// On the H100 (the `narrow-cast` and `join-cast` bench groups, 46 such layouts of 2 to 16
 /// channels), f32 -> f16, f32 -> bf16 and f64 -> f32 ran at 0.96-1.02 of a device copy there
@@ -1403,13 +1403,13 @@ const JOIN_MAX_CHANNELS: usize = 16;
 /// Not taken: f32 -> f64 (the gathered rows gained at most 2% and lost 1.5-2% on one
 /// layout); casts from u8 (the tiled kernels ran 10 of 11 layouts faster, 0.83-0.92 against
 /// 0.82-0.87); and the other direction, channels last into planes, where the gathered rows'
-/// loads are strided (images ran at 0.34-0.68).
+/// loads are strided (images ran at 0.34-0.68). Other element sizes (into 1-byte elements,
+/// between elements of one size) were not measured and keep the tiled and permute kernels.
 fn joins_planes(axes: &[PAxis], ss: usize, ds: usize) -> bool {
     let [c, px, ..] = axes else {
         return false;
     };
-    ss >= 2
-        && ds <= 4
+    matches!((ss, ds), (2, 4) | (4, 2) | (8, 4))
         && (2..=JOIN_MAX_CHANNELS).contains(&c.len)
         && c.dst == 1
         && px.src == 1

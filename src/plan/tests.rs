@@ -2865,13 +2865,11 @@ fn narrow_axes_take_the_tiled_plans() {
                         shifted_splits +=
                             usize::from(shifted_as_they_pay(&p, false, c, size, &what));
                     }
-                    // Casts from 2-byte elements or wider into 4-byte ones or narrower, into
+                    // Casts of 2- to 4-byte, 4- to 2-byte and 8- to 4-byte elements into
                     // channels last, planes of 1024 pixels or more: the gathered rows
                     // (`joins_planes`).
                     let gathered = join
-                        && from != to
-                        && size >= 2
-                        && to.size() <= 4
+                        && matches!((size, to.size()), (2, 4) | (4, 2) | (8, 4))
                         && (2..=16).contains(&c)
                         && h * w >= 1024;
                     assert_eq!(

@@ -2690,13 +2690,14 @@ fn flipped_casts_take_the_gathered_rows() {
     println!("flipped casts: paths {paths:?}");
 }
 
-/// Casts that interleave 2 to 16 planes into channels last (CHW -> HWC, NCHW -> NHWC) from
-/// elements of 2 bytes or more into elements of 4 bytes or less, with planes of 1024 pixels or
-/// more contiguous in the source, take the gathered rows (`rows_gather`): planes of an odd
-/// number of pixels (off their 16-byte alignment), sources that start at a later plane,
-/// batches, and destinations that are windows of larger arrays, through `assign_cast` and
-/// `cast`, against ndarray. Casts from u8 and into f64, planes of 1023 pixels, 17 channels,
-/// and planes read backwards along their rows take other paths, checked alike.
+/// Casts that interleave 2 to 16 planes into channels last (CHW -> HWC, NCHW -> NHWC) from 2-
+/// to 4-byte, 4- to 2-byte and 8- to 4-byte elements, with runs of 1024 pixels or more
+/// contiguous in the source, take the gathered rows (`rows_gather`): planes of an odd number
+/// of pixels (off their 16-byte alignment), a source from a later plane, batches, images
+/// cropped in width (rows of pixels apart), through `assign_cast` into a standard-layout
+/// destination or a window of a larger one, and through `cast`, against ndarray. Casts into
+/// f64 and u8 and from u8, runs of 1023 or 1000 pixels, 17 channels, and planes read backwards
+/// along their rows take other paths, checked alike.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn casts_into_channels_last_take_the_gathered_rows() {
@@ -2705,20 +2706,30 @@ fn casts_into_channels_last_take_the_gathered_rows() {
     let mut paths = Paths::new();
     let mut index = 0;
     let mut gathered = 0;
-    // (array, permutation into channels last, source from plane 1, rows read backwards)
-    let layouts: [(&[usize], &[usize], bool, bool); 10] = [
-        (&[3, 64, 64], &[1, 2, 0], false, false),
-        (&[2, 37, 41], &[1, 2, 0], false, false),
-        (&[16, 33, 35], &[1, 2, 0], true, false),
-        (&[4, 2, 25, 45], &[0, 2, 3, 1], false, false),
-        (&[2, 8, 32, 32], &[0, 2, 3, 1], false, false),
-        (&[3, 5, 27, 41], &[0, 2, 3, 1], false, false),
-        (&[16, 32, 40], &[1, 2, 0], false, false),
-        (&[3, 31, 33], &[1, 2, 0], false, false),
-        (&[17, 32, 32], &[1, 2, 0], false, false),
-        (&[3, 64, 64], &[1, 2, 0], false, true),
+    // (array, permutation into channels last, source from plane 1, rows read backwards,
+    // width cropped to)
+    type Layout = (
+        &'static [usize],
+        &'static [usize],
+        bool,
+        bool,
+        Option<usize>,
+    );
+    let layouts: [Layout; 12] = [
+        (&[3, 64, 64], &[1, 2, 0], false, false, None),
+        (&[2, 37, 41], &[1, 2, 0], false, false, None),
+        (&[16, 33, 35], &[1, 2, 0], true, false, None),
+        (&[4, 2, 25, 45], &[0, 2, 3, 1], false, false, None),
+        (&[2, 8, 32, 32], &[0, 2, 3, 1], false, false, None),
+        (&[3, 5, 27, 41], &[0, 2, 3, 1], false, false, None),
+        (&[16, 32, 40], &[1, 2, 0], false, false, None),
+        (&[3, 20, 1200], &[1, 2, 0], false, false, Some(1100)),
+        (&[3, 31, 33], &[1, 2, 0], false, false, None),
+        (&[17, 32, 32], &[1, 2, 0], false, false, None),
+        (&[3, 64, 64], &[1, 2, 0], false, true, None),
+        (&[3, 40, 1200], &[1, 2, 0], false, false, Some(1000)),
     ];
-    for (k, (base, perm, later, backwards)) in layouts.into_iter().enumerate() {
+    for (k, (base, perm, later, backwards, crop)) in layouts.into_iter().enumerate() {
         let rank = base.len();
         let mut src = Src::permuted(base, perm.to_vec());
         // The channel axis of the source array (after the batch, if any).
@@ -2729,10 +2740,14 @@ fn casts_into_channels_last_take_the_gathered_rows() {
         if backwards {
             src.slice[rank - 1] = step(0, None, -1);
         }
+        if let Some(w) = crop {
+            src.slice[rank - 1] = step(0, Some(w as isize), 1);
+        }
         let shape = src.shape();
         let channels = shape[rank - 1];
-        let pixels = base[rank - 2] * base[rank - 1];
-        // A standard-layout destination, and a window of a larger one.
+        // The pixels contiguous in the source: a plane, or a row of a cropped one.
+        let run = crop.unwrap_or(base[rank - 2] * base[rank - 1]);
+        // A standard-layout destination, and a window of a larger one (`cast` makes its own).
         for (d, dst) in [Dst::contiguous(&shape), Dst::window(&shape)]
             .iter()
             .enumerate()
@@ -2742,7 +2757,7 @@ fn casts_into_channels_last_take_the_gathered_rows() {
                 let seed = case_seed(0xc1a, index);
                 let p = &mut paths;
                 let s = &stream;
-                let (path, from, to) = match (k + 2 * d + which) % 8 {
+                let (path, from, to) = match (k + d + 2 * which) % 9 {
                     0 => (cast_case::<f32, f16>(s, seed, which, &src, dst, p), 4, 2),
                     1 => (cast_case::<f16, f32>(s, seed, which, &src, dst, p), 2, 4),
                     2 => (cast_case::<bf16, f32>(s, seed, which, &src, dst, p), 2, 4),
@@ -2750,12 +2765,12 @@ fn casts_into_channels_last_take_the_gathered_rows() {
                     4 => (cast_case::<f32, f64>(s, seed, which, &src, dst, p), 4, 8),
                     5 => (cast_case::<f64, f32>(s, seed, which, &src, dst, p), 8, 4),
                     6 => (cast_case::<u16, f32>(s, seed, which, &src, dst, p), 2, 4),
-                    _ => (cast_case::<u8, f32>(s, seed, which, &src, dst, p), 1, 4),
+                    7 => (cast_case::<u8, f32>(s, seed, which, &src, dst, p), 1, 4),
+                    _ => (cast_case::<f32, u8>(s, seed, which, &src, dst, p), 4, 1),
                 };
-                let expect = from >= 2
-                    && to <= 4
+                let expect = matches!((from, to), (2, 4) | (4, 2) | (8, 4))
                     && (2..=16).contains(&channels)
-                    && pixels >= 1024
+                    && run >= 1024
                     && !backwards;
                 assert_eq!(
                     path == "rows_gather",

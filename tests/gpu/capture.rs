@@ -330,8 +330,8 @@ fn copy_case<From: DeviceElement, To: DeviceElement>(
 }
 
 /// The tiled kernels (vector and element-wise, with a rest launch after them), the gathered
-/// rows of a cast into channels last and the rank-generic fill in every capture mode: their arguments travel by value, so the graph
-/// replays them on new data.
+/// rows of a cast into channels last and the rank-generic fill in every capture mode: their
+/// arguments travel by value, so the graph replays them on new data.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tiled_and_rank_generic_paths_in_every_mode() {
