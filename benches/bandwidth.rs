@@ -593,54 +593,64 @@ fn show_shape(shape: &[usize]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// A permuted copy's name, source shape and permutation.
+type Permuted = (String, Vec<usize>, Vec<usize>);
+
+/// An image of `c` planes of `h` x `w` pixels moved both ways between planes and channels
+/// last: CHW -> HWC, then HWC -> CHW, the size named by `dims` (`H=W=8192`, `H=4096 W=8192`).
+fn image_both_ways(c: usize, h: usize, w: usize, dims: &str) -> [Permuted; 2] {
+    [
+        (
+            format!("CHW -> HWC, C={c} {dims}"),
+            vec![c, h, w],
+            vec![1, 2, 0],
+        ),
+        (
+            format!("HWC -> CHW, C={c} {dims}"),
+            vec![h, w, c],
+            vec![2, 0, 1],
+        ),
+    ]
+}
+
+/// A batch of `n` images of `c` planes of `side` x `side` pixels moved both ways: NCHW ->
+/// NHWC, then NHWC -> NCHW.
+fn batch_both_ways(n: usize, c: usize, side: usize) -> [Permuted; 2] {
+    [
+        (
+            format!("NCHW -> NHWC, N={n} C={c} H=W={side}"),
+            vec![n, c, side, side],
+            vec![0, 2, 3, 1],
+        ),
+        (
+            format!("NHWC -> NCHW, N={n} C={c} H=W={side}"),
+            vec![n, side, side, c],
+            vec![0, 3, 1, 2],
+        ),
+    ]
+}
+
 /// The `narrow` group's layouts for elements of `size` bytes: (name, source shape,
 /// permutation). CHW <-> HWC for C in {2, 3, 4, 8} with H = W = 8192 (4096 where that would
 /// pass 1 GiB) and for C = 3 with H = W = 8191 (planes off their 16-byte alignment), NCHW <->
 /// NHWC with C in {3, 4}, H = W = 256 and the batch that makes 256 MiB.
 /// `tools/any_layout_bench.py` runs the same layouts.
-fn narrow_layouts(size: usize) -> Vec<(String, Vec<usize>, Vec<usize>)> {
+fn narrow_layouts(size: usize) -> Vec<Permuted> {
     let mut out = Vec::new();
     for c in [2usize, 3, 4, 8] {
         let mut side = 8192;
         while c * side * side * size > GIB {
             side /= 2;
         }
-        out.push((
-            format!("CHW -> HWC, C={c} H=W={side}"),
-            vec![c, side, side],
-            vec![1, 2, 0],
-        ));
-        out.push((
-            format!("HWC -> CHW, C={c} H=W={side}"),
-            vec![side, side, c],
-            vec![2, 0, 1],
-        ));
+        out.extend(image_both_ways(c, side, side, &format!("H=W={side}")));
     }
     // Planes of an odd number of pixels, off their 16-byte alignment.
     let side = 8191;
-    out.push((
-        format!("CHW -> HWC, C=3 H=W={side}"),
-        vec![3, side, side],
-        vec![1, 2, 0],
-    ));
-    out.push((
-        format!("HWC -> CHW, C=3 H=W={side}"),
-        vec![side, side, 3],
-        vec![2, 0, 1],
-    ));
+    out.extend(image_both_ways(3, side, side, &format!("H=W={side}")));
     for c in [3usize, 4] {
-        let (h, w) = (256, 256);
-        let n = (256 << 20) / (c * h * w * size);
-        out.push((
-            format!("NCHW -> NHWC, N={n} C={c} H=W={h}"),
-            vec![n, c, h, w],
-            vec![0, 2, 3, 1],
-        ));
-        out.push((
-            format!("NHWC -> NCHW, N={n} C={c} H=W={h}"),
-            vec![n, h, w, c],
-            vec![0, 3, 1, 2],
-        ));
+        let side = 256;
+        let n = (256 << 20) / (c * side * side * size);
+        out.extend(batch_both_ways(n, c, side));
     }
     out
 }
@@ -761,22 +771,14 @@ fn join_cast_workloads(b: &mut Bench) {
             let c = [2usize, 3, 4, 5, 6, 8, 12, 16][draw(8)];
             // Elements of the wider side: 128 to 896 MiB, in steps of 128 MiB.
             let elems = ((128 << 20) + draw(7) * (128 << 20)) / wide;
-            let (name, shape, perm) = if k % 2 == 0 {
+            // The first of each pair: into channels last.
+            let [(name, shape, perm), _] = if k % 2 == 0 {
                 let h = 1024 + draw(8192 - 1024);
                 let w = elems / (c * h);
-                (
-                    format!("CHW -> HWC, C={c} H={h} W={w}"),
-                    vec![c, h, w],
-                    vec![1, 2, 0],
-                )
+                image_both_ways(c, h, w, &format!("H={h} W={w}"))
             } else {
                 let side = [32usize, 64, 100, 128, 224, 256, 384, 512][draw(8)];
-                let batch = elems / (c * side * side);
-                (
-                    format!("NCHW -> NHWC, N={batch} C={c} H=W={side}"),
-                    vec![batch, c, side, side],
-                    vec![0, 2, 3, 1],
-                )
+                batch_both_ways(elems / (c * side * side), c, side)
             };
             permute_one(
                 b,
@@ -803,11 +805,11 @@ fn join_cast_workloads(b: &mut Bench) {
 
 /// The `channels` group: 16 to 64 channels moved between planes and channels last, both
 /// directions, where the permute kernels take most copies (the narrow and tiled kernels take
-/// fewer channels, the gathered rows some casts into channels last): CHW <-> HWC of an image 4096 pixels high and as wide as makes the wider
-/// side 512 MiB, of an image 4095 pixels high and an odd number wide (planes off their 16-byte
-/// alignment), and NCHW <-> NHWC of 56 x 56 images in the batch that makes 512 MiB, with C in
-/// {16, 24, 32, 48, 64}, for copies of u8, f16 and f32 and casts u8 -> f32, f16 -> f32 and
-/// f32 -> f16 (180 rows). Rows are named by their type pair, copies too.
+/// fewer channels, the gathered rows some casts into channels last): CHW <-> HWC of an image
+/// 4096 pixels high and as wide as makes the wider side 512 MiB, of an image 4095 pixels high
+/// and an odd number wide (planes off their 16-byte alignment), and NCHW <-> NHWC of 56 x 56
+/// images in the batch that makes 512 MiB, with C in {16, 24, 32, 48, 64}, for copies of u8,
+/// f16 and f32 and casts u8 -> f32, f16 -> f32 and f32 -> f16 (180 rows). Rows are named by their type pair, copies too.
 fn channels_workloads(b: &mut Bench) {
     fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench) {
         let stream = b.stream.clone();
@@ -823,27 +825,9 @@ fn channels_workloads(b: &mut Bench) {
                 let w = n / (c * h);
                 // Odd images: an odd width too.
                 let w = if h % 2 == 1 && w % 2 == 0 { w - 1 } else { w };
-                layouts.push((
-                    format!("CHW -> HWC, C={c} H={h} W={w}"),
-                    vec![c, h, w],
-                    vec![1, 2, 0],
-                ));
-                layouts.push((
-                    format!("HWC -> CHW, C={c} H={h} W={w}"),
-                    vec![h, w, c],
-                    vec![2, 0, 1],
-                ));
+                layouts.extend(image_both_ways(c, h, w, &format!("H={h} W={w}")));
             }
-            layouts.push((
-                format!("NCHW -> NHWC, N={batch} C={c} H=W={side}"),
-                vec![batch, c, side, side],
-                vec![0, 2, 3, 1],
-            ));
-            layouts.push((
-                format!("NHWC -> NCHW, N={batch} C={c} H=W={side}"),
-                vec![batch, side, side, c],
-                vec![0, 3, 1, 2],
-            ));
+            layouts.extend(batch_both_ways(batch, c, side));
             for (name, shape, perm) in layouts {
                 permute_one(
                     b,

@@ -1137,8 +1137,7 @@ pub(crate) fn plan_copy(
     }
     // Casts that interleave a few planes into channels last (CHW -> HWC, NCHW -> NHWC), 2- to
     // 4-byte, 4- to 2-byte and 8- to 4-byte elements: the gathered rows ([`joins_planes`]).
-    if !same
-        && !opt.no_rows
+    if !opt.no_rows
         && !opt.prefer_tiled
         && joins_planes(&norm.axes, ss, ds)
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
