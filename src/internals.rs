@@ -608,21 +608,31 @@ pub fn strided1_copy_launch(
 /// The launch of a plan of the row kernel, the gathered or the scattered row kernel; `None`
 /// for other plans.
 fn row_launch_of(p: &plan::Plan) -> Option<RowLaunch> {
-    use devspan_kernels::abi::{Kernel, Kind, row_grid};
-    let (kernel, params, row, from, to) = match p {
-        plan::Plan::Rows { args, from, to } => (Kind::Rows, param_bytes(args), args, from, to),
-        plan::Plan::RowsGather { args, from, to } => {
-            (Kind::RowsGather, param_bytes(args), &args.row, from, to)
-        }
-        plan::Plan::RowsScatter { args, from, to } => {
-            (Kind::RowsScatter, param_bytes(args), &args.row, from, to)
-        }
+    use devspan_kernels::abi::{Kernel, Kind, gather_grid, row_grid};
+    let (kernel, params, grid, from, to) = match p {
+        plan::Plan::Rows { args, from, to } => (
+            Kind::Rows,
+            param_bytes(args),
+            row_grid(args, from.size(), to.size()),
+            from,
+            to,
+        ),
+        plan::Plan::RowsGather { args, from, to } => (
+            Kind::RowsGather,
+            param_bytes(args),
+            gather_grid(args, from.size(), to.size()),
+            from,
+            to,
+        ),
+        plan::Plan::RowsScatter { args, from, to } => (
+            Kind::RowsScatter,
+            param_bytes(args),
+            gather_grid(args, from.size(), to.size()),
+            from,
+            to,
+        ),
         _ => return None,
     };
     let kernel = Kernel::copy(kernel, *from, *to);
-    Some(RowLaunch::new(
-        kernel,
-        params,
-        row_grid(row, from.size(), to.size()),
-    ))
+    Some(RowLaunch::new(kernel, params, grid))
 }

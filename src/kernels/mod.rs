@@ -13,9 +13,9 @@ use cudarc::driver::{
 };
 use devspan_kernels::abi::{
     DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, StridedArgs32, TiledArgs,
-    contig_grid, fill_grid, narrow_grid, narrow_items, permute_grid, permute_kind, row_grid,
-    strided_grid, tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_e_wide, tiled_grid,
-    tiled_kind, tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
+    contig_grid, fill_grid, gather_grid, narrow_grid, narrow_items, permute_grid, permute_kind,
+    row_grid, strided_grid, tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_e_wide,
+    tiled_grid, tiled_kind, tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -479,7 +479,7 @@ pub(crate) unsafe fn execute(plan: &Plan, stream: &CudaStream, grid: GridOptions
             };
             let k = Kernel::copy(kind, *from, *to);
             let f = kernel(stream.context(), k)?;
-            let (gx, gy) = row_grid(&args.row, from.size(), to.size());
+            let (gx, gy) = gather_grid(args, from.size(), to.size());
             let args = Param(*args);
             let mut b = stream.launch_builder(&f);
             b.arg(&args);

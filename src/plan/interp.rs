@@ -7,7 +7,8 @@ use crate::element::DType;
 use devspan_kernels::abi::{
     CONTIG_ALIGN, PermuteArgs, ROW_BLOCK, ROW_MAX_TEAM_SHIFT, ROW_SCALAR_UNROLL, RowArgs,
     RowGatherArgs, RowRuns, TILED_SHIFTED_DEST, TILED_SHIFTED_SOURCE, TiledArgs,
-    contig_group_elems, row_grid, row_head, row_rev_head, row_units_per_lane, tiled_vectors,
+    contig_group_elems, gather_grid, row_grid, row_head, row_rev_head, row_units_per_lane,
+    tiled_vectors,
 };
 
 /// Host buffers standing in for device allocations at chosen addresses.
@@ -245,12 +246,12 @@ pub(crate) fn run(plan: &Plan, mem: &mut HostMem) {
             run_rows_rev(args, elem, runs, (gx.max(1), gy.max(1)), mem);
         }
         Plan::RowsGather { ref args, from, to } => {
-            let (gx, gy) = row_grid(&args.row, from.size(), to.size());
-            run_rows_gather(args, from, to, false, (gx.max(1), gy.max(1)), mem);
+            let grid = gather_grid(args, from.size(), to.size());
+            run_rows_gather(args, from, to, false, grid, mem);
         }
         Plan::RowsScatter { ref args, from, to } => {
-            let (gx, gy) = row_grid(&args.row, from.size(), to.size());
-            run_rows_gather(args, from, to, true, (gx.max(1), gy.max(1)), mem);
+            let grid = gather_grid(args, from.size(), to.size());
+            run_rows_gather(args, from, to, true, grid, mem);
         }
         Plan::Permute { ref args, from, to } => run_permute(args, from, to, mem),
         Plan::Tiled {
@@ -884,6 +885,14 @@ pub(crate) fn run_rows_gather(
     let cs = if scatter { ss } else { ds };
     let unit_bytes = unit * cs;
     let units = row_units_per_lane(from.size(), to.size());
+    // The kernel's block coordinates: (piece, rows) of the launch grid, swapped with
+    // rows_first.
+    let (gx, gy) = (grid.0.max(1), grid.1.max(1));
+    let grid = if args.rows_first != 0 {
+        (gy, gx)
+    } else {
+        (gx, gy)
+    };
     for_each_row_lane(row_args, units, grid, |l, row| {
         let (od, os) = row_args.row_offsets(row);
         let dr = at(row_args.dst, od, ds as usize);

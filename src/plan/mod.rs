@@ -965,49 +965,134 @@ fn rows_gather_args(
     if x.dst != 1 || !(any || backwards || short_runs) {
         return None;
     }
-    let merged = a.len() >= 2 && a[1].dst == x.len as isize;
-    if short_runs && !merged {
+    let rows = periodic_rows(a, |x| x.dst, |x| x.src)?;
+    if short_runs && rows.period == 1 {
         return None;
     }
-    let (period, stride, step, row_len, outer) = if merged && x.len as u64 <= ROW_GATHER_MAX_PERIOD
-    {
-        let len = x.len.checked_mul(a[1].len)?;
-        (x.len as u64, x.src as i64, a[1].src as i64, len, &a[2..])
+    if rows.row_len < group {
+        return None;
+    }
+    rows.args(dst, src, (ss, ds), |x| x.src)
+}
+
+/// The rows of a gathered or scattered row kernel over the normalised axes `a`, whose axis 0
+/// has stride 1 on the contiguous side (`contig` gives an axis's stride there, `periodic` on
+/// the other side): where the contiguous side runs on across axes 0 and 1 the row is both,
+/// axis 0 its period; else the row is axis 0 (periods of one element). A period of at least
+/// [`GATHER_SPLIT_PERIOD`] elements whose next starts inside it on the other side (the planes
+/// of an image split out of channels last) stays a row of its own, so that such rows run
+/// together ([`PeriodicRows::args`]). `None` where the row's length overflows.
+fn periodic_rows(
+    a: &[PAxis],
+    contig: fn(&PAxis) -> isize,
+    periodic: fn(&PAxis) -> isize,
+) -> Option<PeriodicRows<'_>> {
+    let x = a.first()?;
+    let merged = a.len() >= 2
+        && contig(&a[1]) == x.len as isize
+        && x.len as u64 <= ROW_GATHER_MAX_PERIOD
+        && !(x.len >= GATHER_SPLIT_PERIOD
+            && periodic(&a[1]).unsigned_abs() < periodic(x).unsigned_abs());
+    Some(if merged {
+        PeriodicRows {
+            period: x.len as u64,
+            stride: periodic(x) as i64,
+            step: periodic(&a[1]) as i64,
+            row_len: x.len.checked_mul(a[1].len)?,
+            outer: &a[2..],
+        }
     } else {
-        (1, 0, x.src as i64, x.len, &a[1..])
-    };
-    if row_len < group || outer.len() > MAX_ROW_OUTER {
-        return None;
+        PeriodicRows {
+            period: 1,
+            stride: 0,
+            step: periodic(x) as i64,
+            row_len: x.len,
+            outer: &a[1..],
+        }
+    })
+}
+
+/// The shorter of two periods' lengths in elements ([`periodic_rows`]) from which a period
+/// whose next one starts inside it on the side in periods stays a row of its own: 2^18 (a
+/// plane of 512 x 512 pixels).
+const GATHER_SPLIT_PERIOD: usize = 1 << 18;
+
+/// The rows of [`periodic_rows`]: each `row_len` elements in periods of `period`, of stride
+/// `stride` inside a period and `step` from one to the next on the side in periods, over the
+/// `outer` axes.
+struct PeriodicRows<'a> {
+    period: u64,
+    stride: i64,
+    step: i64,
+    row_len: usize,
+    outer: &'a [PAxis],
+}
+
+impl PeriodicRows<'_> {
+    /// The kernels' block for these rows of `sizes` (source, destination) bytes from `dst` and
+    /// `src`, `periodic` the side in periods' stride of an axis. `None` for more than
+    /// [`MAX_ROW_OUTER`] outer axes.
+    ///
+    /// Where an outer axis steps less far on the side in periods than any two elements of a row
+    /// lie apart (`step` between periods, `stride` inside one of more than one element), the
+    /// rows interleave there: the planes of an image split out of channels last (each plane's
+    /// pixels `C` apart, the planes one apart), the rows of a transpose read down its columns.
+    /// The outer axis of least stride then comes first and the rows run over grid x
+    /// ([`RowGatherArgs::rows_first`]), so that the rows that share lines of memory run at
+    /// about the same time: with the rows over grid y, each plane of a large image runs after
+    /// the one before it, and every line of the interleaved side is read (or written) once per
+    /// plane.
+    fn args(
+        &self,
+        dst: u64,
+        src: u64,
+        sizes: (usize, usize),
+        periodic: fn(&PAxis) -> isize,
+    ) -> Option<RowGatherArgs> {
+        if self.outer.len() > MAX_ROW_OUTER {
+            return None;
+        }
+        let apart = if self.period > 1 {
+            self.stride.unsigned_abs().min(self.step.unsigned_abs())
+        } else {
+            self.step.unsigned_abs()
+        };
+        let least = (0..self.outer.len()).min_by_key(|&k| periodic(&self.outer[k]).unsigned_abs());
+        let first = least.filter(|&k| (periodic(&self.outer[k]).unsigned_abs() as u64) < apart);
+        let moved;
+        let outer = match first {
+            Some(k) if k > 0 => {
+                let mut v = self.outer.to_vec();
+                v[..=k].rotate_right(1);
+                moved = v;
+                &moved[..]
+            }
+            _ => self.outer,
+        };
+        let row = outer_row_args(dst, src, self.row_len as u64, outer, 1, sizes)?;
+        Some(
+            RowGatherArgs::new(row, self.period, self.stride, self.step)?
+                .with_rows_first(first.is_some()),
+        )
     }
-    let row = outer_row_args(dst, src, row_len as u64, outer, 1, (ss, ds))?;
-    RowGatherArgs::new(row, period, stride, step)
 }
 
 /// The scattered row kernels' arguments for a copy of `size`-byte elements whose normalised
 /// axis 0 is the source's fastest (stride 1): where the source is contiguous across axes 0
 /// and 1 the row is both, axis 0 its period in the destination (a contiguous array written
 /// into a column slice `x[.., ..c]`, into images flipped left-right); else the row is axis 0
-/// (periods of one element). `None` for other layouts, rows shorter than a vector and more
+/// (periods of one element), as [`periodic_rows`] says. `None` for other layouts, rows shorter than a vector and more
 /// than [`MAX_ROW_OUTER`] outer axes.
 fn rows_scatter_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<RowGatherArgs> {
-    let a = &norm.axes;
-    let x = a.first()?;
+    let x = norm.axes.first()?;
     if x.src != 1 {
         return None;
     }
-    let merged = a.len() >= 2 && a[1].src == x.len as isize;
-    let (period, stride, step, row_len, outer) = if merged && x.len as u64 <= ROW_GATHER_MAX_PERIOD
-    {
-        let len = x.len.checked_mul(a[1].len)?;
-        (x.len as u64, x.dst as i64, a[1].dst as i64, len, &a[2..])
-    } else {
-        (1, 0, x.dst as i64, x.len, &a[1..])
-    };
-    if row_len < contig_group_elems(size, size) || outer.len() > MAX_ROW_OUTER {
+    let rows = periodic_rows(&norm.axes, |x| x.src, |x| x.dst)?;
+    if rows.row_len < contig_group_elems(size, size) {
         return None;
     }
-    let row = outer_row_args(dst, src, row_len as u64, outer, 1, (size, size))?;
-    RowGatherArgs::new(row, period, stride, step)
+    rows.args(dst, src, (size, size), |x| x.dst)
 }
 
 /// The unsigned type of `bytes` bytes (1, 2, 4 or 8), whose copies move any element type of

@@ -919,6 +919,110 @@ fn preferred_gathered_rows_take_every_cast_into_contiguous_rows() {
     }
 }
 
+/// Gathered rows that interleave in the source run over grid x (`rows_first`), the outer axis
+/// of least source stride first: planes split out of channels last, with the destination's
+/// rows apart or planes of at least `GATHER_SPLIT_PERIOD` pixels (each a row of its own, not
+/// a period of one row), a batch of such images, a transpose read down its columns. Rows that
+/// do not interleave keep the rows over grid y. Each against the reference, on the launcher's
+/// grid and on small forced ones.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "a million elements through the interpreter; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
+fn interleaved_gathered_rows_run_over_grid_x() {
+    use DType::*;
+    let opt = PlanOptions {
+        prefer_gather: true,
+        ..KERNEL_FAMILY_OPTIONS
+    };
+    let plane = 1 << 18;
+    // (shape, destination strides, source strides, (period, row length, rows, first outer
+    // extent, rows first))
+    type Want = (u64, u64, u64, u64, bool);
+    type Case = (Vec<usize>, Vec<isize>, Vec<isize>, Want);
+    let cases: [Case; 7] = [
+        // HWC -> CHW of a small image: one row, the planes its periods.
+        (
+            vec![3, 8, 20],
+            vec![160, 20, 1],
+            vec![1, 60, 3],
+            (160, 480, 1, 1, false),
+        ),
+        // Planes of 2^18 pixels: a row each, the three over grid x.
+        (
+            vec![3, 512, 512],
+            vec![plane, 512, 1],
+            vec![1, 3 * 512, 3],
+            (1, plane as u64, 3, 3, true),
+        ),
+        // Two such images: the channels first among the outer axes.
+        (
+            vec![2, 3, 512, 512],
+            vec![3 * plane, plane, 512, 1],
+            vec![3 * plane, 1, 3 * 512, 3],
+            (1, plane as u64, 6, 3, true),
+        ),
+        // The destination's rows 104 apart: a row per image row, the channels moved first.
+        (
+            vec![3, 4, 100],
+            vec![416, 104, 1],
+            vec![1, 300, 3],
+            (1, 100, 12, 3, true),
+        ),
+        // A transpose read down its columns, into rows 56 apart; into a contiguous destination
+        // one row, the source's columns its periods.
+        (
+            vec![40, 50],
+            vec![56, 1],
+            vec![1, 40],
+            (1, 50, 40, 40, true),
+        ),
+        (
+            vec![40, 50],
+            vec![50, 1],
+            vec![1, 40],
+            (50, 2000, 1, 1, false),
+        ),
+        // Rows read backwards into rows apart: apart in the source by more than their
+        // elements.
+        (vec![5, 40], vec![48, 1], vec![40, -1], (1, 40, 5, 5, false)),
+    ];
+    for (shape, ds, ss, want) in &cases {
+        let big = shape.iter().product::<usize>() > 1 << 16;
+        let pairs: &[(DType, DType)] = if big {
+            &[(U8, F32)]
+        } else {
+            &[(U8, F32), (F32, F16), (I16, F64)]
+        };
+        let grids: &[Option<(u32, u32)>] = if big {
+            &[None]
+        } else {
+            &[None, Some((1, 1)), Some((2, 3))]
+        };
+        for &(from, to) in pairs {
+            for &grid in grids {
+                let p = run_case_with(shape, ds, 0, to, ss, 0, from, grid, opt);
+                let Plan::RowsGather { args, .. } = p else {
+                    panic!("{shape:?} {ss:?} {from} -> {to}: {p:?}");
+                };
+                let got = (
+                    args.period,
+                    args.row.row_len,
+                    args.row.rows,
+                    args.row.shape[0],
+                    args.rows_first != 0,
+                );
+                assert_eq!(got, *want, "{shape:?} {ss:?} {from} -> {to}");
+                let (x, y) = devspan_kernels::abi::gather_grid(&args, from.size(), to.size());
+                let (px, py) = row_grid(&args.row, from.size(), to.size());
+                let swapped = if want.4 { (py, px) } else { (px, py) };
+                assert_eq!((x, y), swapped, "{shape:?} {ss:?} {from} -> {to}");
+            }
+        }
+    }
+}
+
 /// Standard (C-order) strides of `shape`, in elements.
 fn standard_strides_of(shape: &[usize]) -> Vec<isize> {
     let mut st = vec![0isize; shape.len()];

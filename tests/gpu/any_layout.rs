@@ -2102,6 +2102,22 @@ fn every_steering_gives_the_same_result() {
         narrow.push(every_steering::<u8, f32>(s, next(), &nhwc, &d(&nhwc), by));
         let padded = Dst::padded(&chw.shape());
         narrow.push(every_steering::<f16, f16>(s, next(), &chw, &padded, by));
+        // Planes split out of channels last whose gathered rows interleave in the source and
+        // run over grid x (`rows_first`, pinned by the planner's
+        // `interleaved_gathered_rows_run_over_grid_x`): planes of 2^18 pixels, a row each, and
+        // planes whose rows lie apart, a row per image row.
+        let large = c(&[512, 512, 3], &[2, 0, 1]);
+        narrow.push(every_steering::<u8, f32>(s, next(), &large, &d(&large), by));
+        let apart = Dst::padded(&hwc.shape());
+        narrow.push(every_steering::<f16, f32>(s, next(), &hwc, &apart, by));
+        let nhwc_large = c(&[2, 512, 512, 3], &[0, 3, 1, 2]);
+        narrow.push(every_steering::<f32, f32>(
+            s,
+            next(),
+            &nhwc_large,
+            &d(&nhwc_large),
+            by,
+        ));
     }
     // High ranks: random shapes and permutations, a sliced source, strided destinations.
     for (k, rank) in [12usize, 20, 33].into_iter().enumerate() {

@@ -4,7 +4,8 @@
 //! first: every row reversed; channels last: pixels right to left), flipped both ways, channels
 //! reversed and pairs swapped, with source rows apart and destination rows apart, and (as
 //! `Steer::PreferGather` plans them) channels moved innermost from planes, CHW -> HWC and
-//! NCHW -> NHWC, and planes from interleaved channels. The casts: between integers of every two
+//! NCHW -> NHWC, and planes from interleaved channels (whose rows, the planes, run over grid x:
+//! `rows_first`). The casts: between integers of every two
 //! sizes, so that every unit width (16, 8, 4 and 2 elements) runs; and, on a few layouts,
 //! integers to floats, floats to integers and floats to floats of every size, bf16 included
 //! (sources without NaNs: the interpreter's NaN results are canonical, the reference's
@@ -92,21 +93,25 @@ type Pad = Option<(usize, usize)>;
 type Shape = (&'static str, &'static [usize], &'static [usize], Pad, Pad);
 
 /// Layouts planned with `Steer::PreferGather`: name, shape, the source array's axis of each
-/// of the view's.
-const PERMUTED: [(&str, &[usize], &[usize]); 5] = [
+/// of the view's, and the destination's pad.
+const PERMUTED: [(&str, &[usize], &[usize], Pad); 6] = [
     // CHW -> HWC and NCHW -> NHWC: channels innermost, gathered from their planes (3, 4 and
     // 16 channels).
-    ("chw_hwc", &[6, 20, 3], &[1, 2, 0]),
-    ("chw_hwc16", &[5, 9, 16], &[1, 2, 0]),
-    ("nchw_nhwc", &[2, 5, 7, 4], &[0, 2, 3, 1]),
-    // HWC -> CHW: planes from interleaved channels, read 3 apart.
-    ("hwc_chw", &[3, 6, 40], &[2, 0, 1]),
+    ("chw_hwc", &[6, 20, 3], &[1, 2, 0], None),
+    ("chw_hwc16", &[5, 9, 16], &[1, 2, 0], None),
+    ("nchw_nhwc", &[2, 5, 7, 4], &[0, 2, 3, 1], None),
+    // HWC -> CHW: planes from interleaved channels, read 3 apart; with the destination's rows
+    // apart, a row per image row whose planes interleave: their rows over grid x
+    // (rows_first), of more than one block on each axis.
+    ("hwc_chw", &[3, 6, 40], &[2, 0, 1], None),
+    ("hwc_chw_dpad", &[3, 4, 2100], &[2, 0, 1], Some((2, 4))),
     // CHW -> HWC, channels reversed too (BGR planes to RGB pixels).
-    ("chw_hwc_bgr", &[4, 33, 3], &[1, 2, 0]),
+    ("chw_hwc_bgr", &[4, 33, 3], &[1, 2, 0], None),
 ];
 
-/// A written case: its file and the launcher's grid.
-type Written = (String, (u32, u32));
+/// A written case: its file, the launcher's grid and whether its rows are over grid x
+/// (`rows_first`).
+type Written = (String, (u32, u32), bool);
 
 fn layouts() -> Vec<Layout> {
     let shapes: [Shape; 10] = [
@@ -167,7 +172,7 @@ fn layouts() -> Vec<Layout> {
     // Copies of every element size too.
     let sizes = [DType::U8, DType::U16, DType::U32, DType::U64];
     let pairs = PAIRS.into_iter().chain(sizes.into_iter().map(|t| (t, t)));
-    for (name, shape, perm) in PERMUTED {
+    for (name, shape, perm, dpad) in PERMUTED {
         for (k, (from, to)) in pairs.clone().enumerate() {
             let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
             all.push(Layout {
@@ -181,7 +186,7 @@ fn layouts() -> Vec<Layout> {
                 perm: Some(perm.to_vec()),
                 forward: false,
                 spad: None,
-                dpad: None,
+                dpad,
                 from,
                 to,
                 dst_mis: k as u64 % 4,
@@ -324,7 +329,10 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     // The source's regions: the runs of bytes the view covers.
     let regions = covered_regions(SRC, &source, &covered);
     let file = write_launch_case(dir, &l.name, &launch, &regions, dbase, &expect)?;
-    Ok(Some((file, launch.grid)))
+    let at = std::mem::offset_of!(devspan_kernels::abi::RowGatherArgs, rows_first);
+    let rows_first = launch.kernel.contains("_rows_gather_")
+        && launch.params[at..at + 8].iter().any(|&b| b != 0);
+    Ok(Some((file, launch.grid, rows_first)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
@@ -334,6 +342,7 @@ fn run(out: &Out, sample: bool) -> Result<(), String> {
 fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     let mut files = Vec::new();
     let mut grids = Vec::new();
+    let mut swapped = Vec::new();
     let mut other = Vec::new();
     let all = layouts();
     for (i, l) in all.iter().enumerate() {
@@ -341,9 +350,12 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             continue;
         }
         match write_case(dir, l, 0x9a7 + i as u64)? {
-            Some((f, g)) => {
+            Some((f, g, rows_first)) => {
                 files.push(f);
                 grids.push(g);
+                if rows_first {
+                    swapped.push(g);
+                }
             }
             None => other.push(l.name.clone()),
         }
@@ -363,6 +375,12 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     if !sample && !both {
         return Err(format!(
             "grids {grids:?}: none of more than one block on each axis"
+        ));
+    }
+    // Rows over grid x: some of more than one block on each axis.
+    if !sample && !swapped.iter().any(|g| g.0 > 1 && g.1 > 1) {
+        return Err(format!(
+            "rows_first grids {swapped:?}: none of more than one block on each axis"
         ));
     }
     let lines = run_cases(dir, &files)?;
@@ -396,8 +414,10 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
         ));
     }
     out.summary(&format!(
-        "ptx_sim: {} gathered-row interpreter cases passed ({forward} on the row kernel){}",
+        "ptx_sim: {} gathered-row interpreter cases passed ({forward} on the row kernel, {} with \
+         the rows over grid x){}",
         lines.len() - forward,
+        swapped.len(),
         if sample { " (sample)" } else { "" }
     ));
     Ok(())

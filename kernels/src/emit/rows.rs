@@ -554,21 +554,25 @@ pub(super) fn row_gather_kernel(
              // A team of 2^team_shift consecutive threads (lanes) works on one row at a\n\
              // time; a block holds {BLOCK} >> team_shift teams. The rows are spread over\n\
              // grid y and the teams of a block (grid-strided), the work inside a row over\n\
-             // grid x (grid-strided), so any grid is correct. All index math is 64-bit but\n\
-             // for the position inside a period (32-bit, period < 2^31).\n\
+             // grid x (grid-strided), so any grid is correct; with rows_first the block's\n\
+             // two coordinates swap roles (x over the rows, y inside a row), so that blocks\n\
+             // launched one after another take the same piece of consecutive rows. All\n\
+             // index math is 64-bit but for the position inside a period (32-bit, period\n\
+             // < 2^31).\n\
              //\n\
              // Per row: head is the number of elements before the destination reaches a\n\
              // {unit_bytes}-byte boundary. The units of {u} elements from element head\n\
              // ({unit_bytes} bytes of the destination, one aligned store) move whole: lane\n\
-             // l of block x takes the {units} units x * team * {units} + l + team * j\n\
-             // (j < {units}), finds the source offset of each unit's first element by a\n\
-             // division by the period and of the next by a step (period_stride inside a\n\
-             // period, the step to the next period's element 0 where it ends), loads all\n\
+             // l of the block of piece x takes the {units} units x * team * {units} + l +\n\
+             // team * j (j < {units}), finds the source offset of each unit's first element\n\
+             // by a division by the period and of the next by a step (period_stride inside\n\
+             // a period, the step to the next period's element 0 where it ends), loads all\n\
              // their elements one by one, then converts and stores them, and strides by\n\
-             // nctaid.x * team * {units}, so that consecutive lanes store consecutive\n\
-             // units. The elements before head and the tail after the last whole unit are\n\
-             // the row's scalar elements: lane l of block x takes scalar elements\n\
-             // x * team + l + k * nctaid.x * team, {ROW_UNROLL} per iteration.",
+             // nx * team * {units} (nx the grid's pieces), so that consecutive lanes store\n\
+             // consecutive units. The elements before head and the tail after the last\n\
+             // whole unit are the row's scalar elements: lane l of the block of piece x\n\
+             // takes scalar elements x * team + l + k * nx * team, {ROW_UNROLL} per\n\
+             // iteration.",
             size = std::mem::size_of::<RowGatherArgs>(),
         )
     };

@@ -133,12 +133,13 @@ mod tests {
 
         // The row's fields lie where they lie in `RowArgs`, so that the row kernels' frame
         // reads both blocks alike.
-        assert_eq!(size_of::<RowGatherArgs>(), 360);
+        assert_eq!(size_of::<RowGatherArgs>(), 368);
         assert_eq!(offset_of!(RowGatherArgs, row), 0);
         assert_eq!(offset_of!(RowGatherArgs, period), 320);
         assert_eq!(offset_of!(RowGatherArgs, period_div), 328);
         assert_eq!(offset_of!(RowGatherArgs, period_stride), 344);
         assert_eq!(offset_of!(RowGatherArgs, period_step), 352);
+        assert_eq!(offset_of!(RowGatherArgs, rows_first), 360);
         for f in RowArgs::FIELDS {
             assert_eq!(RowGatherArgs::offset(f.name), f.offset, "{}", f.name);
         }
@@ -227,6 +228,22 @@ mod tests {
         assert_eq!(row_grid(&e, 4, 4), (1, 65535));
         let z = RowArgs::new(0, 0, 0, &[4], &[8], &[8], 4, 4).unwrap();
         assert_eq!(row_grid(&z, 4, 4), (0, 0));
+        // Gathered rows: rows over y, or over x with rows_first (pieces then over y, clamped).
+        let g = RowGatherArgs::new(b, 1, 0, 3).unwrap();
+        assert_eq!(gather_grid(&g, 4, 4), (4, 8000));
+        assert_eq!(gather_grid(&g.with_rows_first(true), 4, 4), (8000, 4));
+        let long = RowArgs::new(0, 0, 1 << 40, &[3], &[1 << 40], &[1], 1, 4).unwrap();
+        let g = RowGatherArgs::new(long, 1, 0, 3).unwrap();
+        assert_eq!(gather_grid(&g, 1, 4), (1 << 28, 3));
+        assert_eq!(gather_grid(&g.with_rows_first(true), 1, 4), (3, 65535));
+        let g = RowGatherArgs::new(c, 1, 0, 3)
+            .unwrap()
+            .with_rows_first(true);
+        assert_eq!(gather_grid(&g, 4, 4), (4, 1));
+        let g = RowGatherArgs::new(z, 1, 0, 3)
+            .unwrap()
+            .with_rows_first(true);
+        assert_eq!(gather_grid(&g, 4, 4), (0, 0));
     }
 
     fn check64(d: u64, n: u64) {

@@ -72,6 +72,29 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
     )
 }
 
+/// Grid `(x, y)` of a gathered or scattered row kernel: [`row_grid`]'s, or with
+/// [`RowGatherArgs::rows_first`] its two sides swapped, the teams' rows over x (clamped to
+/// [`ROW_MAX_GRID`]`.0`) and the pieces of a row over y (clamped to [`ROW_MAX_GRID`]`.1`).
+/// `(0, 0)` when there is nothing to do.
+pub fn gather_grid(args: &RowGatherArgs, src_size: usize, dst_size: usize) -> (u32, u32) {
+    let (x, y) = row_grid(&args.row, src_size, dst_size);
+    if args.rows_first == 0 || (x, y) == (0, 0) {
+        return (x, y);
+    }
+    let shift = args.row.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let per_pass = row_units_per_lane(src_size, dst_size) << shift;
+    let teams_per_block = u64::from(ROW_BLOCK) >> shift;
+    let units = row_units(args.row.row_len, src_size, dst_size);
+    let (mx, my) = ROW_MAX_GRID;
+    (
+        args.row
+            .rows
+            .div_ceil(teams_per_block)
+            .clamp(1, u64::from(mx)) as u32,
+        units.div_ceil(per_pass).clamp(1, u64::from(my)) as u32,
+    )
+}
+
 /// The register limit (`.maxnreg`) of the reversed row kernels whose groups are three vectors
 /// (runs of 3; [`RowRuns::group_bytes`] 48), which move a warp's groups through shared memory:
 /// 80, so that three blocks of [`ROW_BLOCK`] threads stay resident on a multiprocessor. The
@@ -338,7 +361,7 @@ param_block!(RowArgs {
 /// bits).
 pub const ROW_GATHER_MAX_PERIOD: u64 = (1 << 31) - 1;
 
-/// Argument block of `copy_rows_gather_bN` and `cast_rows_gather_S_D` (360 bytes): the rows of
+/// Argument block of `copy_rows_gather_bN` and `cast_rows_gather_S_D` (368 bytes): the rows of
 /// a [`RowArgs`] whose elements the source holds in a pattern of two axes. Element `i` of a
 /// row is element `k = i % period` of period `p = i / period`, and comes from source element
 /// offset `os + k * period_stride + p * period_step` (`os` the row's, from [`RowArgs`]); the
@@ -358,6 +381,12 @@ pub const ROW_GATHER_MAX_PERIOD: u64 = (1 << 31) - 1;
 /// destination element offset `od + k * period_stride + p * period_step`); each lane loads
 /// aligned 16-byte units of the source (whose row starts at a scalar head) and stores their
 /// elements one by one.
+///
+/// The grid is [`gather_grid`]'s: the pieces of a row over grid x and the rows over grid y,
+/// or with `rows_first` the other way round, so that blocks launched one after another take
+/// the same piece of consecutive rows (rows whose elements interleave on the side in periods,
+/// like the planes of an image split out of channels last, then read or write the same lines
+/// of memory at about the same time).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RowGatherArgs {
@@ -371,6 +400,9 @@ pub struct RowGatherArgs {
     pub period_stride: i64,
     /// Source stride from a period to the next, in elements.
     pub period_step: i64,
+    /// 1: the rows over grid x and the pieces of a row over grid y ([`gather_grid`]); 0: the
+    /// other way round. Any value other than 0 acts as 1.
+    pub rows_first: u64,
 }
 
 impl RowGatherArgs {
@@ -387,7 +419,16 @@ impl RowGatherArgs {
             period_div: FastDiv64::new(period),
             period_stride: stride,
             period_step: step,
+            rows_first: 0,
         })
+    }
+
+    /// The same block with the rows over grid x ([`RowGatherArgs::rows_first`]).
+    pub fn with_rows_first(self, rows_first: bool) -> Self {
+        Self {
+            rows_first: rows_first.into(),
+            ..self
+        }
     }
 
     /// The source element offset of element `i` of a row, from the row's own, as the kernels
@@ -433,5 +474,6 @@ unsafe impl crate::abi::ParamBlock for RowGatherArgs {
         gather_field!(period_div => period_div),
         gather_field!(period_stride => period_stride),
         gather_field!(period_step => period_step),
+        gather_field!(rows_first => rows_first),
     ];
 }
