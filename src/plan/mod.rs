@@ -1034,8 +1034,8 @@ impl PeriodicRows<'_> {
     /// [`MAX_ROW_OUTER`] outer axes.
     ///
     /// Where an outer axis steps less far on the side in periods than any two elements of a row
-    /// lie apart (`step` between periods, `stride` inside one of more than one element), the
-    /// rows interleave there: the planes of an image split out of channels last (each plane's
+    /// lie apart (`step` between periods, `stride` inside one of more than one element), but
+    /// not 0 (broadcast), the rows interleave there: the planes of an image split out of channels last (each plane's
     /// pixels `C` apart, the planes one apart), the rows of a transpose read down its columns.
     /// The outer axis of least stride then comes first and the rows run over grid x
     /// ([`RowGatherArgs::rows_first`]), so that the rows that share lines of memory run at
@@ -1057,8 +1057,11 @@ impl PeriodicRows<'_> {
         } else {
             self.step.unsigned_abs()
         };
-        let least = (0..self.outer.len()).min_by_key(|&k| periodic(&self.outer[k]).unsigned_abs());
-        let first = least.filter(|&k| (periodic(&self.outer[k]).unsigned_abs() as u64) < apart);
+        let stride = |k: usize| periodic(&self.outer[k]).unsigned_abs() as u64;
+        let first = (0..self.outer.len())
+            .filter(|&k| stride(k) != 0)
+            .min_by_key(|&k| stride(k))
+            .filter(|&k| stride(k) < apart);
         let moved;
         let outer = match first {
             Some(k) if k > 0 => {
