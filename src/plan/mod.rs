@@ -34,10 +34,10 @@ mod tiled;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use devspan_kernels::abi::{
-    CONTIG_ALIGN, FILL_ROWS_MAX_SIZE, FastDiv64, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER,
+    CONTIG_ALIGN, FILL_ROWS_MAX_SIZE, FastDiv64, Kind, MAX_BATCH_RANK, MAX_RANK, MAX_ROW_OUTER,
     PermuteArgs, ROW_GATHER_MAX_PERIOD, RowArgs, RowGatherArgs, RowRuns, StridedArgs32,
     StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head,
-    fill_head, row_rev_head, transpose_tile,
+    fill_head, permute_kind, row_rev_head, transpose_tile,
 };
 
 /// One axis after normalisation. Strides in elements.
@@ -1223,11 +1223,13 @@ pub(crate) fn plan_copy(
     {
         return Ok(Plan::RowsScatter { args, from, to });
     }
-    // Casts that interleave a few planes into channels last (CHW -> HWC, NCHW -> NHWC), 2- to
-    // 4-byte, 4- to 2-byte and 8- to 4-byte elements: the gathered rows ([`joins_planes`]).
-    if !opt.no_rows
-        && !opt.prefer_tiled
-        && joins_planes(&norm.axes, ss, ds)
+    // Planes interleaved into channels last (CHW -> HWC, NCHW -> NHWC) and casts of 2- to
+    // 4-byte elements out of a few channels last into planes: the gathered rows
+    // ([`joins_planes`], [`splits_planes`]).
+    let gather_planes = !opt.no_rows && !opt.prefer_tiled;
+    if gather_planes
+        && (join_channels(ss, ds).is_some_and(|c| joins_planes(&norm.axes, c))
+            || ((ss, ds) == (2, 4) && splits_planes(&norm.axes)))
         && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
     {
         return Ok(Plan::RowsGather { args, from, to });
@@ -1235,6 +1237,16 @@ pub(crate) fn plan_copy(
     if (high_rank || (!opt.no_tiled && (opt.prefer_tiled || narrow(&norm.axes))))
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
     {
+        // Casts of 1- to 4-byte elements out of channels last that the tiled kernels would
+        // move element by element: the gathered rows ([`splits_planes`]).
+        if gather_planes
+            && (ss, ds) == (1, 4)
+            && matches!(&p, Plan::Tiled { args, .. } if args.vector == 0)
+            && splits_planes(&norm.axes)
+            && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
+        {
+            return Ok(Plan::RowsGather { args, from, to });
+        }
         return Ok(p);
     }
     if high_rank {
@@ -1412,6 +1424,30 @@ pub(crate) fn plan_copy(
     if let Some(args) = permuted
         && (transpose_k.is_none() || !(same && ss == 1) || args.pack == 16)
     {
+        // Layouts for the small tiles (32 x 32 slots, where the axes cannot fill 64 x 64:
+        // images of 16 to 48 channels whose planes are off their 16-byte alignment, of 48
+        // channels aligned), of at least `SMALL_TILES_TILED_BYTES` on the wider side, go to
+        // the tiled kernels where those take them, whose tiles group several axes per side. On the H100 (the `channels` bench group's 62 such rows:
+        // copies of u8, f16 and f32, casts u8 -> f32, f16 -> f32 and f32 -> f16, CHW <-> HWC
+        // and NCHW <-> NHWC) the tiled kernels ran at 0.28-0.94 of a device copy against
+        // 0.17-0.89 on the small tiles, 1.34 times as fast on average; two rows 1-2% slower.
+        if permute_kind(&args) == Kind::Permute32
+            && !opt.no_tiled
+            && norm.n.saturating_mul(ss.max(ds)) >= SMALL_TILES_TILED_BYTES
+            && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
+        {
+            // Into channels last, element by element on the tiled kernels: the gathered rows
+            // ([`JOIN_ELEMENTWISE_CHANNELS`]).
+            if !opt.no_rows
+                && !opt.prefer_tiled
+                && matches!(&p, Plan::Tiled { args, .. } if args.vector == 0)
+                && joins_planes(&norm.axes, JOIN_ELEMENTWISE_CHANNELS)
+                && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
+            {
+                return Ok(Plan::RowsGather { args, from, to });
+            }
+            return Ok(p);
+        }
         return Ok(Plan::Permute { args, from, to });
     }
     if let Some(k) = transpose_k {
@@ -1466,43 +1502,103 @@ pub(crate) fn plan_copy(
     })
 }
 
-/// Runs of at least this many pixels, contiguous in the source, make a cast into channels last
-/// take the gathered rows ([`joins_planes`]).
+/// Runs of at least this many pixels, contiguous in the source, make a layout into channels
+/// last take the gathered rows ([`joins_planes`]), and likewise out of channels last
+/// ([`splits_planes`]).
 const JOIN_MIN_PIXELS: usize = 1024;
 
-/// Most planes that a cast into channels last interleaves on the gathered rows
-/// ([`joins_planes`]).
-const JOIN_MAX_CHANNELS: usize = 16;
-
-/// Whether normalised `axes` of a cast from `ss`- to `ds`-byte elements interleave 2 to
-/// [`JOIN_MAX_CHANNELS`] planes into channels last (CHW -> HWC, NCHW -> NHWC): axis 0, the
-/// channels, the destination's fastest (stride 1), and axis 1 a run of pixels contiguous in the
-/// source (stride 1; the whole plane where planes are contiguous) and the channels' period in
-/// the destination, at least [`JOIN_MIN_PIXELS`] long; for the element sizes measured, 2 to
-/// 4, 4 to 2 and 8 to 4 bytes. The gathered rows take such casts: each lane loads its
-/// channels from the planes (coalesced across the warp) and stores the interleaved pixels as
-/// 16-byte vectors.
-///
-/// On the H100 (the `narrow-cast` and `join-cast` bench groups, 46 such layouts of 2 to 16
-/// channels), f32 -> f16, f32 -> bf16 and f64 -> f32 ran at 0.96-1.02 of a device copy there
-/// against 0.88-0.95 on the tiled kernels, and f16, bf16 and u16 -> f32 at 0.91-0.97 against
-/// 0.83-0.92; images of 16 channels at 0.96-0.98 against 0.41-0.66 on the permute kernels.
-/// Not taken: f32 -> f64 (the gathered rows gained at most 2% and lost 1.5-2% on one
-/// layout); casts from u8 (the tiled kernels ran 10 of 11 layouts faster, 0.83-0.92 against
-/// 0.82-0.87); and the other direction, channels last into planes, where the gathered rows'
-/// loads are strided (images ran at 0.34-0.68). Other element sizes (into 1-byte elements,
-/// between elements of one size) were not measured and keep the tiled and permute kernels.
-fn joins_planes(axes: &[PAxis], ss: usize, ds: usize) -> bool {
+/// Whether normalised `axes` interleave planes of a channel count in `channels` into channels
+/// last (CHW -> HWC, NCHW -> NHWC): axis 0, the channels, the destination's fastest (stride
+/// 1), and axis 1 a run of pixels contiguous in the source (stride 1; the whole plane where
+/// planes are contiguous) and the channels' period in the destination, at least
+/// [`JOIN_MIN_PIXELS`] long. The gathered rows move such layouts with each lane loading its
+/// channels from the planes (coalesced across the warp) and storing the interleaved pixels as
+/// 16-byte vectors: by default those of [`join_channels`], and those of 16 to 48 channels
+/// ([`JOIN_ELEMENTWISE_CHANNELS`]) that the tiled kernels would move element by element.
+fn joins_planes(axes: &[PAxis], channels: std::ops::RangeInclusive<usize>) -> bool {
     let [c, px, ..] = axes else {
         return false;
     };
-    matches!((ss, ds), (2, 4) | (4, 2) | (8, 4))
-        && (2..=JOIN_MAX_CHANNELS).contains(&c.len)
+    channels.contains(&c.len)
         && c.dst == 1
         && px.src == 1
         && px.dst == c.len as isize
         && px.len >= JOIN_MIN_PIXELS
 }
+
+/// The channel counts for which the gathered rows take a layout of `ss`- to `ds`-byte elements
+/// into channels last ([`joins_planes`]; `None` for the other sizes). Measured on the H100 (the
+/// `narrow-cast`, `join-cast` and `channels` bench groups; CHW -> HWC of aligned and
+/// odd-sized planes and NCHW -> NHWC, 2 to 64 channels), as ratios to a device copy, gathered
+/// rows against the best of the tiled and permute kernels:
+///
+/// - 2 to 4 bytes (f16, bf16, u16 -> f32) and 8 to 4 bytes (f64 -> f32), 2 to 16 channels:
+///   0.91-0.97 against 0.83-0.92; from 24 channels the tiled kernels win where the planes are
+///   aligned (0.92 against 0.87).
+/// - 4 to 2 bytes (f32 -> f16, bf16), 2 to 32 channels: 0.95-1.02 against 0.88-0.96; at 48
+///   the tiled kernels win on two of three layouts.
+/// - 4-byte copies (f32), 16 to 48 channels: 0.91-1.00 against 0.87-0.96 (on aligned planes
+///   of 24 channels, 0.948 against the permute kernel's 0.958); at 64 the permute kernels win
+///   (0.92-0.97 against 0.88-0.92). Fewer than 16 channels go to the tiled kernels' narrow
+///   paths (0.93-0.95).
+///
+/// Not taken by default: f32 -> f64 (the gathered rows gained at most 2% and lost 1.5-2% on
+/// one layout); casts from u8 and copies of 1- and 2-byte elements, which the tiled and packed
+/// kernels move faster where their vectors line up (u8 -> f32 of 2 to 12 channels: 10 of 11
+/// layouts; of 16 to 64 channels, every aligned one, 0.82-0.90 against 0.62-0.79). Other
+/// element sizes were not measured and keep the tiled and permute kernels.
+fn join_channels(ss: usize, ds: usize) -> Option<std::ops::RangeInclusive<usize>> {
+    match (ss, ds) {
+        (2, 4) | (8, 4) => Some(2..=16),
+        (4, 2) => Some(2..=32),
+        (4, 4) => Some(16..=48),
+        _ => None,
+    }
+}
+
+/// The channel counts for which the gathered rows take a layout into channels last
+/// ([`joins_planes`]) of any element sizes that the tiled kernels would move element by
+/// element (planes off their vectors' alignment), where the permute kernels' tiles would be
+/// the small ones. On the H100 (`channels`, odd-sized planes of 16 to 48 channels): u8 copies
+/// 0.59-0.76 of a device copy against the tiled kernels' 0.50-0.56, f16 copies 0.80-0.84
+/// against 0.70-0.75, u8 -> f32 0.80-0.84 against 0.73-0.80, f16 -> f32 0.80-0.88 against
+/// 0.76-0.81, f32 -> f16 (48 channels) 0.91 against 0.84; the small tiles 0.25-0.81. At 64
+/// channels the permute kernels' large tiles were faster than both.
+const JOIN_ELEMENTWISE_CHANNELS: std::ops::RangeInclusive<usize> = 16..=48;
+
+/// Whether normalised `axes` of a cast split 2 to [`SPLIT_MAX_CHANNELS`] interleaved channels
+/// into planes (HWC -> CHW, NHWC -> NCHW): axis 0 a run of at least [`JOIN_MIN_PIXELS`]
+/// pixels, the destination's fastest (stride 1) and `C` apart in the source, axis 1 the `C`
+/// channels, adjacent in the source (stride 1). The gathered rows take such casts from 2- to
+/// 4-byte elements, and from 1- to 4-byte elements where the tiled kernels would move them
+/// element by element (planes off their vectors' alignment): a row per plane (per run of the
+/// plane, for planes of at least 2^18 pixels or whose rows lie apart), the planes of a run
+/// over grid x together, so that each line of the source is read once for all of them
+/// ([`PeriodicRows::args`]). On the H100 (`narrow-cast`, 3 and 4 channels), f16 -> f32 ran at
+/// 0.94-0.95 of a device copy against the tiled kernels' 0.85-0.92, u8 -> f32 of odd-sized
+/// planes at 0.86 against 0.81 (of aligned planes 0.87 against the tiled kernels' 0.89-0.91).
+/// With more channels each lane's loads use less of each line: at 16 channels the gathered
+/// rows ran at 0.25-0.71 against the tiled kernels' 0.62-0.90. Casts from 4 to 2 bytes ran
+/// slower gathered (0.79-0.90 against 0.92-0.95).
+fn splits_planes(axes: &[PAxis]) -> bool {
+    let [px, c, ..] = axes else {
+        return false;
+    };
+    (2..=SPLIT_MAX_CHANNELS).contains(&c.len)
+        && px.dst == 1
+        && c.src == 1
+        && px.src == c.len as isize
+        && px.len >= JOIN_MIN_PIXELS
+}
+
+/// Most channels that [`splits_planes`] splits into planes.
+const SPLIT_MAX_CHANNELS: usize = 4;
+
+/// Bytes of the wider side from which a layout that the permute kernels would move through
+/// their small tiles goes to the tiled kernels (see `plan_copy`): 1 MiB. Below it the launch
+/// and the host's planning (longer for the tiled kernels) weigh more than the kernel; the
+/// layouts measured were of 512 MiB.
+const SMALL_TILES_TILED_BYTES: usize = 1 << 20;
 
 /// Axes shorter than this, first on the destination's or the source's side, make the tiled
 /// kernels take a permuted copy by default ([`tiled::has_narrow_side`]).

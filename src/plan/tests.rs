@@ -2822,7 +2822,9 @@ fn high_rank_copies_and_fills_match_reference() {
 /// Casts from 1-, 2- and 4-byte elements into planes at and off their 16-byte alignment
 /// (interleaved channels split into planes, HWC -> CHW and NHWC -> NCHW with odd images or a
 /// misaligned destination, sources aligned or not) take the tiled plans, element-wise where
-/// the planes or the source break the vectors, and match the reference.
+/// the planes or the source break the vectors, and match the reference; planes of 1024 pixels
+/// or more of 2 to 4 channels take the gathered rows from 2- to 4-byte elements, and from 1-
+/// to 4-byte elements where the tiled plan is element-wise (`splits_planes`).
 #[test]
 #[cfg_attr(
     miri,
@@ -2832,6 +2834,7 @@ fn casts_into_planes_off_their_alignment() {
     use DType::*;
     let mut element_wise = 0;
     let mut n = 0;
+    let mut split = 0;
     for c in [2usize, 3, 4, 5, 8] {
         for (h, w) in [(7, 13), (31, 33), (16, 17), (64, 63), (8, 1)] {
             for (shape, perm) in [
@@ -2857,23 +2860,171 @@ fn casts_into_planes_off_their_alignment() {
                     let p = run_case_with(&out, &dst, doff, to, &src, soff, from, None, opt);
                     let path = p.kernel_path();
                     let what = format!("{shape:?} {perm:?} {from}->{to} +{doff}/+{soff}: {path}");
+                    n += 1;
+                    let tiled = PlanOptions {
+                        prefer_tiled: true,
+                        ..opt
+                    };
+                    let gathered = (2..=4).contains(&c)
+                        && h * w >= 1024
+                        && match (from.size(), to.size()) {
+                            (2, 4) => true,
+                            (1, 4) => plan_copy(
+                                DST_BASE + doff,
+                                &dst,
+                                to,
+                                SRC_BASE + soff,
+                                &src,
+                                from,
+                                &out,
+                                tiled,
+                            )
+                            .unwrap()
+                            .kernel_path()
+                            .starts_with("tiled_e"),
+                            _ => false,
+                        };
+                    assert_eq!(path == "rows_gather", gathered, "{what}");
+                    if gathered {
+                        split += 1;
+                        continue;
+                    }
                     assert!(path.starts_with("tiled"), "{what}");
                     // A source off its alignment breaks the vector loads.
                     if soff != 0 {
                         assert!(path.starts_with("tiled_e"), "{what}");
                     }
                     element_wise += usize::from(path.starts_with("tiled_e"));
-                    n += 1;
                 }
             }
         }
     }
     assert_eq!(n, 400);
+    // f16 -> f32 and u16 -> i32 on both layouts of 64 x 63 pixels, 2 to 4 channels, and u8 ->
+    // f32 where the tiled plan is element-wise.
+    assert!((12..24).contains(&split), "{split} gathered splits");
     // Vector tiles take the casts whose planes and source line up.
     assert!(
         (150..n).contains(&element_wise),
         "{element_wise} of {n} plans element-wise"
     );
+}
+
+/// Images of 16 to 64 channels between planes and channels last: the permute kernels' small
+/// tiles give way to the tiled kernels from 1 MiB; into channels last, the gathered rows take
+/// 4-byte copies of 16 to 48 channels, casts 4 to 2 bytes of up to 32, 2 to 4 bytes of up to
+/// 16, and layouts of 16 to 48 channels of any sizes that the tiled kernels would move element
+/// by element (planes off their alignment); out of channels last they never do. Small images
+/// keep the small tiles. A few of each, reduced, against the reference.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "plans of large images and a few through the interpreter; the planner has no unsafe code and the sampled property tests interpret plans under Miri"
+)]
+fn images_of_many_channels_take_the_tiled_kernels_or_the_gathered_rows() {
+    use DType::*;
+    let pairs = [
+        (U8, U8),
+        (F16, F16),
+        (F32, F32),
+        (U8, F32),
+        (F16, F32),
+        (F32, F16),
+    ];
+    let mut paths: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut element_wise_joins = 0;
+    for c in [16usize, 24, 32, 48, 64] {
+        // Aligned planes, odd-sized planes, a batch of 56 x 56 images.
+        for (shape, perm) in [
+            (vec![c, 512, 256], [1, 2, 0, 3]),
+            (vec![c, 511, 257], [1, 2, 0, 3]),
+            (vec![8, c, 56, 56], [0, 2, 3, 1]),
+        ] {
+            let perm = &perm[..shape.len()];
+            let back: Vec<usize> = (0..shape.len())
+                .map(|a| perm.iter().position(|&p| p == a).unwrap())
+                .collect();
+            for (join, (out, dst, src)) in [
+                (true, permuted_layout(&shape, perm)),
+                (false, {
+                    let moved: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+                    permuted_layout(&moved, &back)
+                }),
+            ] {
+                for (from, to) in pairs {
+                    let p = plan_copy(
+                        DST_BASE,
+                        &dst,
+                        to,
+                        SRC_BASE,
+                        &src,
+                        from,
+                        &out,
+                        Default::default(),
+                    )
+                    .unwrap();
+                    let path = p.kernel_path();
+                    let what = format!("{out:?} {src:?} {from} -> {to}: {path}");
+                    *paths.entry(path).or_default() += 1;
+                    assert_ne!(path, "permute32", "{what}");
+                    let tiled = PlanOptions {
+                        prefer_tiled: true,
+                        ..PlanOptions::default()
+                    };
+                    let element_wise =
+                        plan_copy(DST_BASE, &dst, to, SRC_BASE, &src, from, &out, tiled)
+                            .unwrap()
+                            .kernel_path()
+                            .starts_with("tiled_e");
+                    let by_sizes = match (from.size(), to.size()) {
+                        (4, 4) => (16..=48).contains(&c),
+                        (4, 2) => c <= 32,
+                        (2, 4) => c <= 16,
+                        _ => false,
+                    };
+                    // Element-wise tiles where the small tiles would have been.
+                    let small = PlanOptions {
+                        no_tiled: true,
+                        ..PlanOptions::default()
+                    };
+                    let was_small =
+                        plan_copy(DST_BASE, &dst, to, SRC_BASE, &src, from, &out, small)
+                            .unwrap()
+                            .kernel_path()
+                            == "permute32";
+                    let gathered = join && (by_sizes || (c <= 48 && element_wise && was_small));
+                    assert_eq!(path == "rows_gather", gathered, "{what}");
+                    element_wise_joins += usize::from(gathered && !by_sizes);
+                }
+            }
+        }
+    }
+    for k in ["rows_gather", "tiled", "tiled_e"] {
+        assert!(paths.contains_key(k), "{paths:?}");
+    }
+    assert!(
+        element_wise_joins >= 6,
+        "{element_wise_joins} element-wise joins gathered"
+    );
+    // Reduced images (2^20 bytes and more on the wider side) through the interpreter.
+    for (from, to, shape) in [
+        (U8, U8, [24usize, 211, 213]),
+        (F16, F32, [48, 73, 75]),
+        (F32, F32, [32, 91, 93]),
+        (F32, F16, [48, 79, 71]),
+    ] {
+        for (out, dst, src) in [
+            permuted_layout(&shape, &[1, 2, 0]),
+            permuted_layout(&[shape[1], shape[2], shape[0]], &[2, 0, 1]),
+        ] {
+            let p = run_case_with(&out, &dst, 0, to, &src, 0, from, None, Default::default());
+            assert_ne!(
+                p.kernel_path(),
+                "permute32",
+                "{out:?} {src:?} {from} -> {to}"
+            );
+        }
+    }
 }
 
 /// Narrow axes moved to and from the innermost position (CHW <-> HWC, split <-> interleaved
@@ -2882,7 +3033,9 @@ fn casts_into_planes_off_their_alignment() {
 /// others on the tiled ones), copies between planes off their alignment and an aligned
 /// interleaved side the shifted joins and splits where they pay (1-byte elements always,
 /// `shifted_pays`), and match the reference for
-/// every element size, fused casts, odd sizes that leave a rest, and misaligned bases.
+/// every element size, fused casts, odd sizes that leave a rest, and misaligned bases. Casts
+/// into and out of channels last that the gathered rows move faster (`joins_planes`,
+/// `splits_planes`) take them instead.
 #[test]
 #[cfg_attr(
     miri,
@@ -2894,6 +3047,7 @@ fn narrow_axes_take_the_tiled_plans() {
     let mut shifted_joins = 0;
     let mut shifted_splits = 0;
     let mut gathered_joins = 0;
+    let mut gathered_splits = 0;
     for c in [1usize, 2, 3, 4, 5, 8, 15] {
         for (h, w) in [(16, 16), (7, 13), (32, 64)] {
             for (shape, perm) in [
@@ -2976,15 +3130,31 @@ fn narrow_axes_take_the_tiled_plans() {
                         && matches!((size, to.size()), (2, 4) | (4, 2) | (8, 4))
                         && (2..=16).contains(&c)
                         && h * w >= 1024;
+                    // Casts of 1- to 4-byte elements out of 2 to 4 channels last whose tiled
+                    // plan is element-wise: the gathered rows too (`splits_planes`).
+                    let tiled = PlanOptions {
+                        prefer_tiled: true,
+                        ..PlanOptions::default()
+                    };
+                    let (d0, s0) = (DST_BASE + doff, SRC_BASE + soff);
+                    let gathered_split = split
+                        && (size, to.size()) == (1, 4)
+                        && (2..=4).contains(&c)
+                        && h * w >= 1024
+                        && plan_copy(d0, &dst, to, s0, &src, from, &out, tiled)
+                            .unwrap()
+                            .kernel_path()
+                            .starts_with("tiled_e");
                     assert_eq!(
                         path == "rows_gather",
-                        gathered,
+                        gathered || gathered_split,
                         "{shape:?} {perm:?} {from}->{to}: {path}"
                     );
                     gathered_joins += usize::from(gathered);
+                    gathered_splits += usize::from(gathered_split);
                     if c == 1 {
                         assert!(!path.starts_with("tiled"), "{shape:?} {perm:?}: {path}");
-                    } else if c < 16 && !gathered {
+                    } else if c < 16 && !gathered && !gathered_split {
                         assert!(
                             path.starts_with("tiled") || path.starts_with("narrow"),
                             "{shape:?} {perm:?} {from}->{to}: {path}"
@@ -3013,6 +3183,7 @@ fn narrow_axes_take_the_tiled_plans() {
     assert!(shifted_joins >= 8, "{shifted_joins} shifted joins");
     assert!(shifted_splits >= 15, "{shifted_splits} shifted splits");
     assert_eq!(gathered_joins, 12);
+    assert!(gathered_splits >= 1, "{gathered_splits} gathered splits");
 }
 
 /// Checks a plan of a copy between planes off their alignment and `channels` interleaved
