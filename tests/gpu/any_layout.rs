@@ -2081,6 +2081,70 @@ fn casts_out_of_channels_last_take_the_gathered_rows() {
     println!("casts out of channels last: paths {paths:?}");
 }
 
+/// Images of 16 to 48 channels of 1 MiB or more between planes and channels last, both
+/// directions, aligned and odd-sized planes, copies and casts: none takes the permute kernels'
+/// small tiles (the tiled kernels take them, or the gathered rows); into channels last the
+/// gathered rows take 4-byte copies, casts of 4 to 2 bytes of up to 32 channels and of 2 to 4
+/// bytes of up to 16; out of channels last they take none. Against ndarray, output poisoned,
+/// into a standard-layout destination and a window of a larger one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn images_of_many_channels_leave_the_small_tiles() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let mut paths = Paths::new();
+    let mut index = 0;
+    // (planes: channels, height, width; element sizes)
+    let images: [(&[usize], (usize, usize)); 8] = [
+        (&[24, 211, 213], (1, 1)),
+        (&[24, 151, 149], (2, 2)),
+        (&[32, 91, 93], (4, 4)),
+        (&[32, 92, 96], (4, 4)),
+        (&[16, 129, 131], (1, 4)),
+        (&[48, 73, 75], (2, 4)),
+        (&[16, 131, 129], (2, 4)),
+        (&[32, 79, 107], (4, 2)),
+    ];
+    for (k, (planes, (from, to))) in images.into_iter().enumerate() {
+        let c = planes[0];
+        let last = [planes[1], planes[2], planes[0]];
+        for (join, src) in [
+            (true, Src::permuted(planes, vec![1, 2, 0])),
+            (false, Src::permuted(&last, vec![2, 0, 1])),
+        ] {
+            let shape = src.shape();
+            for (d, dst) in [Dst::contiguous(&shape), Dst::window(&shape)]
+                .iter()
+                .enumerate()
+            {
+                index += 1;
+                let seed = case_seed(0x16c, index);
+                let (p, s, w) = (&mut paths, &stream, k + d);
+                let path = match (from, to) {
+                    (1, 1) | (2, 2) | (4, 4) => sized_case(from, s, seed, w, &src, dst, p),
+                    (1, 4) => cast_case::<u8, f32>(s, seed, w, &src, dst, p),
+                    (2, 4) => cast_case::<f16, f32>(s, seed, w, &src, dst, p),
+                    _ => cast_case::<f32, f16>(s, seed, w, &src, dst, p),
+                };
+                let what = format!("{} {from} -> {to} bytes: path {path}", src.show());
+                assert_ne!(path, "permute32", "{what}");
+                let by_sizes = match (from, to) {
+                    (4, 4) => (16..=48).contains(&c),
+                    (4, 2) => c <= 32,
+                    (2, 4) => c <= 16,
+                    _ => false,
+                };
+                if !join {
+                    assert_ne!(path, "rows_gather", "{what}");
+                } else if by_sizes {
+                    assert_eq!(path, "rows_gather", "{what}");
+                }
+            }
+        }
+    }
+    println!("images of many channels: paths {paths:?}");
+}
+
 /// One case under every steering, each from the same seed (the same data and poison), each
 /// against the reference; the paths are counted per steering.
 fn every_steering<F: DeviceElement, T: DeviceElement>(
