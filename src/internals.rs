@@ -617,15 +617,12 @@ fn row_launch_of(p: &plan::Plan) -> Option<RowLaunch> {
             from,
             to,
         ),
-        plan::Plan::RowsGather { args, from, to } => (
-            Kind::RowsGather,
-            param_bytes(args),
-            gather_grid(args, from.size(), to.size()),
-            from,
-            to,
-        ),
-        plan::Plan::RowsScatter { args, from, to } => (
-            Kind::RowsScatter,
+        plan::Plan::RowsGather { args, from, to } | plan::Plan::RowsScatter { args, from, to } => (
+            if matches!(p, plan::Plan::RowsScatter { .. }) {
+                Kind::RowsScatter
+            } else {
+                Kind::RowsGather
+            },
             param_bytes(args),
             gather_grid(args, from.size(), to.size()),
             from,

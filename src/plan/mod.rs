@@ -1012,9 +1012,10 @@ fn periodic_rows(
     })
 }
 
-/// The shorter of two periods' lengths in elements ([`periodic_rows`]) from which a period
-/// whose next one starts inside it on the side in periods stays a row of its own: 2^18 (a
-/// plane of 512 x 512 pixels).
+/// The length in elements from which a period whose next one starts inside it on the side in
+/// periods stays a row of its own ([`periodic_rows`]): 2^18 (a plane of 512 x 512 pixels).
+/// Shorter periods (smaller images, a batch of them) run within the time that the lines they
+/// share stay in the L2 cache.
 const GATHER_SPLIT_PERIOD: usize = 1 << 18;
 
 /// The rows of [`periodic_rows`]: each `row_len` elements in periods of `period`, of stride
@@ -1035,8 +1036,9 @@ impl PeriodicRows<'_> {
     ///
     /// Where an outer axis steps less far on the side in periods than any two elements of a row
     /// lie apart (`step` between periods, `stride` inside one of more than one element), but
-    /// not 0 (broadcast), the rows interleave there: the planes of an image split out of channels last (each plane's
-    /// pixels `C` apart, the planes one apart), the rows of a transpose read down its columns.
+    /// not 0 (broadcast), the rows interleave there: the planes of an image split out of
+    /// channels last (each plane's pixels `C` apart, the planes one apart), the rows of a
+    /// transpose read down its columns.
     /// The outer axis of least stride then comes first and the rows run over grid x
     /// ([`RowGatherArgs::rows_first`]), so that the rows that share lines of memory run at
     /// about the same time: with the rows over grid y, each plane of a large image runs after
@@ -1084,8 +1086,8 @@ impl PeriodicRows<'_> {
 /// axis 0 is the source's fastest (stride 1): where the source is contiguous across axes 0
 /// and 1 the row is both, axis 0 its period in the destination (a contiguous array written
 /// into a column slice `x[.., ..c]`, into images flipped left-right); else the row is axis 0
-/// (periods of one element), as [`periodic_rows`] says. `None` for other layouts, rows shorter than a vector and more
-/// than [`MAX_ROW_OUTER`] outer axes.
+/// (periods of one element), as [`periodic_rows`] says. `None` for other layouts, rows shorter
+/// than a vector and more than [`MAX_ROW_OUTER`] outer axes.
 fn rows_scatter_args(norm: &Normalized, dst: u64, src: u64, size: usize) -> Option<RowGatherArgs> {
     let x = norm.axes.first()?;
     if x.src != 1 {
@@ -1427,10 +1429,11 @@ pub(crate) fn plan_copy(
         // Layouts for the small tiles (32 x 32 slots, where the axes cannot fill 64 x 64:
         // images of 16 to 48 channels whose planes are off their 16-byte alignment, of 48
         // channels aligned), of at least `SMALL_TILES_TILED_BYTES` on the wider side, go to
-        // the tiled kernels where those take them, whose tiles group several axes per side. On the H100 (the `channels` bench group's 62 such rows:
-        // copies of u8, f16 and f32, casts u8 -> f32, f16 -> f32 and f32 -> f16, CHW <-> HWC
-        // and NCHW <-> NHWC) the tiled kernels ran at 0.28-0.94 of a device copy against
-        // 0.17-0.89 on the small tiles, 1.34 times as fast on average; two rows 1-2% slower.
+        // the tiled kernels where those take them, whose tiles group several axes per side.
+        // On the H100 (the `channels` bench group's 62 such rows: copies of u8, f16 and f32,
+        // casts u8 -> f32, f16 -> f32 and f32 -> f16, CHW <-> HWC and NCHW <-> NHWC) the tiled
+        // kernels ran at 0.28-0.94 of a device copy against 0.17-0.89 on the small tiles, 1.34
+        // times as fast on average; two rows 1-2.6% slower.
         if permute_kind(&args) == Kind::Permute32
             && !opt.no_tiled
             && norm.n.saturating_mul(ss.max(ds)) >= SMALL_TILES_TILED_BYTES
@@ -1576,7 +1579,7 @@ const JOIN_ELEMENTWISE_CHANNELS: std::ops::RangeInclusive<usize> = 16..=48;
 /// over grid x together, so that each line of the source is read once for all of them
 /// ([`PeriodicRows::args`]). On the H100 (`narrow-cast`, 3 and 4 channels), f16 -> f32 ran at
 /// 0.94-0.95 of a device copy against the tiled kernels' 0.85-0.92, u8 -> f32 of odd-sized
-/// planes at 0.86 against 0.81 (of aligned planes 0.87 against the tiled kernels' 0.89-0.91).
+/// planes at 0.85 against 0.80 (of aligned planes 0.87 against the tiled kernels' 0.89-0.91).
 /// With more channels each lane's loads use less of each line: at 16 channels the gathered
 /// rows ran at 0.25-0.71 against the tiled kernels' 0.62-0.90. Casts from 4 to 2 bytes ran
 /// slower gathered (0.79-0.90 against 0.92-0.95).

@@ -2952,30 +2952,20 @@ fn images_of_many_channels_take_the_tiled_kernels_or_the_gathered_rows() {
                 }),
             ] {
                 for (from, to) in pairs {
-                    let p = plan_copy(
-                        DST_BASE,
-                        &dst,
-                        to,
-                        SRC_BASE,
-                        &src,
-                        from,
-                        &out,
-                        Default::default(),
-                    )
-                    .unwrap();
-                    let path = p.kernel_path();
+                    let path_with = |opt| {
+                        plan_copy(DST_BASE, &dst, to, SRC_BASE, &src, from, &out, opt)
+                            .unwrap()
+                            .kernel_path()
+                    };
+                    let path = path_with(PlanOptions::default());
                     let what = format!("{out:?} {src:?} {from} -> {to}: {path}");
                     *paths.entry(path).or_default() += 1;
                     assert_ne!(path, "permute32", "{what}");
-                    let tiled = PlanOptions {
+                    let element_wise = path_with(PlanOptions {
                         prefer_tiled: true,
                         ..PlanOptions::default()
-                    };
-                    let element_wise =
-                        plan_copy(DST_BASE, &dst, to, SRC_BASE, &src, from, &out, tiled)
-                            .unwrap()
-                            .kernel_path()
-                            .starts_with("tiled_e");
+                    })
+                    .starts_with("tiled_e");
                     let by_sizes = match (from.size(), to.size()) {
                         (4, 4) => (16..=48).contains(&c),
                         (4, 2) => c <= 32,
@@ -2983,15 +2973,10 @@ fn images_of_many_channels_take_the_tiled_kernels_or_the_gathered_rows() {
                         _ => false,
                     };
                     // Element-wise tiles where the small tiles would have been.
-                    let small = PlanOptions {
+                    let was_small = path_with(PlanOptions {
                         no_tiled: true,
                         ..PlanOptions::default()
-                    };
-                    let was_small =
-                        plan_copy(DST_BASE, &dst, to, SRC_BASE, &src, from, &out, small)
-                            .unwrap()
-                            .kernel_path()
-                            == "permute32";
+                    }) == "permute32";
                     let gathered = join && (by_sizes || (c <= 48 && element_wise && was_small));
                     assert_eq!(path == "rows_gather", gathered, "{what}");
                     element_wise_joins += usize::from(gathered && !by_sizes);
