@@ -94,11 +94,12 @@ type Shape = (&'static str, &'static [usize], &'static [usize], Pad, Pad);
 
 /// Layouts planned with `Steer::PreferGather`: name, shape, the source array's axis of each
 /// of the view's, and the destination's pad.
-const PERMUTED: [(&str, &[usize], &[usize], Pad); 6] = [
-    // CHW -> HWC and NCHW -> NHWC: channels innermost, gathered from their planes (3, 4 and
-    // 16 channels).
+const PERMUTED: [(&str, &[usize], &[usize], Pad); 7] = [
+    // CHW -> HWC and NCHW -> NHWC: channels innermost, gathered from their planes (3, 4, 16
+    // and 48 channels).
     ("chw_hwc", &[6, 20, 3], &[1, 2, 0], None),
     ("chw_hwc16", &[5, 9, 16], &[1, 2, 0], None),
+    ("chw_hwc48", &[3, 7, 48], &[1, 2, 0], None),
     ("nchw_nhwc", &[2, 5, 7, 4], &[0, 2, 3, 1], None),
     // HWC -> CHW: planes from interleaved channels, read 3 apart; with the destination's rows
     // apart, a row per image row whose planes interleave: their rows over grid x
