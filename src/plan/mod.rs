@@ -980,8 +980,9 @@ fn rows_gather_args(
 /// the other side): where the contiguous side runs on across axes 0 and 1 the row is both,
 /// axis 0 its period; else the row is axis 0 (periods of one element). A period of at least
 /// [`GATHER_SPLIT_PERIOD`] elements whose next starts inside it on the other side (the planes
-/// of an image split out of channels last) stays a row of its own, so that such rows run
-/// together ([`PeriodicRows::args`]). `None` where the row's length overflows.
+/// of an image split out of channels last; not a broadcast one, which starts where it does)
+/// stays a row of its own, so that such rows run together ([`PeriodicRows::args`]). `None`
+/// where the row's length overflows.
 fn periodic_rows(
     a: &[PAxis],
     contig: fn(&PAxis) -> isize,
@@ -992,6 +993,7 @@ fn periodic_rows(
         && contig(&a[1]) == x.len as isize
         && x.len as u64 <= ROW_GATHER_MAX_PERIOD
         && !(x.len >= GATHER_SPLIT_PERIOD
+            && periodic(&a[1]) != 0
             && periodic(&a[1]).unsigned_abs() < periodic(x).unsigned_abs());
     Some(if merged {
         PeriodicRows {
