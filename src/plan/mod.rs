@@ -981,8 +981,8 @@ fn rows_gather_args(
 /// axis 0 its period; else the row is axis 0 (periods of one element). A period of at least
 /// [`GATHER_SPLIT_PERIOD`] elements whose next starts inside it on the other side (the planes
 /// of an image split out of channels last; not a broadcast one, which starts where it does)
-/// stays a row of its own, so that such rows run together ([`PeriodicRows::args`]). `None`
-/// where the row's length overflows.
+/// stays a row of its own, so that such rows run together ([`PeriodicRows::args`]), where the
+/// outer axes still fit the kernels. `None` where the row's length overflows.
 fn periodic_rows(
     a: &[PAxis],
     contig: fn(&PAxis) -> isize,
@@ -994,7 +994,8 @@ fn periodic_rows(
         && x.len as u64 <= ROW_GATHER_MAX_PERIOD
         && !(x.len >= GATHER_SPLIT_PERIOD
             && periodic(&a[1]) != 0
-            && periodic(&a[1]).unsigned_abs() < periodic(x).unsigned_abs());
+            && periodic(&a[1]).unsigned_abs() < periodic(x).unsigned_abs()
+            && a.len() - 1 <= MAX_ROW_OUTER);
     Some(if merged {
         PeriodicRows {
             period: x.len as u64,
@@ -1428,16 +1429,18 @@ pub(crate) fn plan_copy(
     if let Some(args) = permuted
         && (transpose_k.is_none() || !(same && ss == 1) || args.pack == 16)
     {
-        // Layouts for the small tiles (32 x 32 slots, where the axes cannot fill 64 x 64:
-        // images of 16 to 48 channels whose planes are off their 16-byte alignment, of 48
-        // channels aligned), of at least `SMALL_TILES_TILED_BYTES` on the wider side, go to
-        // the tiled kernels where those take them, whose tiles group several axes per side.
-        // On the H100 (the `channels` bench group's 62 such rows: copies of u8, f16 and f32,
-        // casts u8 -> f32, f16 -> f32 and f32 -> f16, CHW <-> HWC and NCHW <-> NHWC) the tiled
-        // kernels ran at 0.28-0.94 of a device copy against 0.17-0.89 on the small tiles, 1.34
-        // times as fast on average; two rows 1-2.6% slower.
+        // Layouts for the small tiles (32 x 32 slots, where the axes cannot fill 64 x 64: a
+        // transpose with a side of 16 to 48, such as images of 16 to 48 channels whose planes
+        // are off their 16-byte alignment, or of 48 channels aligned) of elements of at most
+        // 4 bytes (the sizes measured), at least `SMALL_TILES_TILED_BYTES` on the wider side,
+        // go to the tiled kernels where those take them, whose tiles group several axes per
+        // side. On the H100 (the `channels` bench group's 62 such rows: copies of u8, f16 and
+        // f32, casts u8 -> f32, f16 -> f32 and f32 -> f16, CHW <-> HWC and NCHW <-> NHWC) the
+        // tiled kernels ran at 0.28-0.94 of a device copy against 0.17-0.89 on the small
+        // tiles, 1.34 times as fast on average; two rows 0.9-2.6% slower.
         if permute_kind(&args) == Kind::Permute32
             && !opt.no_tiled
+            && ss.max(ds) <= 4
             && norm.n.saturating_mul(ss.max(ds)) >= SMALL_TILES_TILED_BYTES
             && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
         {
@@ -1446,6 +1449,10 @@ pub(crate) fn plan_copy(
             if !opt.no_rows
                 && !opt.prefer_tiled
                 && matches!(&p, Plan::Tiled { args, .. } if args.vector == 0)
+                && matches!(
+                    (ss, ds),
+                    (1, 1) | (2, 2) | (4, 4) | (1, 4) | (2, 4) | (4, 2)
+                )
                 && joins_planes(&norm.axes, JOIN_ELEMENTWISE_CHANNELS)
                 && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
             {
@@ -1550,8 +1557,9 @@ fn joins_planes(axes: &[PAxis], channels: std::ops::RangeInclusive<usize>) -> bo
 /// Not taken by default: f32 -> f64 (the gathered rows gained at most 2% and lost 1.5-2% on
 /// one layout); casts from u8 and copies of 1- and 2-byte elements, which the tiled and packed
 /// kernels move faster where their vectors line up (u8 -> f32 of 2 to 12 channels: 10 of 11
-/// layouts; of 16 to 64 channels, every aligned one, 0.82-0.90 against 0.62-0.79). Other
-/// element sizes were not measured and keep the tiled and permute kernels.
+/// layouts; of 16 to 64 channels, every aligned one, 0.82-0.90 against 0.62-0.79; planes off
+/// their alignment: [`JOIN_ELEMENTWISE_CHANNELS`]). Other element sizes were not measured and
+/// keep the tiled and permute kernels.
 fn join_channels(ss: usize, ds: usize) -> Option<std::ops::RangeInclusive<usize>> {
     match (ss, ds) {
         (2, 4) | (8, 4) => Some(2..=16),
@@ -1562,9 +1570,9 @@ fn join_channels(ss: usize, ds: usize) -> Option<std::ops::RangeInclusive<usize>
 }
 
 /// The channel counts for which the gathered rows take a layout into channels last
-/// ([`joins_planes`]) of any element sizes that the tiled kernels would move element by
-/// element (planes off their vectors' alignment), where the permute kernels' tiles would be
-/// the small ones. On the H100 (`channels`, odd-sized planes of 16 to 48 channels): u8 copies
+/// ([`joins_planes`]) that the tiled kernels would move element by element (planes off their
+/// vectors' alignment), where the permute kernels' tiles would be the small ones: copies of
+/// 1-, 2- and 4-byte elements and casts 1 -> 4, 2 -> 4 and 4 -> 2 bytes, the sizes measured. On the H100 (`channels`, odd-sized planes of 16 to 48 channels): u8 copies
 /// 0.59-0.76 of a device copy against the tiled kernels' 0.50-0.56, f16 copies 0.80-0.84
 /// against 0.70-0.75, u8 -> f32 0.80-0.84 against 0.73-0.80, f16 -> f32 0.80-0.88 against
 /// 0.76-0.81, f32 -> f16 (48 channels) 0.91 against 0.84; the small tiles 0.25-0.81. At 64
@@ -1576,10 +1584,11 @@ const JOIN_ELEMENTWISE_CHANNELS: std::ops::RangeInclusive<usize> = 16..=48;
 /// pixels, the destination's fastest (stride 1) and `C` apart in the source, axis 1 the `C`
 /// channels, adjacent in the source (stride 1). The gathered rows take such casts from 2- to
 /// 4-byte elements, and from 1- to 4-byte elements where the tiled kernels would move them
-/// element by element (planes off their vectors' alignment): a row per plane (per run of the
-/// plane, for planes of at least 2^18 pixels or whose rows lie apart), the planes of a run
-/// over grid x together, so that each line of the source is read once for all of them
-/// ([`PeriodicRows::args`]). On the H100 (`narrow-cast`, 3 and 4 channels), f16 -> f32 ran at
+/// element by element (planes off their vectors' alignment). A contiguous image under 2^18
+/// pixels a plane is one row whose periods are the planes (a batch, a row per image); larger
+/// planes, and planes whose rows lie apart, are a row per plane (per run of a plane), and the
+/// rows of the same pixels run over grid x together, so that each line of the source is read
+/// once for all of them ([`PeriodicRows::args`]). On the H100 (`narrow-cast`, 3 and 4 channels), f16 -> f32 ran at
 /// 0.94-0.95 of a device copy against the tiled kernels' 0.85-0.92, u8 -> f32 of odd-sized
 /// planes at 0.85 against 0.80 (of aligned planes 0.87 against the tiled kernels' 0.89-0.91).
 /// With more channels each lane's loads use less of each line: at 16 channels the gathered

@@ -1018,9 +1018,28 @@ fn interleaved_gathered_rows_run_over_grid_x() {
                 let (px, py) = row_grid(&args.row, from.size(), to.size());
                 let swapped = if want.4 { (py, px) } else { (px, py) };
                 assert_eq!((x, y), swapped, "{shape:?} {ss:?} {from} -> {to}");
+                // The planes of 2^18 u8 -> f32 pixels: the three rows over x, each row's 2^16
+                // units (16 bytes of f32) in 64 pieces over y of 1024 (256 lanes of 4).
+                if shape[1..] == [512, 512] && shape[0] == 3 {
+                    assert_eq!((x, y), (3, 64), "{shape:?}");
+                }
             }
         }
     }
+    // Seven batch axes that do not merge beside planes of 2^18 pixels: a row per plane would
+    // leave eight outer axes, more than the kernels take, so the planes stay periods of one
+    // row per image (and `prefer_gather` keeps the gathered rows).
+    let mut array = vec![2usize; 7];
+    array.extend([plane as usize, 3]);
+    let (out, dst, src) = permuted_layout(&array, &[6, 5, 4, 3, 2, 1, 0, 8, 7]);
+    let p = plan_copy(DST_BASE, &dst, F32, SRC_BASE, &src, U8, &out, opt).unwrap();
+    let Plan::RowsGather { args, .. } = p else {
+        panic!("{out:?} {src:?}: {p:?}");
+    };
+    assert_eq!(
+        (args.period, args.row.outer_rank, args.rows_first),
+        (plane as u64, 7, 0)
+    );
 }
 
 /// Standard (C-order) strides of `shape`, in elements.
@@ -2991,6 +3010,21 @@ fn images_of_many_channels_take_the_tiled_kernels_or_the_gathered_rows() {
         element_wise_joins >= 6,
         "{element_wise_joins} element-wise joins gathered"
     );
+    // Sizes not measured keep the small tiles: 8-byte copies, casts from and to 8 bytes.
+    for (from, to) in [(F64, F64), (F64, U8), (I16, F64)] {
+        let (out, dst, src) = permuted_layout(&[24, 511, 257], &[1, 2, 0]);
+        let p = plan_copy(
+            DST_BASE,
+            &dst,
+            to,
+            SRC_BASE,
+            &src,
+            from,
+            &out,
+            Default::default(),
+        );
+        assert_eq!(p.unwrap().kernel_path(), "permute32", "{from} -> {to}");
+    }
     // Reduced images (2^20 bytes and more on the wider side) through the interpreter.
     for (from, to, shape) in [
         (U8, U8, [24usize, 211, 213]),

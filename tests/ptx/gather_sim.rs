@@ -110,9 +110,9 @@ const PERMUTED: [(&str, &[usize], &[usize], Pad); 7] = [
     ("chw_hwc_bgr", &[4, 33, 3], &[1, 2, 0], None),
 ];
 
-/// A written case: its file, the launcher's grid and whether its rows are over grid x
-/// (`rows_first`).
-type Written = (String, (u32, u32), bool);
+/// A written case: its file, the launcher's grid, whether its rows are over grid x
+/// (`rows_first`), and for those the files of the same case on two forced grids.
+type Written = (String, (u32, u32), bool, Vec<String>);
 
 fn layouts() -> Vec<Layout> {
     let shapes: [Shape; 10] = [
@@ -333,7 +333,21 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Written>, Stri
     let at = std::mem::offset_of!(devspan_kernels::abi::RowGatherArgs, rows_first);
     let rows_first = launch.kernel.contains("_rows_gather_")
         && launch.params[at..at + 8].iter().any(|&b| b != 0);
-    Ok(Some((file, launch.grid, rows_first)))
+    // Rows over grid x: also on grids of two blocks along one axis and one along the other,
+    // so that each block strides over rows (x) or over a row's pieces (y) by the other axis's
+    // count, which a swap of the wrong counts would get wrong.
+    let mut forced = Vec::new();
+    if rows_first {
+        for grid in [(2, 1), (1, 2)] {
+            let mut small = launch.clone();
+            small.grid = grid;
+            let name = format!("{}/grid{}x{}", l.name, grid.0, grid.1);
+            forced.push(write_launch_case(
+                dir, &name, &small, &regions, dbase, &expect,
+            )?);
+        }
+    }
+    Ok(Some((file, launch.grid, rows_first, forced)))
 }
 
 fn run(out: &Out, sample: bool) -> Result<(), String> {
@@ -344,6 +358,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     let mut files = Vec::new();
     let mut grids = Vec::new();
     let mut swapped = Vec::new();
+    let mut forced = 0;
     let mut other = Vec::new();
     let all = layouts();
     for (i, l) in all.iter().enumerate() {
@@ -351,12 +366,14 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             continue;
         }
         match write_case(dir, l, 0x9a7 + i as u64)? {
-            Some((f, g, rows_first)) => {
+            Some((f, g, rows_first, small)) => {
                 files.push(f);
                 grids.push(g);
                 if rows_first {
                     swapped.push(g);
                 }
+                forced += small.len();
+                files.extend(small);
             }
             None => other.push(l.name.clone()),
         }
@@ -416,8 +433,8 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     }
     out.summary(&format!(
         "ptx_sim: {} gathered-row interpreter cases passed ({forward} on the row kernel, {} with \
-         the rows over grid x){}",
-        lines.len() - forward,
+         the rows over grid x, each also on grids of 2 x 1 and 1 x 2 blocks){}",
+        lines.len() - forward - forced,
         swapped.len(),
         if sample { " (sample)" } else { "" }
     ));
