@@ -809,7 +809,8 @@ fn join_cast_workloads(b: &mut Bench) {
 /// 4096 pixels high and as wide as makes the wider side 512 MiB, of an image 4095 pixels high
 /// and an odd number wide (planes off their 16-byte alignment), and NCHW <-> NHWC of 56 x 56
 /// images in the batch that makes 512 MiB, with C in {16, 24, 32, 48, 64}, for copies of u8,
-/// f16 and f32 and casts u8 -> f32, f16 -> f32 and f32 -> f16 (180 rows). Rows are named by their type pair, copies too.
+/// f16 and f32 and casts u8 -> f32, f16 -> f32 and f32 -> f16 (180 rows). Rows are named by
+/// their type pair, copies too.
 fn channels_workloads(b: &mut Bench) {
     fn one_pair<F: DeviceElement, T: DeviceElement>(b: &mut Bench) {
         let stream = b.stream.clone();

@@ -1246,7 +1246,7 @@ pub(crate) fn plan_copy(
         // move element by element: the gathered rows ([`splits_planes`]).
         if gather_planes
             && (ss, ds) == (1, 4)
-            && matches!(&p, Plan::Tiled { args, .. } if args.vector == 0)
+            && element_wise_tiles(&p)
             && splits_planes(&norm.axes)
             && let Some(args) = rows_gather_args(&norm, d, s, ss, ds, true)
         {
@@ -1446,9 +1446,8 @@ pub(crate) fn plan_copy(
         {
             // Into channels last, element by element on the tiled kernels: the gathered rows
             // ([`JOIN_ELEMENTWISE_CHANNELS`]).
-            if !opt.no_rows
-                && !opt.prefer_tiled
-                && matches!(&p, Plan::Tiled { args, .. } if args.vector == 0)
+            if gather_planes
+                && element_wise_tiles(&p)
                 && matches!(
                     (ss, ds),
                     (1, 1) | (2, 2) | (4, 4) | (1, 4) | (2, 4) | (4, 2)
@@ -1512,6 +1511,12 @@ pub(crate) fn plan_copy(
         Ok(args) => Plan::Strided32 { args, from, to },
         Err(args) => Plan::Strided64 { args, from, to },
     })
+}
+
+/// Whether `p` is a plan of the tiled kernels' element-wise forms (`tiled_e`), which move one
+/// element per access: the tiles' vectors do not line up with the operands.
+fn element_wise_tiles(p: &Plan) -> bool {
+    matches!(p, Plan::Tiled { args, .. } if args.vector == 0)
 }
 
 /// Runs of at least this many pixels, contiguous in the source, make a layout into channels

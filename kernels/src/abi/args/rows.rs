@@ -58,18 +58,7 @@ pub fn row_team_shift(row_len: u64, src_size: usize, dst_size: usize) -> u32 {
 /// [`ROW_MAX_GRID`]; `(0, 0)` when there is nothing to do. The kernels loop
 /// in both directions, so any grid of at least one block is correct.
 pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) {
-    if args.rows == 0 || args.row_len == 0 {
-        return (0, 0);
-    }
-    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
-    let per_pass = row_units_per_lane(src_size, dst_size) << shift;
-    let teams_per_block = u64::from(ROW_BLOCK) >> shift;
-    let units = row_units(args.row_len, src_size, dst_size);
-    let (mx, my) = ROW_MAX_GRID;
-    (
-        units.div_ceil(per_pass).clamp(1, u64::from(mx)) as u32,
-        args.rows.div_ceil(teams_per_block).clamp(1, u64::from(my)) as u32,
-    )
+    row_blocks(args, src_size, dst_size).map_or((0, 0), |(pieces, rows)| clamped(pieces, rows))
 }
 
 /// Grid `(x, y)` of a gathered or scattered row kernel: [`row_grid`]'s, or with
@@ -77,21 +66,38 @@ pub fn row_grid(args: &RowArgs, src_size: usize, dst_size: usize) -> (u32, u32) 
 /// [`ROW_MAX_GRID`]`.0`) and the pieces of a row over y (clamped to [`ROW_MAX_GRID`]`.1`).
 /// `(0, 0)` when there is nothing to do.
 pub fn gather_grid(args: &RowGatherArgs, src_size: usize, dst_size: usize) -> (u32, u32) {
-    let (x, y) = row_grid(&args.row, src_size, dst_size);
-    if args.rows_first == 0 || (x, y) == (0, 0) {
-        return (x, y);
+    row_blocks(&args.row, src_size, dst_size).map_or((0, 0), |(pieces, rows)| {
+        if args.rows_first == 0 {
+            clamped(pieces, rows)
+        } else {
+            clamped(rows, pieces)
+        }
+    })
+}
+
+/// The blocks a row kernel needs for one pass over `args`: pieces of a row (one pass of a
+/// team each) and blocks of rows (a row per team), unclamped; `None` when there is nothing to
+/// do.
+fn row_blocks(args: &RowArgs, src_size: usize, dst_size: usize) -> Option<(u64, u64)> {
+    if args.rows == 0 || args.row_len == 0 {
+        return None;
     }
-    let shift = args.row.team_shift.min(ROW_MAX_TEAM_SHIFT);
+    let shift = args.team_shift.min(ROW_MAX_TEAM_SHIFT);
     let per_pass = row_units_per_lane(src_size, dst_size) << shift;
     let teams_per_block = u64::from(ROW_BLOCK) >> shift;
-    let units = row_units(args.row.row_len, src_size, dst_size);
+    let units = row_units(args.row_len, src_size, dst_size);
+    Some((
+        units.div_ceil(per_pass),
+        args.rows.div_ceil(teams_per_block),
+    ))
+}
+
+/// `(x, y)` clamped to `1..=`[`ROW_MAX_GRID`].
+fn clamped(x: u64, y: u64) -> (u32, u32) {
     let (mx, my) = ROW_MAX_GRID;
     (
-        args.row
-            .rows
-            .div_ceil(teams_per_block)
-            .clamp(1, u64::from(mx)) as u32,
-        units.div_ceil(per_pass).clamp(1, u64::from(my)) as u32,
+        x.clamp(1, u64::from(mx)) as u32,
+        y.clamp(1, u64::from(my)) as u32,
     )
 }
 
