@@ -657,9 +657,9 @@ fn narrow_layouts(size: usize) -> Vec<Permuted> {
 
 /// The steering of the `narrow`, `narrow-cast`, `join-cast`, `channels`, `rank`, `flip`,
 /// `flip-cast`, `flip-odd`, `short-rows` and `short-rows-cast` groups: `DEVSPAN_BENCH_STEER` =
-/// `no-tiled`, `prefer-tiled`, `no-rows`, `prefer-gather` or `prefer-scatter`
+/// `no-tiled`, `prefer-tiled`, `no-rows`, `prefer-gather`, `prefer-scatter` or `shifted-rows`
 /// ([`Steer::NoTiled`], [`Steer::PreferTiled`], [`Steer::NoRows`], [`Steer::PreferGather`],
-/// [`Steer::PreferScatter`]), else the planner's own choice.
+/// [`Steer::PreferScatter`], [`Steer::ShiftedRows`]), else the planner's own choice.
 fn group_steer() -> Steer {
     match std::env::var("DEVSPAN_BENCH_STEER").as_deref() {
         Ok("no-tiled") => Steer::NoTiled,
@@ -667,6 +667,7 @@ fn group_steer() -> Steer {
         Ok("no-rows") => Steer::NoRows,
         Ok("prefer-gather") => Steer::PreferGather,
         Ok("prefer-scatter") => Steer::PreferScatter,
+        Ok("shifted-rows") => Steer::ShiftedRows,
         _ => Steer::Default,
     }
 }

@@ -95,6 +95,35 @@ pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     planned_path(dst, src, PlanOptions::default()).unwrap_or_else(|e| format!("error: {e}"))
 }
 
+/// The path `assign_cast(src)` into `dst` takes when `steer` steers the planner (what
+/// [`assign_cast_steered`] would run), planned on the host alone.
+pub fn copy_path_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
+    dst: &DeviceViewMut<'_, T, D>,
+    src: &DeviceView<'_, U, D>,
+    steer: Steer,
+) -> String {
+    planned_path(dst, src, steer_options(steer)).unwrap_or_else(|e| format!("error: {e}"))
+}
+
+/// The planner's options under `steer`.
+fn steer_options(steer: Steer) -> PlanOptions {
+    PlanOptions {
+        prefer_transpose: steer == Steer::PreferTranspose,
+        no_packed: steer == Steer::NoPacking,
+        no_packed128: steer == Steer::NoPacked128,
+        no_wide: steer == Steer::NoWide,
+        no_vec: steer == Steer::NoVec,
+        no_tiled: steer == Steer::NoTiled,
+        prefer_tiled: steer == Steer::PreferTiled,
+        no_rows: steer == Steer::NoRows,
+        prefer_gather: steer == Steer::PreferGather,
+        prefer_scatter: steer == Steer::PreferScatter,
+        short_rows: steer == Steer::ShiftedRows,
+        shifted_rows: steer == Steer::ShiftedRows,
+        ..PlanOptions::default()
+    }
+}
+
 /// How [`assign_cast_steered`] steers the planner, for tests and benchmarks comparing kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Steer {
@@ -130,6 +159,11 @@ pub enum Steer {
     /// fastest axis, but contiguous ones (by default only copies of 4- and 8-byte elements in
     /// rows of 24 bytes or more from a source contiguous across the rows).
     PreferScatter,
+    /// Copied rows off each other's 16-byte alignment on the shifted row kernel at any length
+    /// of at least one vector group (by default only from 256 bytes on), and every other row
+    /// that the row kernels take on them, whole vectors or not (by default short rows that are
+    /// not whole vectors go to the gathered rows, the tiled kernels or the strided kernel).
+    ShiftedRows,
 }
 
 /// How [`assign_cast_steered`] runs a copy: which kernels the planner may pick, and how the
@@ -169,19 +203,7 @@ pub fn assign_cast_steered<T: DeviceElement, U: DeviceElement, D: Dimension>(
     tuning: impl Into<Tuning>,
 ) -> Result<String> {
     let Tuning { steer, grid } = tuning.into();
-    let opt = PlanOptions {
-        prefer_transpose: steer == Steer::PreferTranspose,
-        no_packed: steer == Steer::NoPacking,
-        no_packed128: steer == Steer::NoPacked128,
-        no_wide: steer == Steer::NoWide,
-        no_vec: steer == Steer::NoVec,
-        no_tiled: steer == Steer::NoTiled,
-        prefer_tiled: steer == Steer::PreferTiled,
-        no_rows: steer == Steer::NoRows,
-        prefer_gather: steer == Steer::PreferGather,
-        prefer_scatter: steer == Steer::PreferScatter,
-        ..PlanOptions::default()
-    };
+    let opt = steer_options(steer);
     let path = planned_path(dst, src, opt)?;
     // A narrow plan is a vector tiled plan that the tiled kernels run when told to.
     // A shifted one runs on the element-wise tiled kernels then.
