@@ -4607,3 +4607,36 @@ fn element_wise_tiles_take_an_axis_whole_rather_than_leave_a_rest() {
         );
     }
 }
+
+/// Rows copied into a column slice beside an axis that no tile holds whole (the tiled
+/// planner's `small_tiles_take_a_piece_of_an_axis_that_no_tile_holds`), steered to the tiled
+/// kernels: tiles of a piece of the rows (f64 rows of 33 elements, both runs complete with the
+/// row alone; u8 rows of 100 elements, a prime count of rows, a rest), through the interpreter.
+#[test]
+fn rows_beside_an_axis_that_no_tile_holds_take_pieces_of_it() {
+    for (rows, c, t) in [(4099usize, 33usize, DType::F64), (8209, 100, DType::U8)] {
+        let mut dst = standard_spec(2);
+        dst.pads = vec![0, 1];
+        let case = Case {
+            shape: vec![rows, c],
+            dst,
+            src: standard_spec(2),
+            bcast: vec![false; 2],
+            from: t,
+            to: t,
+            seed: 0x7a11,
+            opt: PlanOptions {
+                prefer_tiled: true,
+                ..PlanOptions::default()
+            },
+        };
+        let o = operands(&case);
+        let p = case_plan(&case, &o).unwrap();
+        let Plan::Tiled { args, .. } = &p else {
+            panic!("{t} rows of {c}: {}", p.path());
+        };
+        assert_eq!(args.tile_rank, 2, "{t} rows of {c}: {p:?}");
+        assert!(args.volume as usize >= 20 * c, "{t} rows of {c}: {p:?}");
+        check_copy(&case).unwrap();
+    }
+}
