@@ -4640,3 +4640,52 @@ fn rows_beside_an_axis_that_no_tile_holds_take_pieces_of_it() {
         check_copy(&case).unwrap();
     }
 }
+
+/// Contiguous rows of 1- and 2-byte elements written into a column slice `x[.., ..c]`
+/// (`TILED_SLICE_ROW_BYTES`): rows of 24 to 255 bytes, in copies of 1 MiB or more, take the
+/// tiled kernels; shorter rows, smaller copies and wider elements keep their paths. The tiled
+/// plans copy right through the interpreter.
+#[test]
+fn short_rows_written_into_a_column_slice_take_the_tiled_kernels() {
+    let case = |rows: usize, c: usize, t: DType| {
+        let mut dst = standard_spec(2);
+        dst.pads = vec![0, 1];
+        Case {
+            shape: vec![rows, c],
+            dst,
+            src: standard_spec(2),
+            bcast: vec![false; 2],
+            from: t,
+            to: t,
+            seed: 0x511ce,
+            opt: PlanOptions::default(),
+        }
+    };
+    let path = |c: &Case| case_plan(c, &operands(c)).unwrap().kernel_path();
+    let mib: usize = 1 << 20;
+    for (c, t) in [
+        (24, DType::U8),
+        (100, DType::U8),
+        (255, DType::U8),
+        (12, DType::F16),
+        (48, DType::U16),
+    ] {
+        let k = case(mib.div_ceil(c * t.size()) + 3, c, t);
+        assert!(
+            path(&k).starts_with("tiled_e"),
+            "{t} rows of {c}: {}",
+            path(&k)
+        );
+        check_copy(&k).unwrap();
+    }
+    for (c, t, want) in [
+        (20, DType::U8, "strided32"),
+        (9, DType::F16, "strided32"),
+        (20, DType::F32, "rows_scatter"),
+    ] {
+        let k = case(mib.div_ceil(c * t.size()) + 3, c, t);
+        assert_eq!(path(&k), want, "{t} rows of {c}");
+    }
+    // Under 1 MiB: the strided kernel.
+    assert_eq!(path(&case(1000, 100, DType::U8)), "strided32");
+}
