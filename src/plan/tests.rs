@@ -4608,6 +4608,23 @@ fn element_wise_tiles_take_an_axis_whole_rather_than_leave_a_rest() {
     }
 }
 
+/// The copy of a contiguous `[rows, c]` of `t` into the column slice `[.., ..c]` of a
+/// `[rows, c + 1]` destination, planned with `opt`.
+fn column_slice_case(rows: usize, c: usize, t: DType, opt: PlanOptions) -> Case {
+    let mut dst = standard_spec(2);
+    dst.pads = vec![0, 1];
+    Case {
+        shape: vec![rows, c],
+        dst,
+        src: standard_spec(2),
+        bcast: vec![false; 2],
+        from: t,
+        to: t,
+        seed: 0x511ce ^ (rows * c) as u64,
+        opt,
+    }
+}
+
 /// Rows copied into a column slice beside an axis that no tile holds whole (the tiled
 /// planner's `small_tiles_take_a_piece_of_an_axis_that_no_tile_holds`), steered to the tiled
 /// kernels: tiles of a piece of the rows (f64 rows of 33 elements, both runs complete with the
@@ -4615,21 +4632,11 @@ fn element_wise_tiles_take_an_axis_whole_rather_than_leave_a_rest() {
 #[test]
 fn rows_beside_an_axis_that_no_tile_holds_take_pieces_of_it() {
     for (rows, c, t) in [(4099usize, 33usize, DType::F64), (8209, 100, DType::U8)] {
-        let mut dst = standard_spec(2);
-        dst.pads = vec![0, 1];
-        let case = Case {
-            shape: vec![rows, c],
-            dst,
-            src: standard_spec(2),
-            bcast: vec![false; 2],
-            from: t,
-            to: t,
-            seed: 0x7a11,
-            opt: PlanOptions {
-                prefer_tiled: true,
-                ..PlanOptions::default()
-            },
+        let opt = PlanOptions {
+            prefer_tiled: true,
+            ..PlanOptions::default()
         };
+        let case = column_slice_case(rows, c, t, opt);
         let o = operands(&case);
         let p = case_plan(&case, &o).unwrap();
         let Plan::Tiled { args, .. } = &p else {
@@ -4647,20 +4654,7 @@ fn rows_beside_an_axis_that_no_tile_holds_take_pieces_of_it() {
 /// plans copy right through the interpreter.
 #[test]
 fn short_rows_written_into_a_column_slice_take_the_tiled_kernels() {
-    let case = |rows: usize, c: usize, t: DType| {
-        let mut dst = standard_spec(2);
-        dst.pads = vec![0, 1];
-        Case {
-            shape: vec![rows, c],
-            dst,
-            src: standard_spec(2),
-            bcast: vec![false; 2],
-            from: t,
-            to: t,
-            seed: 0x511ce,
-            opt: PlanOptions::default(),
-        }
-    };
+    let case = |rows, c, t| column_slice_case(rows, c, t, PlanOptions::default());
     let path = |c: &Case| case_plan(c, &operands(c)).unwrap().kernel_path();
     let mib: usize = 1 << 20;
     for (c, t) in [
