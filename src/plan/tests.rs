@@ -4630,6 +4630,10 @@ fn column_slice_case(rows: usize, c: usize, t: DType, opt: PlanOptions) -> Case 
 /// kernels: tiles of a piece of the rows (f64 rows of 33 elements, both runs complete with the
 /// row alone; u8 rows of 100 elements, a prime count of rows, a rest), through the interpreter.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "copies of 135,000 and 821,000 elements through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
 fn rows_beside_an_axis_that_no_tile_holds_take_pieces_of_it() {
     for (rows, c, t) in [(4099usize, 33usize, DType::F64), (8209, 100, DType::U8)] {
         let opt = PlanOptions {
@@ -4653,6 +4657,10 @@ fn rows_beside_an_axis_that_no_tile_holds_take_pieces_of_it() {
 /// tiled kernels; shorter rows, smaller copies and wider elements keep their paths. The tiled
 /// plans copy right through the interpreter.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "five copies of 1 MiB through the interpreter, minutes under Miri; the planner has no unsafe code and copy_and_cast_plans_match_reference interprets plans under Miri"
+)]
 fn short_rows_written_into_a_column_slice_take_the_tiled_kernels() {
     let case = |rows, c, t| column_slice_case(rows, c, t, PlanOptions::default());
     let path = |c: &Case| case_plan(c, &operands(c)).unwrap().kernel_path();
