@@ -162,7 +162,8 @@ pub enum Steer {
     /// Copied rows off each other's 16-byte alignment on the shifted row kernel at any length
     /// of at least one vector group (by default only from 256 bytes on), and every other row
     /// that the row kernels take on them, whole vectors or not (by default short rows that are
-    /// not whole vectors go to the gathered rows, the tiled kernels or the strided kernel).
+    /// not whole vectors go to the gathered rows, the scattered rows, the tiled kernels or the
+    /// strided kernel).
     ShiftedRows,
 }
 

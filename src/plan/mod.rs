@@ -756,13 +756,19 @@ fn joined_rows_scatter(norm: &Normalized, d: u64, s: u64, size: usize) -> Option
 /// Copied rows of 1- and 2-byte elements at least this many bytes long, shorter than
 /// [`SHORT_ROW_BYTES`] and not whole vectors ([`short_rows_lose`]), whose source joins them (a
 /// contiguous array written into a column slice `x[.., ..c]`: [`source_joins_rows`]), go to the
-/// tiled kernels in copies of [`SMALL_TILES_TILED_BYTES`] or more. On the H100 (the
-/// `short-rows` group's `into [.., ..c]` rows, 1 GiB each, steered), u8 rows of 24 to 255
-/// bytes ran at 0.46-0.54 of a device copy there against 0.44-0.45 on the strided kernel, and
-/// f16 rows of 12 to 66 elements at 0.51-0.57 against 0.48-0.52; shorter rows ran no faster
-/// (f16 rows of 9 elements 0.47 against 0.49). The scattered rows store 1- and 2-byte
+/// tiled kernels in copies of [`SMALL_TILES_TILED_BYTES`] or more (the bound of the small
+/// tiles' rule; the rows measured were 1 GiB copies). On the H100 (the `short-rows` group's
+/// `into [.., ..c]` rows, steered), u8 rows of 24 to 255 bytes ran at 0.46-0.54 of a device
+/// copy there against 0.44-0.45 on the strided kernel, and f16 rows of 12 to 66 elements (the
+/// longest measured under 256 bytes) at 0.51-0.57 against 0.48-0.52; shorter rows ran no
+/// faster (f16 rows of 9 elements 0.47 against 0.49). The scattered rows store 1- and 2-byte
 /// elements an element at a time with lanes a vector apart ([`SCATTER_MIN_SIZE`]).
 const TILED_SLICE_ROW_BYTES: u64 = 24;
+
+/// Fewest elements of the tiles that take the rows of [`TILED_SLICE_ROW_BYTES`] (the tiles
+/// measured held 1700 to 2016; a tile of a few rows, such as rows beside an axis of 16 or
+/// fewer that the tile keeps for the narrow kernels, leaves them to the strided kernel).
+const TILED_SLICE_MIN_VOLUME: u32 = 1024;
 
 /// Whether the source of normalised operands joins axis 0's rows into longer rows of at least
 /// [`SHORT_ROW_BYTES`] (a contiguous source across axes 0 and 1), for `size`-byte elements.
@@ -1417,6 +1423,7 @@ pub(crate) fn plan_copy(
         && norm.n.saturating_mul(ss) >= SMALL_TILES_TILED_BYTES
         && source_joins_rows(&norm, d, s, ss)
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
+        && matches!(&p, Plan::Tiled { args, .. } if args.volume >= TILED_SLICE_MIN_VOLUME)
     {
         return Ok(p);
     }

@@ -4690,4 +4690,28 @@ fn short_rows_written_into_a_column_slice_take_the_tiled_kernels() {
     }
     // Under 1 MiB: the strided kernel.
     assert_eq!(path(&case(1000, 100, DType::U8)), "strided32");
+    // A slice of three axes, rows of 100 beside a prime count of them (8209, more than a
+    // tile holds) and 300 of those: tiles of a piece of the 8209 (planned only: 246 M
+    // elements).
+    let mut k = case(8209, 100, DType::U8);
+    k.shape = vec![300, 8209, 100];
+    k.dst = standard_spec(3);
+    k.dst.pads = vec![0, 1, 1];
+    k.src = standard_spec(3);
+    k.bcast = vec![false; 3];
+    let p = case_plan(&k, &operands(&k)).unwrap();
+    let Plan::Tiled { args, .. } = &p else {
+        panic!("three axes: {}", p.path());
+    };
+    assert!(args.volume >= 2000, "three axes: {p:?}");
+    // Tiles of a single row (4093 rows, which a tile could hold whole but not beside the
+    // row), and of the row and an axis of 3 (a narrow tile): the strided kernel.
+    for shape in [vec![300, 4093, 100], vec![3, 8209, 100]] {
+        k.shape = shape;
+        assert_eq!(path(&k), "strided32", "{:?}", k.shape);
+    }
+    // A source that does not join the rows (read from a column slice too): not this rule's.
+    let mut k = case(mib.div_ceil(100) + 3, 100, DType::U8);
+    k.src.pads = vec![0, 1];
+    assert!(!path(&k).starts_with("tiled"), "{}", path(&k));
 }

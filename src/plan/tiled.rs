@@ -988,10 +988,12 @@ fn tile_with(
         chunk[k] = axes[k].len;
         volume *= axes[k].len;
     }
-    // A tile still that small whose next axis in write order no tile could hold whole (a run
-    // that met both sides' targets alone, beside an axis of millions) takes a piece of that
-    // axis, up to TILE_FILL elements: otherwise every tile would be that one run, in blocks of
-    // a few threads.
+    // A tile still that small whose next axis in write order no tile could hold whole takes
+    // a piece of it, up to TILE_FILL elements: a run that met both sides' targets alone, or
+    // whose next axis has no divisor near the room, beside an axis of millions would otherwise
+    // make every tile that one run, in blocks of a few threads. (No piece is taken of an axis
+    // that a tile could hold whole but not beside this run: that would change the tiles of
+    // small arrays, which no measurement covers.)
     if volume * dst_size < SMALL_TILE_BYTES
         && !narrow_shape(&chunk)
         && let Some(k) = worder.iter().copied().find(|&k| chunk[k] == 0)
@@ -1706,13 +1708,13 @@ mod tests {
     }
 
     #[test]
-    fn small_tiles_take_a_piece_of_an_axis_that_no_tile_holds() {
-        // Rows copied into a column slice `x[.., ..c]`, beside an axis of millions of rows:
-        // f64 rows of 33 elements (264 bytes: both runs past their targets with the row
-        // alone), and u8 rows of 100 elements whose count of rows is prime (no piece divides
-        // it). The tile takes a piece of the rows up to TILE_FILL elements, a divisor of the
-        // count where one is close to the room, else leaving a rest; it kept a single row
-        // (one warp per tile).
+    fn small_tiles_take_a_piece_of_the_next_axis() {
+        // Rows copied into a column slice `x[.., ..c]`: f64 rows of 33 elements (264 bytes:
+        // both runs past their targets with the row alone) beside millions of rows, and u8
+        // rows of 100 elements whose count of rows is prime (no piece divides it) and more
+        // than a tile holds, of two and of three axes. The tile takes a piece of the rows up to TILE_FILL elements, a
+        // divisor of the count where one is close to the room, else leaving a rest, where a
+        // tile of a single row would make blocks of a few threads.
         let n = norm(&[(33, 1, 1), (3_947_580, 34, 33)]);
         let t = tiled_plan(&n, 0, 0, 8, 8, 0).unwrap();
         assert_eq!((t.args.tile_rank, t.args.volume), (2, 33 * 60));
@@ -1722,6 +1724,10 @@ mod tests {
         assert_eq!((t.args.tile_rank, t.args.volume), (2, 100 * 20));
         assert_eq!(t.rest.len(), 1);
         assert_eq!(t.rest[0].shape, [100, 10_631_107 % 20]);
+        let n = norm(&[(100, 1, 1), (8209, 101, 100), (300, 8210 * 101, 8209 * 100)]);
+        let t = tiled_plan(&n, 0, 0, 1, 1, 0).unwrap();
+        assert_eq!((t.args.tile_rank, t.args.volume), (2, 100 * 20));
+        assert_eq!(t.rest.len(), 1);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the steerings of `devspan::internals` plan, on the host alone: rows copied from a
-//! contiguous source into a column slice `x[.., ..c]` of a `[rows, c + 1]` matrix (the
-//! `short-rows` bench group's `into` rows), by default and steered.
+//! contiguous source into a column slice `x[.., ..c]` of a `[rows, c + 1]` matrix (the layout
+//! of the `short-rows` bench group's `into` rows, in copies of a few MiB at most), by default
+//! and steered.
 
 use std::sync::Arc;
 
@@ -51,8 +52,8 @@ fn into_slice<T: DeviceElement>(rows: usize, c: usize, steer: Steer) -> String {
 
 #[test]
 fn short_rows_into_a_slice_take_the_shifted_row_kernel_only_steered() {
-    // u8 rows of 20 and 132 bytes (a vector group or more, under 256 bytes): the strided
-    // kernel by default, the shifted row kernel steered.
+    // u8 rows of 20 and 132 bytes (a vector group or more, under 256 bytes) in copies under
+    // 1 MiB: the strided kernel by default, the shifted row kernel steered.
     for c in [20, 132] {
         assert_eq!(
             into_slice::<u8>(4096, c, Steer::Default),
