@@ -2153,6 +2153,7 @@ fn every_steering<F: DeviceElement, T: DeviceElement>(
         Steer::NoTiled,
         Steer::PreferTiled,
         Steer::PreferGather,
+        Steer::ShiftedRows,
     ]
     .into_iter()
     .map(|steer| {
@@ -2174,8 +2175,9 @@ fn every_steering<F: DeviceElement, T: DeviceElement>(
     .collect()
 }
 
-/// `Steer::Default`, `Steer::NoTiled`, `Steer::PreferTiled` and `Steer::PreferGather` give the
-/// same, correct result on narrow layouts and on layouts of more than 8 axes after merging.
+/// `Steer::Default`, `Steer::NoTiled`, `Steer::PreferTiled`, `Steer::PreferGather` and
+/// `Steer::ShiftedRows` give the same, correct result on narrow layouts and on layouts of more
+/// than 8 axes after merging.
 /// `NoTiled` keeps the tiled kernels off the narrow ones (which other kernels take);
 /// `PreferTiled` takes them to the tiled kernels, `PreferGather` those into interleaved channels
 /// to the gathered rows.
@@ -2241,6 +2243,16 @@ fn every_steering_gives_the_same_result() {
             &d(&nhwc_large),
             by,
         ));
+        // Rows of 20 bytes written into a column slice: the strided kernel by default, the
+        // shifted row kernel under ShiftedRows.
+        let rows = c(&[300, 20], &[0, 1]);
+        let slice = Dst::padded(&rows.shape());
+        let paths = every_steering::<u8, u8>(s, next(), &rows, &slice, by);
+        assert_eq!(
+            paths[4], "rows_shifted",
+            "rows of 20 bytes into a slice: {paths:?}"
+        );
+        narrow.push(paths);
     }
     // High ranks: random shapes and permutations, a sliced source, strided destinations.
     for (k, rank) in [12usize, 20, 33].into_iter().enumerate() {
@@ -2275,7 +2287,9 @@ fn every_steering_gives_the_same_result() {
         println!("steering {steer}: paths {paths:?}");
     }
     for (i, paths) in narrow.iter().enumerate() {
-        println!("narrow case {i}: Default, NoTiled, PreferTiled, PreferGather took {paths:?}");
+        println!(
+            "narrow case {i}: Default, NoTiled, PreferTiled, PreferGather, ShiftedRows took {paths:?}"
+        );
         assert!(
             !paths[1].starts_with("tiled"),
             "narrow case {i}: NoTiled took {}",
