@@ -998,7 +998,7 @@ fn tile_with(
         && !narrow_shape(&chunk)
         && let Some(k) = worder.iter().copied().find(|&k| chunk[k] == 0)
         && axes[k].len > max
-        && let Some(c) = piece(axes[k].len, max.min(TILE_FILL) / volume.max(1), g)
+        && let Some(c) = piece(axes[k].len, max.min(TILE_FILL) / volume, g)
             .filter(|&c| c >= 2 && within_reach(&chunk, k, c))
     {
         chunk[k] = c;
