@@ -300,10 +300,12 @@ fn copy_workloads(b: &mut Bench) {
     let mut out = stream.alloc_zeros::<f32>(side * side).unwrap();
     let cases: Vec<(&str, DeviceView<'_, f32, Ix2>, f64)> = vec![
         ("transpose f32 16384^2 -> contiguous", a.t(), 0.90),
+        // Every other column: every sector of the matrix is read while half its bytes are
+        // counted, so two thirds of a device copy is the ceiling (BENCHMARKS.md).
         (
             "s![.., ..;2] of f32 16384^2 -> contiguous",
             a.slice(s![.., ..;2]),
-            0.90,
+            0.65,
         ),
         (
             "s![1000..9000, 1000..9000] -> contiguous",
