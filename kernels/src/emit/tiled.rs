@@ -12,10 +12,10 @@ use super::load_store::{
 use super::templates::Templates;
 use super::types::{Ty, log2};
 use crate::abi::{
-    TILED_ASYNC_BUFFERS, TILED_WIDE_THREADS, TiledArgs, TiledBatchAxis, TiledReadAxis,
-    TiledWriteAxis, tiled_async_max_registers, tiled_ew_max_registers, tiled_ew_max_volume,
-    tiled_max_registers, tiled_max_threads, tiled_per_thread, tiled_smem_bytes, tiled_smem_shifts,
-    tiled_smem_unit, tiled_vectors,
+    TILED_ASYNC_BUFFERS, TILED_SHIFTED_SMEM_BYTES, TILED_WIDE_THREADS, TiledArgs, TiledBatchAxis,
+    TiledReadAxis, TiledWriteAxis, tiled_async_max_registers, tiled_ew_max_registers,
+    tiled_ew_max_volume, tiled_max_registers, tiled_max_threads, tiled_per_thread,
+    tiled_smem_bytes, tiled_smem_shifts, tiled_smem_unit, tiled_vectors,
 };
 
 /// Emits the division of the 32-bit registers `xs` by the axis in `len` / `magic` / `shift`
@@ -993,4 +993,320 @@ fn load_words(
     let (v, regs) = vector_operand(&r);
     c.line(format!("{}ld.global.nc{v}.{ty} {regs}, {at};", pfx(pred)));
     r
+}
+
+/// The shifted element-wise tiled copy `name` of 1-byte elements (`copy_tiled_s_b1`,
+/// [`Kind::TiledS`](crate::abi::Kind)): the element-wise kernel's tiles and stores, with the
+/// source read in aligned 4-byte words. The leading read axes whose source strides continue
+/// each other (1, then their product) form the tile's *rows* of `L` contiguous source bytes;
+/// each row is read as the aligned words that cover it and kept in shared memory as it lies in
+/// the source, its first byte at its misalignment `m` (0 to 3) into a row of
+/// `4 * ((L + 6) / 4)` bytes, so that every warp's load covers whole sectors. The gathers add
+/// each row's misalignment, which the tile's source base decides, to places fixed per thread.
+/// A word may hold up to 3 bytes beside its row's (read, never used); every byte read lies in
+/// a 4-byte aligned word that holds a byte of the source.
+pub(super) fn tiled_shifted_kernel(t: &mut Templates, name: &str, d: Ty) -> String {
+    assert_eq!(d.size, 1, "shifted tiles of 1-byte elements");
+    // Element stores per thread, and word loads (four words hold the 8 elements' bytes with
+    // room for each row's misalignment where runs are 6 bytes or longer).
+    let k = 8u64;
+    let kr = 4u64;
+    let mut g = Gen::default();
+    let mut setup = Code::default();
+    let read0 = offset_of!(TiledArgs, read);
+    let rstride = size_of::<TiledReadAxis>();
+    // The run: `L` (`run`), the product of the leading read axes whose source strides continue
+    // each other, and how many axes it spans (`a0`).
+    let (run, a0, wpr, pitch, words, one) = (
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+        g.reg(Class::B32),
+    );
+    setup.line(format!("mov.u32 {run}, 1;"));
+    setup.line(format!("mov.u32 {a0}, 0;"));
+    setup.line(format!("mov.u32 {one}, 1;"));
+    setup.line("mov.u64 %pa, p_args;");
+    setup.line(format!("add.u64 %pa, %pa, {read0};"));
+    setup.label("$RUN");
+    setup.line(format!("setp.ge.u32 %p0, {a0}, %trank;"));
+    setup.line("@%p0 bra.uni $RUN_END;");
+    setup.line(format!(
+        "ld.param.s32 %str, [%pa+{}];",
+        offset_of!(TiledReadAxis, src)
+    ));
+    setup.line(format!("setp.ne.s32 %p0, %str, {run};"));
+    setup.line("@%p0 bra.uni $RUN_END;");
+    setup.line(format!(
+        "ld.param.u32 %len, [%pa+{}];",
+        offset_of!(TiledReadAxis, len)
+    ));
+    setup.line(format!("mul.lo.u32 {run}, {run}, %len;"));
+    setup.line(format!("add.u64 %pa, %pa, {rstride};"));
+    setup.line(format!("add.u32 {a0}, {a0}, 1;"));
+    setup.line("bra.uni $RUN;");
+    setup.label("$RUN_END");
+    // Words per row (enough for any misalignment), the row pitch in bytes, and the tile's words.
+    setup.line(format!("add.u32 {wpr}, {run}, 6;"));
+    setup.line(format!("shr.u32 {wpr}, {wpr}, 2;"));
+    setup.line(format!("shl.b32 {pitch}, {wpr}, 2;"));
+    setup.line(format!("div.u32 {words}, %vol, {run};"));
+    setup.line(format!("mul.lo.u32 {words}, {words}, {wpr};"));
+    // Slots: word loads while `ti + i * nt < words`, element stores while `< vol`.
+    {
+        let m = g.reg(Class::B32);
+        let q = g.reg(Class::Pred);
+        setup.line(format!("setp.lt.u32 {q}, %ti, {words};"));
+        setup.line(format!("sub.u32 {m}, {words}, %ti;"));
+        setup.line(format!("add.u32 {m}, {m}, %nt;"));
+        setup.line(format!("sub.u32 {m}, {m}, 1;"));
+        setup.line("div.u32 %rcnt, {m}, %nt;".replace("{m}", &m));
+        setup.line(format!("selp.b32 %rcnt, %rcnt, 0, {q};"));
+    }
+    slot_counts(&mut g, &mut setup, &[("%wcnt", 1)]);
+    let src_field = [(offset_of!(TiledReadAxis, src), "s32")];
+    // The source offset (elements from the tile's first) of row `row` (a register, clobbered):
+    // its index split over the read axes from `a0` on.
+    let row_offset = |g: &mut Gen, c: &mut Code, label: &str, row: &str| {
+        let o = g.reg(Class::B32);
+        let init = ["0".to_string()];
+        split_index(
+            g,
+            c,
+            label,
+            READ_AXES,
+            &a0,
+            row,
+            (std::slice::from_ref(&o), &init),
+            &src_field,
+        );
+        o
+    };
+    // Loads: slot i is word j of row `row`; its row's source offset, its place in shared
+    // memory, and `L - 4 j` (the word holds bytes of the row while `m + L - 4 j > 0`).
+    let mut lrow = Vec::new();
+    let mut lsm = Vec::new();
+    let mut llim = Vec::new();
+    for i in 0..kr {
+        let (x, row, j, sm, lim) = (
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+        );
+        setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
+        setup.line(format!("div.u32 {row}, {x}, {wpr};"));
+        setup.line(format!("mul.lo.u32 {j}, {row}, {wpr};"));
+        setup.line(format!("sub.u32 {j}, {x}, {j};"));
+        setup.line(format!("shl.b32 {j}, {j}, 2;"));
+        setup.line(format!("mad.lo.u32 {sm}, {row}, {pitch}, {j};"));
+        setup.line(format!("add.u32 {sm}, {sm}, %tb;"));
+        setup.line(format!("sub.s32 {lim}, {run}, {j};"));
+        let o = row_offset(&mut g, &mut setup, &format!("LROW_{i}"), &row);
+        lrow.push(o);
+        lsm.push(sm);
+        llim.push(lim);
+    }
+    // Stores: element i at write-order position `ti + i * nt`: its destination offset and
+    // read-order position `r`; its place `row * pitch + c` (`r = row * L + c`) and its row's
+    // source offset modulo 4, packed as `place | (offset & 3) << 14` (the tile's shared memory
+    // is below 2^14 bytes), two to a register.
+    let (base, step) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("mov.u32 {base}, %ti;"));
+    setup.line(format!("mov.u32 {step}, %nt;"));
+    let fields = [
+        (offset_of!(TiledWriteAxis, read), "u32"),
+        (offset_of!(TiledWriteAxis, dst), "s32"),
+    ];
+    let sums = split_sums(
+        &mut g,
+        &mut setup,
+        "WEL",
+        WRITE_AXES,
+        (&base, &step),
+        k as usize,
+        &fields,
+    );
+    let mut wdoff = Vec::new();
+    let mut places = Vec::new();
+    for (i, f) in sums.into_iter().enumerate() {
+        let (r, o) = (&f[0], &f[1]);
+        let (row, c) = (g.reg(Class::B32), g.reg(Class::B32));
+        setup.line(format!("div.u32 {row}, {r}, {run};"));
+        setup.line(format!("mul.lo.u32 {c}, {row}, {run};"));
+        setup.line(format!("sub.u32 {c}, {r}, {c};"));
+        let place = g.reg(Class::B32);
+        setup.line(format!("mad.lo.u32 {place}, {row}, {pitch}, {c};"));
+        let ro = row_offset(&mut g, &mut setup, &format!("WROW_{i}"), &row);
+        setup.line(format!("and.b32 {ro}, {ro}, 3;"));
+        setup.line(format!("shl.b32 {ro}, {ro}, 14;"));
+        setup.line(format!("or.b32 {place}, {place}, {ro};"));
+        places.push(place);
+        wdoff.push(o.clone());
+    }
+    let packed: Vec<String> = places
+        .chunks(2)
+        .map(|pair| {
+            let w = g.reg(Class::B32);
+            setup.line(format!("mov.u32 {w}, {};", pair[0]));
+            if let Some(b) = pair.get(1) {
+                let hi = g.reg(Class::B32);
+                setup.line(format!("shl.b32 {hi}, {b}, 16;"));
+                setup.line(format!("or.b32 {w}, {w}, {hi};"));
+            }
+            w
+        })
+        .collect();
+
+    // The source's span (bytes): words that reach past it are read byte by byte.
+    let (lo, hi) = (g.reg(Class::B64), g.reg(Class::B64));
+    setup.line(format!(
+        "ld.param.s64 {lo}, [p_args+{}];",
+        offset_of!(TiledArgs, src_lo)
+    ));
+    setup.line(format!(
+        "ld.param.s64 {hi}, [p_args+{}];",
+        offset_of!(TiledArgs, src_hi)
+    ));
+    setup.line(format!("add.s64 {lo}, {lo}, %src;"));
+    setup.line(format!("add.s64 {hi}, {hi}, %src;"));
+
+    // --- Per tile: the word loads from the tile's source base `%sb`. A word that reaches past
+    // the source's span (the span's first and last words at most) is read a byte at a time,
+    // in a branch that only its thread takes. `LBL` marks the
+    // labels, made distinct for each of the template's two copies of the loads.
+    let mut loads = Code::default();
+    let mut lpred = Vec::new();
+    let mut lval = Vec::new();
+    for i in 0..kr as usize {
+        let p = slot_pred(&mut g, &mut loads, "%rcnt", i);
+        let (a, m, t4, w) = (
+            g.reg(Class::B64),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+            g.reg(Class::B32),
+        );
+        let (q, e, full) = (g.reg(Class::Pred), g.reg(Class::Pred), g.reg(Class::Pred));
+        loads.line(format!("cvt.s64.s32 {a}, {};", lrow[i]));
+        loads.line(format!("add.s64 {a}, {a}, %sb;"));
+        loads.line(format!("cvt.u32.u64 {m}, {a};"));
+        loads.line(format!("and.b32 {m}, {m}, 3;"));
+        loads.line(format!("add.s32 {m}, {m}, {};", llim[i]));
+        loads.line(format!("setp.gt.s32 {q}, {m}, 0;"));
+        loads.line(format!("and.pred {q}, {q}, {p};"));
+        loads.line(format!("and.b64 {a}, {a}, -4;"));
+        loads.line(format!("sub.u32 {t4}, {run}, {};", llim[i]));
+        let (t4w, a4) = (g.reg(Class::B64), g.reg(Class::B64));
+        loads.line(format!("cvt.u64.u32 {t4w}, {t4};"));
+        loads.line(format!("add.u64 {a}, {a}, {t4w};"));
+        loads.line(format!("add.u64 {a4}, {a}, 4;"));
+        loads.line(format!("setp.lt.u64 {e}, {a}, {lo};"));
+        loads.line(format!("setp.gt.or.u64 {e}, {a4}, {hi}, {e};"));
+        loads.line(format!("and.pred {e}, {e}, {q};"));
+        loads.line(format!("setp.ge.u64 {full}, {a}, {lo};"));
+        loads.line(format!("setp.le.and.u64 {full}, {a4}, {hi}, {full};"));
+        loads.line(format!("and.pred {full}, {full}, {q};"));
+        loads.line(format!("@{full} ld.global.nc.u32 {w}, [{a}];"));
+        loads.line(format!("@!{e} bra $EDGE_{i}_LBL;"));
+        let acc = g.reg(Class::B32);
+        loads.line(format!("mov.u32 {acc}, 0;"));
+        for b in 0..4 {
+            let (ab, pb, x) = (g.reg(Class::B64), g.reg(Class::Pred), g.reg(Class::B32));
+            loads.line(format!("add.u64 {ab}, {a}, {b};"));
+            loads.line(format!("setp.ge.u64 {pb}, {ab}, {lo};"));
+            loads.line(format!("setp.lt.and.u64 {pb}, {ab}, {hi}, {pb};"));
+            loads.line(format!("mov.u32 {x}, 0;"));
+            loads.line(format!("@{pb} ld.global.nc.u8 {x}, [{ab}];"));
+            loads.line(format!("shl.b32 {x}, {x}, {};", 8 * b));
+            loads.line(format!("or.b32 {acc}, {acc}, {x};"));
+        }
+        loads.line(format!("mov.u32 {w}, {acc};"));
+        loads.label(&format!("$EDGE_{i}_LBL"));
+        lpred.push(q);
+        lval.push(w);
+    }
+
+    // --- Per tile: the loaded words into shared memory, and the tile's source misalignment.
+    let sm = g.reg(Class::B32);
+    let mut stage = Code::default();
+    stage.line(format!("cvt.u32.u64 {sm}, %sb;"));
+    stage.line(format!("and.b32 {sm}, {sm}, 3;"));
+    for i in 0..kr as usize {
+        stage.line(format!(
+            "@{} st.shared.u32 [{}], {};",
+            lpred[i], lsm[i], lval[i]
+        ));
+    }
+
+    // --- Per tile: the gathers (each place plus its row's misalignment) and the stores.
+    let mut gather = Code::default();
+    let vals: Vec<(String, String)> = (0..k as usize)
+        .map(|i| {
+            let p = slot_pred(&mut g, &mut gather, "%wcnt", i);
+            let (h, m, a) = (g.reg(Class::B32), g.reg(Class::B32), g.reg(Class::B32));
+            let w = &packed[i / 2];
+            if i % 2 == 0 {
+                gather.line(format!("and.b32 {h}, {w}, 65535;"));
+            } else {
+                gather.line(format!("shr.u32 {h}, {w}, 16;"));
+            }
+            gather.line(format!("shr.u32 {m}, {h}, 14;"));
+            gather.line(format!("add.u32 {m}, {m}, {sm};"));
+            gather.line(format!("and.b32 {m}, {m}, 3;"));
+            gather.line(format!("and.b32 {a}, {h}, 16383;"));
+            gather.line(format!("add.u32 {a}, {a}, {m};"));
+            gather.line(format!("add.u32 {a}, {a}, %tb;"));
+            let v = load_scalar(
+                &mut g,
+                &mut gather,
+                d,
+                Space::Shared,
+                &addr(&a, 0),
+                Some(&p),
+            );
+            (p, v)
+        })
+        .collect();
+    for (i, (p, v)) in vals.iter().enumerate() {
+        let a = g.reg(Class::B64);
+        gather.line(format!("mad.wide.s32 {a}, {}, 1, %dcur;", wdoff[i]));
+        store_scalar(&mut gather, d, Space::Global, &addr(&a, 0), v, Some(p));
+    }
+
+    let mut first = origin("BAX0", "%tile");
+    first.line("add.s64 %sb, %os, %src;");
+    first.line("add.s64 %db, %od, %dst;");
+    let next = origin("BAX1", "%next");
+    let loads = loads.text();
+    let per_copy = loads.matches("_LBL").count();
+    let text = t.render(
+        "tiled.ptx",
+        &[
+            ("NAME", name.to_string()),
+            ("PER_THREAD", k.to_string()),
+            ("READS", kr.to_string()),
+            ("WRITES", k.to_string()),
+            ("VS", "4".to_string()),
+            ("VD", "1".to_string()),
+            ("DSIZE", "1".to_string()),
+            ("SSIZE", "1".to_string()),
+            ("UNIT", "4".to_string()),
+            ("MAX_THREADS", TILED_WIDE_THREADS.to_string()),
+            ("MAXNREG", String::new()),
+            ("TILE_BYTES", TILED_SHIFTED_SMEM_BYTES.to_string()),
+            ("DECLS", g.decls()),
+            ("SETUP", setup.text()),
+            ("ORIGIN_FIRST", first.text()),
+            ("ORIGIN_NEXT", next.text()),
+            ("LOADS", loads),
+            ("STAGE", stage.text()),
+            ("GATHER", gather.text()),
+        ],
+    );
+    // The template holds the loads twice (the first tile's, then the next tiles').
+    text.replacen("_LBL", "_FIRST", per_copy)
+        .replace("_LBL", "_NEXT")
 }
