@@ -35,9 +35,7 @@
 //! multi-stream event tracking off before the bench allocates anything (it uses one stream), so
 //! that no event record or wait joins the timed runs. `--no-narrow` runs the tiled plans that
 //! the narrow kernels take on the tiled kernels instead (their rows then name `tiled`), for a
-//! comparison of the two in one binary. `--shifted` and `--no-shifted` run the element-wise
-//! tiles of 1-byte copies whose source rows hold 16 bytes or more on the shifted kernel
-//! (`copy_tiled_s_b1`) or on the element-wise ones, whatever the library's default.
+//! comparison of the two in one binary.
 
 mod common;
 #[path = "../tests/common/gpu.rs"]
@@ -1875,14 +1873,6 @@ fn main() {
     let queued = args.iter().any(|a| a == "--queued");
     let tracking = !args.iter().any(|a| a == "--no-event-tracking");
     let no_narrow = args.iter().any(|a| a == "--no-narrow");
-    // Element-wise tiles of 1-byte copies on the shifted kernel, or not, whatever the default.
-    let shifted = if args.iter().any(|a| a == "--shifted") {
-        Some(true)
-    } else if args.iter().any(|a| a == "--no-shifted") {
-        Some(false)
-    } else {
-        None
-    };
     NO_NARROW.store(no_narrow, std::sync::atomic::Ordering::Relaxed);
     let stream = devspan::new_stream(0).unwrap();
     let ctx = stream.context().clone();
@@ -1916,7 +1906,6 @@ fn main() {
         grid: GridOptions {
             tiles_per_block,
             no_narrow,
-            shifted,
             ..GridOptions::default()
         },
         reps: if quick { 5 } else { 21 },

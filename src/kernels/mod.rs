@@ -12,11 +12,10 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
 };
 use devspan_kernels::abi::{
-    DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, StridedArgs32,
-    TILED_SHIFTED_BY_DEFAULT, TiledArgs, contig_grid, fill_grid, gather_grid, narrow_grid,
-    narrow_items, permute_grid, permute_kind, row_grid, strided_grid, tiled_async_max_smem_bytes,
-    tiled_async_smem_bytes, tiled_e_wide, tiled_grid, tiled_kind, tiled_launch_kind, tiled_narrow,
-    tiled_shifted_kind, tiled_threads, transpose_grid_sized,
+    DType, GridOptions, Kernel, Kind, NARROW_THREADS, Narrow, StridedArgs32, TiledArgs,
+    contig_grid, fill_grid, gather_grid, narrow_grid, narrow_items, permute_grid, permute_kind,
+    row_grid, strided_grid, tiled_async_max_smem_bytes, tiled_async_smem_bytes, tiled_e_wide,
+    tiled_grid, tiled_kind, tiled_launch_kind, tiled_narrow, tiled_threads, transpose_grid_sized,
 };
 
 use crate::driver;
@@ -209,8 +208,6 @@ pub(crate) fn tiled_kernel(
     } else {
         tiled_launch_kind(args, from, to, threads, major)
     };
-    let shifted = grid.shifted.unwrap_or(TILED_SHIFTED_BY_DEFAULT);
-    let kind = tiled_shifted_kind(kind, args, (from, to), threads, shifted);
     let smem = if kind == Kind::TiledA {
         tiled_async_smem_bytes(u64::from(args.volume), to.size()) as u32
     } else {
@@ -533,12 +530,7 @@ mod tests {
             let (bx, by, bz) = k.block();
             let directive = if matches!(
                 k.kind(),
-                Kind::Tiled
-                    | Kind::TiledE
-                    | Kind::TiledEW
-                    | Kind::TiledA
-                    | Kind::TiledS
-                    | Kind::Narrow
+                Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::Narrow
             ) {
                 "maxntid"
             } else {

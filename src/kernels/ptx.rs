@@ -129,12 +129,12 @@ mod tests {
         // strided copy, reversed rows and gathered rows per size, reversed rows of runs of 3 for 1
         // and 2 bytes, runs reversed of 2 per size, of 3 for 1 and 2 bytes and of 4 for 1, 2 and 4
         // bytes, shifted and scattered rows per size, packed b1 and b2, packed128 b1, vec b1,
-        // tiled_a b1 and b2, tiled_s b1, tiled_ew b1, b2 and b4, three wide copies, casts that change bits
+        // tiled_a b1 and b2, tiled_ew b1, b2 and b4, three wide copies, casts that change bits
         // (ten kinds and the gathered rows), narrow splits and joins, aligned and shifted, of 2 to
         // 16 channels (2-byte elements shifted only; no shifted ones of 4- and 8-byte units under
         // 5 channels).
         let reversed = 4 + 2 + 4 + 2 + 3 + 4 + 4;
-        let copies = 4 * 11 + 4 + reversed + 2 + 1 + 1 + 2 + 1 + 3 + 3;
+        let copies = 4 * 11 + 4 + reversed + 2 + 1 + 1 + 2 + 3 + 3;
         let casts = (12 * 11 - 8) * 11;
         let narrow = 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3;
         assert_eq!(names.len(), 5 * 4 + 2 + copies + casts + narrow);

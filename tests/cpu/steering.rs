@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use devspan::internals::{GridOptions, Steer, copy_path_steered};
+use devspan::internals::{Steer, copy_path_steered};
 use devspan::{DeviceElement, DeviceOwner, DeviceView, DeviceViewMut};
-use devspan_kernels::abi::TILED_SHIFTED_BY_DEFAULT;
 use half::f16;
 use ndarray::{Ix2, s};
 
@@ -92,65 +91,5 @@ fn short_rows_into_a_slice_take_the_shifted_row_kernel_only_steered() {
     assert_eq!(
         into_slice::<f32>(4096, 20, Steer::PreferScatter),
         "rows_scatter"
-    );
-}
-
-/// The tiled kernel of a u8 copy of the contiguous array `base` read with its axes permuted
-/// (`perm`) into a contiguous destination, launched with `grid`'s choices.
-fn tiled_kernel_of(base: &[usize], perm: &[usize], grid: GridOptions) -> Option<String> {
-    let standard = |shape: &[usize]| -> Vec<isize> {
-        let mut s = vec![1isize; shape.len()];
-        for k in (0..shape.len().saturating_sub(1)).rev() {
-            s[k] = s[k + 1] * shape[k + 1] as isize;
-        }
-        s
-    };
-    let contiguous = standard(base);
-    let shape: Vec<usize> = perm.iter().map(|&a| base[a]).collect();
-    let src: Vec<isize> = perm.iter().map(|&a| contiguous[a]).collect();
-    tiled_kernel_strided(&shape, &src, grid)
-}
-
-/// The tiled kernel of a u8 copy of `shape` from a source of strides `src` (elements) into a
-/// contiguous destination, launched with `grid`'s choices.
-fn tiled_kernel_strided(shape: &[usize], src: &[isize], grid: GridOptions) -> Option<String> {
-    let mut dst = vec![1isize; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        dst[k] = dst[k + 1] * shape[k + 1] as isize;
-    }
-    let u8 = devspan::DType::U8;
-    let launch =
-        devspan::internals::tiled_launch_with(0, &dst, u8, 0, src, u8, shape, 0, grid).unwrap();
-    launch.map(|l| l.kernel)
-}
-
-/// Element-wise tiles of u8 copies whose source rows hold 16 bytes or more run on the shifted
-/// kernel where `GridOptions::shifted` asks for it (by default where
-/// `TILED_SHIFTED_BY_DEFAULT` says), on the element-wise kernels where it says no; tiles whose
-/// rows are shorter keep them either way.
-#[test]
-fn element_wise_u8_tiles_take_the_shifted_kernel_when_asked() {
-    let (on, off) = [true, false]
-        .map(|b| GridOptions {
-            shifted: Some(b),
-            ..GridOptions::default()
-        })
-        .into();
-    let threes: Vec<usize> = std::iter::once(2).chain([3; 17]).collect();
-    let reversed: Vec<usize> = (0..threes.len()).rev().collect();
-    let kernel = |grid| tiled_kernel_of(&threes, &reversed, grid);
-    assert_eq!(kernel(off).as_deref(), Some("copy_tiled_ew_b1"));
-    assert_eq!(kernel(on).as_deref(), Some("copy_tiled_s_b1"));
-    let by_default = if TILED_SHIFTED_BY_DEFAULT { on } else { off };
-    assert_eq!(kernel(GridOptions::default()), kernel(by_default));
-    // Source rows of 1 byte: every other byte of the reversed array's source.
-    let src: Vec<isize> = (0..threes.len())
-        .map(|k| 2 * 3isize.pow(k as u32))
-        .collect();
-    let shape: Vec<usize> = reversed.iter().map(|&a| threes[a]).collect();
-    let short = tiled_kernel_strided(&shape, &src, on);
-    assert!(
-        matches!(short.as_deref(), Some(k) if k.starts_with("copy_tiled_e")),
-        "{short:?}"
     );
 }

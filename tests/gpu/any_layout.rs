@@ -689,72 +689,6 @@ fn small_element_copies_in_large_tiles_take_the_async_kernels() {
     async_copies::<f16>(&stream, 0xa14, &shapes, "copy_tiled_a_b2", (8, 5));
 }
 
-/// u8 copies on element-wise tiles whose source rows hold 16 bytes or more, on the shifted
-/// kernel (`copy_tiled_s_b1`, which reads the rows in aligned words: `GridOptions::shifted`)
-/// and on the element-wise kernels (the default), against ndarray: shapes of extents 2 to 23
-/// reversed, cycled and permuted at random, each also from a source sliced so that its first
-/// element lies 1 to 3 bytes past a word (rows at every misalignment, and a span that starts
-/// and ends off a word) and read backwards along its outer axes; asserts that the shifted
-/// kernel takes at least the four reversed layouts (the cyclic ones go to the narrow kernels).
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn shifted_tiles_read_rows_at_every_misalignment() {
-    let _gpu = gpu_shared();
-    let stream = gpu_stream();
-    let shapes: [&[usize]; 4] = [
-        &[2, 3, 3, 3, 3, 3, 3, 3, 3, 3],
-        &[5, 3, 3, 3, 7, 3, 3, 11],
-        &[6, 17, 23, 9],
-        &[2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3],
-    ];
-    let on = GridOptions {
-        shifted: Some(true),
-        ..GridOptions::default()
-    };
-    let mut paths = Paths::new();
-    let mut kernels = Paths::new();
-    let mut index = 0;
-    for (i, shape) in shapes.iter().enumerate() {
-        let rank = shape.len();
-        let mut rng = StdRng::seed_from_u64(case_seed(0x5f1, i));
-        let perms = [reversed(rank), cyclic(rank), random_perm(&mut rng, rank)];
-        for (k, perm) in perms.into_iter().enumerate() {
-            let planned =
-                planned_tiled_with::<u8>(shape, &perm, on).map_or("none".into(), |l| l.kernel);
-            *kernels.entry(planned).or_default() += 1;
-            // The source whole, then from its second index along the first axes (their
-            // strides, 3^k and such, leave the first element 1 to 3 bytes past a word), read
-            // backwards along the outermost axis for the second permutation.
-            for variant in 0..3 {
-                let mut src = Src::permuted(shape, perm.clone());
-                if variant > 0 && shape[variant] > 1 {
-                    src.slice[variant] = step(1, None, 1);
-                }
-                if k == 1 {
-                    src.slice[0] = step(0, None, -1);
-                }
-                let dst = Dst::contiguous(&src.shape());
-                for grid in [on, GridOptions::default()] {
-                    index += 1;
-                    let case = Case {
-                        seed: case_seed(0x5f1, 100 + index),
-                        op: "assign_cast_steered(shifted)",
-                        src: &src,
-                        dst: &dst,
-                    };
-                    steered_case::<u8>(&stream, &case, grid, &mut paths);
-                }
-            }
-        }
-    }
-    println!("shifted tiles: paths {paths:?}; tiled kernels {kernels:?}");
-    let taken = kernels.get("copy_tiled_s_b1").copied().unwrap_or(0);
-    assert!(
-        taken >= 6,
-        "too few cases plan to copy_tiled_s_b1: {kernels:?}"
-    );
-}
-
 /// u8 copies whose innermost axis (2 elements, contiguous on both sides) stays innermost while
 /// the outer axes are reversed or permuted at random: the planner moves the pairs as 2-byte
 /// units on `copy_tiled_a_b2`, whose launch sizes its shared memory for those units (rank 16:
@@ -849,30 +783,6 @@ fn planned_tiled<T: DeviceElement>(
         T::DTYPE,
         &shape,
         0,
-    )
-    .unwrap()
-}
-
-/// [`planned_tiled`] launched with `grid`'s choices of kernel.
-fn planned_tiled_with<T: DeviceElement>(
-    base: &[usize],
-    perm: &[usize],
-    grid: GridOptions,
-) -> Option<devspan::internals::TiledLaunch> {
-    let contiguous = Layout::contiguous(IxDyn(base)).strides().to_vec();
-    let shape: Vec<usize> = perm.iter().map(|&a| base[a]).collect();
-    let src_strides: Vec<isize> = perm.iter().map(|&a| contiguous[a]).collect();
-    let dst_strides = Layout::contiguous(IxDyn(&shape)).strides().to_vec();
-    devspan::internals::tiled_launch_with(
-        0,
-        &dst_strides,
-        T::DTYPE,
-        0,
-        &src_strides,
-        T::DTYPE,
-        &shape,
-        0,
-        grid,
     )
     .unwrap()
 }

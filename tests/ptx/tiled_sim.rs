@@ -24,23 +24,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
 use devspan::DType;
-use devspan_kernels::abi::tiled_shifted_fits;
 
 use crate::{Check, Out};
 
 const TOOL: &str = include_str!("../../tools/ptxsim_tiled.py");
 const INTERPRETER: &str = include_str!("../../tools/ptxsim_wide.py");
-
-/// The launches' choices of kernel: element-wise tiles on the element-wise kernels, not the
-/// shifted one (which runs the same launches as cases of their own).
-const ELEMENT_WISE: devspan::internals::GridOptions = devspan::internals::GridOptions {
-    tiles_per_block: None,
-    grid_scale: None,
-    max_grid: None,
-    no_narrow: false,
-    no_async: false,
-    shifted: Some(false),
-};
 
 const SAMPLE: [&str; 4] = ["chw_hwc/3/b1", "hwc_chw/3/b4", "rev2/9/b2", "rev3/6/b4"];
 
@@ -504,56 +492,6 @@ fn layouts() -> Vec<Layout> {
             all.push(l);
         }
     }
-    // u8 copies on element-wise tiles whose rows hold 16 bytes or more, which also run on the
-    // shifted kernel (`copy_tiled_s_b1`): rows at every misalignment of the source and
-    // destination, tiles cut into pieces and looping over several tiles, a source with gaps
-    // between its rows (read as whole words within its span), one read backwards along an
-    // outer axis (its span below the first element), and a span that ends off a word.
-    let threes = [2usize, 3, 3, 3, 3, 3, 3];
-    let perms: [&[usize]; 3] = [
-        &[6, 5, 4, 3, 2, 1, 0],
-        &[3, 0, 5, 1, 6, 2, 4],
-        &[1, 6, 0, 2, 4, 3, 5],
-    ];
-    for (p, perm) in perms.iter().enumerate() {
-        for misalign in 0..4u64 {
-            for cap in [0u32, 700] {
-                let mut l = permuted(
-                    &format!("shifted/{p}/{misalign}/{cap}"),
-                    &threes,
-                    perm,
-                    1,
-                    cap,
-                );
-                l.misalign = misalign;
-                all.push(l);
-            }
-        }
-    }
-    for misalign in [0u64, 3] {
-        // Rows of 23 of 25 bytes, their order reversed along the outermost axis.
-        let mut l = permuted(
-            &format!("shifted_gaps/{misalign}"),
-            &[6, 17, 23],
-            &[2, 0, 1],
-            1,
-            0,
-        );
-        l.src = vec![1, 17 * 25, 25];
-        l.misalign = misalign;
-        all.push(l);
-        let mut l = permuted(
-            &format!("shifted_back/{misalign}"),
-            &[6, 17, 23],
-            &[2, 0, 1],
-            1,
-            0,
-        );
-        l.src[1] = -l.src[1];
-        l.misalign = misalign;
-        all.push(l);
-    }
-
     all
 }
 
@@ -666,10 +604,7 @@ pub fn write_sim_case(dir: &Path, case: &SimCase<'_>) -> Result<String, String> 
 
 /// Writes the case file of `l` into `dir` and returns it with the launch's kernel, or `None`
 /// if the planner does not tile it.
-/// The launch runs element-wise tiles of 1-byte copies on the element-wise kernels
-/// ([`ELEMENT_WISE`]); with it, the case of the same launch on the shifted kernel
-/// (`copy_tiled_s_b1`) where its tile fits it.
-fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Vec<(String, String)>>, String> {
+fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<(String, String)>, String> {
     const DST: u64 = 0x10_0000;
     const SRC: u64 = 0x80_0000;
     let bits = bits_of_size(l.size);
@@ -683,18 +618,9 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Vec<(String, S
     let sbase = SRC + l.misalign;
     let d0 = dbase + (-dlo * dsize) as u64;
     let s0 = sbase + (-slo * size) as u64;
-    let launch = devspan::internals::tiled_launch_with(
-        d0,
-        &l.dst,
-        to,
-        s0,
-        &l.src,
-        from,
-        &l.shape,
-        l.cap,
-        ELEMENT_WISE,
-    )
-    .map_err(|e| format!("{}: {e}", l.name))?;
+    let launch =
+        devspan::internals::tiled_launch(d0, &l.dst, to, s0, &l.src, from, &l.shape, l.cap)
+            .map_err(|e| format!("{}: {e}", l.name))?;
     let Some(launch) = launch else {
         return Ok(None);
     };
@@ -734,31 +660,21 @@ fn write_case(dir: &Path, l: &Layout, seed: u64) -> Result<Option<Vec<(String, S
             expect[d..d + v.len()].copy_from_slice(&v);
         }
     }
-    let case = |name: &str, kernel: &str| {
-        write_sim_case(
-            dir,
-            &SimCase {
-                name,
-                kernel,
-                params: &launch.params,
-                threads: launch.threads,
-                grid: launch.tiles.clamp(1, 3).to_string(),
-                dyn_smem: u64::from(launch.dyn_smem),
-                src: &[(sbase, &src)],
-                dst: dbase,
-                expect: &expect,
-            },
-        )
-    };
-    let mut files = vec![(case(&l.name, &launch.kernel)?, launch.kernel.clone())];
-    // The same launch on the shifted kernel, where its tile fits it: the element-wise tiles
-    // of 1-byte copies whose rows hold 16 bytes or more.
-    let element_wise = ["copy_tiled_e_b1", "copy_tiled_ew_b1"].contains(&launch.kernel.as_str());
-    if element_wise && tiled_shifted_fits(&launch.args, launch.threads) {
-        let kernel = "copy_tiled_s_b1";
-        files.push((case(&format!("{}/s", l.name), kernel)?, kernel.to_string()));
-    }
-    Ok(Some(files))
+    let file = write_sim_case(
+        dir,
+        &SimCase {
+            name: &l.name,
+            kernel: &launch.kernel,
+            params: &launch.params,
+            threads: launch.threads,
+            grid: launch.tiles.clamp(1, 3).to_string(),
+            dyn_smem: u64::from(launch.dyn_smem),
+            src: &[(sbase, &src)],
+            dst: dbase,
+            expect: &expect,
+        },
+    )?;
+    Ok(Some((file, launch.kernel)))
 }
 
 /// Copies whose tiles span more than 2^30 bytes of the source: more than 2^31 bytes but fewer
@@ -970,14 +886,12 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             continue;
         }
         match write_case(dir, l, 0x5eed + i as u64)? {
-            Some(cases) => {
-                for (f, kernel) in cases {
-                    if l.size == 1 && kernel == "copy_tiled_a_b2" {
-                        paired += 1;
-                    }
-                    files.push(f);
-                    kernels.push(kernel);
+            Some((f, kernel)) => {
+                if l.size == 1 && kernel == "copy_tiled_a_b2" {
+                    paired += 1;
                 }
+                files.push(f);
+                kernels.push(kernel);
             }
             None => untiled.push(l.name.clone()),
         }
@@ -1019,13 +933,6 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
             "{wide} wide element-wise copies on the tiled kernels among {kernels:?}"
         ));
     }
-    // And the shifted ones (the same launches on copy_tiled_s_b1).
-    let shifted_tiles = shifted("copy_tiled_s_b1");
-    if !sample && shifted_tiles < 20 {
-        return Err(format!(
-            "{shifted_tiles} copies on the shifted kernel among {kernels:?}"
-        ));
-    }
     // And the pipelined ones, of both sizes.
     let (async1, async2) = (shifted("copy_tiled_a_b1"), shifted("copy_tiled_a_b2"));
     if !sample && (async1 < 2 || async2 < 2 || paired < 1) {
@@ -1041,8 +948,7 @@ fn run_in(out: &Out, dir: &Path, sample: bool) -> Result<(), String> {
     out.summary(&format!(
         "ptx_sim: {} tiled-kernel interpreter cases passed ({} on the shifted narrow kernels, \
          {vector_casts} vector and {element_casts} element-wise casts, {wide} wide element-wise \
-         copies, {shifted_tiles} on the shifted kernel, {} pipelined copies, {far} tiles across \
-         more than 2^30 bytes){}",
+         copies, {} pipelined copies, {far} tiles across more than 2^30 bytes){}",
         lines.len(),
         joins + splits,
         async1 + async2,

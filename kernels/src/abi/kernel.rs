@@ -109,11 +109,6 @@ pub enum Kind {
     /// shared memory by `cp.async`, [`TILED_ASYNC_BUFFERS`](super::TILED_ASYNC_BUFFERS) tiles
     /// per block (sm_80 and later): [`TiledArgs`](super::TiledArgs).
     TiledA,
-    /// [`Kind::TiledE`] for copies of 1-byte elements whose source runs are read in aligned
-    /// 4-byte words, kept in shared memory at their misalignment
-    /// ([`TILED_SHIFTED_SMEM_BYTES`](super::TILED_SHIFTED_SMEM_BYTES)):
-    /// [`TiledArgs`](super::TiledArgs).
-    TiledS,
     /// A tile of a narrow axis and pixels, split into planes or joined from them with
     /// 16-byte vectors on both sides ([`Kernel::Narrow`]): [`TiledArgs`](super::TiledArgs).
     Narrow,
@@ -124,7 +119,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 29] = [
+    pub const ALL: [Kind; 28] = [
         Kind::Contig,
         Kind::Strided32,
         Kind::Strided64,
@@ -151,7 +146,6 @@ impl Kind {
         Kind::TiledE,
         Kind::TiledEW,
         Kind::TiledA,
-        Kind::TiledS,
         Kind::Narrow,
         Kind::StridedN,
     ];
@@ -231,7 +225,6 @@ impl Kind {
             Kind::TiledE => "tiled_e",
             Kind::TiledEW => "tiled_ew",
             Kind::TiledA => "tiled_a",
-            Kind::TiledS => "tiled_s",
             Kind::Narrow => "narrow",
             Kind::StridedN => "stridedn",
         }
@@ -371,12 +364,7 @@ impl Kernel {
                 });
             }
             if size == 1 {
-                for kind in [
-                    Kind::PermutePacked128,
-                    Kind::PermuteVec,
-                    Kind::TiledA,
-                    Kind::TiledS,
-                ] {
+                for kind in [Kind::PermutePacked128, Kind::PermuteVec, Kind::TiledA] {
                     all.push(Kernel::Copy { kind, size });
                 }
             }
@@ -487,7 +475,7 @@ impl Kernel {
                 let (from, to) = self.sizes();
                 (tiled_max_threads(kind != Kind::TiledE, from, to), 1, 1)
             }
-            Kind::TiledEW | Kind::TiledS => (TILED_WIDE_THREADS, 1, 1),
+            Kind::TiledEW => (TILED_WIDE_THREADS, 1, 1),
             Kind::Narrow => (NARROW_THREADS, 1, 1),
             Kind::Rows
             | Kind::RowsRev
@@ -561,9 +549,9 @@ mod tests {
         // Ten kinds, one-axis strided, reversed, shifted, gathered and scattered rows per size,
         // reversed rows of runs of 3
         // (1 and 2 bytes), runs reversed of 2 (every size), 3 (1 and 2 bytes) and 4 (1, 2
-        // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2, tiled_s b1,
-        // tiled_ew b1, b2, b4; three wide.
-        assert_eq!(copies, 4 * 15 + 2 + 4 + 2 + 3 + 5 + 1 + 1 + 3 + 3);
+        // and 4 bytes); packed b1, b2, packed128 b1, vec b1, tiled_a b1, b2, tiled_ew b1,
+        // b2, b4; three wide.
+        assert_eq!(copies, 4 * 15 + 2 + 4 + 2 + 3 + 5 + 1 + 3 + 3);
         // Every ordered pair of distinct types but the 8 of integer types of one size
         // (copies), ten kinds each and the gathered rows.
         assert_eq!(casts, (12 * 11 - 8) * 11);
@@ -571,7 +559,7 @@ mod tests {
         // elements shifted only; no shifted kernels of 4- and 8-byte units under 5 channels
         // (2 sizes, 2 directions, 3 channel counts).
         assert_eq!(narrow, 3 * 4 * 15 + 2 * 15 - 2 * 2 * 3);
-        assert_eq!(all.len(), 1320 + 14 + 132 + 210 + 3 + 1 - 12);
+        assert_eq!(all.len(), 1320 + 14 + 132 + 210 + 3 - 12);
         assert!(!narrow_shifted_exists(4, 4) && !narrow_shifted_exists(8, 2));
         assert!(narrow_shifted_exists(8, 5) && narrow_shifted_exists(2, 2));
         assert!(narrow_shifted_exists(1, 16) && !narrow_shifted_exists(1, 17));

@@ -487,10 +487,6 @@ pub struct GridOptions {
     /// even where the `cp.async` kernels take them ([`tiled_launch_kind`](super::tiled_launch_kind)),
     /// as on devices before sm_80.
     pub no_async: bool,
-    /// Whether element-wise tiles of 1-byte copies whose rows fit run on the shifted kernel
-    /// ([`tiled_shifted_kind`](super::tiled_shifted_kind)); `None`: the library's choice
-    /// ([`TILED_SHIFTED_BY_DEFAULT`](super::TILED_SHIFTED_BY_DEFAULT)).
-    pub shifted: Option<bool>,
 }
 
 /// Grid (x) of a permute kernel on a device that keeps `resident` of its blocks resident (all

@@ -206,73 +206,6 @@ pub const TILED_ASYNC_MIN_THREADS_B2: u32 = 288;
 /// Least compute capability (major) of [`Kind::TiledA`] (`cp.async`).
 pub const TILED_ASYNC_MIN_MAJOR: u32 = 8;
 
-/// Shared memory of the shifted element-wise copy [`Kind::TiledS`]: the rows of a tile, each
-/// its run of source bytes rounded up to whole words with room for any misalignment
-/// (`4 * ((run + 6) / 4)` bytes), below 2^14 bytes, as its gathers' packed places require.
-pub const TILED_SHIFTED_SMEM_BYTES: u64 = 16384;
-
-/// Fewest contiguous source bytes in a row of a tile of [`Kind::TiledS`] ([`tiled_shifted_fits`]).
-pub const TILED_SHIFTED_MIN_RUN: u64 = 16;
-
-/// The contiguous source elements of a tile's rows: the product of its leading read axes
-/// whose source strides continue each other forwards (1, then their product).
-pub fn tiled_read_run(args: &TiledArgs) -> u64 {
-    let mut run = 1u64;
-    for ax in &args.read[..args.tile_rank as usize] {
-        if i64::from(ax.src) != run as i64 {
-            break;
-        }
-        run *= u64::from(ax.len);
-    }
-    run
-}
-
-/// Whether the element-wise tile `args` of a copy of 1-byte elements runs on the shifted
-/// kernel [`Kind::TiledS`] in blocks of `threads` ([`tiled_threads`]): its rows hold at least
-/// [`TILED_SHIFTED_MIN_RUN`] bytes, the rows' words ([`TILED_SHIFTED_SMEM_BYTES`]) fit, and
-/// the block's four word loads and eight element stores per thread cover the tile.
-pub fn tiled_shifted_fits(args: &TiledArgs, threads: u32) -> bool {
-    let run = tiled_read_run(args);
-    if args.vector != 0 || run < TILED_SHIFTED_MIN_RUN || args.volume == 0 {
-        return false;
-    }
-    let volume = u64::from(args.volume);
-    let rows = volume / run;
-    let words = rows * ((run + 6) / 4);
-    let threads = u64::from(threads);
-    rows * run == volume
-        && words * 4 <= TILED_SHIFTED_SMEM_BYTES
-        && words <= 4 * threads
-        && volume <= 8 * threads
-}
-
-/// Whether the launcher runs the tiles that fit it on [`Kind::TiledS`] unless told otherwise
-/// ([`GridOptions::shifted`](super::GridOptions)).
-pub const TILED_SHIFTED_BY_DEFAULT: bool = false;
-
-/// [`Kind::TiledS`] where `on` and `kind` is an element-wise tiled kind ([`Kind::TiledE`],
-/// [`Kind::TiledEW`]) of a copy of 1-byte elements (of bits: [`DType::same_bits`]) whose tile
-/// fits the shifted kernel in blocks of `threads` ([`tiled_shifted_fits`]), else `kind`.
-pub fn tiled_shifted_kind(
-    kind: Kind,
-    args: &TiledArgs,
-    (from, to): (DType, DType),
-    threads: u32,
-    on: bool,
-) -> Kind {
-    let element_wise = matches!(kind, Kind::TiledE | Kind::TiledEW);
-    if on
-        && element_wise
-        && from.same_bits(to)
-        && from.size() == 1
-        && tiled_shifted_fits(args, threads)
-    {
-        Kind::TiledS
-    } else {
-        kind
-    }
-}
-
 /// Most bytes of one tile of destination elements in shared memory.
 pub const TILED_MAX_TILE_BYTES: u64 = 32768;
 
@@ -489,7 +422,7 @@ pub struct TiledBatchAxis {
     pub src: i64,
 }
 
-/// Argument block of `*_tiled_*` and `*_tiled_e_*` (2744 bytes): see the module docs.
+/// Argument block of `*_tiled_*` and `*_tiled_e_*` (2728 bytes): see the module docs.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TiledArgs {
@@ -518,12 +451,6 @@ pub struct TiledArgs {
     pub write: [TiledWriteAxis; TILED_MAX_TILE_AXES],
     /// The batch axes, axis 0 fastest.
     pub batch: [TiledBatchAxis; TILED_MAX_BATCH_AXES],
-    /// Byte offset from `src` of the lowest source byte that the tiles read (zero or
-    /// negative): with [`TiledArgs::src_hi`], the span that the shifted kernel
-    /// ([`Kind::TiledS`]) reads whole words within.
-    pub src_lo: i64,
-    /// Byte offset from `src` of the byte after the highest source byte that the tiles read.
-    pub src_hi: i64,
 }
 
 impl Default for TiledArgs {
@@ -540,8 +467,6 @@ impl Default for TiledArgs {
             read: [TiledReadAxis::default(); TILED_MAX_TILE_AXES],
             write: [TiledWriteAxis::default(); TILED_MAX_TILE_AXES],
             batch: [TiledBatchAxis::default(); TILED_MAX_BATCH_AXES],
-            src_lo: 0,
-            src_hi: 0,
         }
     }
 }
@@ -659,18 +584,6 @@ impl TiledArgs {
         }
         a.tiles = tiles as u32;
         a.volume = volume as u32;
-        // The source's span, from every axis's reach either way.
-        let (mut lo, mut hi) = (0i128, 0i128);
-        let reaches = read
-            .iter()
-            .chain(batch)
-            .map(|ax| (ax.len - 1) as i128 * ax.src as i128);
-        for r in reaches {
-            if r < 0 { lo += r } else { hi += r }
-        }
-        let ss = src_size as i128;
-        a.src_lo = i64::try_from(lo * ss).ok()?;
-        a.src_hi = i64::try_from((hi + 1) * ss).ok()?;
         if vector && !a.vectors_line_up(src_size, dst_size) {
             return None;
         }
@@ -963,9 +876,7 @@ param_block!(TiledArgs {
     _pad,
     read,
     write,
-    batch,
-    src_lo,
-    src_hi
+    batch
 });
 // SAFETY: `#[repr(C)]`, integers and a `FastDiv64` only.
 param_block!(StridedAxis { len, div, dst, src });
@@ -1020,7 +931,7 @@ mod tests {
         assert_eq!(size_of::<TiledReadAxis>(), 16);
         assert_eq!(size_of::<TiledWriteAxis>(), 24);
         assert_eq!(size_of::<TiledBatchAxis>(), 32);
-        assert_eq!(size_of::<TiledArgs>(), 2744);
+        assert_eq!(size_of::<TiledArgs>(), 2728);
         assert_eq!(size_of::<StridedAxis>(), 40);
         assert_eq!(size_of::<StridedArgsN>(), 2592);
         // Both fit the 4 KiB parameter space of every driver.

@@ -161,7 +161,6 @@ fn elementwise(t: &mut Templates, name: &str, k: Kernel, s: Ty, d: Ty) -> String
         Kind::TiledE => tiled::tiled_kernel(t, name, s, d, false, false),
         Kind::TiledEW => tiled::tiled_kernel(t, name, s, d, false, true),
         Kind::TiledA => tiled::tiled_async_kernel(t, name, d),
-        Kind::TiledS => tiled::tiled_shifted_kernel(t, name, d),
         Kind::StridedN => stridedn::stridedn_kernel(t, name, Op::Cast(s, d)),
         Kind::Narrow => unreachable!("the narrow kernels are Kernel::Narrow"),
         Kind::PermuteW16 | Kind::PermuteW32 | Kind::PermuteW64 => {

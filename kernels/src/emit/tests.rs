@@ -26,7 +26,7 @@ fn block_size(k: Kernel) -> Option<usize> {
         | Kind::RunsRev4
         | Kind::RowsShifted => Some(size_of::<RowArgs>()),
         Kind::RowsGather | Kind::RowsScatter => Some(size_of::<crate::abi::RowGatherArgs>()),
-        Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::TiledS | Kind::Narrow => {
+        Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::Narrow => {
             Some(size_of::<crate::abi::TiledArgs>())
         }
         Kind::StridedN => Some(size_of::<crate::abi::StridedArgsN>()),
@@ -71,7 +71,7 @@ fn every_module_is_one_kernel_with_its_abi() {
         let (bx, by, bz) = k.block();
         let directive = if matches!(
             k.kind(),
-            Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::TiledS | Kind::Narrow
+            Kind::Tiled | Kind::TiledE | Kind::TiledEW | Kind::TiledA | Kind::Narrow
         ) {
             "maxntid"
         } else {
