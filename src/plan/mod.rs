@@ -750,12 +750,12 @@ fn joined_rows_scatter(norm: &Normalized, d: u64, s: u64, size: usize) -> Option
     {
         return None;
     }
-    rows_scatter_args(norm, d, s, size).filter(|g| joins_rows(g, x.len, size))
+    rows_joined(norm, d, s, size)
 }
 
 /// Copied rows of 1- and 2-byte elements at least this many bytes long, shorter than
 /// [`SHORT_ROW_BYTES`] and not whole vectors ([`short_rows_lose`]), whose source joins them (a
-/// contiguous array written into a column slice `x[.., ..c]`: [`source_joins_rows`]), go to the
+/// contiguous array written into a column slice `x[.., ..c]`: [`rows_joined`]), go to the
 /// tiled kernels in copies of [`SMALL_TILES_TILED_BYTES`] or more (the bound of the small
 /// tiles' rule; the rows measured were 1 GiB copies). On the H100 (the `short-rows` group's
 /// `into [.., ..c]` rows, steered), u8 rows of 24 to 255 bytes ran at 0.46-0.54 of a device
@@ -770,18 +770,14 @@ const TILED_SLICE_ROW_BYTES: u64 = 24;
 /// fewer that the tile keeps for the narrow kernels, leaves them to the strided kernel).
 const TILED_SLICE_MIN_VOLUME: u32 = 1024;
 
-/// Whether the source of normalised operands joins axis 0's rows into longer rows of at least
-/// [`SHORT_ROW_BYTES`] (a contiguous source across axes 0 and 1), for `size`-byte elements.
-fn source_joins_rows(norm: &Normalized, d: u64, s: u64, size: usize) -> bool {
-    norm.axes.first().is_some_and(|x| {
-        rows_scatter_args(norm, d, s, size).is_some_and(|g| joins_rows(&g, x.len, size))
+/// The scattered rows' arguments for a copy of `size`-byte elements (normalised operands)
+/// whose source joins axis 0's rows into longer rows of at least [`SHORT_ROW_BYTES`] (a
+/// contiguous source across axes 0 and 1); `None` otherwise.
+fn rows_joined(norm: &Normalized, d: u64, s: u64, size: usize) -> Option<RowGatherArgs> {
+    let len = norm.axes.first()?.len as u64;
+    rows_scatter_args(norm, d, s, size).filter(|g| {
+        g.row.row_len > len && g.row.row_len.saturating_mul(size as u64) >= SHORT_ROW_BYTES
     })
-}
-
-/// Whether the scattered rows `g` join rows of `len` elements of `size` bytes into longer rows
-/// of at least [`SHORT_ROW_BYTES`].
-fn joins_rows(g: &RowGatherArgs, len: usize, size: usize) -> bool {
-    g.row.row_len > len as u64 && g.row.row_len.saturating_mul(size as u64) >= SHORT_ROW_BYTES
 }
 
 /// Rows of a cast at least this many bytes long on the wider side stay on the row kernel
@@ -1421,7 +1417,7 @@ pub(crate) fn plan_copy(
         && !opt.no_tiled
         && (norm.axes[0].len as u64).saturating_mul(ss as u64) >= TILED_SLICE_ROW_BYTES
         && norm.n.saturating_mul(ss) >= SMALL_TILES_TILED_BYTES
-        && source_joins_rows(&norm, d, s, ss)
+        && rows_joined(&norm, d, s, ss).is_some()
         && let Some(p) = tiled_plan(&norm, d, s, from, to, opt)?
         && matches!(&p, Plan::Tiled { args, .. } if args.volume >= TILED_SLICE_MIN_VOLUME)
     {

@@ -1712,9 +1712,9 @@ mod tests {
         // Rows copied into a column slice `x[.., ..c]`: f64 rows of 33 elements (264 bytes:
         // both runs past their targets with the row alone) beside millions of rows, and u8
         // rows of 100 elements whose count of rows is prime (no piece divides it) and more
-        // than a tile holds, of two and of three axes. The tile takes a piece of the rows up to TILE_FILL elements, a
-        // divisor of the count where one is close to the room, else leaving a rest, where a
-        // tile of a single row would make blocks of a few threads.
+        // than a tile holds, of two and of three axes. The tile takes a piece of the rows up
+        // to TILE_FILL elements, a divisor of the count where one is close to the room, else
+        // leaving a rest, where a tile of a single row would make blocks of a few threads.
         let n = norm(&[(33, 1, 1), (3_947_580, 34, 33)]);
         let t = tiled_plan(&n, 0, 0, 8, 8, 0).unwrap();
         assert_eq!((t.args.tile_rank, t.args.volume), (2, 33 * 60));
