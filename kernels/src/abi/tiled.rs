@@ -137,13 +137,23 @@ pub const fn tiled_vectors(vector: bool, src_size: usize, dst_size: usize) -> (u
 /// more registers than the kernel needs without spilling, so that fewer blocks stay resident:
 /// 44 for the vector copy of 1-byte elements (56 without), 40 for the vector casts from
 /// elements of at most 4 bytes to 4-byte ones and from 4-byte elements to 2-byte ones (43 to
-/// 52 without), 80 for the element-wise copy of 8-byte elements (84 without, which the
-/// hardware allocates as 88); `None` for the others: their limits spill, but for the
-/// element-wise copies of 1- and 2-byte elements, for which 56 does not spill but is left
-/// off: it ran them faster on the whole (1.031 and 1.013 times over 1119 and 961 drawn
-/// launches on the H100) and slower on bench layouts (u8 `[2, 3^17]` under a random
-/// permutation 0.43 -> 0.39 of a device copy). The wide element-wise copies:
+/// 52 without), 56 for the element-wise copy of 1-byte elements and 80 for that of 8-byte
+/// elements (64 and 84 without; the hardware allocates 84 as 88); `None` for the others:
+/// their limits spill, but for the element-wise copies of 2- and 4-byte elements, for which
+/// 56 does not spill but is left off (below). The wide element-wise copies:
 /// [`tiled_ew_max_registers`].
+///
+/// The element-wise copies at 56, on the H100, each launch against the same launch at 64 in
+/// one process (`tools/tiled-variants`, the layouts of the `narrow` and `rank` benches and
+/// 3000 drawn ones, those whose tiles are element-wise): 1-byte elements 1.030 times as fast
+/// (geometric mean of 805 launches; 350 faster and 37 slower by more than 2%, down to 0.75),
+/// where more blocks fit per multiprocessor 1.00-1.09 and where no more do 1.01. The
+/// launches that lose are mostly slow ones: those with more blocks resident that ran under
+/// 0.35 of a device copy at 64 ran 0.92 times as fast (13 of 23 slower), among them the
+/// `rank` bench's u8 `[2, 3^17]` under a random permutation (seed 3001), 0.430 -> 0.394. 2-byte elements 1.012 (714 launches, 58 slower), 4-byte ones 0.988 (777
+/// launches, 213 slower): left off. At 56 the copy of 1-byte elements spills nothing on
+/// sm_90 and 4 bytes (an 8-byte stack frame) on sm_80, sm_86 and sm_89, where the limit is
+/// unmeasured.
 pub const fn tiled_max_registers(
     vector: bool,
     copy: bool,
@@ -151,10 +161,10 @@ pub const fn tiled_max_registers(
     dst_size: usize,
 ) -> Option<u32> {
     if !vector {
-        if copy && src_size == 8 {
-            Some(80)
-        } else {
-            None
+        match (copy, src_size) {
+            (true, 1) => Some(56),
+            (true, 8) => Some(80),
+            _ => None,
         }
     } else if copy && src_size == 1 {
         Some(44)
@@ -989,7 +999,9 @@ mod tests {
         assert_eq!(tiled_max_registers(true, false, 4, 2), Some(40));
         assert_eq!(tiled_max_registers(true, false, 2, 2), None);
         assert_eq!(tiled_max_registers(true, false, 8, 4), None);
-        assert_eq!(tiled_max_registers(false, true, 1, 1), None);
+        assert_eq!(tiled_max_registers(false, true, 1, 1), Some(56));
+        assert_eq!(tiled_max_registers(false, true, 2, 2), None);
+        assert_eq!(tiled_max_registers(false, true, 4, 4), None);
         assert_eq!(tiled_max_registers(false, true, 8, 8), Some(80));
         assert_eq!(tiled_max_registers(false, false, 8, 8), None);
         assert_eq!(tiled_async_max_registers(1), Some(56));
