@@ -144,14 +144,15 @@ pub const fn tiled_vectors(vector: bool, src_size: usize, dst_size: usize) -> (u
 /// [`tiled_ew_max_registers`].
 ///
 /// The element-wise copies at 56, on the H100, each launch against the same launch at 64 in
-/// one process (`tools/tiled-variants`, the layouts of the `narrow` and `rank` benches and
-/// 3000 drawn ones, those whose tiles are element-wise): 1-byte elements 1.030 times as fast
-/// (geometric mean of 805 launches; 350 faster and 37 slower by more than 2%, down to 0.75),
-/// where more blocks fit per multiprocessor 1.00-1.09 and where no more do 1.01. The
-/// launches that lose are mostly slow ones: those with more blocks resident that ran under
-/// 0.35 of a device copy at 64 ran 0.92 times as fast (13 of 23 slower), among them the
-/// `rank` bench's u8 `[2, 3^17]` under a random permutation (seed 3001), 0.430 -> 0.394. 2-byte elements 1.012 (714 launches, 58 slower), 4-byte ones 0.988 (777
-/// launches, 213 slower): left off. At 56 the copy of 1-byte elements spills nothing on
+/// one process (`tools/tiled-variants`: the layouts of the `narrow` and `rank` benches and
+/// 3000 drawn ones, each also read backwards, those whose tiles are element-wise): 1-byte
+/// elements 1.030 times as fast (geometric mean of 805 launches; 350 faster and 37 slower by
+/// more than 2%, down to 0.75), where more blocks fit per multiprocessor 1.00-1.09 and where
+/// no more do 1.01. The launches that lose are mostly slow ones: those with more blocks
+/// resident that ran under 0.35 of a device copy at 64 ran 0.92 times as fast (13 of 23
+/// slower), among them the `rank` bench's u8 `[2, 3^17]` under a random permutation (seed
+/// 3001), 0.430 -> 0.394. 2-byte elements 1.012 (714 launches, 58 slower), 4-byte ones 0.988
+/// (777 launches, 213 slower): left off. At 56 the copy of 1-byte elements spills nothing on
 /// sm_90 and 4 bytes (an 8-byte stack frame) on sm_80, sm_86 and sm_89, where the limit is
 /// unmeasured.
 pub const fn tiled_max_registers(
