@@ -15,6 +15,12 @@ the new planner; `TILED_VARIANTS_UNLISTED=COUNT,SEED` draws more layouts):
         geometric mean, how many moved by more than 2% either way; with DIR, each case's tile
         runs (bytes read and written, counted either direction) and whether a rest follows,
         old -> new.
+    python3 tools/tiled-variants/changed.py kernels LOG
+        two configurations of the same cases (a kernel variant against the base: `harness
+        ROUNDS base:CASES:DIR0 other:CASES:DIR1`), per kernel and per change of resident
+        blocks per multiprocessor: launches, geometric mean of other/base, how many moved by
+        more than 2% either way, and the range, then the same per kernel, by how fast the base
+        ran (under 0.35, 0.45, 0.55 of a device copy, and the rest).
     python3 tools/tiled-variants/changed.py map LOG CASES [WORST]
         where one build's plans are weak: the harness's log of one configuration over every
         case of CASES (`harness ROUNDS head:CASES:PTXDIR`), as geometric means and counts
@@ -118,6 +124,40 @@ def summary(log, dir_=None):
           f"min {min(a for _, a, _ in rows):.3f} -> {min(b for _, _, b in rows):.3f}")
 
 
+def by_kernel(log):
+    rows = [(kernel, cells[0], cells[1])
+            for kernel, cells in harness_rows(log).values() if len(cells) >= 2]
+    if not rows:
+        sys.exit("no case lines of two configurations in " + log)
+
+    def line(label, group):
+        if not group:
+            return
+        q = [b / a for (a, _), (b, _) in group]
+        g = math.exp(sum(math.log(x) for x in q) / len(q))
+        up = sum(x > 1.02 for x in q)
+        down = sum(x < 0.98 for x in q)
+        print(f"{label:44} {len(q):5} x{g:.3f}  {up:4} faster {down:4} slower  "
+              f"x{min(q):.3f}-x{max(q):.3f}")
+
+    kernels = sorted({k for k, _, _ in rows})
+    for k in kernels:
+        mine = [(a, b) for kk, a, b in rows if kk == k]
+        line(k, mine)
+        for occ in sorted({(a[1], b[1]) for a, b in mine}):
+            line(f"  blocks/SM {occ[0]} -> {occ[1]}",
+                 [(a, b) for a, b in mine if (a[1], b[1]) == occ])
+    print()
+    edges = [0.35, 0.45, 0.55, None]
+    for k in kernels:
+        low = 0.0
+        for e in edges:
+            group = [(a, b) for kk, a, b in rows
+                     if kk == k and a[0] >= low and (e is None or a[0] < e)]
+            line(f"{k}, base {low:.2f}-{'' if e is None else f'{e:.2f}'}", group)
+            low = e if e is not None else low
+
+
 def weak_spots(log, cases_path, worst=40):
     all_cases = cases(cases_path)
     rows = []
@@ -176,6 +216,8 @@ if __name__ == "__main__":
         split(*sys.argv[2:])
     elif len(sys.argv) in (3, 4) and sys.argv[1] == "summary":
         summary(*sys.argv[2:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "kernels":
+        by_kernel(sys.argv[2])
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "map":
         weak_spots(*sys.argv[2:])
     else:
