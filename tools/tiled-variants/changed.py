@@ -100,6 +100,13 @@ def harness_rows(log):
     return rows
 
 
+def moves(q):
+    """The geometric mean of the ratios `q` (new / old), and how many exceed 1.02 and fall
+    below 0.98."""
+    g = math.exp(sum(math.log(x) for x in q) / len(q))
+    return g, sum(x > 1.02 for x in q), sum(x < 0.98 for x in q)
+
+
 def summary(log, dir_=None):
     rows = [(name, cells[0][0], cells[1][0])
             for name, (_, cells) in harness_rows(log).items() if len(cells) >= 2]
@@ -117,9 +124,7 @@ def summary(log, dir_=None):
     for name, a, b in sorted(rows, key=lambda x: x[2] / x[1]):
         runs = f"  runs {shape(old[name])} -> {shape(new[name])}" if name in old else ""
         print(f"{name:34} {a:.3f} -> {b:.3f}  x{b / a:.3f}{runs}")
-    g = math.exp(sum(math.log(b / a) for _, a, b in rows) / len(rows))
-    up = sum(b > 1.02 * a for _, a, b in rows)
-    down = sum(b < 0.98 * a for _, a, b in rows)
+    g, up, down = moves([b / a for _, a, b in rows])
     print(f"{len(rows)} cases: geomean x{g:.3f}, {up} faster and {down} slower by more than 2%; "
           f"min {min(a for _, a, _ in rows):.3f} -> {min(b for _, _, b in rows):.3f}")
 
@@ -134,9 +139,7 @@ def by_kernel(log):
         if not group:
             return
         q = [b / a for (a, _), (b, _) in group]
-        g = math.exp(sum(math.log(x) for x in q) / len(q))
-        up = sum(x > 1.02 for x in q)
-        down = sum(x < 0.98 for x in q)
+        g, up, down = moves(q)
         print(f"{label:44} {len(q):5} x{g:.3f}  {up:4} faster {down:4} slower  "
               f"x{min(q):.3f}-x{max(q):.3f}")
 
@@ -148,14 +151,11 @@ def by_kernel(log):
             line(f"  blocks/SM {occ[0]} -> {occ[1]}",
                  [(a, b) for a, b in mine if (a[1], b[1]) == occ])
     print()
-    edges = [0.35, 0.45, 0.55, None]
+    edges = [0.0, 0.35, 0.45, 0.55, math.inf]
     for k in kernels:
-        low = 0.0
-        for e in edges:
-            group = [(a, b) for kk, a, b in rows
-                     if kk == k and a[0] >= low and (e is None or a[0] < e)]
-            line(f"{k}, base {low:.2f}-{'' if e is None else f'{e:.2f}'}", group)
-            low = e if e is not None else low
+        for low, high in zip(edges, edges[1:]):
+            group = [(a, b) for kk, a, b in rows if kk == k and low <= a[0] < high]
+            line(f"{k}, base {low:.2f}-{'' if high == math.inf else f'{high:.2f}'}", group)
 
 
 def weak_spots(log, cases_path, worst=40):
