@@ -202,13 +202,39 @@ pub(crate) fn tiled_plan_of(
         }
         Some(t)
     };
-    attempt(true, false, cap, false)
-        .or_else(|| attempt(true, true, cap, false))
+    let vectors = vectors_may_line_up(&norm.axes, src_size, dst_size);
+    vectors
+        .then(|| attempt(true, false, cap, false))
+        .flatten()
+        .or_else(|| vectors.then(|| attempt(true, true, cap, false))?)
         .map(|(t, _)| t)
         .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, true))?)
         .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, false))?)
         .or_else(element_wise)
         .or_else(|| peeled(norm, dst, src, sizes, cap, copy))
+}
+
+/// Whether a vector tile of these axes could line up on both sides
+/// ([`TiledArgs::vectors_line_up`]); `false` where none can, so that the vector attempts of
+/// [`tiled_plan_of`] need not be made (each a [`tile_with`], which costs microseconds on
+/// many axes). On a side of vectors of `v` elements, an axis whose stride is not a multiple
+/// of `v` can neither be a batch axis nor follow the tile's leading contiguous axes, so it
+/// is one of them, and the tile's volume is at least the product of the tile's extents
+/// before it in that side's order, which is its stride: the largest such stride must fit in
+/// the largest vector tile.
+fn vectors_may_line_up(axes: &[PAxis], src_size: usize, dst_size: usize) -> bool {
+    let (vs, vd) = tiled_vectors(true, src_size, dst_size);
+    let max = tiled_max_volume(true, src_size, dst_size);
+    let side = |v: u32, stride: fn(&PAxis) -> isize| {
+        let v = v as usize;
+        v <= 1
+            || axes
+                .iter()
+                .map(|a| stride(a).unsigned_abs())
+                .filter(|s| s % v != 0)
+                .all(|s| s as u64 <= max)
+    };
+    side(vs, |a| a.src) && side(vd, |a| a.dst)
 }
 
 /// Runs (bytes) shorter than this on both sides of an element-wise tile's pieces, and one of
@@ -807,11 +833,12 @@ fn tile_with(
                 s += (chunk[j] as u128 - 1) * a.src.unsigned_abs() as u128;
             }
         }
+        // What is left of the reach is below 2^31: divided as a `usize`.
         let limit = i32::MAX as u128;
         let fit = |used: u128, stride: usize| match (limit.checked_sub(used), stride) {
             (None, _) => 1,
             (Some(_), 0) => usize::MAX,
-            (Some(left), st) => (1 + left / st as u128).min(usize::MAX as u128) as usize,
+            (Some(left), st) => 1 + left as usize / st,
         };
         let a = &axes[k];
         fit(d, a.dst.unsigned_abs())
@@ -1023,7 +1050,7 @@ fn tile_with(
         })
         .collect();
     // Batch axes in write order: axes outside the tile, and the pieces of cut axes.
-    let mut batch = Vec::new();
+    let mut batch = Vec::with_capacity(r);
     let mut rest = Vec::new();
     let mut main: Vec<usize> = axes.iter().map(|a| a.len).collect();
     for &k in worder {
@@ -1371,6 +1398,77 @@ mod tests {
     fn permuted(shape: &[usize], perm: &[usize]) -> Normalized {
         let (shape, dst, src) = super::super::tests::permuted_layout(shape, perm);
         super::super::normalize(&shape, &dst, &src)
+    }
+
+    #[test]
+    fn vector_tiles_exist_only_where_vectors_may_line_up() {
+        // Drawn layouts (extents 1 to 256, or 1 to 5 on 9 to 18 axes; permuted, source steps
+        // of -3 to 3 and broadcast axes, misaligned bases): wherever `vectors_may_line_up`
+        // rules vector tiles out, neither vector attempt of `tiled_plan_of` finds one.
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        const EXTENTS: &[usize] = &[1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 32, 48, 64, 100, 256];
+        const SIZES: &[(usize, usize)] = &[
+            (1, 1),
+            (2, 2),
+            (4, 4),
+            (8, 8),
+            (1, 4),
+            (2, 4),
+            (4, 2),
+            (4, 8),
+            (8, 4),
+        ];
+        let mut rng = StdRng::seed_from_u64(20_261_207);
+        let (mut ruled_out, mut found) = (0, 0);
+        for case in 0..20_000 {
+            // Every other layout of many axes of 1 to 5 elements.
+            let (r, extents) = if case % 2 == 0 {
+                (rng.random_range(1..=8), EXTENTS)
+            } else {
+                (rng.random_range(9..=18), &EXTENTS[..5])
+            };
+            let shape: Vec<usize> = (0..r)
+                .map(|_| extents[rng.random_range(0..extents.len())])
+                .collect();
+            if shape.iter().product::<usize>() > 1 << 24 {
+                continue;
+            }
+            let mut perm: Vec<usize> = (0..r).collect();
+            for i in (1..r).rev() {
+                perm.swap(i, rng.random_range(0..=i));
+            }
+            let (shape, dst, mut src) = super::super::tests::permuted_layout(&shape, &perm);
+            for s in &mut src {
+                if rng.random_bool(0.2) {
+                    *s *= [-3, -2, -1, 0, 2, 3][rng.random_range(0..6)];
+                }
+            }
+            let (ss, ds) = SIZES[rng.random_range(0..SIZES.len())];
+            let n = super::super::normalize(&shape, &dst, &src);
+            let base = |size: usize, rng: &mut StdRng| {
+                0x1000_0000 + (rng.random_range(0..4) * size) as u64
+            };
+            let (d0, s0) = (base(ds, &mut rng), base(ss, &mut rng));
+            let cap = [0, 1024, 4096][rng.random_range(0..3)];
+            let may = vectors_may_line_up(&n.axes, ss, ds);
+            ruled_out += usize::from(!may);
+            for whole in [false, true] {
+                if let Some(t) = tile_for(&n, d0, s0, ss, ds, true, whole, cap) {
+                    found += 1;
+                    assert!(
+                        may,
+                        "case {case}: shape {shape:?} dst {dst:?} src {src:?} sizes {ss}->{ds} \
+                         whole vectors {whole}: a vector tile of {} elements on {} axes",
+                        t.args.volume, t.args.tile_rank
+                    );
+                }
+            }
+        }
+        assert!(
+            ruled_out > 300 && found > 1000,
+            "{ruled_out} ruled out, {found} found"
+        );
     }
 
     #[test]

@@ -661,25 +661,22 @@ impl TiledArgs {
         let (vs, vd) = tiled_vectors(true, src_size, dst_size);
         let r = self.tile_rank as usize;
         let batch = &self.batch[..self.batch_rank as usize];
-        let (v, base, axes): (u32, u64, Vec<(u64, i64)>) = if source {
-            let axes = self.read[..r].iter();
-            (
-                vs,
-                self.src,
-                axes.map(|a| (u64::from(a.len), i64::from(a.src))).collect(),
-            )
+        let mut axes = [(0u64, 0i64); TILED_MAX_TILE_AXES];
+        let (v, base) = if source {
+            for (x, a) in axes.iter_mut().zip(&self.read[..r]) {
+                *x = (u64::from(a.len), i64::from(a.src));
+            }
+            (vs, self.src)
         } else {
-            let axes = self.write[..r].iter();
-            (
-                vd,
-                self.dst,
-                axes.map(|a| (u64::from(a.len), i64::from(a.dst))).collect(),
-            )
+            for (x, a) in axes.iter_mut().zip(&self.write[..r]) {
+                *x = (u64::from(a.len), i64::from(a.dst));
+            }
+            (vd, self.dst)
         };
         let strides = batch.iter().map(|b| if source { b.src } else { b.dst });
         u64::from(self.volume) % u64::from(v) == 0
             && base % 16 == 0
-            && runs_line_up(&axes, strides, u64::from(v))
+            && runs_line_up(&axes[..r], strides, u64::from(v))
     }
 
     /// The element offsets `(dst, src)` of the first element of tile `t`, computed like the
