@@ -1634,6 +1634,33 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
     // The plain forms, on the memory's own stream (the stream lookup included).
     let mut arr = DeviceArray::<f32, _>::zeros(&stream, n).unwrap();
     measure("4 KiB fill, array's stream", &mut || arr.fill(2.0).unwrap());
+    // Copies of many axes, where planning is most of the host's work (views made once): about
+    // 1 MiB of u8 read in reversed axis order, as [2]^20 (a vector tile) and as [2, 3^12]
+    // (element-wise tiles, several tiles weighed).
+    let most = 2 * 3usize.pow(12);
+    let bytes = random_device::<u8>(&stream, most);
+    let mut bytes_out = stream.alloc_zeros::<u8>(most).unwrap();
+    for (name, shape) in [
+        ("1 MiB copy, [2]^20 reversed (u8)", vec![2usize; 20]),
+        ("1 MiB copy, [2, 3^12] reversed (u8)", {
+            let mut s = vec![3usize; 13];
+            s[0] = 2;
+            s
+        }),
+    ] {
+        let elems: usize = shape.iter().product();
+        let perm: Vec<usize> = (0..shape.len()).rev().collect();
+        let a = DeviceView::from(&bytes)
+            .slice_move(s![..elems])
+            .into_shape_with_order(IxDyn(&shape))
+            .unwrap()
+            .permuted_axes(IxDyn(&perm));
+        let mut o = devspan::DeviceViewMut::<u8, Ix1>::from(&mut bytes_out)
+            .slice_move(s![..elems])
+            .into_shape_with_order(IxDyn(a.shape()))
+            .unwrap();
+        measure(name, &mut || o.assign_on(&stream, &a).unwrap());
+    }
     // The driver's own cost, for scale: a 4 KiB memset, and the launch of an empty kernel with a
     // parameter block of the copy kernel's size (one pointer pair and counts, 32 bytes) and of
     // the strided kernels' size (184 bytes), straight through `cuLaunchKernel`.
@@ -1679,9 +1706,9 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
         .context()
         .load_module(cudarc::nvrtc::Ptx::from_src(EMPTY_KERNELS))
         .unwrap();
-    for (name, bytes) in [("empty32", 32usize), ("empty184", 184)] {
+    for (name, bytes) in [("empty32", 32usize), ("empty184", 184), ("empty2728", 2728)] {
         let f = module.load_function(name).unwrap();
-        let mut params = [0u8; 184];
+        let mut params = [0u8; 2728];
         let mut ptrs = [params.as_mut_ptr() as *mut std::ffi::c_void];
         let label = format!("floor: cuLaunchKernel, {bytes} B");
         measure(&label, &mut || {
@@ -1709,7 +1736,6 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
     out
 }
 
-/// Two kernels that do nothing, with parameter blocks of 32 and 184 bytes.
 /// The owner of memory that a binding views (here the bench's own slices, which outlive every
 /// view made over them).
 struct Borrowed;
@@ -1784,9 +1810,12 @@ fn binding_pieces(
     drop(pending);
 }
 
+/// Three kernels that do nothing, with parameter blocks of 32, 184 and 2728 bytes (the tiled
+/// kernels' block).
 const EMPTY_KERNELS: &str = ".version 7.0\n.target sm_52\n.address_size 64\n\
 .visible .entry empty32(.param .align 8 .b8 p[32]) { ret; }\n\
-.visible .entry empty184(.param .align 8 .b8 p[184]) { ret; }\n";
+.visible .entry empty184(.param .align 8 .b8 p[184]) { ret; }\n\
+.visible .entry empty2728(.param .align 8 .b8 p[2728]) { ret; }\n";
 
 /// Child mode: the first fill and cast of a fresh process, after context creation.
 fn first_use() {
