@@ -1421,7 +1421,9 @@ mod tests {
         ];
         let mut rng = StdRng::seed_from_u64(20_261_207);
         let (mut ruled_out, mut found) = (0, 0);
-        for case in 0..20_000 {
+        // Fewer under Miri (the planner has no unsafe code).
+        let cases = if cfg!(miri) { 200 } else { 20_000 };
+        for case in 0..cases {
             // Every other layout of many axes of 1 to 5 elements.
             let (r, extents) = if case % 2 == 0 {
                 (rng.random_range(1..=8), EXTENTS)
@@ -1466,7 +1468,7 @@ mod tests {
             }
         }
         assert!(
-            ruled_out > 300 && found > 1000,
+            cfg!(miri) || (ruled_out > 300 && found > 1000),
             "{ruled_out} ruled out, {found} found"
         );
     }
