@@ -108,16 +108,18 @@ fn normalize_dense(shape: &[usize], dst: &[isize], src: &[isize], n: usize) -> O
 }
 
 fn normalize_general(shape: &[usize], dst: &[isize], src: &[isize], n: usize) -> Normalized {
-    let mut axes: Vec<PAxis> = shape
-        .iter()
-        .zip(dst.iter().zip(src))
-        .filter(|(len, _)| **len != 1)
-        .map(|(&len, (&d, &s))| PAxis {
-            len,
-            dst: d,
-            src: s,
-        })
-        .collect();
+    let mut axes: Vec<PAxis> = Vec::with_capacity(shape.len());
+    axes.extend(
+        shape
+            .iter()
+            .zip(dst.iter().zip(src))
+            .filter(|(len, _)| **len != 1)
+            .map(|(&len, (&d, &s))| PAxis {
+                len,
+                dst: d,
+                src: s,
+            }),
+    );
     let (mut dst_off, mut src_off) = (0isize, 0isize);
     if n == 0 {
         return Normalized {

@@ -1052,7 +1052,8 @@ fn tile_with(
     // Batch axes in write order: axes outside the tile, and the pieces of cut axes.
     let mut batch = Vec::with_capacity(r);
     let mut rest = Vec::new();
-    let mut main: Vec<usize> = axes.iter().map(|a| a.len).collect();
+    // The extents of the main part, made at the first rest.
+    let mut main: Vec<usize> = Vec::new();
     for &k in worder {
         let (len, c) = (axes[k].len, chunk[k]);
         if c == 0 {
@@ -1070,6 +1071,9 @@ fn tile_with(
             });
             if whole < len {
                 // The end of this axis, over the main part of the axes cut before it.
+                if main.is_empty() {
+                    main.extend(axes.iter().map(|a| a.len));
+                }
                 let mut shape = main.clone();
                 shape[k] = len - whole;
                 rest.push(Rest {
