@@ -202,11 +202,10 @@ pub(crate) fn tiled_plan_of(
         }
         Some(t)
     };
-    let vectors = vectors_may_line_up(&norm.axes, src_size, dst_size);
-    vectors
-        .then(|| attempt(true, false, cap, false))
+    let vector = || attempt(true, false, cap, false).or_else(|| attempt(true, true, cap, false));
+    vectors_may_line_up(&norm.axes, src_size, dst_size)
+        .then(vector)
         .flatten()
-        .or_else(|| vectors.then(|| attempt(true, true, cap, false))?)
         .map(|(t, _)| t)
         .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, true))?)
         .or_else(|| copy.then(|| shifted_narrow(norm, &orders, dst, src, sizes, cap, false))?)
@@ -1410,6 +1409,7 @@ mod tests {
         // of -3 to 3 and broadcast axes, misaligned bases): wherever `vectors_may_line_up`
         // rules vector tiles out, neither vector attempt of `tiled_plan_of` finds one.
         use rand::rngs::StdRng;
+        use rand::seq::SliceRandom;
         use rand::{Rng, SeedableRng};
         const EXTENTS: &[usize] = &[1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 32, 48, 64, 100, 256];
         const SIZES: &[(usize, usize)] = &[
@@ -1441,9 +1441,7 @@ mod tests {
                 continue;
             }
             let mut perm: Vec<usize> = (0..r).collect();
-            for i in (1..r).rev() {
-                perm.swap(i, rng.random_range(0..=i));
-            }
+            perm.shuffle(&mut rng);
             let (shape, dst, mut src) = super::super::tests::permuted_layout(&shape, &perm);
             for s in &mut src {
                 if rng.random_bool(0.2) {
