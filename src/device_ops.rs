@@ -10,7 +10,7 @@ use crate::array::DeviceArray;
 use crate::device::check_stream;
 use crate::element::DeviceElement;
 use crate::error::{Error, Result};
-use crate::plan::{self, Plan, PlanOptions};
+use crate::plan::{self, PlanOptions, PlanRef};
 use crate::span::{DeviceSpan, DeviceSpanMut};
 use crate::view::{DeviceBase, SpanData, SpanDataMut, no_stream};
 use devspan_kernels::abi::GridOptions;
@@ -114,13 +114,14 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
         self.assign_cast_local(stream, &src, opt, grid)
     }
 
-    /// The plan of `assign_cast(src)` into this view (`src` already broadcast to its shape).
+    /// The plan of `assign_cast(src)` into this view (`src` already broadcast to its shape),
+    /// kept for the next calls where its layout has many axes ([`plan::plan_copy_memo`]).
     pub(crate) fn copy_plan<R: SpanData>(
         &self,
         src: &DeviceBase<R, D>,
         opt: PlanOptions,
-    ) -> Result<Plan> {
-        plan::plan_copy(
+    ) -> Result<PlanRef> {
+        plan::plan_copy_memo(
             self.device_ptr(),
             self.strides(),
             S::Elem::DTYPE,

@@ -26,6 +26,7 @@
 //! with fast division (the rank-generic one beyond `MAX_RANK` axes).
 #[cfg(test)]
 pub(crate) mod interp;
+mod memo;
 mod permute;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use devspan_kernels::abi::{
     StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head,
     fill_head, permute_kind, row_rev_head, transpose_tile,
 };
+pub(crate) use memo::{PlanRef, plan_copy_memo};
 
 /// One axis after normalisation. Strides in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -375,7 +377,7 @@ impl Plan {
 }
 
 /// Options that steer the planner (benchmarks use them to compare paths).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PlanOptions {
     /// Never use the driver's memset / memcpy paths.
     pub no_driver: bool,

@@ -1,0 +1,387 @@
+//! Recent plans of copies, per thread.
+//!
+//! [`plan_copy`] is a pure function of its arguments whose cost grows with the layout: a
+//! contiguous copy plans in tens of nanoseconds, a transposed matrix in about half a
+//! microsecond, a permutation of a few axes in one to two, and 20 to 30 axes that merge little
+//! (grouped into tiles) in several: as long as the launch that follows. A caller that repeats
+//! a copy (the same operands, the same layouts: a loop over the same buffers) gets the plan made
+//! the first time: [`plan_copy_memo`] keeps the last [`MEMO_ENTRIES`] plans, keyed by every
+//! argument, so that a hit returns exactly what planning would make. Copies of one axis and
+//! plans that cost next to nothing to make (contiguous copies) are not kept.
+
+use super::{Plan, PlanOptions, plan_copy};
+use crate::element::DType;
+use crate::error::Result;
+use std::cell::RefCell;
+use std::ops::Deref;
+use std::rc::Rc;
+
+/// The fewest axes (before merging) whose copies [`plan_copy_memo`] looks up.
+pub(crate) const MEMO_MIN_RANK: usize = 2;
+
+/// How many plans each thread keeps.
+pub(crate) const MEMO_ENTRIES: usize = 8;
+
+/// A plan, made for the call or shared with the thread's recent plans. (A made plan stays
+/// inline, as [`Plan`]'s own large variants do, rather than behind an allocation.)
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum PlanRef {
+    Made(Plan),
+    Kept(Rc<Plan>),
+}
+
+impl Deref for PlanRef {
+    type Target = Plan;
+
+    fn deref(&self) -> &Plan {
+        match self {
+            PlanRef::Made(p) => p,
+            PlanRef::Kept(p) => p,
+        }
+    }
+}
+
+/// One kept plan and every argument it was made from.
+struct Entry {
+    dst: u64,
+    src: u64,
+    to: DType,
+    from: DType,
+    opt: PlanOptions,
+    shape: Vec<usize>,
+    dst_strides: Vec<isize>,
+    src_strides: Vec<isize>,
+    plan: Rc<Plan>,
+}
+
+/// The kept plans, the most recently used first.
+struct Memo {
+    entries: Vec<Entry>,
+}
+
+thread_local! {
+    static MEMO: RefCell<Memo> = const { RefCell::new(Memo { entries: Vec::new() }) };
+}
+
+/// [`plan_copy`], or the plan it made for the same arguments among this thread's last
+/// [`MEMO_ENTRIES`] copies of at least [`MEMO_MIN_RANK`] axes (the same plan: planning is a
+/// pure function of these arguments). Errors, and plans that cost less to make than to keep
+/// ([`cheap`]), are not kept.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_copy_memo(
+    dst: u64,
+    dst_strides: &[isize],
+    to: DType,
+    src: u64,
+    src_strides: &[isize],
+    from: DType,
+    shape: &[usize],
+    opt: PlanOptions,
+) -> Result<PlanRef> {
+    let plan = || plan_copy(dst, dst_strides, to, src, src_strides, from, shape, opt);
+    if shape.len() < MEMO_MIN_RANK {
+        return plan().map(PlanRef::Made);
+    }
+    // (`try_with`: a thread being torn down plans without the memo.)
+    let found = MEMO.try_with(|m| {
+        let mut m = m.borrow_mut();
+        let i = m.entries.iter().position(|e| {
+            e.dst == dst
+                && e.src == src
+                && e.to == to
+                && e.from == from
+                && e.opt == opt
+                && *e.shape == *shape
+                && *e.dst_strides == *dst_strides
+                && *e.src_strides == *src_strides
+        })?;
+        m.entries[..=i].rotate_right(1);
+        Some(m.entries[0].plan.clone())
+    });
+    if let Ok(Some(plan)) = found {
+        return Ok(PlanRef::Kept(plan));
+    }
+    let made = plan()?;
+    if cheap(&made) {
+        return Ok(PlanRef::Made(made));
+    }
+    let made = Rc::new(made);
+    let _ = MEMO.try_with(|m| {
+        let mut m = m.borrow_mut();
+        // The least recently used entry's vectors are reused once the memo is full.
+        let mut e = if m.entries.len() == MEMO_ENTRIES {
+            m.entries.pop()
+        } else {
+            None
+        }
+        .unwrap_or_else(|| Entry {
+            dst,
+            src,
+            to,
+            from,
+            opt,
+            shape: Vec::new(),
+            dst_strides: Vec::new(),
+            src_strides: Vec::new(),
+            plan: made.clone(),
+        });
+        (e.dst, e.src, e.to, e.from, e.opt) = (dst, src, to, from, opt);
+        set(&mut e.shape, shape);
+        set(&mut e.dst_strides, dst_strides);
+        set(&mut e.src_strides, src_strides);
+        e.plan = made.clone();
+        m.entries.insert(0, e);
+    });
+    Ok(PlanRef::Kept(made))
+}
+
+/// Plans made in about the time a lookup takes: nothing to copy, a driver copy, the
+/// contiguous kernel.
+fn cheap(p: &Plan) -> bool {
+    matches!(p, Plan::Nothing | Plan::Memcpy { .. } | Plan::Contig { .. })
+}
+
+fn set<T: Copy>(v: &mut Vec<T>, from: &[T]) {
+    v.clear();
+    v.extend_from_slice(from);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::tests::permuted_layout;
+    use rand::rngs::StdRng;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+
+    /// The arguments of one copy.
+    #[derive(Clone, Debug)]
+    struct Args {
+        dst: u64,
+        dst_strides: Vec<isize>,
+        to: DType,
+        src: u64,
+        src_strides: Vec<isize>,
+        from: DType,
+        shape: Vec<usize>,
+        opt: PlanOptions,
+    }
+
+    impl Args {
+        fn memo(&self) -> PlanRef {
+            plan_copy_memo(
+                self.dst,
+                &self.dst_strides,
+                self.to,
+                self.src,
+                &self.src_strides,
+                self.from,
+                &self.shape,
+                self.opt,
+            )
+            .unwrap()
+        }
+
+        fn made(&self) -> String {
+            let p = plan_copy(
+                self.dst,
+                &self.dst_strides,
+                self.to,
+                self.src,
+                &self.src_strides,
+                self.from,
+                &self.shape,
+                self.opt,
+            )
+            .unwrap();
+            format!("{p:?}")
+        }
+    }
+
+    /// A permutation of `rank` axes of extents 1 to 4 (one of them 64 to 200; at most 2^34
+    /// elements), a flipped source axis in half the cases, at bases of any 16-byte alignment;
+    /// of at least `MEMO_MIN_RANK` axes, one that does not plan to a contiguous copy.
+    fn random_args(rng: &mut StdRng, rank: usize) -> Args {
+        let shape = loop {
+            let mut shape: Vec<usize> = (0..rank).map(|_| rng.random_range(1..=4)).collect();
+            let big = rng.random_range(0..rank);
+            shape[big] = rng.random_range(64..=200);
+            let n = shape.iter().try_fold(1usize, |n, &k| n.checked_mul(k));
+            if n.is_some_and(|n| n <= 1 << 34) {
+                break shape;
+            }
+        };
+        let mut perm: Vec<usize> = (0..rank).collect();
+        perm.shuffle(rng);
+        let (shape, dst_strides, mut src_strides) = permuted_layout(&shape, &perm);
+        let mut src = 0x9000_0000 + rng.random_range(0..64) * 16;
+        if rng.random_bool(0.5) {
+            let a = rng.random_range(0..rank);
+            src += (src_strides[a] * (shape[a] as isize - 1)) as u64 * 16;
+            src_strides[a] = -src_strides[a];
+        }
+        let types = [DType::U8, DType::F16, DType::F32, DType::F64];
+        let from = types[rng.random_range(0..types.len())];
+        let to = if rng.random_bool(0.2) {
+            DType::F32
+        } else {
+            from
+        };
+        let args = Args {
+            dst: 0x7000_0000 + rng.random_range(0..64) * 16,
+            dst_strides,
+            to,
+            src,
+            src_strides,
+            from,
+            shape,
+            opt: PlanOptions::default(),
+        };
+        if args.shape.len() >= MEMO_MIN_RANK && args.made().starts_with("Contig") {
+            return random_args(rng, rank);
+        }
+        args
+    }
+
+    fn kept(p: PlanRef) -> Rc<Plan> {
+        match p {
+            PlanRef::Kept(p) => p,
+            PlanRef::Made(_) => panic!("a copy of {MEMO_MIN_RANK} axes or more was not kept"),
+        }
+    }
+
+    /// On a thread of its own, so that no other test's plans are in its memo.
+    fn alone(f: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(f).join().unwrap();
+    }
+
+    #[test]
+    fn kept_plans_are_the_plans_made_for_the_same_arguments() {
+        alone(|| {
+            let mut rng = StdRng::seed_from_u64(0x6d65_6d6f);
+            let ranks = if cfg!(miri) { 9..=11 } else { 9..=40 };
+            let cases: Vec<Args> = (0..if cfg!(miri) { 12 } else { 60 })
+                .map(|_| {
+                    let rank = rng.random_range(ranks.clone());
+                    random_args(&mut rng, rank)
+                })
+                .collect();
+            // Calls that pick from fewer cases than the memo keeps hit after their first call,
+            // calls among more cases miss often; each plan is what planning makes.
+            for pool in [MEMO_ENTRIES - 2, cases.len()] {
+                let mut last: Vec<Option<Rc<Plan>>> = vec![None; cases.len()];
+                let mut hits = 0;
+                for _ in 0..if cfg!(miri) { 30 } else { 400 } {
+                    let i = rng.random_range(0..pool);
+                    let p = kept(cases[i].memo());
+                    assert_eq!(format!("{p:?}"), cases[i].made(), "{:?}", cases[i]);
+                    if last[i].as_ref().is_some_and(|q| Rc::ptr_eq(q, &p)) {
+                        hits += 1;
+                    }
+                    last[i] = Some(p);
+                }
+                if pool < MEMO_ENTRIES {
+                    assert!(hits >= (if cfg!(miri) { 30 } else { 400 }) - pool);
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn every_argument_is_part_of_the_key() {
+        alone(|| {
+            let mut rng = StdRng::seed_from_u64(0x006b_6579);
+            let base = random_args(&mut rng, 12);
+            let first = kept(base.memo());
+            let mut variants = Vec::new();
+            let mut v = base.clone();
+            v.dst += 16;
+            variants.push(v);
+            let mut v = base.clone();
+            v.src += 16;
+            variants.push(v);
+            let mut v = base.clone();
+            v.to = if base.to == DType::F64 {
+                DType::F32
+            } else {
+                DType::F64
+            };
+            variants.push(v);
+            let mut v = base.clone();
+            v.from = if base.from == DType::I8 {
+                DType::U16
+            } else {
+                DType::I8
+            };
+            variants.push(v);
+            let mut v = base.clone();
+            v.opt.prefer_tiled = !v.opt.prefer_tiled;
+            variants.push(v);
+            let mut v = base.clone();
+            let a = v.shape.iter().position(|&n| n > 1).unwrap();
+            v.shape[a] -= 1;
+            variants.push(v);
+            let mut v = base.clone();
+            v.dst_strides[0] *= 2;
+            variants.push(v);
+            let mut v = base.clone();
+            v.src_strides[0] = -v.src_strides[0];
+            variants.push(v);
+            assert_eq!(variants.len(), MEMO_ENTRIES);
+            let mut plans = Vec::new();
+            for (k, v) in variants[..MEMO_ENTRIES - 1].iter().enumerate() {
+                let p = kept(v.memo());
+                assert!(
+                    !Rc::ptr_eq(&p, &first),
+                    "variant {k} took the plan of another copy"
+                );
+                assert_eq!(format!("{p:?}"), v.made(), "variant {k}");
+                assert!(Rc::ptr_eq(&p, &kept(v.memo())), "variant {k} was not kept");
+                plans.push(p);
+            }
+            // `MEMO_ENTRIES` copies, the base used last: one more copy pushes out the least
+            // recently used (variant 0), not the base.
+            assert!(Rc::ptr_eq(&first, &kept(base.memo())));
+            let newest = &variants[MEMO_ENTRIES - 1];
+            let p = kept(newest.memo());
+            assert_eq!(format!("{p:?}"), newest.made());
+            assert!(
+                Rc::ptr_eq(&p, &kept(newest.memo())),
+                "the newest copy was not kept"
+            );
+            assert!(Rc::ptr_eq(&first, &kept(base.memo())));
+            assert!(Rc::ptr_eq(&plans[1], &kept(variants[1].memo())));
+            let again = kept(variants[0].memo());
+            assert!(
+                !Rc::ptr_eq(&plans[0], &again),
+                "variant 0 outlived the memo's capacity"
+            );
+            assert_eq!(format!("{again:?}"), variants[0].made());
+            assert!(Rc::ptr_eq(&again, &kept(variants[0].memo())));
+        });
+    }
+
+    #[test]
+    fn one_axis_and_contiguous_copies_are_planned_every_time_and_each_thread_keeps_its_own() {
+        alone(|| {
+            let mut rng = StdRng::seed_from_u64(8);
+            let low = random_args(&mut rng, MEMO_MIN_RANK - 1);
+            assert!(matches!(low.memo(), PlanRef::Made(_)));
+            let mut contiguous = random_args(&mut rng, 5);
+            contiguous.src_strides = contiguous.dst_strides.clone();
+            contiguous.from = contiguous.to;
+            let p = contiguous.memo();
+            assert!(matches!(p, PlanRef::Made(_)) && cheap(&p), "{:?}", *p);
+            let high = random_args(&mut rng, MEMO_MIN_RANK);
+            let here = kept(high.memo());
+            let there = {
+                let high = high.clone();
+                std::thread::spawn(move || format!("{:p}", Rc::as_ptr(&kept(high.memo()))))
+                    .join()
+                    .unwrap()
+            };
+            assert_ne!(there, format!("{:p}", Rc::as_ptr(&here)));
+            assert!(Rc::ptr_eq(&here, &kept(high.memo())));
+        });
+    }
+}
