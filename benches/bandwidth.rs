@@ -1661,6 +1661,32 @@ fn host_overhead(b: &mut Bench) -> Vec<(String, f64)> {
             .unwrap();
         measure(name, &mut || o.assign_on(&stream, &a).unwrap());
     }
+    // Permutations of a few axes, planned in about a microsecond: a 4 KiB transpose (f32,
+    // 32 x 32) and 48 KiB of CHW -> HWC (u8, 3 x 128 x 128).
+    {
+        let a = DeviceView::from(&src)
+            .into_shape_with_order((32, 32))
+            .unwrap()
+            .reversed_axes();
+        let mut o = devspan::DeviceViewMut::<f32, Ix1>::from(&mut dst)
+            .into_shape_with_order((32, 32))
+            .unwrap();
+        measure("4 KiB copy, transposed (f32)", &mut || {
+            o.assign_on(&stream, &a).unwrap()
+        });
+        let a = DeviceView::from(&bytes)
+            .slice_move(s![..3 * 128 * 128])
+            .into_shape_with_order((3, 128, 128))
+            .unwrap()
+            .permuted_axes((1, 2, 0));
+        let mut o = devspan::DeviceViewMut::<u8, Ix1>::from(&mut bytes_out)
+            .slice_move(s![..3 * 128 * 128])
+            .into_shape_with_order((128, 128, 3))
+            .unwrap();
+        measure("48 KiB copy, CHW -> HWC (u8)", &mut || {
+            o.assign_on(&stream, &a).unwrap()
+        });
+    }
     // The driver's own cost, for scale: a 4 KiB memset, and the launch of an empty kernel with a
     // parameter block of the copy kernel's size (one pointer pair and counts, 32 bytes) and of
     // the strided kernels' size (184 bytes), straight through `cuLaunchKernel`.
