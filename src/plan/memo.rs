@@ -20,7 +20,7 @@ use std::rc::Rc;
 pub(crate) const MEMO_MIN_RANK: usize = 2;
 
 /// How many plans each thread keeps.
-pub(crate) const MEMO_ENTRIES: usize = 8;
+pub(crate) const MEMO_ENTRIES: usize = 16;
 
 /// A plan, made for the call or shared with the thread's recent plans. (A made plan stays
 /// inline, as [`Plan`]'s own large variants do, rather than behind an allocation.)
@@ -260,7 +260,7 @@ mod tests {
         alone(|| {
             let mut rng = StdRng::seed_from_u64(0x6d65_6d6f);
             let ranks = if cfg!(miri) { 9..=11 } else { 9..=40 };
-            let cases: Vec<Args> = (0..if cfg!(miri) { 12 } else { 60 })
+            let cases: Vec<Args> = (0..if cfg!(miri) { MEMO_ENTRIES + 4 } else { 60 })
                 .map(|_| {
                     let rank = rng.random_range(ranks.clone());
                     random_args(&mut rng, rank)
@@ -327,6 +327,12 @@ mod tests {
             let mut v = base.clone();
             v.src_strides[0] = -v.src_strides[0];
             variants.push(v);
+            // More copies at other destinations, up to the memo's capacity.
+            for k in 2..=(MEMO_ENTRIES - variants.len()) as u64 + 1 {
+                let mut v = base.clone();
+                v.dst += 16 * k;
+                variants.push(v);
+            }
             assert_eq!(variants.len(), MEMO_ENTRIES);
             let mut plans = Vec::new();
             for (k, v) in variants[..MEMO_ENTRIES - 1].iter().enumerate() {
