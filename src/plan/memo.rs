@@ -7,7 +7,9 @@
 //! a copy (the same operands, the same layouts: a loop over the same buffers) gets the plan made
 //! the first time: [`plan_copy_memo`] keeps the last [`MEMO_ENTRIES`] plans, keyed by every
 //! argument, so that a hit returns exactly what planning would make. Copies of one axis and
-//! plans that cost next to nothing to make (contiguous copies) are not kept.
+//! plans that cost next to nothing to make (contiguous copies) are not kept. A plan holds
+//! numbers only (addresses, extents, strides): a kept one keeps no memory alive, and memory
+//! allocated later at the same addresses gets the plan that planning would make for it.
 
 use super::{Plan, PlanOptions, plan_copy};
 use crate::element::DType;
@@ -167,9 +169,13 @@ mod tests {
         opt: PlanOptions,
     }
 
+    /// The signature of [`plan_copy`] and [`plan_copy_memo`].
+    type Planner<R> =
+        fn(u64, &[isize], DType, u64, &[isize], DType, &[usize], PlanOptions) -> Result<R>;
+
     impl Args {
-        fn memo(&self) -> PlanRef {
-            plan_copy_memo(
+        fn call<R>(&self, planner: Planner<R>) -> Result<R> {
+            planner(
                 self.dst,
                 &self.dst_strides,
                 self.to,
@@ -179,23 +185,20 @@ mod tests {
                 &self.shape,
                 self.opt,
             )
-            .unwrap()
+        }
+
+        fn memo(&self) -> PlanRef {
+            self.call(plan_copy_memo).unwrap()
+        }
+
+        /// The plan made for these arguments.
+        fn plan(&self) -> Result<Plan> {
+            self.call(plan_copy)
         }
 
         /// The plan made for these arguments, shown as [`shown`] shows it.
         fn made(&self) -> String {
-            let p = plan_copy(
-                self.dst,
-                &self.dst_strides,
-                self.to,
-                self.src,
-                &self.src_strides,
-                self.from,
-                &self.shape,
-                self.opt,
-            )
-            .unwrap();
-            shown(&p)
+            shown(&self.plan().unwrap())
         }
     }
 
@@ -248,20 +251,7 @@ mod tests {
             shape,
             opt: PlanOptions::default(),
         };
-        let contiguous = || {
-            let p = plan_copy(
-                args.dst,
-                &args.dst_strides,
-                args.to,
-                args.src,
-                &args.src_strides,
-                args.from,
-                &args.shape,
-                args.opt,
-            );
-            p.is_ok_and(|p| cheap(&p))
-        };
-        if args.shape.len() >= MEMO_MIN_RANK && contiguous() {
+        if args.shape.len() >= MEMO_MIN_RANK && args.plan().is_ok_and(|p| cheap(&p)) {
             return random_args(rng, rank);
         }
         args
@@ -327,40 +317,36 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(0x006b_6579);
             let base = random_args(&mut rng, if cfg!(miri) { 3 } else { 12 });
             let first = kept(base.memo());
-            let mut variants = Vec::new();
-            let mut v = base.clone();
-            v.dst += 16;
-            variants.push(v);
-            let mut v = base.clone();
-            v.src += 16;
-            variants.push(v);
-            let mut v = base.clone();
-            v.to = if base.to == DType::F64 {
-                DType::F32
-            } else {
-                DType::F64
+            let variant = |change: &dyn Fn(&mut Args)| {
+                let mut v = base.clone();
+                change(&mut v);
+                v
             };
-            variants.push(v);
-            let mut v = base.clone();
-            v.from = if base.from == DType::I8 {
-                DType::U16
-            } else {
-                DType::I8
-            };
-            variants.push(v);
-            let mut v = base.clone();
-            v.opt.prefer_tiled = !v.opt.prefer_tiled;
-            variants.push(v);
-            let mut v = base.clone();
-            let a = v.shape.iter().position(|&n| n > 1).unwrap();
-            v.shape[a] -= 1;
-            variants.push(v);
-            let mut v = base.clone();
-            v.dst_strides[0] *= 2;
-            variants.push(v);
-            let mut v = base.clone();
-            v.src_strides[0] = -v.src_strides[0];
-            variants.push(v);
+            let mut variants = vec![
+                variant(&|v| v.dst += 16),
+                variant(&|v| v.src += 16),
+                variant(&|v| {
+                    v.to = if v.to == DType::F64 {
+                        DType::F32
+                    } else {
+                        DType::F64
+                    }
+                }),
+                variant(&|v| {
+                    v.from = if v.from == DType::I8 {
+                        DType::U16
+                    } else {
+                        DType::I8
+                    }
+                }),
+                variant(&|v| v.opt.prefer_tiled = !v.opt.prefer_tiled),
+                variant(&|v| {
+                    let a = v.shape.iter().position(|&n| n > 1).unwrap();
+                    v.shape[a] -= 1;
+                }),
+                variant(&|v| v.dst_strides[0] *= 2),
+                variant(&|v| v.src_strides[0] = -v.src_strides[0]),
+            ];
             // More copies at other destinations, up to the memo's capacity.
             for k in 2..=(MEMO_ENTRIES - variants.len()) as u64 + 1 {
                 let mut v = base.clone();
