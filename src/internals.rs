@@ -87,6 +87,13 @@ fn planned_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     Ok(dst.copy_plan(src, opt)?.kernel_path().to_string())
 }
 
+/// How many copies (and [`copy_path`] queries) on the calling thread have run on a plan kept
+/// from an earlier call with the same arguments (each thread keeps the plans of its last 16
+/// copies of two axes or more that are not contiguous), for tests of that memo.
+pub fn plans_found() -> u64 {
+    crate::plan::plans_found()
+}
+
 /// The path `assign_cast(src)` into `dst` takes (for benchmarks and diagnostics).
 pub fn copy_path<T: DeviceElement, U: DeviceElement, D: Dimension>(
     dst: &mut DeviceViewMut<'_, T, D>,

@@ -56,13 +56,25 @@ struct Entry {
     plan: Rc<Plan>,
 }
 
-/// The kept plans, the most recently used first.
+/// The kept plans, the most recently used first, and how many calls found theirs.
 struct Memo {
     entries: Vec<Entry>,
+    found: u64,
 }
 
 thread_local! {
-    static MEMO: RefCell<Memo> = const { RefCell::new(Memo { entries: Vec::new() }) };
+    static MEMO: RefCell<Memo> = const {
+        RefCell::new(Memo {
+            entries: Vec::new(),
+            found: 0,
+        })
+    };
+}
+
+/// How many calls of [`plan_copy_memo`] on this thread have found their plan kept.
+#[cfg(feature = "internals")]
+pub(crate) fn plans_found() -> u64 {
+    MEMO.try_with(|m| m.borrow().found).unwrap_or(0)
 }
 
 /// [`plan_copy`], or the plan it made for the same arguments among this thread's last
@@ -98,6 +110,7 @@ pub(crate) fn plan_copy_memo(
                 && *e.src_strides == *src_strides
         })?;
         m.entries[..=i].rotate_right(1);
+        m.found += 1;
         Some(m.entries[0].plan.clone())
     });
     if let Ok(Some(plan)) = found {

@@ -40,6 +40,8 @@ use devspan_kernels::abi::{
     StridedArgs64, StridedArgsN, TiledArgs, TransposeArgs, contig_group_elems, contig_head,
     fill_head, permute_kind, row_rev_head, transpose_tile,
 };
+#[cfg(feature = "internals")]
+pub(crate) use memo::plans_found;
 pub(crate) use memo::{PlanRef, plan_copy_memo};
 
 /// One axis after normalisation. Strides in elements.

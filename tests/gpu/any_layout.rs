@@ -4,7 +4,8 @@
 //! split <-> interleaved complex, NCHW <-> NHWC), fills of views that stay above eight axes
 //! after merging, host <-> device transfers, DLPack and `to_shape` at high rank, a u8 copy of
 //! more than 2^31 elements, tiles beside an axis 2^31 bytes across, state vectors of 4 GiB
-//! permuted by qubit (tiles spanning more than 2^31 bytes), and the planner's
+//! permuted by qubit (tiles spanning more than 2^31 bytes), copies repeated on the plans kept
+//! from their first call (new arrays each call, and arrays kept across calls), and the planner's
 //! steerings (`Steer::Default`, `NoTiled`, `PreferTiled`, `PreferGather`) on narrow and
 //! high-rank cases.
 //!
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 use devspan::dlpack::DlpackTensor;
 use devspan::internals::{
-    GridOptions, Steer, assign_cast_steered, copy_path, fill_path, transfer_path,
+    GridOptions, Steer, assign_cast_steered, copy_path, fill_path, plans_found, transfer_path,
 };
 use devspan::testing::{cast_reference, gpu_stream};
 use devspan::{DeviceArray, DeviceElement, DeviceView, DeviceViewMut, Layout};
@@ -2939,4 +2940,154 @@ fn casts_into_channels_last_take_the_gathered_rows() {
     }
     assert!(gathered >= 20, "{gathered} gathered cases");
     println!("casts into channels last: paths {paths:?}");
+}
+
+/// One copy of [`repeated_copies_on_kept_plans_match_ndarray`]: `shape` of new random data
+/// (from `rng`) permuted by `perm`, assigned (with a cast where the types differ) into a new
+/// poisoned array, compared with ndarray. Returns the destination's address.
+fn repeated_case<F: DeviceElement, T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    shape: &[usize],
+    perm: &[usize],
+    what: &str,
+) -> u64 {
+    let host = random::<F>(rng, shape);
+    let src = DeviceArray::from_host(stream, &host.view()).unwrap();
+    let sv = src.view().permuted_axes(IxDyn(perm));
+    let expect = host
+        .view()
+        .permuted_axes(perm.to_vec())
+        .mapv(|x| cast_reference::<F, T>(x));
+    let poison = random::<T>(rng, expect.shape());
+    let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
+    let addr = out.view().device_ptr();
+    out.view_mut()
+        .assign_cast_on(stream, &sv)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = out.to_host_on(stream).unwrap();
+    assert_same(&got.view(), &expect.view(), what);
+    addr
+}
+
+/// Copies repeated on the same operands run on the plan kept from their first call (each
+/// thread keeps the plans of its last 16 copies, keyed by addresses, layouts and element
+/// types). Permutations of 10 to 14 axes (extents 1 to 5 beside up to two long ones) are
+/// copied again and again, each time from new data into an array made for the call and freed
+/// after it (the stream-ordered pool tends to hand the same addresses back, where a kept plan
+/// is found), mostly among three layouts and every tenth call among twenty (more plans than
+/// are kept: plans dropped and made again), as u8 copies, f32 copies and f32 -> f16 casts of
+/// the same layouts (the element types are part of the key); every result matches ndarray,
+/// the destination poisoned first.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn repeated_copies_on_kept_plans_match_ndarray() {
+    let _gpu = gpu_shared();
+    let stream = gpu_stream();
+    let test = 0x6b65_7074;
+    let mut rng = StdRng::seed_from_u64(case_seed(test, 0));
+    let layouts: Vec<(Vec<usize>, Vec<usize>)> = (0..20)
+        .map(|_| {
+            let rank = rng.random_range(10..=14);
+            // A permutation that moves the axes longer than 1 (not a contiguous copy, whose
+            // plans are not kept).
+            loop {
+                let shape = random_shape(&mut rng, rank, 1 << 16);
+                let perm = random_perm(&mut rng, rank);
+                let long: Vec<usize> = perm.iter().copied().filter(|&a| shape[a] > 1).collect();
+                if long.windows(2).any(|w| w[0] > w[1]) {
+                    break (shape, perm);
+                }
+            }
+        })
+        .collect();
+    let mut last: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    let mut again = 0;
+    let rounds = scaled(300, 45);
+    for round in 0..rounds {
+        let k = if round % 10 == 9 {
+            rng.random_range(0..layouts.len())
+        } else {
+            rng.random_range(0..3)
+        };
+        let (shape, perm) = &layouts[k];
+        let seed = case_seed(test, round + 1);
+        let what = format!("round {round}, seed {seed}: shape {shape:?}, permutation {perm:?}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let kind = round % 3;
+        let addr = match kind {
+            0 => repeated_case::<u8, u8>(&stream, &mut rng, shape, perm, &what),
+            1 => repeated_case::<f32, f32>(&stream, &mut rng, shape, perm, &what),
+            _ => repeated_case::<f32, f16>(&stream, &mut rng, shape, perm, &what),
+        };
+        if last.insert((k, kind), addr) == Some(addr) {
+            again += 1;
+        }
+    }
+    // The same copies into arrays kept across the calls, new data written into them each
+    // time: from its second call on, each of the 9 copies (3 layouts, 3 pairs of types) runs
+    // on its kept plan.
+    struct Arrays {
+        src8: DeviceArray<u8, IxDyn>,
+        out8: DeviceArray<u8, IxDyn>,
+        src32: DeviceArray<f32, IxDyn>,
+        out32: DeviceArray<f32, IxDyn>,
+        out16: DeviceArray<f16, IxDyn>,
+    }
+    fn run<F: DeviceElement, T: DeviceElement>(
+        stream: &Arc<CudaStream>,
+        rng: &mut StdRng,
+        src: &mut DeviceArray<F, IxDyn>,
+        out: &mut DeviceArray<T, IxDyn>,
+        perm: &[usize],
+        what: &str,
+    ) {
+        let host = random::<F>(rng, src.shape());
+        src.copy_from_host_on(stream, &host.view()).unwrap();
+        let expect = host
+            .view()
+            .permuted_axes(perm.to_vec())
+            .mapv(|x| cast_reference::<F, T>(x));
+        let poison = random::<T>(rng, out.shape());
+        out.copy_from_host_on(stream, &poison.view()).unwrap();
+        out.view_mut()
+            .assign_cast_on(stream, &src.view().permuted_axes(IxDyn(perm)))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let got = out.to_host_on(stream).unwrap();
+        assert_same(&got.view(), &expect.view(), what);
+    }
+    let mut arrays: BTreeMap<usize, Arrays> = BTreeMap::new();
+    let (calls, before) = (scaled(90, 27), plans_found());
+    for call in 0..calls {
+        let (k, kind) = (call % 3, (call / 3) % 3);
+        let (shape, perm) = &layouts[k];
+        let seed = case_seed(test, 1000 + call);
+        let what = format!(
+            "kept arrays, call {call}, seed {seed}: shape {shape:?}, permutation {perm:?}, copy {kind}"
+        );
+        let mut rng = StdRng::seed_from_u64(seed);
+        let a = arrays.entry(k).or_insert_with(|| {
+            let out: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+            Arrays {
+                src8: DeviceArray::zeros(&stream, IxDyn(shape)).unwrap(),
+                out8: DeviceArray::zeros(&stream, IxDyn(&out)).unwrap(),
+                src32: DeviceArray::zeros(&stream, IxDyn(shape)).unwrap(),
+                out32: DeviceArray::zeros(&stream, IxDyn(&out)).unwrap(),
+                out16: DeviceArray::zeros(&stream, IxDyn(&out)).unwrap(),
+            }
+        });
+        match kind {
+            0 => run(&stream, &mut rng, &mut a.src8, &mut a.out8, perm, &what),
+            1 => run(&stream, &mut rng, &mut a.src32, &mut a.out32, perm, &what),
+            _ => run(&stream, &mut rng, &mut a.src32, &mut a.out16, perm, &what),
+        }
+    }
+    let found = plans_found() - before;
+    println!(
+        "repeated copies: {rounds} calls into new arrays ({again} into the address of the last call of the same layout and types); {calls} into kept arrays, {found} on kept plans"
+    );
+    assert!(
+        found >= (calls - 9) as u64,
+        "{found} of {calls} copies found their plan kept"
+    );
 }
