@@ -115,7 +115,7 @@ impl<S: SpanDataMut, D: Dimension> DeviceBase<S, D> {
     }
 
     /// The plan of `assign_cast(src)` into this view (`src` already broadcast to its shape),
-    /// kept for the next calls where its layout has many axes ([`plan::plan_copy_memo`]).
+    /// or the one kept from an earlier call with the same operands ([`plan::plan_copy_memo`]).
     pub(crate) fn copy_plan<R: SpanData>(
         &self,
         src: &DeviceBase<R, D>,

@@ -123,29 +123,30 @@ pub(crate) fn plan_copy_memo(
     let made = Rc::new(made);
     let _ = MEMO.try_with(|m| {
         let mut m = m.borrow_mut();
-        // The least recently used entry's vectors are reused once the memo is full.
-        let mut e = if m.entries.len() == MEMO_ENTRIES {
+        // Once the memo is full, the least recently used entry goes and its vectors hold the
+        // new key.
+        let old = if m.entries.len() == MEMO_ENTRIES {
             m.entries.pop()
         } else {
             None
-        }
-        .unwrap_or_else(|| Entry {
-            dst,
-            src,
-            to,
-            from,
-            opt,
-            shape: Vec::new(),
-            dst_strides: Vec::new(),
-            src_strides: Vec::new(),
-            plan: made.clone(),
-        });
-        (e.dst, e.src, e.to, e.from, e.opt) = (dst, src, to, from, opt);
-        set(&mut e.shape, shape);
-        set(&mut e.dst_strides, dst_strides);
-        set(&mut e.src_strides, src_strides);
-        e.plan = made.clone();
-        m.entries.insert(0, e);
+        };
+        let (shape_v, dst_v, src_v) = old
+            .map(|e| (e.shape, e.dst_strides, e.src_strides))
+            .unwrap_or_default();
+        m.entries.insert(
+            0,
+            Entry {
+                dst,
+                src,
+                to,
+                from,
+                opt,
+                shape: refill(shape_v, shape),
+                dst_strides: refill(dst_v, dst_strides),
+                src_strides: refill(src_v, src_strides),
+                plan: made.clone(),
+            },
+        );
     });
     Ok(PlanRef::Kept(made))
 }
@@ -156,9 +157,11 @@ fn cheap(p: &Plan) -> bool {
     matches!(p, Plan::Nothing | Plan::Memcpy { .. } | Plan::Contig { .. })
 }
 
-fn set<T: Copy>(v: &mut Vec<T>, from: &[T]) {
+/// `v` holding `from` (its allocation reused).
+fn refill<T: Copy>(mut v: Vec<T>, from: &[T]) -> Vec<T> {
     v.clear();
     v.extend_from_slice(from);
+    v
 }
 
 #[cfg(test)]

@@ -2942,32 +2942,46 @@ fn casts_into_channels_last_take_the_gathered_rows() {
     println!("casts into channels last: paths {paths:?}");
 }
 
-/// One copy of [`repeated_copies_on_kept_plans_match_ndarray`]: `shape` of new random data
-/// (from `rng`) permuted by `perm`, assigned (with a cast where the types differ) into a new
-/// poisoned array, compared with ndarray. Returns the destination's address.
+/// One copy of [`repeated_copies_on_kept_plans_match_ndarray`]: new random data (from `rng`)
+/// written into `src`, `out` poisoned, `src` permuted by `perm` assigned into `out` (with a
+/// cast where the types differ), compared with ndarray.
 fn repeated_case<F: DeviceElement, T: DeviceElement>(
+    stream: &Arc<CudaStream>,
+    rng: &mut StdRng,
+    src: &mut DeviceArray<F, IxDyn>,
+    out: &mut DeviceArray<T, IxDyn>,
+    perm: &[usize],
+    what: &str,
+) {
+    let host = random::<F>(rng, src.shape());
+    src.copy_from_host_on(stream, &host.view()).unwrap();
+    let expect = host
+        .view()
+        .permuted_axes(perm.to_vec())
+        .mapv(|x| cast_reference::<F, T>(x));
+    let poison = random::<T>(rng, out.shape());
+    out.copy_from_host_on(stream, &poison.view()).unwrap();
+    out.view_mut()
+        .assign_cast_on(stream, &src.view().permuted_axes(IxDyn(perm)))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = out.to_host_on(stream).unwrap();
+    assert_same(&got.view(), &expect.view(), what);
+}
+
+/// [`repeated_case`] into arrays made for the call and freed after it; returns the
+/// destination's address.
+fn repeated_case_new<F: DeviceElement, T: DeviceElement>(
     stream: &Arc<CudaStream>,
     rng: &mut StdRng,
     shape: &[usize],
     perm: &[usize],
     what: &str,
 ) -> u64 {
-    let host = random::<F>(rng, shape);
-    let src = DeviceArray::from_host(stream, &host.view()).unwrap();
-    let sv = src.view().permuted_axes(IxDyn(perm));
-    let expect = host
-        .view()
-        .permuted_axes(perm.to_vec())
-        .mapv(|x| cast_reference::<F, T>(x));
-    let poison = random::<T>(rng, expect.shape());
-    let mut out = DeviceArray::from_host(stream, &poison.view()).unwrap();
-    let addr = out.view().device_ptr();
-    out.view_mut()
-        .assign_cast_on(stream, &sv)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let got = out.to_host_on(stream).unwrap();
-    assert_same(&got.view(), &expect.view(), what);
-    addr
+    let out_shape: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+    let mut src = DeviceArray::<F, _>::zeros(stream, IxDyn(shape)).unwrap();
+    let mut out = DeviceArray::<T, _>::zeros(stream, IxDyn(&out_shape)).unwrap();
+    repeated_case(stream, rng, &mut src, &mut out, perm, what);
+    out.view().device_ptr()
 }
 
 /// Copies repeated on the same operands run on the plan kept from their first call (each
@@ -3016,9 +3030,9 @@ fn repeated_copies_on_kept_plans_match_ndarray() {
         let mut rng = StdRng::seed_from_u64(seed);
         let kind = round % 3;
         let addr = match kind {
-            0 => repeated_case::<u8, u8>(&stream, &mut rng, shape, perm, &what),
-            1 => repeated_case::<f32, f32>(&stream, &mut rng, shape, perm, &what),
-            _ => repeated_case::<f32, f16>(&stream, &mut rng, shape, perm, &what),
+            0 => repeated_case_new::<u8, u8>(&stream, &mut rng, shape, perm, &what),
+            1 => repeated_case_new::<f32, f32>(&stream, &mut rng, shape, perm, &what),
+            _ => repeated_case_new::<f32, f16>(&stream, &mut rng, shape, perm, &what),
         };
         if last.insert((k, kind), addr) == Some(addr) {
             again += 1;
@@ -3033,28 +3047,6 @@ fn repeated_copies_on_kept_plans_match_ndarray() {
         src32: DeviceArray<f32, IxDyn>,
         out32: DeviceArray<f32, IxDyn>,
         out16: DeviceArray<f16, IxDyn>,
-    }
-    fn run<F: DeviceElement, T: DeviceElement>(
-        stream: &Arc<CudaStream>,
-        rng: &mut StdRng,
-        src: &mut DeviceArray<F, IxDyn>,
-        out: &mut DeviceArray<T, IxDyn>,
-        perm: &[usize],
-        what: &str,
-    ) {
-        let host = random::<F>(rng, src.shape());
-        src.copy_from_host_on(stream, &host.view()).unwrap();
-        let expect = host
-            .view()
-            .permuted_axes(perm.to_vec())
-            .mapv(|x| cast_reference::<F, T>(x));
-        let poison = random::<T>(rng, out.shape());
-        out.copy_from_host_on(stream, &poison.view()).unwrap();
-        out.view_mut()
-            .assign_cast_on(stream, &src.view().permuted_axes(IxDyn(perm)))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let got = out.to_host_on(stream).unwrap();
-        assert_same(&got.view(), &expect.view(), what);
     }
     let mut arrays: BTreeMap<usize, Arrays> = BTreeMap::new();
     let (calls, before) = (scaled(90, 27), plans_found());
@@ -3077,9 +3069,9 @@ fn repeated_copies_on_kept_plans_match_ndarray() {
             }
         });
         match kind {
-            0 => run(&stream, &mut rng, &mut a.src8, &mut a.out8, perm, &what),
-            1 => run(&stream, &mut rng, &mut a.src32, &mut a.out32, perm, &what),
-            _ => run(&stream, &mut rng, &mut a.src32, &mut a.out16, perm, &what),
+            0 => repeated_case(&stream, &mut rng, &mut a.src8, &mut a.out8, perm, &what),
+            1 => repeated_case(&stream, &mut rng, &mut a.src32, &mut a.out32, perm, &what),
+            _ => repeated_case(&stream, &mut rng, &mut a.src32, &mut a.out16, perm, &what),
         }
     }
     let found = plans_found() - before;
