@@ -4048,6 +4048,88 @@ fn axes_2_pow_31_elements_apart_are_copied_one_index_at_a_time() {
     assert_eq!(covered(&p), 4 * m as u64);
 }
 
+/// Launches of a plan: one per plan, a tiled plan's rests each counted as plans.
+fn launch_count(p: &Plan) -> usize {
+    match p {
+        Plan::Tiled { rest, .. } => 1 + rest.iter().map(launch_count).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// Axes far apart are taken apart one index at a time, again in each part, while all of them
+/// together make at most 4096 launches; a layout of more (operands larger than any device's
+/// memory, which only a foreign pointer can claim) takes the strided kernels' one launch,
+/// planned in bounded time and memory (taken apart, this one made millions of plans).
+#[test]
+fn axes_far_apart_make_a_bounded_number_of_launches() {
+    // u32 elements, a source of 3.1e15 of them: the axes from index 18 on are 2^31 elements
+    // or more apart in the source, and those before 14 in the destination.
+    let shape = [
+        1, 1, 3, 1, 1, 217, 1, 1, 1, 1, 1, 1, 1, 1, 946526, 2, 1, 2, 24, 1, 4, 1, 3, 2, 1, 22, 2,
+        5, 1, 10, 1,
+    ];
+    let src: [isize; 31] = [
+        1,
+        1,
+        1,
+        3,
+        3,
+        3,
+        651,
+        651,
+        651,
+        651,
+        651,
+        651,
+        651,
+        651,
+        651,
+        616188426,
+        1232376852,
+        1232376852,
+        -2464753704,
+        59154088896,
+        59154088896,
+        236616355584,
+        -236616355584,
+        709849066752,
+        1419698133504,
+        1419698133504,
+        31233358937088,
+        62466717874176,
+        312333589370880,
+        312333589370880,
+        3123335893708800,
+    ];
+    // The axes from `end` on of extent 1.
+    let plan = |end: usize| {
+        let mut shape = shape;
+        shape[end..].fill(1);
+        plan_copy(
+            DST_BASE,
+            &c_strides(&shape),
+            DType::U32,
+            SRC_BASE + 4 * 4_000_000_000_000_000,
+            &src,
+            DType::U32,
+            &shape,
+            PlanOptions::default(),
+        )
+        .unwrap()
+    };
+    // Two axes far apart in the source (24 and 4): tiled plans in parts.
+    let p = plan(21);
+    assert!(p.kernel_path().starts_with("tiled"), "{}", p.kernel_path());
+    assert!(
+        (2..=4096).contains(&launch_count(&p)),
+        "{}",
+        launch_count(&p)
+    );
+    // All of them, and two far apart in the destination: one launch.
+    let p = plan(shape.len());
+    assert_eq!(p.kernel_path(), "stridedn");
+}
+
 /// Short rows of a copy (shorter than `SHORT_ROW_BYTES`) take the row kernels only where they
 /// are whole 16-byte vectors on both sides; the others take the gathered rows into a contiguous
 /// destination (runs of c elements in reversed order or each reversed, a column slice

@@ -375,6 +375,12 @@ fn run_of(axes: impl Iterator<Item = (u32, i64)>) -> u64 {
 /// Most launches that [`peeled`] makes of one axis.
 const MAX_PEELED: usize = 64;
 
+/// Most launches that [`peeled`] makes in all: the product of the extents of every axis far
+/// apart (each rest and the plan within are taken apart again along the next such axis).
+/// Operands that fit in a device's memory stay far below it; layouts past it take the
+/// strided kernels' one launch.
+const MAX_PEELED_LAUNCHES: usize = 4096;
+
 /// Fewest elements per launch of [`peeled`]: smaller copies take the general gather's one
 /// launch.
 const MIN_PEELED_ELEMENTS: usize = 1 << 20;
@@ -383,8 +389,9 @@ const MIN_PEELED_ELEMENTS: usize = 1 << 20;
 /// 2^31 elements or more (no tile can hold two of its elements, and where it is a side's
 /// fastest axis, that side's run cannot grow), at index 0 of that axis, with one rest per
 /// other index: a launch each, each planned on its own. `None` without such an axis of at most
-/// [`MAX_PEELED`] elements, for launches of fewer than [`MIN_PEELED_ELEMENTS`] elements, or
-/// when the rest of the operands has no tiled plan either.
+/// [`MAX_PEELED`] elements, for launches of fewer than [`MIN_PEELED_ELEMENTS`] elements, where
+/// the axes far apart would take more than [`MAX_PEELED_LAUNCHES`] launches in all, or when
+/// the rest of the operands has no tiled plan either.
 fn peeled(
     norm: &Normalized,
     dst: u64,
@@ -403,6 +410,13 @@ fn peeled(
         .filter(|(_, a)| far(a) && a.len <= MAX_PEELED)
         .min_by_key(|(_, a)| a.len)?;
     if norm.n / axis.len < MIN_PEELED_ELEMENTS {
+        return None;
+    }
+    let mut launches = 1usize;
+    for a in norm.axes.iter().filter(|a| far(a)) {
+        launches = launches.saturating_mul(a.len);
+    }
+    if launches > MAX_PEELED_LAUNCHES {
         return None;
     }
     let mut inner = norm.clone();
