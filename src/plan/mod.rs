@@ -346,6 +346,16 @@ impl Plan {
         }
     }
 
+    /// Kernel and driver calls that the plan makes: one, a tiled plan's rests each counted as
+    /// plans, none for [`Plan::Nothing`].
+    pub(crate) fn launches(&self) -> usize {
+        match self {
+            Plan::Nothing => 0,
+            Plan::Tiled { rest, .. } => 1 + rest.iter().map(Plan::launches).sum::<usize>(),
+            _ => 1,
+        }
+    }
+
     /// A short name of the path, for tests and benchmarks.
     pub(crate) fn path(&self) -> &'static str {
         match self {
@@ -1680,8 +1690,14 @@ fn is_permutation(axes: &[PAxis]) -> bool {
 /// launches for a few elements, and the kernels that take it instead copy that few in one.
 const SMALL_REST: usize = 1 << 16;
 
+/// Most launches of a tiled plan with its rests; layouts that would take more (operands far
+/// larger than any device's memory, whose axes 2^31 elements apart cut the tiles into
+/// thousands of parts) take the other paths.
+const MAX_TILED_LAUNCHES: usize = 4096;
+
 /// The tiled plan of normalised operands whose element zero is at `d` (destination) and `s`
-/// (source), with the plans of the parts its tiles leave, if the tiled kernels take them.
+/// (source), with the plans of the parts its tiles leave, if the tiled kernels take them in
+/// at most [`MAX_TILED_LAUNCHES`] launches.
 fn tiled_plan(
     norm: &Normalized,
     d: u64,
@@ -1695,10 +1711,15 @@ fn tiled_plan(
     let Some(t) = tiled::tiled_plan_of(norm, d, s, ss, ds, opt.tiled_volume, copy) else {
         return Ok(None);
     };
+    // The rests are planned one by one while the launches stay within `MAX_TILED_LAUNCHES`.
+    let mut launches = 1usize;
     let rest = t
         .rest
         .iter()
-        .map(|b| {
+        .map_while(|b| {
+            if launches > MAX_TILED_LAUNCHES {
+                return None;
+            }
             // A small box goes to the other kernels where they take it (up to `MAX_RANK`
             // axes): one launch, where a tiled plan's own rests would take more.
             let small = b.shape.iter().product::<usize>() <= SMALL_REST;
@@ -1706,7 +1727,7 @@ fn tiled_plan(
                 no_tiled: opt.no_tiled || small,
                 ..opt
             };
-            plan_copy(
+            let p = plan_copy(
                 addr(d, b.dst_off, to.size()),
                 &b.dst_strides,
                 to,
@@ -1715,9 +1736,14 @@ fn tiled_plan(
                 from,
                 &b.shape,
                 opt,
-            )
+            );
+            launches += p.as_ref().map_or(0, Plan::launches);
+            Some(p)
         })
         .collect::<Result<Vec<Plan>>>()?;
+    if launches > MAX_TILED_LAUNCHES {
+        return Ok(None);
+    }
     Ok(Some(Plan::Tiled {
         args: t.args,
         from,
