@@ -75,6 +75,35 @@ fn small_shape(r: &mut Rng, max_rank: usize) -> Vec<usize> {
         .collect()
 }
 
+/// A shape of up to 40 axes, mostly of 1 to 5 elements beside longer ones (up to millions),
+/// of up to 2^20 to 2^54 elements: layouts whose axes lie 2^31 or more elements apart, which
+/// the tiled plans take apart.
+fn large_shape(r: &mut Rng) -> Vec<usize> {
+    let rank = match r.below(3) {
+        0 => 1 + r.below(8),
+        1 => 9 + r.below(16),
+        _ => 25 + r.below(16),
+    };
+    let mut shape: Vec<usize> = (0..rank)
+        .map(|_| match r.below(10) {
+            0..=5 => 1 + r.below(5),
+            6 | 7 => 6 + r.below(35),
+            8 => 41 + r.below(5000),
+            _ => 100_000 + r.below(3_000_000),
+        })
+        .collect();
+    let most = 1u128 << (20 + r.below(35));
+    while shape
+        .iter()
+        .try_fold(1u128, |p, &n| p.checked_mul(n as u128))
+        .is_none_or(|p| p > most)
+    {
+        let k = r.below(rank);
+        shape[k] = (shape[k] / 2).max(1);
+    }
+    shape
+}
+
 #[derive(Debug)]
 pub(crate) struct KernelCase {
     shape: Vec<usize>,
@@ -90,7 +119,13 @@ pub(crate) struct KernelCase {
 
 fn generate_kernel(r: &mut Rng) -> KernelCase {
     let max_rank = if r.chance(5) { 10 } else { 5 };
-    let shape = small_shape(r, max_rank);
+    // Not under Miri, where planning a layout of dozens of axes takes seconds.
+    let large = r.chance(10) && !cfg!(miri);
+    let shape = if large {
+        large_shape(r)
+    } else {
+        small_shape(r, max_rank)
+    };
     let src_shape: Vec<usize> = shape
         .iter()
         .skip(if r.chance(10) && !shape.is_empty() {
@@ -100,9 +135,22 @@ fn generate_kernel(r: &mut Rng) -> KernelCase {
         })
         .map(|&n| if r.chance(15) { 1 } else { n })
         .collect();
+    let (dst, src) = (
+        device_layout(r, &shape, false),
+        device_layout(r, &src_shape, true),
+    );
+    // Large layouts whose steps took them past 2^56 elements (past what `isize` bytes of 8-byte
+    // elements reach, once shifted) are drawn again.
+    let fits = |shape: &[usize], strides: &[isize]| {
+        let m = Model::from_parts(shape, strides, 0);
+        model::reach(shape, &m.strides).is_ok_and(|r| r.is_none_or(|(lo, hi)| hi - lo < 1 << 56))
+    };
+    if large && !(fits(&shape, &dst.0) && fits(&src_shape, &src.0)) {
+        return generate_kernel(r);
+    }
     KernelCase {
-        dst: device_layout(r, &shape, false),
-        src: device_layout(r, &src_shape, true),
+        dst,
+        src,
         shape,
         src_shape,
         dst_type: r.below(4),

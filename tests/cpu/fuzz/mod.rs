@@ -12,7 +12,7 @@
 //! | `view_ops` | the same operations on read-only and writable views over fake device memory (`try_` forms, `into_shape_with_order` in both orders, `to_shape`), with element sizes 1 to 8 |
 //! | `dlpack_import` | `DlpackTensor::from_versioned` / `from_legacy` with every field malformed, then `into_view` / `into_view_mut` |
 //! | `dlpack_export` | `into_dlpack` / `into_dlpack_legacy` of random views, imported back |
-//! | `kernel_args` | the planner behind `fill`, `assign` and `assign_cast` (`internals::fill_path`, `copy_path`), `kernel_view`, and the plain device methods of views without a stream |
+//! | `kernel_args` | the planner behind `fill`, `assign` and `assign_cast` (`internals::fill_path`, `copy_path`) on small layouts and on layouts of up to 40 axes and 2^54 elements (axes 2^31 elements apart), `kernel_view`, and the plain device methods of views without a stream |
 //! | `transfer_args` | the transfer planner behind every host <-> device copy (`internals::transfer_path`) with host arrays of every layout, `TransferOptions::check`, and the plain transfer methods of views without a stream |
 //!
 //! Case counts: each target runs 5,000 cases (together under a second of test time), or
