@@ -567,7 +567,8 @@ impl TiledArgs {
         }
         for (j, &k) in write_order.iter().enumerate() {
             let ax = &read[k];
-            let (magic, shift) = fast_div32(ax.len as u32);
+            // The axis's division, as in read order.
+            let TiledReadAxis { magic, shift, .. } = a.read[k];
             a.write[j] = TiledWriteAxis {
                 len: ax.len as u32,
                 magic,

@@ -47,6 +47,10 @@ pub fn fast_div32(d: u32) -> (u32, u32) {
     if d <= 1 {
         return (0, 0);
     }
+    // A power of two needs no division: the formula below gives a magic of 1 for it.
+    if d.is_power_of_two() {
+        return (1, d.trailing_zeros());
+    }
     let shift = 32 - (d - 1).leading_zeros();
     let magic = ((1u64 << 32) * ((1u64 << shift) - u64::from(d)) / u64::from(d) + 1) as u32;
     (magic, shift)

@@ -325,6 +325,9 @@ mod tests {
         for s in 1..32 {
             let p = 1u32 << s;
             divisors.extend([p - 1, p, p + 1]);
+            // A power of two: no division, as the general formula gives.
+            let general = ((1u64 << 32) * ((1u64 << s) - u64::from(p)) / u64::from(p) + 1) as u32;
+            assert_eq!(fast_div32(p), (general, s), "{p}");
         }
         divisors.extend([u32::MAX, (1 << 31) + 1, 1 << 31]);
         for &d in &divisors {
