@@ -311,6 +311,18 @@ pub(crate) enum Plan {
     },
 }
 
+impl Plan {
+    /// Kernel and driver calls that the plan makes: one, a tiled plan's rests each counted as
+    /// plans, none for [`Plan::Nothing`].
+    pub(crate) fn launches(&self) -> usize {
+        match self {
+            Plan::Nothing => 0,
+            Plan::Tiled { rest, .. } => 1 + rest.iter().map(Plan::launches).sum::<usize>(),
+            _ => 1,
+        }
+    }
+}
+
 #[cfg(any(test, feature = "internals"))]
 impl Plan {
     /// [`Plan::path`], with the permute path's packed kernels, small-tile kernels, wide
@@ -343,16 +355,6 @@ impl Plan {
                 (false, false) => "tiled_e+rest",
             },
             p => p.path(),
-        }
-    }
-
-    /// Kernel and driver calls that the plan makes: one, a tiled plan's rests each counted as
-    /// plans, none for [`Plan::Nothing`].
-    pub(crate) fn launches(&self) -> usize {
-        match self {
-            Plan::Nothing => 0,
-            Plan::Tiled { rest, .. } => 1 + rest.iter().map(Plan::launches).sum::<usize>(),
-            _ => 1,
         }
     }
 
