@@ -801,27 +801,36 @@ fn tile_with(
     shifted: Option<(bool, usize)>,
     whole_axes: bool,
 ) -> Option<Tiled> {
-    let mut axes = norm.axes.clone();
-    let r = axes.len();
+    let r = norm.axes.len();
     let (mut dst_off, mut src_off) = (0isize, 0isize);
     // Axes read backwards are flipped (both operands), so that the runs of vectors a tile
     // reads along them go forwards: the source's fastest axis unless it is the destination's
     // fastest, and every axis that runs faster in the source than in the destination. Their
     // destination strides turn negative, which leaves the write side's runs (along the
-    // destination's fastest axes) as they were.
-    if vector {
-        let src_fastest = fastest(&axes, &[], |a| a.src);
-        for (k, a) in axes.iter_mut().enumerate() {
-            let faster = a.src.unsigned_abs() < a.dst.unsigned_abs();
-            if a.src < 0 && ((src_fastest == Some(k) && k != 0) || faster) {
-                let last = a.len as isize - 1;
-                dst_off += last * a.dst;
-                src_off += last * a.src;
-                a.dst = -a.dst;
-                a.src = -a.src;
+    // destination's fastest axes) as they were. (The source's fastest axis is the first in
+    // read order, unless that one is broadcast, as then every axis is.)
+    let src_fastest = orders.read.first().filter(|&&k| norm.axes[k].src != 0);
+    let flipped = |k: usize, a: &PAxis| {
+        vector
+            && a.src < 0
+            && ((src_fastest == Some(&k) && k != 0) || a.src.unsigned_abs() < a.dst.unsigned_abs())
+    };
+    let axes: std::borrow::Cow<'_, [PAxis]> =
+        if norm.axes.iter().enumerate().any(|(k, a)| flipped(k, a)) {
+            let mut axes = norm.axes.clone();
+            for (k, a) in axes.iter_mut().enumerate() {
+                if flipped(k, a) {
+                    let last = a.len as isize - 1;
+                    dst_off += last * a.dst;
+                    src_off += last * a.src;
+                    a.dst = -a.dst;
+                    a.src = -a.src;
+                }
             }
-        }
-    }
+            axes.into()
+        } else {
+            norm.axes[..].into()
+        };
     // Write order: by |destination stride|; read order: by |source stride|, broadcast axes
     // last (the flips above leave them as they were).
     debug_assert!(
@@ -1083,12 +1092,15 @@ fn tile_with(
         return None;
     }
     // Read order of the tile axes; the write order as positions in it.
-    let tile_read: Vec<usize> = rorder.iter().copied().filter(|&k| chunk[k] > 0).collect();
-    let write_order: Vec<usize> = worder
-        .iter()
-        .filter(|&&k| chunk[k] > 0)
-        .map(|k| tile_read.iter().position(|x| x == k).unwrap())
-        .collect();
+    let mut tile_read: Vec<usize> = Vec::with_capacity(r);
+    tile_read.extend(rorder.iter().copied().filter(|&k| chunk[k] > 0));
+    let mut write_order: Vec<usize> = Vec::with_capacity(tile_read.len());
+    write_order.extend(
+        worder
+            .iter()
+            .filter(|&&k| chunk[k] > 0)
+            .map(|k| tile_read.iter().position(|x| x == k).unwrap()),
+    );
     let read: Vec<TiledAxis> = tile_read
         .iter()
         .map(|&k| TiledAxis {
