@@ -17,7 +17,9 @@ bytes:
 - store slot s = t + k * threads of thread t gathers the elements of write positions
   s * vd .. s * vd + vd - 1 (vd: 16 bytes of elements for the vector kernels, 1 for the
   element-wise ones), one shared load each, and the 32 lanes of a warp issue each load
-  together.
+  together. (The element-wise kernels give each warp consecutive runs of 32 slots instead;
+  their loads then cover the same runs of 32 positions, in another order, so the mean is the
+  same.)
 
 For each load instruction of each warp, the cost is the largest number of distinct 4-byte
 words that its lanes touch in one bank (1: conflict-free); a case's figure is the mean over

@@ -366,9 +366,30 @@ pub(super) fn tiled_kernel(
     // offsets of all loads at once ([`source_offsets`]); for casts, one loop over the read
     // axes per load (so that only that load's registers are live in it).
     let mut setup = Code::default();
-    slot_counts(&mut g, &mut setup, &[("%rcnt", vs), ("%wcnt", vd)]);
+    // Where a thread's accesses lie in the tile: the vector kernels interleave their threads
+    // (access i of thread t at position t + i * threads of the read order, and of the write
+    // order in units of `vd` elements); the element-wise ones give each warp consecutive runs
+    // of 32 positions ([`warp_runs`]: access i at `base + i * step`), so that a warp's
+    // successive loads, and its stores, continue each other along the fastest axes.
+    let (rpos, wpos) = if vector {
+        slot_counts(&mut g, &mut setup, &[("%rcnt", vs), ("%wcnt", vd)]);
+        (None, ("%ti".to_string(), "%nt".to_string()))
+    } else {
+        let r = (g.reg(Class::B32), g.reg(Class::B32));
+        warp_runs(&mut g, &mut setup, "%rcnt", reads, (&r.0, &r.1));
+        let w = (g.reg(Class::B32), g.reg(Class::B32));
+        warp_runs(&mut g, &mut setup, "%wcnt", writes, (&w.0, &w.1));
+        (Some(r), w)
+    };
+    let wpos = (wpos.0.as_str(), wpos.1.as_str());
     let mut rsoff = if copy {
-        source_offsets(&mut g, &mut setup, "RAX", log2(vs), reads as usize)
+        let (base, step) = rpos.clone().unwrap_or_else(|| {
+            let (base, step) = (g.reg(Class::B32), g.reg(Class::B32));
+            setup.line(format!("shl.b32 {base}, %ti, {};", log2(vs)));
+            setup.line(format!("shl.b32 {step}, %nt, {};", log2(vs)));
+            (base, step)
+        });
+        source_offsets(&mut g, &mut setup, "RAX", (&base, &step), reads as usize)
     } else {
         Vec::new()
     };
@@ -377,8 +398,13 @@ pub(super) fn tiled_kernel(
     for i in 0..reads {
         let x = g.reg(Class::B32);
         let b = g.reg(Class::B32);
-        setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
-        setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
+        match &rpos {
+            Some((base, step)) => setup.line(format!("mad.lo.u32 {x}, {step}, {i}, {base};")),
+            None => {
+                setup.line(format!("mad.lo.u32 {x}, %nt, {i}, %ti;"));
+                setup.line(format!("shl.b32 {x}, {x}, {};", log2(vs)));
+            }
+        }
         setup.line(format!("shl.b32 {b}, {x}, {};", log2(d.size)));
         let (a, bits) = smem_addr(&mut g, &mut setup, &b, d, shifts, units.max(1));
         if !copy {
@@ -397,9 +423,9 @@ pub(super) fn tiled_kernel(
     // over every axis per element (the split and the sharing cost them registers).
     let split = copy && vd >= 4;
     let (wdoff, gpacked) = if split || !copy {
-        store_setup(&mut g, &mut setup, d, shifts, vd, writes, split)
+        store_setup(&mut g, &mut setup, d, shifts, vd, writes, split, wpos)
     } else {
-        element_setup(&mut g, &mut setup, d, shifts, vd, writes)
+        element_setup(&mut g, &mut setup, d, shifts, vd, writes, wpos)
     };
     let rpacked = (vs == 1).then(|| pack_pairs(&mut g, &mut setup, &raddr));
 
@@ -569,7 +595,10 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     slot_counts(&mut g, &mut setup, &[("%ucnt", per_unit), ("%wcnt", vd)]);
     // --- Set-up: each unit's source offset (elements from the tile's first) and place in
     // shared memory; consecutive threads take consecutive units.
-    let usoff = source_offsets(&mut g, &mut setup, "UAX", log2(per_unit), units as usize);
+    let (ubase, ustep) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("shl.b32 {ubase}, %ti, {};", log2(per_unit)));
+    setup.line(format!("shl.b32 {ustep}, %nt, {};", log2(per_unit)));
+    let usoff = source_offsets(&mut g, &mut setup, "UAX", (&ubase, &ustep), units as usize);
     let mut uaddr = Vec::new();
     for j in 0..units {
         let b = g.reg(Class::B32);
@@ -580,7 +609,16 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     let upacked = pack_pairs(&mut g, &mut setup, &uaddr);
     // The stores' set-up runs after the prologue has started the first tiles' copies.
     let mut store_set = Code::default();
-    let (wdoff, gpacked) = store_setup(&mut g, &mut store_set, d, shifts, vd, writes, true);
+    let (wdoff, gpacked) = store_setup(
+        &mut g,
+        &mut store_set,
+        d,
+        shifts,
+        vd,
+        writes,
+        true,
+        ("%ti", "%nt"),
+    );
 
     // --- Per tile: the copies of a tile's units from `%sb` into the buffer at `%lb`.
     let mut loads = Code::default();
@@ -674,8 +712,9 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     )
 }
 
-/// Emits, for each `(cnt, v)`, how many slots of `v` elements a thread has in a tile: slot `i`
-/// (of thread `t`) exists while `(t + i * threads) * v < volume`, so for `i` below `cnt`.
+/// Emits, for each `(cnt, v)`, how many slots of `v` elements a thread has in a tile when the
+/// threads interleave: slot `i` (of thread `t`) exists while `(t + i * threads) * v < volume`,
+/// so for `i` below `cnt`.
 fn slot_counts(g: &mut Gen, setup: &mut Code, counts: &[(&str, u64)]) {
     for &(cnt, v) in counts {
         let m = g.reg(Class::B32);
@@ -691,15 +730,39 @@ fn slot_counts(g: &mut Gen, setup: &mut Code, counts: &[(&str, u64)]) {
 }
 
 /// The source offsets (elements from the tile's first) of a thread's `n` accesses to the
-/// tile in read order, access `i` of `2^shift` elements at position `(%ti + i * %nt) <<
-/// shift`: [`split_sums`] over the read axes (loops labelled `label`).
-fn source_offsets(g: &mut Gen, setup: &mut Code, label: &str, shift: u32, n: usize) -> Vec<String> {
-    let (base, step) = (g.reg(Class::B32), g.reg(Class::B32));
-    setup.line(format!("shl.b32 {base}, %ti, {shift};"));
-    setup.line(format!("shl.b32 {step}, %nt, {shift};"));
+/// tile in read order, access `i` at position `base + i * step` (registers):
+/// [`split_sums`] over the read axes (loops labelled `label`).
+fn source_offsets(
+    g: &mut Gen,
+    setup: &mut Code,
+    label: &str,
+    (base, step): (&str, &str),
+    n: usize,
+) -> Vec<String> {
     let field = [(offset_of!(TiledReadAxis, src), "s32")];
-    let sums = split_sums(g, setup, label, READ_AXES, (&base, &step), n, &field);
+    let sums = split_sums(g, setup, label, READ_AXES, (base, step), n, &field);
     sums.into_iter().map(|mut f| f.remove(0)).collect()
+}
+
+/// Emits the positions (in read or write order) of a thread's `n` one-element slots when
+/// each warp takes `n` consecutive runs of 32 positions: slot `i` of lane `l` of warp `w` at
+/// `base + i * 32`, `base = w * n * 32 + l` (into `base` and `step` = 32); `cnt` gets how many
+/// of its slots lie below the tile's volume (`%vol`; they are the first ones). Every position
+/// below `%ntid.x * n` belongs to one slot of one thread (`%ntid.x` is a multiple of 32). A
+/// warp's accesses then cover 32 consecutive positions each, as with interleaved threads,
+/// and its successive accesses continue each other.
+fn warp_runs(g: &mut Gen, setup: &mut Code, cnt: &str, n: u64, (base, step): (&str, &str)) {
+    let (t, q) = (g.reg(Class::B32), g.reg(Class::Pred));
+    setup.line(format!("and.b32 {t}, %ti, 31;"));
+    setup.line(format!("and.b32 {base}, %ti, 0xffffffe0;"));
+    setup.line(format!("mad.lo.u32 {base}, {base}, {n}, {t};"));
+    setup.line(format!("mov.u32 {step}, 32;"));
+    setup.line(format!("setp.lt.u32 {q}, {base}, %vol;"));
+    setup.line(format!("sub.u32 {t}, %vol, {base};"));
+    setup.line(format!("add.u32 {t}, {t}, 31;"));
+    setup.line(format!("shr.u32 {t}, {t}, 5;"));
+    setup.line(format!("min.u32 {t}, {t}, {n};"));
+    setup.line(format!("selp.b32 {cnt}, {t}, 0, {q};"));
 }
 
 /// Emits `o` = the source offset (elements from the tile's first) of read-order position `x`
@@ -721,7 +784,9 @@ fn slot_pred(g: &mut Gen, c: &mut Code, cnt: &str, i: usize) -> String {
 
 /// Set-up of a thread's `writes` stores of `vd` elements of `d`: their destination offsets
 /// (elements from the tile's first) and their elements' places in shared memory, packed two
-/// to a register ([`pack_pairs`]).
+/// to a register ([`pack_pairs`]). Store `i` starts at write-order position
+/// `(base + i * step) * vd`, with `wpos = (base, step)` (registers or special registers).
+#[allow(clippy::too_many_arguments)]
 fn store_setup(
     g: &mut Gen,
     setup: &mut Code,
@@ -730,6 +795,7 @@ fn store_setup(
     vd: u64,
     writes: u64,
     split: bool,
+    wpos: (&str, &str),
 ) -> (Vec<String>, Vec<String>) {
     let write = offset_of!(TiledArgs, write);
     let stride = size_of::<TiledWriteAxis>();
@@ -776,7 +842,7 @@ fn store_setup(
             g.reg(Class::B32),
             g.reg(Class::B32),
         );
-        setup.line(format!("mad.lo.u32 {xhi}, %nt, {i}, %ti;"));
+        setup.line(format!("mad.lo.u32 {xhi}, {}, {i}, {};", wpos.1, wpos.0));
         setup.line(format!("shl.b32 {xhi}, {xhi}, {};", log2(vd)));
         if split {
             setup.line(format!("rem.u32 {xlo}, {xhi}, {span};"));
@@ -852,8 +918,8 @@ fn store_setup(
 }
 
 /// [`store_setup`] without the split at the low write axes: each of a store's `vd` elements
-/// is placed on its own, element `j` of store `i` at write-order position `((%ti + i * %nt)
-/// << log2(vd)) + j`, through [`split_sums`] over the write axes (the destination offset of
+/// is placed on its own, element `j` of store `i` at write-order position `((base + i * step)
+/// << log2(vd)) + j` (`wpos = (base, step)`), through [`split_sums`] over the write axes (the destination offset of
 /// element 0, the read-order position of each).
 fn element_setup(
     g: &mut Gen,
@@ -862,18 +928,19 @@ fn element_setup(
     shifts: &[u32],
     vd: u64,
     writes: u64,
+    wpos: (&str, &str),
 ) -> (Vec<String>, Vec<String>) {
     let (dst, read) = (
         (offset_of!(TiledWriteAxis, dst), "s32"),
         (offset_of!(TiledWriteAxis, read), "u32"),
     );
     let step = g.reg(Class::B32);
-    setup.line(format!("shl.b32 {step}, %nt, {};", log2(vd)));
+    setup.line(format!("shl.b32 {step}, {}, {};", wpos.1, log2(vd)));
     let mut wdoff = Vec::new();
     let mut rows: Vec<Vec<String>> = (0..writes).map(|_| Vec::new()).collect();
     for j in 0..vd as usize {
         let base = g.reg(Class::B32);
-        setup.line(format!("shl.b32 {base}, %ti, {};", log2(vd)));
+        setup.line(format!("shl.b32 {base}, {}, {};", wpos.0, log2(vd)));
         setup.line(format!("add.u32 {base}, {base}, {j};"));
         let fields: &[(usize, &str)] = if j == 0 { &[read, dst] } else { &[read] };
         let sums = split_sums(
