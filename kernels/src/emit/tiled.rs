@@ -383,12 +383,9 @@ pub(super) fn tiled_kernel(
     };
     let wpos = (wpos.0.as_str(), wpos.1.as_str());
     let mut rsoff = if copy {
-        let (base, step) = rpos.clone().unwrap_or_else(|| {
-            let (base, step) = (g.reg(Class::B32), g.reg(Class::B32));
-            setup.line(format!("shl.b32 {base}, %ti, {};", log2(vs)));
-            setup.line(format!("shl.b32 {step}, %nt, {};", log2(vs)));
-            (base, step)
-        });
+        let (base, step) = rpos
+            .clone()
+            .unwrap_or_else(|| interleaved(&mut g, &mut setup, log2(vs)));
         source_offsets(&mut g, &mut setup, "RAX", (&base, &step), reads as usize)
     } else {
         Vec::new()
@@ -595,9 +592,7 @@ pub(super) fn tiled_async_kernel(t: &mut Templates, name: &str, d: Ty) -> String
     slot_counts(&mut g, &mut setup, &[("%ucnt", per_unit), ("%wcnt", vd)]);
     // --- Set-up: each unit's source offset (elements from the tile's first) and place in
     // shared memory; consecutive threads take consecutive units.
-    let (ubase, ustep) = (g.reg(Class::B32), g.reg(Class::B32));
-    setup.line(format!("shl.b32 {ubase}, %ti, {};", log2(per_unit)));
-    setup.line(format!("shl.b32 {ustep}, %nt, {};", log2(per_unit)));
+    let (ubase, ustep) = interleaved(&mut g, &mut setup, log2(per_unit));
     let usoff = source_offsets(&mut g, &mut setup, "UAX", (&ubase, &ustep), units as usize);
     let mut uaddr = Vec::new();
     for j in 0..units {
@@ -742,6 +737,16 @@ fn source_offsets(
     let field = [(offset_of!(TiledReadAxis, src), "s32")];
     let sums = split_sums(g, setup, label, READ_AXES, (base, step), n, &field);
     sums.into_iter().map(|mut f| f.remove(0)).collect()
+}
+
+/// Emits the positions of a thread's accesses of `2^shift` elements when the threads
+/// interleave: access `i` of thread `t` at `base + i * step`, `base = t << shift`,
+/// `step = threads << shift` (returned as registers).
+fn interleaved(g: &mut Gen, setup: &mut Code, shift: u32) -> (String, String) {
+    let (base, step) = (g.reg(Class::B32), g.reg(Class::B32));
+    setup.line(format!("shl.b32 {base}, %ti, {shift};"));
+    setup.line(format!("shl.b32 {step}, %nt, {shift};"));
+    (base, step)
 }
 
 /// Emits the positions (in read or write order) of a thread's `n` one-element slots when
